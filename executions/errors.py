@@ -1,0 +1,60 @@
+"""Errors that services raise and every interface (API, screens, CLI) maps the same way."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+
+class ServiceError(Exception):
+    status_code = 400
+
+    def __init__(self, message: str, **detail: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.detail = detail
+
+
+class NotFound(ServiceError):
+    status_code = 404
+
+
+class Forbidden(ServiceError):
+    status_code = 403
+
+
+class Conflict(ServiceError):
+    status_code = 409
+
+
+class InvalidInput(ServiceError):
+    """Malformed input: names the field and the reason."""
+
+    status_code = 422
+
+    def __init__(self, field: str, reason: str) -> None:
+        super().__init__(f"{field}: {reason}", field=field, reason=reason)
+        self.field = field
+        self.reason = reason
+
+
+class FailureKind(StrEnum):
+    """Why a step or an external call failed; decides what the runtime does next."""
+
+    TRANSIENT = "transient"  # retry with backoff
+    RATE_LIMITED = "rate_limited"  # retry after the provider's Retry-After
+    INVALID_INPUT = "invalid_input"  # stop: retrying the same input can't help
+    PERMISSION = "permission"  # stop: a person must grant or change something
+    OUTCOME_UNKNOWN = "outcome_unknown"  # sent, no answer: reconcile before anything else
+    BUSINESS_REJECTION = "business_rejection"  # the other side said no: change state
+
+
+class StepFailure(Exception):
+    """Raised by step code and effect calls to say how they failed."""
+
+    def __init__(self, kind: FailureKind, message: str, *, retry_after: float | None = None, evidence: Any = None):
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+        self.retry_after = retry_after
+        self.evidence = evidence

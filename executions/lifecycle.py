@@ -1,0 +1,100 @@
+"""The one way an execution changes status: a transition, saved with its event.
+
+``apply`` assumes an open transaction and an ``execution`` read inside it (on
+PostgreSQL, locked with ``select_for_update`` or fenced by the caller). The save is
+conditional on the status it was read with (``ConcurrentTransitionMixin``), so two
+racing transitions can't both commit.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
+from django.utils import timezone
+from django_fsm import TransitionNotAllowed
+
+from .models import Execution, ExecutionEvent
+
+# Every transition method on Execution, so callers name them and tests can walk them.
+TRANSITIONS = (
+    "start",
+    "await_approval",
+    "wait",
+    "schedule_retry",
+    "flag",
+    "complete",
+    "fail",
+    "cancel",
+    "resume_after_decision",
+    "wake",
+    "retry",
+    "resume",
+)
+
+__all__ = ["TRANSITIONS", "TransitionNotAllowed", "apply", "record"]
+
+
+def apply(
+    execution: Execution,
+    name: str,
+    *,
+    actor: AbstractBaseUser | None = None,
+    actor_label: str = "",
+    reason: str = "",
+    step: str = "",
+    payload: dict[str, Any] | None = None,
+    update_fields: tuple[str, ...] = (),
+) -> ExecutionEvent:
+    """Run transition ``name``, save it, and append the event. Raises TransitionNotAllowed.
+
+    ``update_fields`` names other fields the caller changed on ``execution`` that
+    must be saved in the same UPDATE.
+    """
+    if name not in TRANSITIONS:
+        raise ValueError(f"unknown transition {name!r}")
+    assert transaction.get_connection().in_atomic_block, "lifecycle.apply needs an open transaction"
+    before = execution.status
+    getattr(execution, name)()
+    execution.status_changed_at = timezone.now()
+    if reason or name in ("flag", "fail", "cancel"):
+        execution.status_reason = reason
+    fields = {"status", "status_changed_at", "status_reason", "updated_at", *update_fields}
+    execution.save(update_fields=sorted(fields))
+    return record(
+        execution,
+        "transition",
+        from_status=before,
+        to_status=execution.status,
+        step=step or execution.current_step,
+        actor=actor,
+        actor_label=actor_label,
+        payload={"transition": name, **({"reason": reason} if reason else {}), **(payload or {})},
+    )
+
+
+def record(
+    execution: Execution,
+    type: str,
+    *,
+    from_status: str = "",
+    to_status: str = "",
+    step: str = "",
+    actor: AbstractBaseUser | None = None,
+    actor_label: str = "",
+    payload: dict[str, Any] | None = None,
+) -> ExecutionEvent:
+    """Append one event to the execution's history (never updated afterwards)."""
+    if actor is not None and not actor_label:
+        actor_label = f"user:{actor.get_username()}"
+    return ExecutionEvent.objects.create(
+        execution=execution,
+        type=type,
+        from_status=from_status,
+        to_status=to_status,
+        step=step,
+        actor=actor,
+        actor_label=actor_label,
+        payload=payload or {},
+    )

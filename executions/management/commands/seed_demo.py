@@ -1,0 +1,50 @@
+"""Demo users (one per role plus a requester) and one demo execution, for ``make run``."""
+
+import secrets
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
+from django.core.management.base import BaseCommand
+from django.db import transaction
+
+from approvals.roles import ensure_roles
+from executions.models import Execution
+from executions.services import execution_start
+
+DEMO_USERS = [
+    ("requester", None, "starts executions"),
+    ("manager", "managers", "approves report versions"),
+    ("operator", "operators", "triages, resumes, cancels"),
+    ("auditor", "auditors", "reads the approval history"),
+]
+
+
+class Command(BaseCommand):
+    help = "Create demo users with fresh passwords (printed) and start one demo execution if none exists."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--no-execution", action="store_true", help="only create the users")
+
+    @transaction.atomic
+    def handle(self, *args, no_execution: bool = False, **options):
+        ensure_roles()
+        User = get_user_model()
+        lines = []
+        for username, group, does in DEMO_USERS:
+            user, _ = User.objects.get_or_create(username=username, defaults={"email": f"{username}@example.com"})
+            password = secrets.token_urlsafe(9)
+            user.set_password(password)
+            user.save()
+            if group:
+                user.groups.add(Group.objects.get(name=group))
+            lines.append(f"  {username:<10} {password:<14} {does}")
+        self.stdout.write("Demo users (passwords are new on every run):")
+        self.stdout.write("\n".join(lines))
+        if not no_execution and not Execution.objects.exists():
+            execution, _ = execution_start(
+                user=User.objects.get(username="requester"),
+                workflow="monthly_report",
+                input={"month": "2026-08"},
+                idempotency_key="demo-august-report",
+            )
+            self.stdout.write(f"Started demo execution {execution.ref}: the August report; it will wait for approval.")

@@ -1,0 +1,317 @@
+"""Advancing an execution: one bounded slice of steps under one lease.
+
+A worker that holds the lease runs the next step directly, without a round trip
+through the broker, until the execution waits, stops, or the slice's time is up;
+then it gives the lease back and rings again. Every write is fenced by the lease
+token. Cost: one commit per compute/model step (output + checkpoint + event), two
+per effect (ledger row before the call, result after), one claim per slice.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import traceback
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from approvals.models import ApprovalRequest
+from artifacts.models import ArtifactVersion
+from artifacts.services import artifact_version_create
+
+from . import dispatch, failpoints, ledger, lifecycle, registry
+from .context import StepContext
+from .errors import FailureKind, StepFailure
+from .leases import Heartbeat, Lease, LeaseLost, acquire, fence, release
+from .modelclient import get_model_client
+from .models import Action, Execution, Status, StepRun
+from .workflow import Step, StepKind, Workflow
+
+log = logging.getLogger(__name__)
+
+CONTINUE, STOP = "continue", "stop"
+
+
+def advance(execution_id: int, *, worker: str) -> str:
+    """Run one slice of execution ``execution_id`` if this worker can take it.
+
+    Returns what happened ("not claimed", "stopped", "sliced", "lease lost").
+    Never raises for a lost lease or a stopped execution.
+    """
+    lease = acquire(execution_id, owner=worker)
+    if lease is None:
+        return "not claimed"
+    with Heartbeat(lease) as heartbeat:
+        try:
+            return _run_slice(lease, heartbeat)
+        except (LeaseLost, ledger.ExecutionStopped) as stop:
+            log.info("execution %s: %s", execution_id, stop)
+            return "lease lost" if isinstance(stop, LeaseLost) else "stopped"
+
+
+def _run_slice(lease: Lease, heartbeat: Heartbeat) -> str:
+    ends = time.monotonic() + settings.RUNTIME_SLICE_SECONDS
+    while True:
+        execution = Execution.objects.get(pk=lease.execution_id)
+        if execution.status != Status.RUNNING or execution.lease_token != lease.token:
+            return "stopped"
+        workflow = registry.get(execution.workflow, execution.workflow_version)
+        step = workflow.get_step(execution.current_step)
+        if _run_step(lease, execution, workflow, step) == STOP:
+            return "stopped"
+        if heartbeat.lost.is_set():
+            raise LeaseLost("heartbeat lost the lease")
+        if time.monotonic() >= ends:
+            with transaction.atomic():
+                fence(lease)
+                release(lease)
+                dispatch.dispatch_on_commit(lease.execution_id)
+            return "sliced"
+
+
+def _run_step(lease: Lease, execution: Execution, workflow: Workflow, step: Step) -> str:
+    failpoints.hit(f"before_step:{step.name}")
+    started = timezone.now()
+    ctx = StepContext(execution=execution, workflow=workflow)
+    try:
+        if step.kind == StepKind.APPROVAL:
+            return _approval_gate(lease, execution, workflow, step, started)
+        if step.kind == StepKind.EFFECT:
+            return _effect(lease, ctx, workflow, step, started)
+        if step.kind == StepKind.MODEL:
+            model = RecordingModel(get_model_client())
+            output = step.fn(ctx, model) or {}
+            output["model_calls"] = model.calls
+        else:
+            output = step.fn(ctx) or {}
+    except StepFailure as failure:
+        return _step_failed(lease, step, failure, started)
+    except (LeaseLost, ledger.ExecutionStopped):
+        raise
+    except Exception as exc:  # a bug in step code: keep the evidence, ask a person
+        log.exception("step %s of %s raised", step.name, execution.ref)
+        failure = StepFailure(FailureKind.TRANSIENT, f"{type(exc).__name__}: {exc}", evidence=traceback.format_exc(limit=5))
+        return _step_failed(lease, step, failure, started, unexpected=True)
+    return _checkpoint(lease, ctx, workflow, step, output, started)
+
+
+def _checkpoint(
+    lease: Lease,
+    ctx: StepContext,
+    workflow: Workflow,
+    step: Step,
+    output: dict[str, Any],
+    started,
+    *,
+    action: Action | None = None,
+) -> str:
+    """One commit: artifacts, step run, state, progress notes, event (and ledger result)."""
+    with transaction.atomic():
+        fence(lease)
+        execution = Execution.objects.get(pk=lease.execution_id)
+        if execution.status != Status.RUNNING:
+            raise ledger.ExecutionStopped(f"{execution.ref} is {execution.status}")
+        state = execution.context
+        for staged in ctx.staged_artifacts:
+            version = artifact_version_create(
+                execution=execution,
+                kind=staged.kind,
+                title=staged.title,
+                blob=staged.blob,
+                content_type=staged.content_type,
+                step=step.name,
+            )
+            state.setdefault("artifacts", {})[staged.name] = version.as_ref()
+        state.setdefault("state", {})[step.name] = output
+        notes = state["notes"]
+        notes["facts"] = _merge_facts(notes["facts"], ctx.new_facts)
+        notes["completed_steps"].append(step.name)
+        following = workflow.next_step(step.name)
+        notes["next_action"] = workflow.label_for(following) if following else "done"
+        attempt = _attempts(execution, step.name) + 1
+        StepRun.objects.create(
+            execution=execution,
+            step=step.name,
+            kind=step.kind,
+            round=execution.round,
+            attempt=attempt,
+            outcome=StepRun.Outcome.SUCCEEDED,
+            output=output,
+            worker=lease.owner,
+            lease_token=lease.token,
+            workflow_version=execution.workflow_version,
+            started_at=started,
+        )
+        if action is not None:
+            ledger.mark_succeeded(action, output, execution=execution, actor_label=lease.owner)
+        lifecycle.record(
+            execution,
+            "step.completed",
+            step=step.name,
+            actor_label=lease.owner,
+            payload=_step_summary(step, output, attempt),
+        )
+        execution.context = state
+        execution.current_step = following
+        if following:
+            execution.save(update_fields=["context", "current_step", "updated_at"])
+        else:
+            lifecycle.apply(execution, "complete", actor_label=lease.owner, update_fields=("context", "current_step"))
+            release(lease)
+    failpoints.hit(f"after_step:{step.name}")
+    return CONTINUE if following else STOP
+
+
+def _approval_gate(lease: Lease, execution: Execution, workflow: Workflow, step: Step, started) -> str:
+    """First visit: ask (and release the worker). After a decision: record it and go on."""
+    request = ApprovalRequest.objects.filter(execution=execution, step=step.name, round=execution.round).first()
+    if request is None:
+        with transaction.atomic():
+            fence(lease)
+            execution = Execution.objects.get(pk=lease.execution_id)
+            if execution.status != Status.RUNNING:
+                raise ledger.ExecutionStopped(f"{execution.ref} is {execution.status}")
+            ref = execution.context["artifacts"][step.artifact]
+            version = ArtifactVersion.objects.get(pk=ref["version_pk"])
+            request = ApprovalRequest.objects.create(
+                execution=execution,
+                step=step.name,
+                round=execution.round,
+                artifact_version=version,
+                version=version.number,
+                content_sha256=version.sha256,
+                action=step.action,
+                requested_by=execution.created_by,
+            )
+            lifecycle.record(
+                execution,
+                "approval.requested",
+                step=step.name,
+                actor_label=lease.owner,
+                payload={
+                    "approval_id": request.pk,
+                    "artifact_id": ref["artifact_id"],
+                    "artifact_version": version.number,
+                    "content_sha256": version.sha256,
+                    "action": step.action,
+                },
+            )
+            lifecycle.apply(execution, "await_approval", actor_label=lease.owner, step=step.name)
+            release(lease)
+        return STOP
+    if request.status != ApprovalRequest.State.APPROVED:
+        return STOP  # a rejection cancelled the execution in the same transaction
+    decision = request.decision
+    output = {
+        "approval_id": request.pk,
+        "decision": decision.decision,
+        "decided_by": decision.decided_by.get_username(),
+        "artifact_version": request.version,
+        "content_sha256": request.content_sha256,
+        "action": request.action,
+    }
+    ctx = StepContext(execution=execution, workflow=workflow)
+    return _checkpoint(lease, ctx, workflow, step, output, started)
+
+
+def _effect(lease: Lease, ctx: StepContext, workflow: Workflow, step: Step, started) -> str:
+    if step.requires_approval:
+        _check_approval_binding(ctx.execution, workflow, step)
+    effect = step.fn(ctx)
+    action, receipt = ledger.perform(lease=lease, step=step.name, action_type=step.action, effect=effect)
+    return _checkpoint(lease, ctx, workflow, step, receipt, started, action=action)
+
+
+def _check_approval_binding(execution: Execution, workflow: Workflow, step: Step) -> None:
+    """Right before the effect: the artifact it will use is the version and hash approved."""
+    gate = workflow.get_step(step.requires_approval)
+    approval = execution.context.get("state", {}).get(gate.name)
+    ref = execution.context.get("artifacts", {}).get(gate.artifact)
+    if not approval or approval.get("decision") != "approve" or ref is None:
+        raise StepFailure(FailureKind.PERMISSION, f"{step.name} needs an approval from {gate.name}")
+    version = ArtifactVersion.objects.get(pk=ref["version_pk"])
+    if (version.number, version.sha256) != (approval["artifact_version"], approval["content_sha256"]):
+        raise StepFailure(
+            FailureKind.PERMISSION,
+            f"approved V{approval['artifact_version']} ({approval['content_sha256'][:12]}) "
+            f"but the current artifact is V{version.number} ({version.sha256[:12]})",
+        )
+
+
+def _step_failed(lease: Lease, step: Step, failure: StepFailure, started, *, unexpected: bool = False) -> str:
+    """One commit: the failed attempt, and the execution stops or waits for a person."""
+    with transaction.atomic():
+        fence(lease)
+        execution = Execution.objects.get(pk=lease.execution_id)
+        if execution.status != Status.RUNNING:
+            raise ledger.ExecutionStopped(f"{execution.ref} is {execution.status}")
+        attempt = _attempts(execution, step.name) + 1
+        StepRun.objects.create(
+            execution=execution,
+            step=step.name,
+            kind=step.kind,
+            round=execution.round,
+            attempt=attempt,
+            outcome=StepRun.Outcome.FAILED,
+            error=f"{failure.kind}: {failure.message}",
+            output={"evidence": failure.evidence} if failure.evidence is not None else {},
+            worker=lease.owner,
+            lease_token=lease.token,
+            workflow_version=execution.workflow_version,
+            started_at=started,
+        )
+        reason = f"{step.label}: {failure.message}"
+        stop_for_good = failure.kind in (FailureKind.INVALID_INPUT, FailureKind.BUSINESS_REJECTION) and not unexpected
+        lifecycle.apply(
+            execution,
+            "fail" if stop_for_good else "flag",
+            actor_label=lease.owner,
+            reason=reason,
+            step=step.name,
+            payload={"failure": str(failure.kind), "attempt": attempt},
+        )
+        release(lease)
+    return STOP
+
+
+def _attempts(execution: Execution, step: str) -> int:
+    return StepRun.objects.filter(execution=execution, step=step, round=execution.round).count()
+
+
+def _merge_facts(known: list[dict], new: list[dict]) -> list[dict]:
+    ids = {f["id"] for f in known}
+    return known + [f for f in new if f["id"] not in ids]
+
+
+def _step_summary(step: Step, output: dict[str, Any], attempt: int) -> dict[str, Any]:
+    summary: dict[str, Any] = {"kind": str(step.kind), "label": step.label, "attempt": attempt}
+    for call in output.get("model_calls", []):
+        summary.setdefault("model", call["model"])
+        summary.setdefault("prompt_version", call["prompt_version"])
+    return summary
+
+
+class RecordingModel:
+    """Wraps the model client so every call lands in the step's checkpoint."""
+
+    def __init__(self, client) -> None:
+        self.client = client
+        self.calls: list[dict[str, Any]] = []
+
+    @property
+    def name(self) -> str:
+        return self.client.name
+
+    @property
+    def label(self) -> str:
+        return self.client.label
+
+    def complete(self, *, prompt: str, prompt_version: str):
+        response = self.client.complete(prompt=prompt, prompt_version=prompt_version)
+        self.calls.append(
+            {"model": response.model, "prompt_version": response.prompt_version, "prompt": prompt, "response": response.text}
+        )
+        return response

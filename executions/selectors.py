@@ -1,0 +1,109 @@
+"""Reads: what the API, the screens and the CLI show about executions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import QuerySet
+
+from approvals.models import ApprovalRequest
+from artifacts.models import ArtifactVersion
+
+from . import registry
+from .errors import InvalidInput
+from .models import Execution, Status, pk_from_ref
+
+PAGE_SIZE = 50
+
+
+def step_label(execution: Execution) -> str:
+    """What a person reads for "where is it": the current step's label, or the outcome."""
+    if execution.status == Status.COMPLETED:
+        return "Completed"
+    if execution.status in (Status.FAILED, Status.CANCELLED) and not execution.current_step:
+        return execution.get_status_display()
+    try:
+        flow = registry.get(execution.workflow, execution.workflow_version)
+    except registry.UnknownWorkflow:
+        return execution.current_step
+    return flow.label_for(execution.current_step) if execution.current_step else ""
+
+
+def pending_approval(execution: Execution) -> ApprovalRequest | None:
+    return (
+        ApprovalRequest.objects.filter(execution=execution, status=ApprovalRequest.State.PENDING)
+        .select_related("artifact_version__artifact")
+        .order_by("-id")
+        .first()
+    )
+
+
+def approval_payload(request: ApprovalRequest | None) -> dict[str, Any] | None:
+    if request is None:
+        return None
+    return {
+        "id": request.pk,
+        "artifact_id": request.artifact_version.artifact.ref,
+        "artifact_version": request.version,
+        "content_sha256": request.content_sha256,
+        "action": request.action,
+        "expires_at": request.expires_at,
+    }
+
+
+def artifact_versions(execution: Execution) -> QuerySet[ArtifactVersion]:
+    return ArtifactVersion.objects.filter(artifact__execution=execution).select_related("artifact")
+
+
+def execution_payload(execution: Execution) -> dict[str, Any]:
+    return {
+        "id": execution.ref,
+        "workflow": execution.workflow,
+        "workflow_version": execution.workflow_version,
+        "status": execution.status,
+        "status_reason": execution.status_reason,
+        "current_step": execution.current_step,
+        "step_label": step_label(execution),
+        "input": execution.input,
+        "created_by": execution.created_by.get_username(),
+        "pending_approval": approval_payload(pending_approval(execution)),
+        "actions": [
+            {"key": a.key, "type": a.type, "status": a.status, "attempts": a.attempts}
+            for a in execution.actions.all()
+        ],
+        "artifacts": [
+            {
+                "artifact_id": v.artifact.ref,
+                "version": v.number,
+                "sha256": v.sha256,
+                "size": v.size,
+                "content_type": v.content_type,
+                "produced_by_step": v.produced_by_step,
+            }
+            for v in artifact_versions(execution)
+        ],
+        "created_at": execution.created_at,
+        "updated_at": execution.updated_at,
+    }
+
+
+def execution_page(
+    *, status: str | None = None, workflow: str | None = None, cursor: str | None = None, limit: int = PAGE_SIZE
+) -> tuple[list[Execution], str | None]:
+    """Newest first. ``cursor`` is the ``next`` of the previous page."""
+    rows = Execution.objects.select_related("created_by").order_by("-id")
+    if status:
+        if status not in Status.values:
+            raise InvalidInput("status", f"unknown status {status!r}; one of {', '.join(Status.values)}")
+        rows = rows.filter(status=status)
+    if workflow:
+        rows = rows.filter(workflow=workflow)
+    if cursor:
+        before = pk_from_ref(cursor)
+        if before is None:
+            raise InvalidInput("cursor", "not a cursor this API returned")
+        rows = rows.filter(pk__lt=before)
+    page = list(rows[: limit + 1])
+    more = len(page) > limit
+    page = page[:limit]
+    return page, (page[-1].ref if more and page else None)

@@ -1,0 +1,140 @@
+"""Writes on executions: start, cancel, resume. Shared by the API, the screens and the CLI."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import IntegrityError, transaction
+
+from approvals.models import ApprovalRequest
+
+from . import dispatch, lifecycle, notes, registry
+from .errors import Conflict, Forbidden, InvalidInput, NotFound
+from .models import TERMINAL, Execution, Status, pk_from_ref
+
+OPERATE = "executions.operate_execution"
+
+
+def input_digest(workflow: str, data: dict[str, Any]) -> str:
+    canonical = json.dumps({"workflow": workflow, "input": data}, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def execution_start(
+    *, user: AbstractBaseUser, workflow: str, input: dict[str, Any], idempotency_key: str | None = None
+) -> tuple[Execution, bool]:
+    """Start an execution of the latest deployed version of ``workflow``.
+
+    Returns (execution, created). The idempotency key is scoped to the user: the same
+    key with the same input returns the original execution; with other input, Conflict.
+    Raises InvalidInput naming the field for an unknown workflow or bad input.
+    """
+    try:
+        flow = registry.latest(workflow)
+    except registry.UnknownWorkflow as exc:
+        raise InvalidInput("workflow", str(exc)) from None
+    if not isinstance(input, dict):
+        raise InvalidInput("input", "must be a JSON object")
+    parsed = flow.parse_input(input)
+    digest = input_digest(workflow, parsed)
+    if idempotency_key:
+        existing = Execution.objects.filter(created_by=user, idempotency_key=idempotency_key).first()
+        if existing is not None:
+            return _replay(existing, digest), False
+    try:
+        with transaction.atomic():
+            execution = Execution.objects.create(
+                workflow=flow.name,
+                workflow_version=flow.version,
+                input=parsed,
+                input_digest=digest,
+                idempotency_key=idempotency_key or None,
+                created_by=user,
+                current_step=flow.first_step,
+                context={
+                    "state": {},
+                    "artifacts": {},
+                    "notes": notes.initial(goal=flow.goal(parsed), constraints=flow.constraints(parsed)),
+                },
+            )
+            lifecycle.record(
+                execution,
+                "execution.created",
+                to_status=execution.status,
+                step=execution.current_step,
+                actor=user,
+                payload={"workflow": flow.name, "workflow_version": flow.version, "input": parsed},
+            )
+            dispatch.dispatch_on_commit(execution.pk)
+    except IntegrityError:  # the same key raced in from another request
+        existing = Execution.objects.get(created_by=user, idempotency_key=idempotency_key)
+        return _replay(existing, digest), False
+    return execution, True
+
+
+def _replay(existing: Execution, digest: str) -> Execution:
+    if existing.input_digest != digest:
+        raise Conflict(
+            f"idempotency key already used for {existing.ref} with different input",
+            execution_id=existing.ref,
+        )
+    return existing
+
+
+def execution_for(ref: str) -> Execution:
+    pk = pk_from_ref(ref)
+    execution = Execution.objects.filter(pk=pk).first() if pk is not None else None
+    if execution is None:
+        raise NotFound(f"no execution {ref}")
+    return execution
+
+
+def _locked(ref: str) -> Execution:
+    execution = execution_for(ref)
+    return Execution.objects.select_for_update(no_key=True).get(pk=execution.pk)
+
+
+def execution_cancel(*, ref: str, user: AbstractBaseUser, reason: str) -> Execution:
+    """Cancel from any non-terminal state; pending approvals are withdrawn.
+
+    Operators, and the user who started it. Once this commits, no effect call may
+    start: workers re-check the status under their fence right before every effect.
+    """
+    with transaction.atomic():
+        execution = _locked(ref)
+        if not (user.has_perm(OPERATE) or execution.created_by_id == user.pk):
+            raise Forbidden("only operators or the user who started it may cancel it")
+        if execution.status in TERMINAL:
+            raise Conflict(f"{execution.ref} is already {execution.status}", status=execution.status)
+        withdrawn = list(
+            ApprovalRequest.objects.filter(execution=execution, status=ApprovalRequest.State.PENDING).values_list(
+                "pk", flat=True
+            )
+        )
+        ApprovalRequest.objects.filter(pk__in=withdrawn).update(status=ApprovalRequest.State.WITHDRAWN)
+        lifecycle.apply(
+            execution,
+            "cancel",
+            actor=user,
+            reason=reason or "cancelled",
+            payload={"withdrawn_approvals": withdrawn},
+        )
+    return execution
+
+
+def execution_resume(*, ref: str, user: AbstractBaseUser, reason: str) -> Execution:
+    """Operators: send an execution that needs attention back to work at its current step."""
+    if not user.has_perm(OPERATE):
+        raise Forbidden("only operators may resume executions")
+    with transaction.atomic():
+        execution = _locked(ref)
+        if execution.status != Status.NEEDS_ATTENTION:
+            raise Conflict(f"{execution.ref} is {execution.status}, not needs_attention", status=execution.status)
+        if not reason.strip():
+            raise InvalidInput("reason", "say why it is safe to resume")
+        lifecycle.apply(execution, "resume", actor=user, reason=reason)
+        dispatch.dispatch_on_commit(execution.pk)
+    return execution

@@ -1,0 +1,49 @@
+"""The sweeper (Celery beat, every ``RUNTIME_SWEEP_SECONDS``): re-rings the doorbell.
+
+It dispatches executions that are runnable but that nobody works on: pending or
+running with no live lease (lost message, dead worker), and retry/wait timers that
+came due. A dispatch is repeated only after ``redispatch_after`` seconds, so a busy
+queue isn't flooded; duplicates are harmless anyway (the lease decides).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.conf import settings
+from django.db.models import DateTimeField, ExpressionWrapper, Q, Value
+from django.db.models.functions import Now
+
+from . import dispatch
+from .models import Execution, Status
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class SweepReport:
+    dispatched: tuple[int, ...]
+
+
+def redispatch_after() -> timedelta:
+    return timedelta(seconds=max(2 * settings.RUNTIME_SWEEP_SECONDS, 2))
+
+
+def sweep() -> SweepReport:
+    since = ExpressionWrapper(Now() - Value(redispatch_after()), output_field=DateTimeField())
+    not_recently = Q(dispatched_at__isnull=True) | Q(dispatched_at__lt=since)
+    unowned = Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=Now())
+    runnable = Q(status__in=[Status.PENDING, Status.RUNNING]) & unowned
+    due = Q(status__in=[Status.RETRY_PENDING, Status.WAITING], due_at__lte=Now())
+    candidates = list(Execution.objects.filter(runnable | due).filter(not_recently).values_list("pk", flat=True)[:500])
+    dispatched = []
+    for pk in candidates:
+        # Claim the right to re-ring so two sweepers don't both send.
+        if Execution.objects.filter(not_recently, pk=pk).update(dispatched_at=Now()):
+            dispatch.send(pk)
+            dispatched.append(pk)
+    if dispatched:
+        log.info("sweeper re-dispatched %d execution(s): %s", len(dispatched), dispatched)
+    return SweepReport(dispatched=tuple(dispatched))

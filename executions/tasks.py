@@ -1,0 +1,16 @@
+"""Celery tasks: thin wrappers around the runner and the sweeper."""
+
+from celery import shared_task
+
+from . import runner, sweeper
+from .dispatch import worker_identity
+
+
+@shared_task(name="executions.advance", acks_late=True, ignore_result=True)
+def advance(execution_id: int) -> str:
+    return runner.advance(execution_id, worker=worker_identity())
+
+
+@shared_task(name="executions.sweep", ignore_result=True)
+def sweep() -> list[int]:
+    return list(sweeper.sweep().dispatched)

@@ -1,0 +1,150 @@
+"""Screens for executions (htmx). Thin: read through selectors, write through services."""
+
+from __future__ import annotations
+
+import html
+import uuid
+
+import markdown
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.utils.safestring import mark_safe
+from django.views.decorators.http import require_GET, require_POST
+
+from approvals.models import ApprovalRequest
+from artifacts.services import artifact_version_content
+
+from . import registry, selectors, services
+from .errors import NotFound, ServiceError
+from .models import Execution, Status
+
+
+def _execution_or_404(ref: str) -> Execution:
+    try:
+        return services.execution_for(ref)
+    except NotFound:
+        raise Http404(f"no execution {ref}") from None
+
+
+@login_required
+@require_GET
+def execution_list(request: HttpRequest) -> HttpResponse:
+    status = request.GET.get("status") or None
+    workflow = request.GET.get("workflow") or None
+    try:
+        page, following = selectors.execution_page(status=status, workflow=workflow, cursor=request.GET.get("cursor"))
+    except ServiceError as exc:
+        messages.error(request, exc.message)
+        page, following = selectors.execution_page()
+    return render(
+        request,
+        "executions/list.html",
+        {
+            "executions": [(e, selectors.step_label(e)) for e in page],
+            "next_cursor": following,
+            "statuses": Status.choices,
+            "status": status or "",
+            "workflows": registry.names(),
+            "workflow": workflow or "",
+        },
+    )
+
+
+@login_required
+@require_GET
+def status_cell(request: HttpRequest, ref: str) -> HttpResponse:
+    execution = _execution_or_404(ref)
+    return render(
+        request,
+        "executions/list.html#status_cell",
+        {"execution": execution, "label": selectors.step_label(execution)},
+    )
+
+
+@login_required
+@require_POST
+def execution_start(request: HttpRequest) -> HttpResponse:
+    workflow = request.POST.get("workflow", "")
+    data = {"month": request.POST["month"]} if request.POST.get("month") else {}
+    try:
+        execution, _ = services.execution_start(user=request.user, workflow=workflow, input=data)
+    except ServiceError as exc:
+        messages.error(request, f"Could not start: {exc.message}")
+        return redirect("executions:list")
+    messages.success(request, f"Started {execution.ref}.")
+    return redirect("executions:detail", ref=execution.ref)
+
+
+def detail_context(request: HttpRequest, execution: Execution) -> dict:
+    request_obj = selectors.pending_approval(execution)
+    versions = list(selectors.artifact_versions(execution))
+    latest = versions[-1] if versions else None
+    return {
+        "execution": execution,
+        "label": selectors.step_label(execution),
+        "events": execution.events.select_related("actor").all(),
+        "actions": execution.actions.all(),
+        "versions": versions,
+        "latest": latest,
+        "latest_html": _render_markdown(latest) if latest else "",
+        "approval": request_obj,
+        "decisions": ApprovalRequest.objects.filter(execution=execution).select_related("decision__decided_by"),
+        "can_decide": _can_decide(request.user, request_obj),
+        "can_cancel": not execution.is_terminal
+        and (request.user.has_perm(services.OPERATE) or execution.created_by_id == request.user.pk),
+        "can_resume": execution.status == Status.NEEDS_ATTENTION and request.user.has_perm(services.OPERATE),
+        "event_id": uuid.uuid4().hex,
+    }
+
+
+def _can_decide(user, approval: ApprovalRequest | None) -> bool:
+    if approval is None or not user.has_perm(approval.permission):
+        return False
+    return not (approval.separation_of_duties and approval.requested_by_id == user.pk)
+
+
+def _render_markdown(version) -> str:
+    """Artifact Markdown as HTML; raw HTML in the source is escaped, never rendered."""
+    try:
+        source = artifact_version_content(version).decode()
+    except Exception as exc:  # corrupt or missing blob: say so, don't 500
+        return mark_safe(f'<p class="error">Content unavailable: {html.escape(str(exc))}</p>')
+    return mark_safe(markdown.markdown(html.escape(source, quote=False), extensions=["tables"]))
+
+
+@login_required
+@require_GET
+def execution_detail(request: HttpRequest, ref: str) -> HttpResponse:
+    execution = _execution_or_404(ref)
+    return render(request, "executions/detail.html", detail_context(request, execution))
+
+
+@login_required
+@require_GET
+def execution_live(request: HttpRequest, ref: str) -> HttpResponse:
+    execution = _execution_or_404(ref)
+    return render(request, "executions/detail.html#live", detail_context(request, execution))
+
+
+@login_required
+@require_POST
+def execution_cancel(request: HttpRequest, ref: str) -> HttpResponse:
+    return _operate(request, ref, services.execution_cancel, "Cancelled")
+
+
+@login_required
+@require_POST
+def execution_resume(request: HttpRequest, ref: str) -> HttpResponse:
+    return _operate(request, ref, services.execution_resume, "Resumed")
+
+
+def _operate(request: HttpRequest, ref: str, service, verb: str) -> HttpResponse:
+    try:
+        execution = service(ref=ref, user=request.user, reason=request.POST.get("reason", "").strip())
+    except ServiceError as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(request, f"{verb} {execution.ref}.")
+    return redirect("executions:detail", ref=ref)

@@ -1,0 +1,126 @@
+"""The small API a workflow is written in.
+
+A workflow reads as the business process: named steps with labels, a model step,
+an approval gate bound to an artifact, effects with business keys::
+
+    flow = Workflow("monthly_report", version=1, title="Monthly report", parse_input=..., goal=...)
+
+    @flow.step("retrieve_figures", label="Retrieving figures")
+    def retrieve(ctx): return {...}
+
+    flow.approval("review", label="Awaiting approval", artifact="report", action="publish_report")
+
+    @flow.effect("publish", label="Publishing", action="publish_report", requires_approval="review")
+    def publish(ctx): return Effect(key=f"{ctx.ref}:publish:v{...}", args={...}, call=..., lookup=...)
+
+Leases, checkpoints, the ledger, retries and recording happen underneath (runner).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+JSON = dict[str, Any]
+
+
+class StepKind(StrEnum):
+    COMPUTE = "compute"  # safe to rerun until checkpointed
+    MODEL = "model"  # the response is recorded and never asked again once checkpointed
+    APPROVAL = "approval"  # a person decides on one artifact version
+    EFFECT = "effect"  # an external side effect, only through the ledger
+
+
+@dataclass(frozen=True, kw_only=True)
+class Effect:
+    """One external side effect, described before it happens.
+
+    ``key`` is the business identity (``RUN_0001:publish:v2``), stable across retries.
+    ``call(args, key)`` performs it and returns the provider's receipt, raising
+    ``StepFailure`` to say how it failed. ``lookup(key, args)`` asks the provider whether
+    it already happened (receipt or None). ``honors_key``: the provider deduplicates
+    on the key, so re-sending with the same key is safe.
+    """
+
+    key: str
+    args: JSON
+    call: Callable[[JSON, str], JSON]
+    lookup: Callable[[str, JSON], JSON | None] | None = None
+    honors_key: bool = True
+
+
+@dataclass(frozen=True, kw_only=True)
+class Step:
+    name: str
+    label: str
+    kind: StepKind
+    fn: Callable[..., Any] | None = None
+    prompt_version: str = ""
+    action: str = ""  # approval: the action it unlocks; effect: the ledger action type
+    artifact: str = ""  # approval: the artifact (by name) the decision binds to
+    requires_approval: str = ""  # effect: the gate whose approved version it must use
+
+
+@dataclass(kw_only=True)
+class Workflow:
+    name: str
+    version: int
+    title: str
+    parse_input: Callable[[JSON], JSON]  # raises executions.errors.InvalidInput
+    goal: Callable[[JSON], str]
+    constraints: Callable[[JSON], list[str]] = lambda _input: []
+    steps: list[Step] = field(default_factory=list)
+
+    # --- declaring steps
+
+    def step(self, name: str, *, label: str) -> Callable:
+        return self._decorator(name=name, label=label, kind=StepKind.COMPUTE)
+
+    def model_step(self, name: str, *, label: str, prompt_version: str) -> Callable:
+        return self._decorator(name=name, label=label, kind=StepKind.MODEL, prompt_version=prompt_version)
+
+    def effect(self, name: str, *, label: str, action: str, requires_approval: str = "") -> Callable:
+        return self._decorator(
+            name=name, label=label, kind=StepKind.EFFECT, action=action, requires_approval=requires_approval
+        )
+
+    def approval(self, name: str, *, label: str, artifact: str, action: str) -> None:
+        self._add(Step(name=name, label=label, kind=StepKind.APPROVAL, artifact=artifact, action=action))
+
+    def _decorator(self, **spec: Any) -> Callable:
+        def register(fn: Callable) -> Callable:
+            self._add(Step(fn=fn, **spec))
+            return fn
+
+        return register
+
+    def _add(self, step: Step) -> None:
+        if any(s.name == step.name for s in self.steps):
+            raise ValueError(f"{self.name} v{self.version}: step {step.name!r} declared twice")
+        self.steps.append(step)
+
+    # --- reading the plan
+
+    @property
+    def first_step(self) -> str:
+        return self.steps[0].name
+
+    def get_step(self, name: str) -> Step:
+        for step in self.steps:
+            if step.name == name:
+                return step
+        raise KeyError(f"{self.name} v{self.version} has no step {name!r}")
+
+    def next_step(self, name: str) -> str:
+        """The step after ``name``, or "" when ``name`` is the last."""
+        names = [s.name for s in self.steps]
+        index = names.index(name)
+        return names[index + 1] if index + 1 < len(names) else ""
+
+    def label_for(self, name: str) -> str:
+        try:
+            return self.get_step(name).label
+        except KeyError:
+            return name

@@ -1,0 +1,128 @@
+"""The seed workflow: a manager asks for the monthly performance report.
+
+retrieve figures → analyze (verified facts + a model's narrative) → draft the report
+(artifact, Markdown) → a manager approves that exact version → publish it through the
+ledger (key ``<run>:publish:v<version>``) → notify management → completed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from executions import registry
+from executions.errors import InvalidInput
+from executions.workflow import Effect, Workflow
+
+from . import retail, services_client
+
+
+def parse_input(raw: dict[str, Any]) -> dict[str, Any]:
+    unknown = set(raw) - {"month", "constraints"}
+    if unknown:
+        raise InvalidInput(f"input.{sorted(unknown)[0]}", "unknown field (allowed: month, constraints)")
+    if "month" not in raw:
+        raise InvalidInput("input.month", "required, e.g. \"2026-08\"")
+    try:
+        retail.month_figures(raw["month"])  # the snapshot decides which months exist
+    except retail.UnknownMonth as exc:
+        raise InvalidInput("input.month", str(exc)) from None
+    constraints = raw.get("constraints", [])
+    if not isinstance(constraints, list) or not all(isinstance(c, str) and c.strip() for c in constraints):
+        raise InvalidInput("input.constraints", "must be a list of non-empty strings")
+    return {"month": raw["month"], "constraints": [c.strip() for c in constraints]}
+
+
+flow = registry.register(
+    Workflow(
+        name="monthly_report",
+        version=1,
+        title="Monthly performance report",
+        parse_input=parse_input,
+        goal=lambda data: (
+            f"Analyze {retail.month_label(data['month'])} business performance, prepare a report, "
+            "and publish it to the management team after a manager approves it."
+        ),
+        constraints=lambda data: [
+            f"Use only figures from {retail.SNAPSHOT_ID}; never estimate or invent numbers.",
+            "Publish only the exact report version a manager approved.",
+            *data["constraints"],
+        ],
+    )
+)
+
+
+@flow.step("retrieve_figures", label="Retrieving the month's figures")
+def retrieve_figures(ctx) -> dict[str, Any]:
+    return {"snapshot_id": retail.SNAPSHOT_ID, "figures": retail.month_figures(ctx.input["month"])}
+
+
+@flow.model_step("analyze", label="Analyzing performance", prompt_version="monthly-analysis-v1")
+def analyze(ctx, model) -> dict[str, Any]:
+    facts = retail.verified_facts(ctx.state["retrieve_figures"]["figures"])
+    ctx.add_facts(facts)
+    prompt = ctx.prompt(
+        "Write a short summary of the month for the management team. Cite only the verified facts."
+    )
+    response = model.complete(prompt=prompt, prompt_version="monthly-analysis-v1")
+    return {"facts": facts, "narrative": response.text, "model": response.model, "model_label": model.label}
+
+
+@flow.step("draft_report", label="Drafting the report")
+def draft_report(ctx) -> dict[str, Any]:
+    analysis = ctx.state["analyze"]
+    version = ctx.next_version("report")
+    markdown = retail.render_report(
+        month=ctx.input["month"],
+        figures=ctx.state["retrieve_figures"]["figures"],
+        facts=analysis["facts"],
+        narrative=analysis["narrative"],
+        constraints=ctx.notes["constraints"],
+        version=version,
+        model_label=analysis["model_label"],
+    )
+    ctx.save_artifact(
+        "report",
+        kind="report",
+        title=f"Monthly performance report — {retail.month_label(ctx.input['month'])}",
+        content=markdown,
+        content_type="text/markdown",
+    )
+    return {"report_version": version, "characters": len(markdown)}
+
+
+flow.approval("review", label="Awaiting manager approval", artifact="report", action="publish_report")
+
+
+@flow.effect("publish", label="Publishing the approved report", action="publish_report", requires_approval="review")
+def publish(ctx) -> Effect:
+    report = ctx.artifact("report")
+    return Effect(
+        key=f"{ctx.ref}:publish:v{report['version']}",
+        args={
+            "artifact_id": report["artifact_id"],
+            "version": report["version"],
+            "sha256": report["sha256"],
+            "title": f"Monthly performance report — {retail.month_label(ctx.input['month'])}",
+            "content": ctx.artifact_content("report").decode(),
+            "audience": "management",
+        },
+        call=services_client.publish_report,
+        lookup=services_client.find_publication,
+    )
+
+
+@flow.effect("notify", label="Notifying the management team", action="notify_management")
+def notify(ctx) -> Effect:
+    report = ctx.artifact("report")
+    publication = ctx.state["publish"]
+    return Effect(
+        key=f"{ctx.ref}:notify:v{report['version']}",
+        args={
+            "channel": "email",
+            "to": ["management@example.com"],
+            "subject": f"Published: monthly performance report {ctx.input['month']} (V{report['version']})",
+            "body": f"Publication {publication.get('publication_id')} is available ({report['artifact_id']} V{report['version']}).",
+        },
+        call=services_client.notify,
+        lookup=services_client.find_notification,
+    )

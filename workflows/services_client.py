@@ -1,0 +1,32 @@
+"""Effect calls and lookups for the report, order and mail services (the sandbox in demos)."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import quote
+
+from django.conf import settings
+
+from executions.http import request_json
+
+
+def _url(path: str) -> str:
+    return settings.SANDBOX_URL.rstrip("/") + path
+
+
+def publish_report(args: dict[str, Any], key: str) -> dict[str, Any]:
+    return request_json("POST", _url("/reports/publish"), body=args, key=key)
+
+
+def find_publication(key: str, args: dict[str, Any]) -> dict[str, Any] | None:
+    found = request_json("GET", _url(f"/reports/publications?key={quote(key)}"))["publications"]
+    return found[0] if found else None
+
+
+def notify(args: dict[str, Any], key: str) -> dict[str, Any]:
+    return request_json("POST", _url("/notify"), body=args, key=key)
+
+
+def find_notification(key: str, args: dict[str, Any]) -> dict[str, Any] | None:
+    found = request_json("GET", _url(f"/notifications?key={quote(key)}"))["notifications"]
+    return found[0] if found else None
