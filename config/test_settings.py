@@ -1,0 +1,20 @@
+"""Settings for pytest: PostgreSQL and Redis (never the embedded default), fast hashing.
+
+Subprocesses the tests start (workers, beat, web, sandbox) run ``config.settings``
+with the test database's URL passed in the environment.
+"""
+
+import os
+import tempfile
+
+os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/keel")
+os.environ.setdefault("CELERY_BROKER_URL", "redis://127.0.0.1:6379/15")
+# Playwright's sync API runs an event loop in the test thread; Django's ORM refuses
+# to run there unless told. Test settings only.
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+os.environ.setdefault("KEEL_VAR_DIR", tempfile.mkdtemp(prefix="keel-test-"))
+
+from .settings import *  # noqa: E402,F403
+
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+DASHBOARD_POLL_MS = 500
