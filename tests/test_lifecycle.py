@@ -1,0 +1,88 @@
+"""The lifecycle table of DESIGN §4: every listed transition works, every other one is refused."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+from django.db import transaction
+from django_fsm import TransitionNotAllowed
+
+from executions import lifecycle
+from executions.models import Execution, Status
+
+S = Status
+ALLOWED = {
+    S.PENDING: {S.RUNNING, S.CANCELLED},
+    S.RUNNING: {S.AWAITING_APPROVAL, S.WAITING, S.RETRY_PENDING, S.NEEDS_ATTENTION, S.COMPLETED, S.FAILED, S.CANCELLED},
+    S.AWAITING_APPROVAL: {S.RUNNING, S.CANCELLED, S.NEEDS_ATTENTION},
+    S.WAITING: {S.RUNNING, S.NEEDS_ATTENTION, S.CANCELLED},
+    S.RETRY_PENDING: {S.RUNNING, S.FAILED, S.CANCELLED},
+    S.NEEDS_ATTENTION: {S.RUNNING, S.FAILED, S.CANCELLED},
+    S.COMPLETED: set(),
+    S.FAILED: set(),
+    S.CANCELLED: set(),
+}
+
+
+def execution_in(status: str) -> Execution:
+    """An unsaved execution whose status was read as ``status`` (as if loaded)."""
+    return Execution.from_db("default", ["id", "status"], [1, status])
+
+
+def reachable_targets(status: str) -> set[str]:
+    targets = set()
+    for name in lifecycle.TRANSITIONS:
+        execution = execution_in(status)
+        try:
+            getattr(execution, name)()
+        except TransitionNotAllowed:
+            continue
+        targets.add(execution.status)
+    return targets
+
+
+@pytest.mark.parametrize("status", list(Status))
+def test_transitions_from_each_state_are_exactly_the_design_table(status):
+    assert reachable_targets(status) == ALLOWED[status]
+
+
+def test_every_pair_outside_the_table_is_refused():
+    refused = 0
+    for source, name in itertools.product(Status, lifecycle.TRANSITIONS):
+        execution = execution_in(source)
+        try:
+            getattr(execution, name)()
+        except TransitionNotAllowed:
+            refused += 1
+            continue
+        assert execution.status in ALLOWED[source], f"{name} took {source} to {execution.status}"
+    assert refused > 0
+
+
+def test_terminal_states_have_no_way_out():
+    for status in (S.COMPLETED, S.FAILED, S.CANCELLED):
+        assert reachable_targets(status) == set()
+
+
+def test_status_is_protected_from_direct_assignment():
+    execution = execution_in(S.RUNNING)
+    with pytest.raises(AttributeError):
+        execution.status = S.COMPLETED
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_transitions_from_the_same_read_cannot_both_commit(people):
+    original = Execution.objects.create(
+        workflow="monthly_report", workflow_version=1, input_digest="x", created_by=people["requester"].user
+    )
+    first = Execution.objects.get(pk=original.pk)
+    second = Execution.objects.get(pk=original.pk)
+    with transaction.atomic():
+        lifecycle.apply(first, "start")
+    from django_fsm import ConcurrentTransition
+
+    with pytest.raises(ConcurrentTransition), transaction.atomic():
+        lifecycle.apply(second, "cancel")  # read as pending, but it is running now
+    assert Execution.objects.get(pk=original.pk).status == S.RUNNING
+    assert list(original.events.values_list("to_status", flat=True)) == [S.RUNNING]
