@@ -53,8 +53,13 @@ def perform(*, lease: Lease, step: str, action_type: str, effect: Effect) -> tup
 
 
 def mark_succeeded(action: Action, receipt: dict[str, Any], *, execution: Execution, actor_label: str) -> None:
-    """Inside the caller's fenced transaction: the outcome is known and recorded."""
+    """Inside the caller's fenced transaction: the outcome is known and recorded.
+
+    A no-op for an action already recorded as succeeded (found by reconciliation).
+    """
     before = action.status
+    if before == Action.State.SUCCEEDED:
+        return
     Action.objects.filter(pk=action.pk).update(status=Action.State.SUCCEEDED, receipt=receipt, last_error="")
     _history(execution, action, before, Action.State.SUCCEEDED, actor_label, receipt=receipt)
 

@@ -6,7 +6,6 @@ step's checkpoint, so recovery replays the recorded answer instead of asking aga
 
 from __future__ import annotations
 
-import hashlib
 import re
 from dataclasses import dataclass
 from functools import cache
@@ -52,9 +51,8 @@ class OfflineModelClient:
         else:
             text = "No verified facts were provided, so no conclusions are drawn."
         if constraints:
-            text += " This summary follows the requested constraints: " + "; ".join(constraints) + "."
-        digest = hashlib.sha256(prompt.encode()).hexdigest()[:8]
-        return ModelResponse(text=f"{text} (draft {digest})", model=self.name, prompt_version=prompt_version)
+            text += " Constraints followed: " + "; ".join(c.rstrip(".") for c in constraints) + "."
+        return ModelResponse(text=text, model=self.name, prompt_version=prompt_version)
 
 
 @cache

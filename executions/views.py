@@ -125,7 +125,8 @@ def execution_detail(request: HttpRequest, ref: str) -> HttpResponse:
 @require_GET
 def execution_live(request: HttpRequest, ref: str) -> HttpResponse:
     execution = _execution_or_404(ref)
-    return render(request, "executions/detail.html#live", detail_context(request, execution))
+    part = "live_panels" if request.GET.get("part") == "panels" else "live_head"
+    return render(request, f"executions/detail.html#{part}", detail_context(request, execution))
 
 
 @login_required

@@ -1,0 +1,92 @@
+"""A manager approves the pending report in Debian's Chromium, driven by Playwright."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from playwright.sync_api import expect, sync_playwright
+
+from approvals.models import ApprovalRequest
+from executions.models import Execution, Status
+from executions.services import execution_start
+from tests.support.stack import wait_for
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--no-first-run"]
+
+
+@pytest.fixture
+def browser():
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def web_stack(stack, live_server, settings):
+    # The web app runs in this process (live_server) against the same test database;
+    # the worker and the sandbox are real processes.
+    settings.SANDBOX_URL = stack.sandbox_url
+    stack.sandbox()
+    stack.worker()
+    stack.beat()
+    return live_server
+
+
+def login(page, base: str, person) -> None:
+    page.goto(f"{base}/login/")
+    page.get_by_label("Username").fill(person.user.username)
+    page.get_by_label("Password").fill(person.password)
+    page.get_by_role("button", name="Log in").click()
+    expect(page.get_by_role("heading", name="Executions")).to_be_visible()
+
+
+def test_manager_approves_the_exact_version_and_watches_it_complete(web_stack, people, browser, tmp_path):
+    execution, _ = execution_start(user=people["requester"].user, workflow="monthly_report", input={"month": "2026-08"})
+    wait_for(
+        lambda: Execution.objects.get(pk=execution.pk).status == Status.AWAITING_APPROVAL,
+        timeout=40,
+        what="the demo execution to wait for approval",
+    )
+    request = ApprovalRequest.objects.get(execution=execution)
+
+    page = browser.new_page()
+    login(page, web_stack.url, people["manager"])
+    row = page.get_by_role("row").filter(has_text=execution.ref)
+    expect(row).to_contain_text("Awaiting approval")
+    row.get_by_role("link", name=execution.ref).click()
+
+    card = page.locator("#approval-card")
+    expect(card.locator("#approval-version")).to_have_text(f"V{request.version}")
+    expect(card.locator("#approval-sha")).to_have_text(request.content_sha256)
+    expect(page.locator("#artifact-sha")).to_have_text(request.content_sha256)
+    expect(page.locator(".rendered h1")).to_contain_text("Monthly performance report")
+    page.screenshot(path=str(tmp_path / "approval.png"), full_page=True)
+
+    url_before = page.url
+    navigations = []
+    page.on("framenavigated", lambda frame: navigations.append(frame.url) if frame == page.main_frame else None)
+    card.get_by_role("button", name=f"Approve V{request.version}").click()
+    expect(page.locator("#approval-card")).to_contain_text("Recorded: Approve")
+
+    # No reload: the status panel polls and stops at the terminal state.
+    expect(page.locator("#execution-status")).to_have_text("Completed", timeout=40_000)
+    expect(page.locator("#ledger")).to_contain_text(f"{execution.ref}:publish:v1")
+    expect(page.locator("#ledger")).to_contain_text("succeeded")
+    assert navigations == [] and page.url == url_before
+    assert not page.locator("#live-head[hx-trigger], #live-panels[hx-trigger]").count()  # polling stopped
+    page.screenshot(path=str(tmp_path / "completed.png"), full_page=True)
+
+
+def test_requester_sees_no_approve_button(web_stack, people, browser):
+    execution, _ = execution_start(user=people["requester"].user, workflow="monthly_report", input={"month": "2026-07"})
+    wait_for(lambda: Execution.objects.get(pk=execution.pk).status == Status.AWAITING_APPROVAL, timeout=40, what="approval")
+    page = browser.new_page()
+    login(page, web_stack.url, people["requester"])
+    page.goto(f"{web_stack.url}/executions/{execution.ref}/")
+    expect(page.locator("#approval-card")).to_contain_text("You requested this")
+    expect(page.get_by_role("button", name=re.compile("Approve"))).to_have_count(0)

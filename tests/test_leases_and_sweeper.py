@@ -1,0 +1,74 @@
+"""Leases, heartbeats, fencing and the sweeper, on real worker processes."""
+
+from __future__ import annotations
+
+import signal
+import time
+
+import redis
+from django.conf import settings
+
+from artifacts.models import ArtifactVersion
+from executions.models import Execution, ExecutionEvent, Status, StepRun
+from tests.support.stack import wait_for
+
+
+def pk(ref: str) -> int:
+    return int(ref.removeprefix("RUN_"))
+
+
+def status_of(ref: str) -> str:
+    return Execution.objects.get(pk=pk(ref)).status
+
+
+def test_s15_message_lost_after_commit_sweeper_redispatches(stack, people, api_as):
+    stack.sandbox()
+    stack.web()
+    ref = api_as(people["requester"]).start()["id"]
+    redis.Redis.from_url(settings.CELERY_BROKER_URL).flushdb()  # the doorbell message is gone
+    stack.worker()
+    time.sleep(3)
+    assert status_of(ref) == Status.PENDING  # nobody knows about it: no beat, no message
+
+    stack.beat()
+    wait_for(lambda: status_of(ref) == Status.AWAITING_APPROVAL, timeout=30, what="the sweeper to re-dispatch")
+    assert StepRun.objects.filter(execution_id=pk(ref), outcome="succeeded").count() == 3
+
+
+def test_heartbeat_keeps_the_lease_through_a_long_step(stack, people, api_as):
+    """A step longer than the lease (5 s vs 3 s) keeps its lease: no takeover, no rerun."""
+    stack.sandbox()
+    stack.beat()
+    stack.web()
+    stack.worker("slow", RUNTIME_FAILPOINTS="before_step:analyze=sleep:5")
+    ref = api_as(people["requester"]).start()["id"]
+    wait_for(lambda: stack.failpoint_reached("before_step:analyze"), what="the slow step to start")
+    stack.worker("eager")  # ready to take over if the lease ever lapsed
+    wait_for(lambda: status_of(ref) == Status.AWAITING_APPROVAL, timeout=40, what="awaiting approval")
+    assert not ExecutionEvent.objects.filter(execution_id=pk(ref), type="lease.taken_over").exists()
+    runs = StepRun.objects.filter(execution_id=pk(ref))
+    assert [r.step for r in runs] == ["retrieve_figures", "analyze", "draft_report"]
+    assert runs.get(step="analyze").worker == runs.get(step="retrieve_figures").worker  # same lease held
+
+
+def test_s14_paused_worker_loses_its_lease_and_cannot_commit(stack, people, api_as):
+    """SIGSTOP a worker mid-step past its lease; another takes over; SIGCONT: fenced out."""
+    stack.sandbox()
+    stack.beat()
+    stack.web()
+    paused = stack.worker("paused", RUNTIME_FAILPOINTS="before_step:draft_report=sleep:2")
+    ref = api_as(people["requester"]).start()["id"]
+    wait_for(lambda: stack.failpoint_reached("before_step:draft_report"), what="the worker to reach draft_report")
+    paused.popen.send_signal(signal.SIGSTOP)  # a GC pause, a partition, a frozen VM
+    first_token = Execution.objects.get(pk=pk(ref)).lease_token
+
+    stack.worker("successor")
+    wait_for(lambda: status_of(ref) == Status.AWAITING_APPROVAL, timeout=40, what="the successor to finish drafting")
+    paused.popen.send_signal(signal.SIGCONT)
+    wait_for(lambda: "'lease lost'" in paused.output(), timeout=30, what="the paused worker to wake and be refused")
+
+    drafts = StepRun.objects.filter(execution_id=pk(ref), step="draft_report")
+    assert drafts.count() == 1 and drafts.get().lease_token > first_token
+    assert not StepRun.objects.filter(execution_id=pk(ref), lease_token=first_token, step="draft_report").exists()
+    assert ArtifactVersion.objects.filter(artifact__execution_id=pk(ref)).count() == 1
+    assert status_of(ref) == Status.AWAITING_APPROVAL
