@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from django.http import HttpRequest
 from ninja import Field, NinjaAPI, Schema
-from ninja.errors import AuthenticationError
+from ninja.errors import AuthenticationError, HttpError
 from ninja.security import HttpBearer, SessionAuth
 
 from approvals.services import approval_decide
@@ -46,6 +46,15 @@ def _service_error(request: HttpRequest, exc: ServiceError):
             request, {"detail": [{"loc": loc, "msg": exc.reason, "type": "value_error"}]}, status=422
         )
     return api.create_response(request, {"detail": exc.message, **exc.detail}, status=exc.status_code)
+
+
+@api.exception_handler(HttpError)
+def _http_error(request: HttpRequest, exc: HttpError):
+    if exc.status_code == 400 and str(exc).startswith("Cannot parse request body"):
+        # Malformed input is a 422 everywhere in this API, an unparseable body included.
+        detail = [{"loc": ["body"], "msg": "the request body is not valid JSON", "type": "json_invalid"}]
+        return api.create_response(request, {"detail": detail}, status=422)
+    return api.create_response(request, {"detail": str(exc)}, status=exc.status_code)
 
 
 @api.exception_handler(AuthenticationError)

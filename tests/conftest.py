@@ -103,3 +103,4 @@ def api_as(stack):
         return ApiClient(stack.web_url, person.token)
 
     return make
+

@@ -54,7 +54,8 @@ def test_unknown_month_reason_says_what_the_snapshot_covers(client, people):
 
 def test_body_that_is_not_json_is_422(client, people):
     response = client.post("/api/executions", "{not json", content_type="application/json", **bearer(people["requester"]))
-    assert response.status_code in (400, 422)
+    assert response.status_code == 422, response.content
+    assert response.json()["detail"][0]["loc"] == ["body"]
     assert Execution.objects.count() == 0
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from django.db import connections
 from playwright.sync_api import expect, sync_playwright
 
 from approvals.models import ApprovalRequest
@@ -24,6 +25,8 @@ def browser():
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
         yield browser
         browser.close()
+        # ORM calls made while Playwright's loop runs use their own connections: close them.
+        connections.close_all()
 
 
 @pytest.fixture
