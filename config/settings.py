@@ -178,5 +178,10 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": os.environ.get("KEEL_LOG_LEVEL", "INFO")},
-    "loggers": {"django.server": {"level": "WARNING"}},
+    "loggers": {
+        "django.server": {"level": "WARNING"},
+        "kombu.connection": {"level": "ERROR"},  # "No hostname was supplied" for filesystem://
+        "executions": {"level": "INFO"},
+        "approvals": {"level": "INFO"},
+    },
 }

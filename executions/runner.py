@@ -161,6 +161,7 @@ def _checkpoint(
         else:
             lifecycle.apply(execution, "complete", actor_label=lease.owner, update_fields=("context", "current_step"))
             release(lease)
+    log.info("%s: %s done (%s, attempt %d)%s", execution.ref, step.name, step.kind, attempt, "" if following else "; completed")
     failpoints.hit(f"after_step:{step.name}")
     return CONTINUE if following else STOP
 
@@ -201,6 +202,7 @@ def _approval_gate(lease: Lease, execution: Execution, workflow: Workflow, step:
             )
             lifecycle.apply(execution, "await_approval", actor_label=lease.owner, step=step.name)
             release(lease)
+        log.info("%s: awaiting approval %s of %s V%d", execution.ref, request.pk, ref["artifact_id"], version.number)
         return STOP
     if request.status != ApprovalRequest.State.APPROVED:
         return STOP  # a rejection cancelled the execution in the same transaction
@@ -274,6 +276,7 @@ def _step_failed(lease: Lease, step: Step, failure: StepFailure, started, *, une
             payload={"failure": str(failure.kind), "attempt": attempt},
         )
         release(lease)
+    log.warning("%s: %s failed (%s): %s", execution.ref, step.name, failure.kind, execution.status_reason)
     return STOP
 
 

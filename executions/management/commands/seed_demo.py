@@ -2,6 +2,7 @@
 
 import secrets
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.core.management.base import BaseCommand
@@ -38,8 +39,12 @@ class Command(BaseCommand):
             if group:
                 user.groups.add(Group.objects.get(name=group))
             lines.append(f"  {username:<10} {password:<14} {does}")
-        self.stdout.write("Demo users (passwords are new on every run):")
-        self.stdout.write("\n".join(lines))
+        text = "Demo users (passwords are new on every run):\n" + "\n".join(lines) + "\n"
+        self.stdout.write(text, ending="")
+        saved = settings.VAR_DIR / "demo-credentials.txt"
+        saved.write_text(text)
+        saved.chmod(0o600)
+        self.stdout.write(f"(also saved in {saved})")
         if not no_execution and not Execution.objects.exists():
             execution, _ = execution_start(
                 user=User.objects.get(username="requester"),
