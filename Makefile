@@ -32,5 +32,8 @@ services:
 test: install-test services
 	DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_BROKER_URL) $(BIN)/python -m pytest $(PYTEST_ARGS)
 
+bench: install-test services
+	$(BIN)/python bench/run.py
+
 clean:
 	rm -rf var .pytest_cache

@@ -131,20 +131,7 @@ def _checkpoint(
         notes["completed_steps"].append(step.name)
         following = workflow.next_step(step.name)
         notes["next_action"] = workflow.label_for(following) if following else "done"
-        attempt = _attempts(execution, step.name) + 1
-        StepRun.objects.create(
-            execution=execution,
-            step=step.name,
-            kind=step.kind,
-            round=execution.round,
-            attempt=attempt,
-            outcome=StepRun.Outcome.SUCCEEDED,
-            output=output,
-            worker=lease.owner,
-            lease_token=lease.token,
-            workflow_version=execution.workflow_version,
-            started_at=started,
-        )
+        attempt = _record_run(lease, execution, step, started, StepRun.Outcome.SUCCEEDED, output=output)
         if action is not None:
             ledger.mark_succeeded(action, output, execution=execution, actor_label=lease.owner)
         lifecycle.record(
@@ -250,20 +237,14 @@ def _step_failed(lease: Lease, step: Step, failure: StepFailure, started, *, une
         execution = Execution.objects.get(pk=lease.execution_id)
         if execution.status != Status.RUNNING:
             raise ledger.ExecutionStopped(f"{execution.ref} is {execution.status}")
-        attempt = _attempts(execution, step.name) + 1
-        StepRun.objects.create(
-            execution=execution,
-            step=step.name,
-            kind=step.kind,
-            round=execution.round,
-            attempt=attempt,
-            outcome=StepRun.Outcome.FAILED,
-            error=f"{failure.kind}: {failure.message}",
+        attempt = _record_run(
+            lease,
+            execution,
+            step,
+            started,
+            StepRun.Outcome.FAILED,
             output={"evidence": failure.evidence} if failure.evidence is not None else {},
-            worker=lease.owner,
-            lease_token=lease.token,
-            workflow_version=execution.workflow_version,
-            started_at=started,
+            error=f"{failure.kind}: {failure.message}",
         )
         reason = f"{step.label}: {failure.message}"
         stop_for_good = failure.kind in (FailureKind.INVALID_INPUT, FailureKind.BUSINESS_REJECTION) and not unexpected
@@ -280,8 +261,26 @@ def _step_failed(lease: Lease, step: Step, failure: StepFailure, started, *, une
     return STOP
 
 
-def _attempts(execution: Execution, step: str) -> int:
-    return StepRun.objects.filter(execution=execution, step=step, round=execution.round).count()
+def _record_run(
+    lease: Lease, execution: Execution, step: Step, started, outcome: str, *, output: dict, error: str = ""
+) -> int:
+    """Append this attempt's StepRun (inside the fenced transaction); returns the attempt number."""
+    attempt = StepRun.objects.filter(execution=execution, step=step.name, round=execution.round).count() + 1
+    StepRun.objects.create(
+        execution=execution,
+        step=step.name,
+        kind=step.kind,
+        round=execution.round,
+        attempt=attempt,
+        outcome=outcome,
+        output=output,
+        error=error,
+        worker=lease.owner,
+        lease_token=lease.token,
+        workflow_version=execution.workflow_version,
+        started_at=started,
+    )
+    return attempt
 
 
 def _merge_facts(known: list[dict], new: list[dict]) -> list[dict]:

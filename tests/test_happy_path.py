@@ -4,15 +4,8 @@ from __future__ import annotations
 
 from approvals.models import Decision
 from executions.models import Action, Execution, StepRun
-from tests.support.stack import wait_for
+from tests.support.stack import wait_status
 
-
-def wait_status(api, ref: str, status: str, timeout: float = 40) -> dict:
-    return wait_for(
-        lambda: (body := api.execution(ref))["status"] == status and body,
-        timeout=timeout,
-        what=f"{ref} to be {status}",
-    )
 
 
 def test_monthly_report_happy_path_through_the_api(stack, people, api_as):

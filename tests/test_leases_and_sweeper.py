@@ -10,11 +10,8 @@ from django.conf import settings
 
 from artifacts.models import ArtifactVersion
 from executions.models import Execution, ExecutionEvent, Status, StepRun
-from tests.support.stack import wait_for
+from tests.support.stack import pk, wait_for
 
-
-def pk(ref: str) -> int:
-    return int(ref.removeprefix("RUN_"))
 
 
 def status_of(ref: str) -> str:

@@ -3,15 +3,9 @@
 from __future__ import annotations
 
 from executions.models import Action, ExecutionEvent
-from tests.support.stack import http, wait_for
+from tests.support.stack import http, pk, wait_status
 
 
-def pk(ref: str) -> int:
-    return int(ref.removeprefix("RUN_"))
-
-
-def wait_status(api, ref, status, timeout=40):
-    return wait_for(lambda: (b := api.execution(ref))["status"] == status and b, timeout=timeout, what=f"{ref} {status}")
 
 
 def test_timeout_after_send_is_unknown_then_reconciled_without_a_second_publication(stack, people, api_as):

@@ -4,24 +4,13 @@ workers (SIGKILLed where a crash is the point), beat, the web server and the san
 from __future__ import annotations
 
 import threading
-import uuid
 
 from approvals.models import ApprovalRequest, Decision
 from executions.models import Execution, ExecutionEvent, Status, StepRun
 from executions.tasks import advance
-from tests.support.stack import wait_for
+from tests.support.stack import pk, wait_for, wait_status
 
 
-def pk(ref: str) -> int:
-    return int(ref.removeprefix("RUN_"))
-
-
-def wait_status(api, ref: str, status: str, timeout: float = 40) -> dict:
-    return wait_for(
-        lambda: (body := api.execution(ref))["status"] == status and body,
-        timeout=timeout,
-        what=f"{ref} to be {status}",
-    )
 
 
 def succeeded_runs(ref: str, step: str) -> int:

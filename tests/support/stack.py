@@ -175,3 +175,17 @@ def _responds(url: str) -> bool:
         return True
     except requests.RequestException:
         return False
+
+
+def pk(ref: str) -> int:
+    """RUN_0042 → 42."""
+    return int(ref.removeprefix("RUN_"))
+
+
+def wait_status(api, ref: str, status: str, timeout: float = 40) -> dict:
+    """Poll the Task API until ``ref`` is in ``status``; returns the execution."""
+    return wait_for(
+        lambda: (body := api.execution(ref))["status"] == status and body,
+        timeout=timeout,
+        what=f"{ref} to be {status}",
+    )
