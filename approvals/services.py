@@ -12,11 +12,12 @@ from dataclasses import dataclass
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
+from django.db.models.functions import Now
 from django.utils import timezone
 
 from executions import dispatch, lifecycle
 from executions.errors import Conflict, Forbidden, InvalidInput, NotFound
-from executions.models import Execution, Status
+from executions.models import Execution, Status, ref_for
 
 from .models import ApprovalRequest, Decision
 
@@ -56,8 +57,10 @@ def approval_decide(
 ) -> DecisionResult:
     if decision not in Decision.Verdict.values:
         raise InvalidInput("decision", f"must be one of {', '.join(Decision.Verdict.values)}")
-    if not event_id:
-        raise InvalidInput("event_id", "required: a unique id for this decision, reused on retries")
+    if not event_id or len(event_id) > 100:
+        raise InvalidInput("event_id", "required, at most 100 characters: a unique id for this decision, reused on retries")
+    if len(comment) > 4000:
+        raise InvalidInput("comment", "at most 4000 characters")
     if decision == Decision.Verdict.REQUEST_CHANGES:
         raise InvalidInput("decision", "request_changes is not supported by this runtime yet")
     previous = Decision.objects.filter(event_id=event_id).select_related("request__execution").first()
@@ -84,24 +87,24 @@ def approval_decide(
 
 
 def _decide(*, user, execution_ref, approval_id, decision, artifact_version, content_sha256, event_id, comment):
-    request = (
-        ApprovalRequest.objects.select_for_update()
-        .select_related("execution")
-        .filter(pk=approval_id)
-        .first()
-    )
-    if request is None or request.execution.ref != execution_ref:
+    found = ApprovalRequest.objects.filter(pk=approval_id).values_list("execution_id", flat=True).first()
+    if found is None or ref_for(found) != execution_ref.upper():
         raise NotFound(f"no approval request {approval_id} on {execution_ref}")
+    # Lock order everywhere: the execution row, then its approval requests.
+    execution = Execution.objects.select_for_update(no_key=True).get(pk=found)
+    request = ApprovalRequest.objects.select_for_update().get(pk=approval_id)
     if not user.has_perm(request.permission):
         raise Forbidden(f"{user.get_username()} may not decide {request.action} approvals")
     if request.separation_of_duties and request.requested_by_id == user.pk:
         raise Forbidden("the requester may not approve their own request (separation of duties)")
     if not request.is_pending:
         existing = Decision.objects.filter(request=request).first()
+        if existing is not None and existing.event_id == event_id:
+            return _replay(existing, user, approval_id)  # the same click arrived twice at once
         if existing is not None:
             raise _already_decided(existing)
         raise Conflict(f"approval request {request.pk} is {request.status}", status=request.status)
-    if request.expires_at and request.expires_at <= timezone.now():
+    if request.expires_at and ApprovalRequest.objects.filter(pk=request.pk, expires_at__lte=Now()).exists():
         raise Conflict(f"approval request {request.pk} expired at {request.expires_at:%Y-%m-%d %H:%M} UTC")
     if (artifact_version, content_sha256) != (request.version, request.content_sha256):
         raise Conflict(
@@ -110,7 +113,6 @@ def _decide(*, user, execution_ref, approval_id, decision, artifact_version, con
             expected_version=request.version,
             expected_sha256=request.content_sha256,
         )
-    execution = Execution.objects.select_for_update(no_key=True).get(pk=request.execution_id)
     if execution.status != Status.AWAITING_APPROVAL or execution.current_step != request.step:
         raise Conflict(f"{execution.ref} is {execution.status}, not awaiting this approval", status=execution.status)
     made = Decision(

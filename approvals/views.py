@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
-from executions.errors import ServiceError
+from executions.errors import NotFound, ServiceError
 from executions.services import execution_for
 from executions.views import detail_context
 
@@ -43,7 +43,11 @@ def decide(request: HttpRequest, ref: str, approval_id: int) -> HttpResponse:
         else:
             messages.success(request, f"Recorded: {outcome.get_decision_display().lower()} V{outcome.artifact_version}.")
         return redirect("executions:detail", ref=ref)
-    context = detail_context(request, execution_for(ref))
+    try:
+        execution = execution_for(ref)
+    except NotFound:
+        raise Http404(f"no execution {ref}") from None
+    context = detail_context(request, execution)
     context.update(decision_error=error, decision_made=outcome)
     # Always 200: htmx swaps only successful answers, and the card carries the message.
     return render(request, "executions/detail.html#approval_card", context)

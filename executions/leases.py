@@ -94,14 +94,14 @@ def fence(lease: Lease) -> None:
 
     On PostgreSQL the UPDATE also holds the row lock until commit. Raises LeaseLost.
     """
-    if not Execution.objects.filter(pk=lease.execution_id, lease_token=lease.token).update(
+    if not Execution.objects.filter(pk=lease.execution_id, lease_token=lease.token, lease_owner=lease.owner).update(
         lease_expires_at=_expiry()
     ):
         raise LeaseLost(f"lease token {lease.token} on execution {lease.execution_id} is no longer valid")
 
 
 def release(lease: Lease) -> None:
-    """Give the lease up (inside the caller's fenced transaction)."""
+    """Give the lease up (inside the caller's fenced transaction). Later fences with it fail."""
     Execution.objects.filter(pk=lease.execution_id, lease_token=lease.token).update(
         lease_owner="", lease_expires_at=None
     )
@@ -135,8 +135,8 @@ class Heartbeat:
                 try:
                     with transaction.atomic():
                         fence(self.lease)
-                except LeaseLost:
-                    log.warning("heartbeat: lost lease on execution %s", self.lease.execution_id)
+                except LeaseLost:  # taken over, or released by the slice that is ending
+                    log.info("heartbeat: lease on execution %s is gone", self.lease.execution_id)
                     self.lost.set()
                     return
                 except Exception:  # a transient database error: the next beat tries again

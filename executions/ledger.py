@@ -65,12 +65,13 @@ def mark_succeeded(action: Action, receipt: dict[str, Any], *, execution: Execut
 
 
 def _begin(*, lease: Lease, step: str, action_type: str, effect: Effect) -> tuple[Action, dict[str, Any] | None]:
-    """Commit the action as executing, or find its outcome. Returns (action, receipt or None)."""
+    """Commit the action as executing, or find its outcome. Returns (action, receipt or None).
+
+    The provider is never called inside a transaction: a reconciliation lookup runs
+    between two fenced transactions.
+    """
     with transaction.atomic():
-        fence(lease)
-        execution = Execution.objects.get(pk=lease.execution_id)
-        if execution.status != Status.RUNNING:
-            raise ExecutionStopped(f"{execution.ref} is {execution.status}; no effect may start")
+        execution = _running(lease)
         action, created = Action.objects.get_or_create(
             key=effect.key,
             defaults={
@@ -89,46 +90,72 @@ def _begin(*, lease: Lease, step: str, action_type: str, effect: Effect) -> tupl
             raise StepFailure(FailureKind.INVALID_INPUT, f"action key {effect.key} belongs to another execution")
         if action.status == Action.State.SUCCEEDED:
             return action, action.receipt
-        if action.status in (Action.State.EXECUTING, Action.State.UNKNOWN):
-            receipt = _reconcile(action=action, effect=effect, execution=execution, actor_label=lease.owner)
-            if receipt is not None:
-                return action, receipt
-        before = action.status
-        action.status = Action.State.EXECUTING
-        action.attempts += 1
-        action.save(update_fields=["status", "attempts", "updated_at"])
-        _history(execution, action, before, Action.State.EXECUTING, lease.owner, attempt=action.attempts)
-        return action, None
-
-
-def _reconcile(*, action: Action, effect: Effect, execution: Execution, actor_label: str) -> dict[str, Any] | None:
-    """An earlier attempt may have acted: ask the provider before doing anything else.
-
-    Returns the receipt when the provider knows the key (recorded here as succeeded).
-    Returns None when it is safe to send again with the same key. Raises
-    StepFailure(OUTCOME_UNKNOWN) when it is not.
-    """
-    evidence: dict[str, Any] = {"previous_status": action.status}
-    if effect.lookup is not None:
-        try:
-            found = effect.lookup(effect.key, effect.args)
-        except StepFailure as failure:
-            found, evidence["lookup_error"] = None, failure.message
-        else:
-            evidence["lookup"] = "found" if found else "not found"
-            if found is not None:
-                before = action.status
-                action.status, action.receipt = Action.State.SUCCEEDED, found
-                action.save(update_fields=["status", "receipt", "updated_at"])
-                _history(execution, action, before, action.status, actor_label, receipt=found, reconciled=True)
-                return found
-    if effect.honors_key and "lookup_error" not in evidence:
-        return None
+        if not _needs_reconciliation(action, effect):
+            _resend(action, execution, lease)
+            return action, None
+    evidence = _lookup(action, effect)
+    with transaction.atomic():
+        execution = _running(lease)
+        action = Action.objects.get(pk=action.pk)
+        if action.status == Action.State.SUCCEEDED:
+            return action, action.receipt
+        if evidence.get("found") is not None:
+            before, found = action.status, evidence["found"]
+            action.status, action.receipt = Action.State.SUCCEEDED, found
+            action.save(update_fields=["status", "receipt", "updated_at"])
+            _history(execution, action, before, action.status, lease.owner, receipt=found, reconciled=True)
+            return action, found
+        if effect.honors_key and "lookup_error" not in evidence:
+            _resend(action, execution, lease, evidence=evidence)  # same key: the provider deduplicates
+            return action, None
     raise StepFailure(
         FailureKind.OUTCOME_UNKNOWN,
         f"outcome of {action.key} can't be established; not re-sending",
         evidence=evidence,
     )
+
+
+def _running(lease: Lease) -> Execution:
+    """Fence, then make sure the execution still runs: no effect starts otherwise."""
+    fence(lease)
+    execution = Execution.objects.get(pk=lease.execution_id)
+    if execution.status != Status.RUNNING:
+        raise ExecutionStopped(f"{execution.ref} is {execution.status}; no effect may start")
+    return execution
+
+
+def _needs_reconciliation(action: Action, effect: Effect) -> bool:
+    """An earlier attempt may have acted: executing or unknown, or failed at a provider
+    that doesn't deduplicate (its failure answer may have come after it acted)."""
+    if action.status in (Action.State.EXECUTING, Action.State.UNKNOWN):
+        return True
+    return action.status == Action.State.FAILED and not effect.honors_key
+
+
+def _lookup(action: Action, effect: Effect) -> dict[str, Any]:
+    evidence: dict[str, Any] = {"previous_status": action.status}
+    if effect.lookup is None:
+        evidence["lookup"] = "this provider offers no lookup"
+        return evidence
+    try:
+        found = effect.lookup(effect.key, effect.args)
+    except StepFailure as failure:
+        evidence["lookup_error"] = failure.message
+        return evidence
+    evidence["lookup"] = "found" if found is not None else "not found"
+    evidence["found"] = found
+    return evidence
+
+
+def _resend(action: Action, execution: Execution, lease: Lease, evidence: dict | None = None) -> None:
+    before = action.status
+    action.status = Action.State.EXECUTING
+    action.attempts += 1
+    action.save(update_fields=["status", "attempts", "updated_at"])
+    details = {"attempt": action.attempts}
+    if evidence:
+        details["evidence"] = {k: v for k, v in evidence.items() if k != "found"}
+    _history(execution, action, before, Action.State.EXECUTING, lease.owner, **details)
 
 
 def _record_failure(*, lease: Lease, key: str, failure: StepFailure) -> None:

@@ -142,7 +142,7 @@ def ref_for(pk: int | None) -> str:
 def pk_from_ref(ref: str) -> int | None:
     """``RUN_0042`` (or ``42``) → 42; anything else → None."""
     raw = ref.upper().removeprefix("RUN_")
-    return int(raw) if raw.isdigit() else None
+    return int(raw) if raw.isascii() and raw.isdecimal() and len(raw) <= 18 else None
 
 
 class ExecutionEvent(models.Model):

@@ -50,11 +50,16 @@ def advance(execution_id: int, *, worker: str) -> str:
         except (LeaseLost, ledger.ExecutionStopped) as stop:
             log.info("execution %s: %s", execution_id, stop)
             return "lease lost" if isinstance(stop, LeaseLost) else "stopped"
+        except Exception as exc:  # outside any step: undeployed version, a database error…
+            log.exception("execution %s: slice failed", execution_id)
+            return _flag_outside_step(lease, f"{type(exc).__name__}: {exc}")
 
 
 def _run_slice(lease: Lease, heartbeat: Heartbeat) -> str:
     ends = time.monotonic() + settings.RUNTIME_SLICE_SECONDS
     while True:
+        if heartbeat.lost.is_set():
+            raise LeaseLost("heartbeat lost the lease")
         execution = Execution.objects.get(pk=lease.execution_id)
         if execution.status != Status.RUNNING or execution.lease_token != lease.token:
             return "stopped"
@@ -62,8 +67,6 @@ def _run_slice(lease: Lease, heartbeat: Heartbeat) -> str:
         step = workflow.get_step(execution.current_step)
         if _run_step(lease, execution, workflow, step) == STOP:
             return "stopped"
-        if heartbeat.lost.is_set():
-            raise LeaseLost("heartbeat lost the lease")
         if time.monotonic() >= ends:
             with transaction.atomic():
                 fence(lease)
@@ -108,49 +111,63 @@ def _checkpoint(
     *,
     action: Action | None = None,
 ) -> str:
-    """One commit: artifacts, step run, state, progress notes, event (and ledger result)."""
+    """One commit: artifacts, step run, state, progress notes, event (and ledger result).
+
+    If the execution stopped running meanwhile (cancelled while an effect's call was
+    in flight), nothing is checkpointed, but the effect's receipt is still recorded.
+    """
     with transaction.atomic():
         fence(lease)
         execution = Execution.objects.get(pk=lease.execution_id)
-        if execution.status != Status.RUNNING:
-            raise ledger.ExecutionStopped(f"{execution.ref} is {execution.status}")
-        state = execution.context
-        for staged in ctx.staged_artifacts:
-            version = artifact_version_create(
-                execution=execution,
-                kind=staged.kind,
-                title=staged.title,
-                blob=staged.blob,
-                content_type=staged.content_type,
-                step=step.name,
-            )
-            state.setdefault("artifacts", {})[staged.name] = version.as_ref()
-        state.setdefault("state", {})[step.name] = output
-        notes = state["notes"]
-        notes["facts"] = _merge_facts(notes["facts"], ctx.new_facts)
-        notes["completed_steps"].append(step.name)
-        following = workflow.next_step(step.name)
-        notes["next_action"] = workflow.label_for(following) if following else "done"
-        attempt = _record_run(lease, execution, step, started, StepRun.Outcome.SUCCEEDED, output=output)
-        if action is not None:
+        stopped = execution.status != Status.RUNNING or execution.current_step != step.name
+        if stopped and action is not None:
             ledger.mark_succeeded(action, output, execution=execution, actor_label=lease.owner)
-        lifecycle.record(
-            execution,
-            "step.completed",
-            step=step.name,
-            actor_label=lease.owner,
-            payload=_step_summary(step, output, attempt),
-        )
-        execution.context = state
-        execution.current_step = following
-        if following:
-            execution.save(update_fields=["context", "current_step", "updated_at"])
-        else:
-            lifecycle.apply(execution, "complete", actor_label=lease.owner, update_fields=("context", "current_step"))
-            release(lease)
-    log.info("%s: %s done (%s, attempt %d)%s", execution.ref, step.name, step.kind, attempt, "" if following else "; completed")
+        if not stopped:
+            following = _commit_step(lease, execution, ctx, workflow, step, output, started, action)
+    if stopped:
+        raise ledger.ExecutionStopped(f"{execution.ref} is {execution.status}, no longer at {step.name}")
+    log.info("%s: %s done (%s)%s", execution.ref, step.name, step.kind, "" if following else "; completed")
     failpoints.hit(f"after_step:{step.name}")
     return CONTINUE if following else STOP
+
+
+def _commit_step(lease, execution, ctx, workflow, step, output, started, action) -> str:
+    """Inside the fenced transaction: record the step and move to the next. Returns it ("" at the end)."""
+    state = execution.context
+    for staged in ctx.staged_artifacts:
+        version = artifact_version_create(
+            execution=execution,
+            kind=staged.kind,
+            title=staged.title,
+            blob=staged.blob,
+            content_type=staged.content_type,
+            step=step.name,
+        )
+        state.setdefault("artifacts", {})[staged.name] = version.as_ref()
+    state.setdefault("state", {})[step.name] = output
+    notes = state["notes"]
+    notes["facts"] = _merge_facts(notes["facts"], ctx.new_facts)
+    notes["completed_steps"].append(step.name)
+    following = workflow.next_step(step.name)
+    notes["next_action"] = workflow.label_for(following) if following else "done"
+    attempt = _record_run(lease, execution, step, started, StepRun.Outcome.SUCCEEDED, output=output)
+    if action is not None:
+        ledger.mark_succeeded(action, output, execution=execution, actor_label=lease.owner)
+    lifecycle.record(
+        execution,
+        "step.completed",
+        step=step.name,
+        actor_label=lease.owner,
+        payload=_step_summary(step, output, attempt),
+    )
+    execution.context = state
+    execution.current_step = following
+    if following:
+        execution.save(update_fields=["context", "current_step", "updated_at"])
+    else:
+        lifecycle.apply(execution, "complete", actor_label=lease.owner, update_fields=("context", "current_step"))
+        release(lease)
+    return following
 
 
 def _approval_gate(lease: Lease, execution: Execution, workflow: Workflow, step: Step, started) -> str:
@@ -192,7 +209,10 @@ def _approval_gate(lease: Lease, execution: Execution, workflow: Workflow, step:
         log.info("%s: awaiting approval %s of %s V%d", execution.ref, request.pk, ref["artifact_id"], version.number)
         return STOP
     if request.status != ApprovalRequest.State.APPROVED:
-        return STOP  # a rejection cancelled the execution in the same transaction
+        # Running at a gate whose request isn't approved (e.g. resumed by an operator
+        # after it was withdrawn or expired): a person has to decide what happens.
+        _flag_outside_step(lease, f"approval request {request.pk} is {request.status}; no approval to act on")
+        return STOP
     decision = request.decision
     output = {
         "approval_id": request.pk,
@@ -259,6 +279,20 @@ def _step_failed(lease: Lease, step: Step, failure: StepFailure, started, *, une
         release(lease)
     log.warning("%s: %s failed (%s): %s", execution.ref, step.name, failure.kind, execution.status_reason)
     return STOP
+
+
+def _flag_outside_step(lease: Lease, reason: str) -> str:
+    """Send the execution to needs_attention with ``reason`` and give the lease up."""
+    try:
+        with transaction.atomic():
+            fence(lease)
+            execution = Execution.objects.get(pk=lease.execution_id)
+            if execution.status == Status.RUNNING:
+                lifecycle.apply(execution, "flag", actor_label=lease.owner, reason=reason)
+            release(lease)
+    except LeaseLost:
+        return "lease lost"
+    return "stopped"
 
 
 def _record_run(

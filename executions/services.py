@@ -100,8 +100,10 @@ def _locked(ref: str) -> Execution:
 def execution_cancel(*, ref: str, user: AbstractBaseUser, reason: str) -> Execution:
     """Cancel from any non-terminal state; pending approvals are withdrawn.
 
-    Operators, and the user who started it. Once this commits, no effect call may
-    start: workers re-check the status under their fence right before every effect.
+    Operators, and the user who started it. Once this commits, no new effect starts:
+    a worker commits an action as ``executing`` only under its fence with the
+    execution still running (the row lock orders it against this cancel). An effect
+    already committed as executing is in flight; its outcome is still recorded.
     """
     with transaction.atomic():
         execution = _locked(ref)

@@ -122,3 +122,9 @@ def test_cancel_needs_operator_or_starter(client, people):
     assert ok.status_code == 200 and ok.json()["status"] == "cancelled"
     again = client.post(url, {"reason": "again"}, content_type="application/json", **bearer(people["operator"]))
     assert again.status_code == 409
+
+
+@pytest.mark.parametrize("ref", ["RUN_²", "RUN_99999999999999999999", "RUN_-1", "abc", "RUN_"])
+def test_odd_execution_ids_are_404_not_500(client, people, ref):
+    assert client.get(f"/api/executions/{ref}", **bearer(people["requester"])).status_code == 404
+    assert client.get(f"/api/executions?cursor={ref}", **bearer(people["requester"])).status_code == 422
