@@ -61,6 +61,8 @@ def test_manager_approves_the_exact_version_and_watches_it_complete(web_stack, p
     login(page, web_stack.url, people["manager"])
     row = page.get_by_role("row").filter(has_text=execution.ref)
     expect(row).to_contain_text("Awaiting approval")
+    list_tab = page.context.new_page()  # the list stays open in a second tab
+    list_tab.goto(f"{web_stack.url}/")
     row.get_by_role("link", name=execution.ref).click()
 
     card = page.locator("#approval-card")
@@ -81,6 +83,10 @@ def test_manager_approves_the_exact_version_and_watches_it_complete(web_stack, p
     expect(page.locator("#ledger")).to_contain_text(f"{execution.ref}:publish:v1")
     expect(page.locator("#ledger")).to_contain_text("succeeded")
     assert navigations == [] and page.url == url_before
+    # The list's status cell refreshed itself too, and stopped polling at the terminal state.
+    list_cell = list_tab.locator(f"#status-{execution.ref}")
+    expect(list_cell).to_contain_text("Completed", timeout=10_000)
+    expect(list_cell).not_to_have_attribute("hx-trigger", re.compile("every"))
     assert not page.locator("#live-head[hx-trigger], #live-panels[hx-trigger]").count()  # polling stopped
     page.screenshot(path=str(tmp_path / "completed.png"), full_page=True)
 
