@@ -57,11 +57,12 @@ def test_manager_approves_the_exact_version_and_watches_it_complete(web_stack, p
     )
     request = ApprovalRequest.objects.get(execution=execution)
 
-    page = browser.new_page()
+    context = browser.new_context()
+    page = context.new_page()
     login(page, web_stack.url, people["manager"])
     row = page.get_by_role("row").filter(has_text=execution.ref)
     expect(row).to_contain_text("Awaiting approval")
-    list_tab = page.context.new_page()  # the list stays open in a second tab
+    list_tab = context.new_page()  # the list stays open in a second tab
     list_tab.goto(f"{web_stack.url}/")
     row.get_by_role("link", name=execution.ref).click()
 
