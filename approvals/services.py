@@ -15,7 +15,7 @@ from django.db import IntegrityError, transaction
 from django.db.models.functions import Now
 from django.utils import timezone
 
-from executions import dispatch, lifecycle
+from executions import dispatch, ledger, lifecycle
 from executions.errors import Conflict, Forbidden, InvalidInput, NotFound
 from executions.models import Execution, Status, ref_for
 
@@ -136,6 +136,12 @@ def _decide(*, user, execution_ref, approval_id, decision, artifact_version, con
         "comment": comment,
     }
     lifecycle.record(execution, "approval.decided", step=request.step, actor=user, payload=payload)
+    ledger.authorise(
+        request,
+        approved=decision == Decision.Verdict.APPROVE,
+        actor_label=f"user:{user.get_username()}",
+        reason=f"approval {request.pk} was {request.status}",
+    )
     if decision == Decision.Verdict.APPROVE:
         lifecycle.apply(execution, "resume_after_decision", actor=user, payload={"approval_id": request.pk})
         dispatch.dispatch_on_commit(execution.pk)

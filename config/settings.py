@@ -163,10 +163,14 @@ RUNTIME_SWEEP_SECONDS = env_int("RUNTIME_SWEEP_SECONDS", 5)
 # A slice ends well inside the lease and far inside the broker's visibility timeout.
 RUNTIME_SLICE_SECONDS = env_int("RUNTIME_SLICE_SECONDS", max(1, RUNTIME_LEASE_SECONDS // 3))
 RUNTIME_WORKFLOW_MODULES = [
-    m for m in os.environ.get("RUNTIME_WORKFLOW_MODULES", "workflows.monthly_report").split(",") if m
+    m for m in os.environ.get("RUNTIME_WORKFLOW_MODULES", "workflows.monthly_report,workflows.replacement_order").split(",") if m
 ]
 RUNTIME_MODEL_CLIENT = os.environ.get("RUNTIME_MODEL_CLIENT", "executions.modelclient.OfflineModelClient")
 SANDBOX_URL = os.environ.get("SANDBOX_URL", "http://127.0.0.1:8765")
+# Whether the order service deduplicates on Idempotency-Key. The runtime can't tell, so
+# it is configured: when false, an order whose outcome is unknown is only ever looked
+# up by its reference, never re-sent blindly (an operator decides if the lookup can't).
+ORDER_SERVICE_HONORS_KEYS = env_bool("ORDER_SERVICE_HONORS_KEYS", True)
 # How long the runtime waits for an external service before the outcome becomes unknown.
 RUNTIME_EFFECT_TIMEOUT_SECONDS = float(os.environ.get("RUNTIME_EFFECT_TIMEOUT_SECONDS", "10"))
 # How often the dashboard polls live panels, in milliseconds.

@@ -196,3 +196,23 @@ def cancel_execution(request: HttpRequest, execution_id: str, payload: ReasonIn)
 def resume_execution(request: HttpRequest, execution_id: str, payload: ReasonIn):
     execution = services.execution_resume(ref=execution_id, user=request.user, reason=payload.reason)
     return selectors.execution_payload(execution)
+
+
+class ResolveIn(Schema):
+    outcome: Literal["succeeded", "failed"]
+    evidence: str = Field(min_length=1, max_length=4000)
+
+
+class ActionDetailOut(Schema):
+    key: str
+    type: str
+    status: str
+    attempts: int
+    receipt: dict[str, Any] | None
+    last_error: str
+
+
+@api.post("/actions/{key}/resolve", response={200: ActionDetailOut, **ERRORS}, tags=["actions"])
+def resolve_action(request: HttpRequest, key: str, payload: ResolveIn):
+    """Operators: establish the outcome of an action the runtime could not (audited)."""
+    return services.action_resolve(key=key, user=request.user, outcome=payload.outcome, evidence=payload.evidence)

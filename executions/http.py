@@ -7,12 +7,28 @@ sending) is ``outcome_unknown`` and must be reconciled, never blindly repeated.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 import requests
 from django.conf import settings
 
 from .errors import FailureKind, StepFailure
+
+_timeout: ContextVar[float | None] = ContextVar("effect_call_timeout", default=None)
+
+
+@contextmanager
+def call_timeout(seconds: float | None) -> Iterator[None]:
+    """Within this block, effect calls wait at most ``seconds`` for an answer (None: the default)."""
+    token = _timeout.set(seconds)
+    try:
+        yield
+    finally:
+        _timeout.reset(token)
+
 
 _NOT_SENT_MARKERS = ("NewConnectionError", "Failed to establish", "ConnectTimeout", "Connection refused")
 
@@ -26,7 +42,7 @@ def _session() -> requests.Session:
 def request_json(method: str, url: str, *, body: dict | None = None, key: str | None = None) -> dict[str, Any]:
     """Send one request; return the JSON body of a 2xx answer or raise StepFailure."""
     headers = {"Idempotency-Key": key} if key else {}
-    timeout = (3.0, settings.RUNTIME_EFFECT_TIMEOUT_SECONDS)
+    timeout = (3.0, _timeout.get() or settings.RUNTIME_EFFECT_TIMEOUT_SECONDS)
     try:
         response = _session().request(method, url, json=body, headers=headers, timeout=timeout)
     except requests.ConnectTimeout as exc:

@@ -52,6 +52,64 @@ def perform(*, lease: Lease, step: str, action_type: str, effect: Effect) -> tup
     return action, receipt
 
 
+def plan(execution: Execution, *, step, effect: Effect, approval, actor_label: str) -> Action:
+    """Inside the gate's fenced transaction: record the effect the approval will authorise."""
+    action, created = Action.objects.get_or_create(
+        key=effect.key,
+        defaults={
+            "execution": execution,
+            "step": step.name,
+            "type": step.action,
+            "args": effect.args,
+            "status": Action.State.PLANNED,
+            "approval_request": approval,
+        },
+    )
+    if created:
+        _history(execution, action, "", Action.State.PLANNED, actor_label, approval_id=approval.pk)
+    return action
+
+
+def authorise(approval, *, approved: bool, actor_label: str, reason: str = "") -> None:
+    """Inside the decision's transaction: planned actions become approved, or fail unrun."""
+    for action in Action.objects.filter(approval_request=approval, status=Action.State.PLANNED):
+        after = Action.State.APPROVED if approved else Action.State.FAILED
+        Action.objects.filter(pk=action.pk).update(status=after, last_error="" if approved else reason)
+        _history(action.execution, action, action.status, after, actor_label, approval_id=approval.pk,
+                 **({} if approved else {"error": reason}))
+
+
+def abandon_unstarted(execution: Execution, *, actor_label: str, reason: str) -> None:
+    """Inside a cancel's transaction: actions that never started will never start."""
+    for action in Action.objects.filter(execution=execution, status__in=[Action.State.PLANNED, Action.State.APPROVED]):
+        Action.objects.filter(pk=action.pk).update(status=Action.State.FAILED, last_error=reason)
+        _history(execution, action, action.status, Action.State.FAILED, actor_label, error=reason)
+
+
+def record_compensations(execution: Execution, *, compensations: dict, actor_label: str) -> list[str]:
+    """Inside a cancel's transaction: for each done effect whose type has a compensation
+    hook, record the compensation as a planned action (key ``<key>:compensate``)."""
+    keys = []
+    for action in Action.objects.filter(execution=execution, status=Action.State.SUCCEEDED):
+        hook = compensations.get(action.type)
+        if hook is None:
+            continue
+        compensation, created = Action.objects.get_or_create(
+            key=f"{action.key}:compensate",
+            defaults={
+                "execution": execution,
+                "step": action.step,
+                "type": f"compensate_{action.type}",
+                "args": hook(action.args, action.receipt or {}),
+                "status": Action.State.PLANNED,
+            },
+        )
+        if created:
+            _history(execution, compensation, "", Action.State.PLANNED, actor_label, compensates=action.key)
+            keys.append(compensation.key)
+    return keys
+
+
 def mark_succeeded(action: Action, receipt: dict[str, Any], *, execution: Execution, actor_label: str) -> None:
     """Inside the caller's fenced transaction: the outcome is known and recorded.
 

@@ -221,6 +221,10 @@ class Action(models.Model):
     attempts = models.PositiveIntegerField(default=0)
     receipt = models.JSONField(null=True, blank=True)
     last_error = models.TextField(blank=True, default="")
+    # The approval that authorises it (planned → approved), when one is required.
+    approval_request = models.ForeignKey(
+        "approvals.ApprovalRequest", null=True, blank=True, on_delete=models.PROTECT, related_name="actions"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

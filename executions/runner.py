@@ -15,16 +15,21 @@ import traceback
 from typing import Any
 
 from django.conf import settings
+from datetime import timedelta
+
 from django.db import transaction
+from django.db.models import DateTimeField, ExpressionWrapper, Value
+from django.db.models.functions import Now
 from django.utils import timezone
 
 from approvals.models import ApprovalRequest
 from artifacts.models import ArtifactVersion
 from artifacts.services import artifact_version_create
 
-from . import dispatch, failpoints, ledger, lifecycle, registry
+from . import dispatch, failpoints, ledger, lifecycle, registry, retry
 from .context import StepContext
 from .errors import FailureKind, StepFailure
+from .http import call_timeout
 from .leases import Heartbeat, Lease, LeaseLost, acquire, fence, release
 from .modelclient import get_model_client
 from .models import Action, Execution, Status, StepRun
@@ -60,9 +65,11 @@ def _run_slice(lease: Lease, heartbeat: Heartbeat) -> str:
     while True:
         if heartbeat.lost.is_set():
             raise LeaseLost("heartbeat lost the lease")
-        execution = Execution.objects.get(pk=lease.execution_id)
+        execution = Execution.objects.annotate(db_now=Now()).get(pk=lease.execution_id)
         if execution.status != Status.RUNNING or execution.lease_token != lease.token:
             return "stopped"
+        if execution.deadline and execution.deadline <= execution.db_now:
+            return _stop_at_deadline(lease)
         workflow = registry.get(execution.workflow, execution.workflow_version)
         step = workflow.get_step(execution.current_step)
         if _run_step(lease, execution, workflow, step) == STOP:
@@ -174,6 +181,7 @@ def _approval_gate(lease: Lease, execution: Execution, workflow: Workflow, step:
     """First visit: ask (and release the worker). After a decision: record it and go on."""
     request = ApprovalRequest.objects.filter(execution=execution, step=step.name, round=execution.round).first()
     if request is None:
+        planned = _plan_guarded_effects(execution, workflow, step)
         with transaction.atomic():
             fence(lease)
             execution = Execution.objects.get(pk=lease.execution_id)
@@ -204,6 +212,8 @@ def _approval_gate(lease: Lease, execution: Execution, workflow: Workflow, step:
                     "action": step.action,
                 },
             )
+            for effect_step, effect in planned:
+                ledger.plan(execution, step=effect_step, effect=effect, approval=request, actor_label=lease.owner)
             lifecycle.apply(execution, "await_approval", actor_label=lease.owner, step=step.name)
             release(lease)
         log.info("%s: awaiting approval %s of %s V%d", execution.ref, request.pk, ref["artifact_id"], version.number)
@@ -226,11 +236,25 @@ def _approval_gate(lease: Lease, execution: Execution, workflow: Workflow, step:
     return _checkpoint(lease, ctx, workflow, step, output, started)
 
 
+def _plan_guarded_effects(execution: Execution, workflow: Workflow, gate: Step) -> list[tuple[Step, Any]]:
+    """The effects this gate authorises, described now so the ledger shows them as planned."""
+    ctx = StepContext(execution=execution, workflow=workflow)
+    planned = []
+    for effect_step in workflow.steps:
+        if effect_step.kind == StepKind.EFFECT and effect_step.requires_approval == gate.name:
+            try:
+                planned.append((effect_step, effect_step.fn(ctx)))
+            except Exception:  # describing it early is a courtesy; the step itself decides later
+                log.exception("%s: could not plan %s", execution.ref, effect_step.name)
+    return planned
+
+
 def _effect(lease: Lease, ctx: StepContext, workflow: Workflow, step: Step, started) -> str:
     if step.requires_approval:
         _check_approval_binding(ctx.execution, workflow, step)
     effect = step.fn(ctx)
-    action, receipt = ledger.perform(lease=lease, step=step.name, action_type=step.action, effect=effect)
+    with call_timeout(step.retry.timeout):
+        action, receipt = ledger.perform(lease=lease, step=step.name, action_type=step.action, effect=effect)
     return _checkpoint(lease, ctx, workflow, step, receipt, started, action=action)
 
 
@@ -251,10 +275,14 @@ def _check_approval_binding(execution: Execution, workflow: Workflow, step: Step
 
 
 def _step_failed(lease: Lease, step: Step, failure: StepFailure, started, *, unexpected: bool = False) -> str:
-    """One commit: the failed attempt, and the execution stops or waits for a person."""
+    """One commit: the failed attempt, then retry later, stop, or ask a person (retry policy).
+
+    A retry is ``retry_pending`` with a due time (database clock) that the sweeper
+    honours; no worker sleeps and no long Celery countdown is used.
+    """
     with transaction.atomic():
         fence(lease)
-        execution = Execution.objects.get(pk=lease.execution_id)
+        execution = Execution.objects.annotate(db_now=Now()).get(pk=lease.execution_id)
         if execution.status != Status.RUNNING:
             raise ledger.ExecutionStopped(f"{execution.ref} is {execution.status}")
         attempt = _record_run(
@@ -266,19 +294,49 @@ def _step_failed(lease: Lease, step: Step, failure: StepFailure, started, *, une
             output={"evidence": failure.evidence} if failure.evidence is not None else {},
             error=f"{failure.kind}: {failure.message}",
         )
-        reason = f"{step.label}: {failure.message}"
-        stop_for_good = failure.kind in (FailureKind.INVALID_INPUT, FailureKind.BUSINESS_REJECTION) and not unexpected
-        lifecycle.apply(
-            execution,
-            "fail" if stop_for_good else "flag",
-            actor_label=lease.owner,
-            reason=reason,
-            step=step.name,
-            payload={"failure": str(failure.kind), "attempt": attempt},
-        )
+        if unexpected:
+            verdict = retry.Decision(retry.Verdict.ATTENTION, reason="unexpected error in step code")
+        else:
+            first = StepRun.objects.filter(execution=execution, step=step.name, round=execution.round).order_by("id")[0]
+            verdict = retry.decide(
+                step.retry,
+                kind=failure.kind,
+                attempt=attempt,
+                elapsed_seconds=(execution.db_now - first.started_at).total_seconds(),
+                retry_after=failure.retry_after,
+                seconds_to_deadline=(execution.deadline - execution.db_now).total_seconds() if execution.deadline else None,
+            )
+        payload = {"failure": str(failure.kind), "attempt": attempt, "error": failure.message, "verdict": verdict.reason}
+        if verdict.verdict == retry.Verdict.RETRY:
+            execution.due_at = ExpressionWrapper(
+                Now() + Value(timedelta(seconds=verdict.delay_seconds)), output_field=DateTimeField()
+            )
+            payload.update(delay_seconds=round(verdict.delay_seconds, 3), retry_after=failure.retry_after)
+            lifecycle.apply(
+                execution, "schedule_retry", actor_label=lease.owner, reason=verdict.reason, step=step.name,
+                payload=payload, update_fields=("due_at",),
+            )
+        else:
+            lifecycle.apply(
+                execution,
+                "fail" if verdict.verdict == retry.Verdict.FAIL else "flag",
+                actor_label=lease.owner,
+                reason=f"{step.label}: {failure.message} ({verdict.reason})",
+                step=step.name,
+                payload=payload,
+            )
         release(lease)
-    log.warning("%s: %s failed (%s): %s", execution.ref, step.name, failure.kind, execution.status_reason)
+    log.warning("%s: %s failed (%s): %s", execution.ref, step.name, failure.kind, verdict.reason)
     return STOP
+
+
+def _stop_at_deadline(lease: Lease) -> str:
+    with transaction.atomic():
+        fence(lease)
+        execution = Execution.objects.get(pk=lease.execution_id)
+        lifecycle.apply(execution, "fail", actor_label=lease.owner, reason=f"deadline {execution.deadline:%Y-%m-%d %H:%M:%S} UTC passed")
+        release(lease)
+    return "stopped"
 
 
 def _flag_outside_step(lease: Lease, reason: str) -> str:

@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import hashlib
 import json
+from datetime import timedelta
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
+from django.utils import timezone
 
 from approvals.models import ApprovalRequest
 
-from . import dispatch, lifecycle, notes, registry
+from . import dispatch, ledger, lifecycle, notes, registry
 from .errors import Conflict, Forbidden, InvalidInput, NotFound
-from .models import TERMINAL, Execution, Status, pk_from_ref
+from .models import TERMINAL, Action, Execution, Status, pk_from_ref
 
 OPERATE = "executions.operate_execution"
 
@@ -54,6 +56,7 @@ def execution_start(
                 idempotency_key=idempotency_key or None,
                 created_by=user,
                 current_step=flow.first_step,
+                deadline=timezone.now() + timedelta(seconds=flow.deadline_seconds) if flow.deadline_seconds else None,
                 context={
                     "state": {},
                     "artifacts": {},
@@ -117,14 +120,26 @@ def execution_cancel(*, ref: str, user: AbstractBaseUser, reason: str) -> Execut
             )
         )
         ApprovalRequest.objects.filter(pk__in=withdrawn).update(status=ApprovalRequest.State.WITHDRAWN)
+        actor = f"user:{user.get_username()}"
+        ledger.abandon_unstarted(execution, actor_label=actor, reason="cancelled before it started")
+        compensations = ledger.record_compensations(
+            execution, compensations=_compensations_of(execution), actor_label=actor
+        )
         lifecycle.apply(
             execution,
             "cancel",
             actor=user,
             reason=reason or "cancelled",
-            payload={"withdrawn_approvals": withdrawn},
+            payload={"withdrawn_approvals": withdrawn, "compensations": compensations},
         )
     return execution
+
+
+def _compensations_of(execution: Execution) -> dict:
+    try:
+        return registry.get(execution.workflow, execution.workflow_version).compensations
+    except registry.UnknownWorkflow:
+        return {}
 
 
 def execution_resume(*, ref: str, user: AbstractBaseUser, reason: str) -> Execution:
@@ -140,3 +155,49 @@ def execution_resume(*, ref: str, user: AbstractBaseUser, reason: str) -> Execut
         lifecycle.apply(execution, "resume", actor=user, reason=reason)
         dispatch.dispatch_on_commit(execution.pk)
     return execution
+
+
+def action_resolve(*, key: str, user: AbstractBaseUser, outcome: str, evidence: str) -> Action:
+    """Operators: establish the outcome of an action the runtime could not, with evidence.
+
+    Only for an ``unknown`` (or stranded ``executing``) action of an execution that
+    needs attention, so no worker is reconciling it at the same time. ``succeeded``
+    records the evidence as the receipt and resumes the execution (the effect step
+    completes without calling again); ``failed`` fails the execution.
+    """
+    if not user.has_perm(OPERATE):
+        raise Forbidden("only operators may resolve actions")
+    if outcome not in (Action.State.SUCCEEDED, Action.State.FAILED):
+        raise InvalidInput("outcome", "must be succeeded or failed")
+    if not evidence.strip():
+        raise InvalidInput("evidence", "say how you established the outcome")
+    found = Action.objects.filter(key=key).values_list("execution_id", flat=True).first()
+    if found is None:
+        raise NotFound(f"no action {key}")
+    with transaction.atomic():
+        execution = Execution.objects.select_for_update(no_key=True).get(pk=found)
+        action = Action.objects.select_for_update().get(key=key)
+        if action.status not in (Action.State.UNKNOWN, Action.State.EXECUTING):
+            raise Conflict(f"{key} is {action.status}; only an unknown outcome can be resolved", status=action.status)
+        if execution.status != Status.NEEDS_ATTENTION:
+            raise Conflict(f"{execution.ref} is {execution.status}; resolve while it needs attention", status=execution.status)
+        before = action.status
+        action.status = outcome
+        if outcome == Action.State.SUCCEEDED:
+            action.receipt = {"resolved_by": user.get_username(), "evidence": evidence.strip()}
+        else:
+            action.last_error = f"resolved as failed by {user.get_username()}: {evidence.strip()}"
+        action.save(update_fields=["status", "receipt", "last_error", "updated_at"])
+        lifecycle.record(
+            execution,
+            f"action.{outcome}",
+            step=action.step,
+            actor=user,
+            payload={"key": key, "type": action.type, "from": before, "to": outcome, "resolved": True, "evidence": evidence.strip()},
+        )
+        if outcome == Action.State.SUCCEEDED:
+            lifecycle.apply(execution, "resume", actor=user, reason=f"{key} resolved as succeeded")
+            dispatch.dispatch_on_commit(execution.pk)
+        else:
+            lifecycle.apply(execution, "fail", actor=user, reason=f"{key} resolved as failed: {evidence.strip()}")
+    return action

@@ -13,10 +13,11 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from django.conf import settings
+from django.db import transaction
 from django.db.models import DateTimeField, ExpressionWrapper, Q, Value
 from django.db.models.functions import Now
 
-from . import dispatch
+from . import dispatch, lifecycle
 from .models import Execution, Status
 
 log = logging.getLogger(__name__)
@@ -25,6 +26,7 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class SweepReport:
     dispatched: tuple[int, ...]
+    past_deadline: tuple[int, ...] = ()
 
 
 def redispatch_after() -> timedelta:
@@ -46,4 +48,26 @@ def sweep() -> SweepReport:
             dispatched.append(pk)
     if dispatched:
         log.info("sweeper re-dispatched %d execution(s): %s", len(dispatched), dispatched)
-    return SweepReport(dispatched=tuple(dispatched))
+    return SweepReport(dispatched=tuple(dispatched), past_deadline=_enforce_deadlines())
+
+
+# What a deadline does to an execution nobody is running: (status, transition).
+DEADLINE = {Status.RETRY_PENDING: "fail", Status.WAITING: "flag"}
+
+
+def _enforce_deadlines() -> tuple[int, ...]:
+    """Executions waiting (for a retry or an event) past their deadline stop waiting."""
+    stopped = []
+    for pk in Execution.objects.filter(status__in=list(DEADLINE), deadline__lte=Now()).values_list("pk", flat=True)[:500]:
+        with transaction.atomic():
+            execution = Execution.objects.select_for_update(no_key=True).filter(pk=pk, status__in=list(DEADLINE)).first()
+            if execution is None:
+                continue
+            lifecycle.apply(
+                execution,
+                DEADLINE[execution.status],
+                actor_label="sweeper",
+                reason=f"deadline {execution.deadline:%Y-%m-%d %H:%M:%S} UTC passed while {execution.status}",
+            )
+        stopped.append(pk)
+    return tuple(stopped)

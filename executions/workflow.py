@@ -23,6 +23,9 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from .retry import DEFAULT as DEFAULT_RETRY
+from .retry import RetryPolicy
+
 JSON = dict[str, Any]
 
 
@@ -61,6 +64,7 @@ class Step:
     action: str = ""  # approval: the action it unlocks; effect: the ledger action type
     artifact: str = ""  # approval: the artifact (by name) the decision binds to
     requires_approval: str = ""  # effect: the gate whose approved version it must use
+    retry: RetryPolicy = DEFAULT_RETRY
 
 
 @dataclass(kw_only=True)
@@ -71,23 +75,46 @@ class Workflow:
     parse_input: Callable[[JSON], JSON]  # raises executions.errors.InvalidInput
     goal: Callable[[JSON], str]
     constraints: Callable[[JSON], list[str]] = lambda _input: []
+    deadline_seconds: float | None = None  # from start; past it the execution stops
     steps: list[Step] = field(default_factory=list)
+    # action type → fn(args, receipt) describing how to undo a done effect (recorded on cancel)
+    compensations: dict[str, Callable[[JSON, JSON], JSON]] = field(default_factory=dict)
 
     # --- declaring steps
 
-    def step(self, name: str, *, label: str) -> Callable:
-        return self._decorator(name=name, label=label, kind=StepKind.COMPUTE)
+    def step(self, name: str, *, label: str, retry: RetryPolicy = DEFAULT_RETRY) -> Callable:
+        return self._decorator(name=name, label=label, kind=StepKind.COMPUTE, retry=retry)
 
-    def model_step(self, name: str, *, label: str, prompt_version: str) -> Callable:
-        return self._decorator(name=name, label=label, kind=StepKind.MODEL, prompt_version=prompt_version)
+    def model_step(self, name: str, *, label: str, prompt_version: str, retry: RetryPolicy = DEFAULT_RETRY) -> Callable:
+        return self._decorator(name=name, label=label, kind=StepKind.MODEL, prompt_version=prompt_version, retry=retry)
 
-    def effect(self, name: str, *, label: str, action: str, requires_approval: str = "") -> Callable:
+    def effect(
+        self, name: str, *, label: str, action: str, requires_approval: str = "", retry: RetryPolicy = DEFAULT_RETRY
+    ) -> Callable:
         return self._decorator(
-            name=name, label=label, kind=StepKind.EFFECT, action=action, requires_approval=requires_approval
+            name=name,
+            label=label,
+            kind=StepKind.EFFECT,
+            action=action,
+            requires_approval=requires_approval,
+            retry=retry,
         )
 
     def approval(self, name: str, *, label: str, artifact: str, action: str) -> None:
         self._add(Step(name=name, label=label, kind=StepKind.APPROVAL, artifact=artifact, action=action))
+
+    def compensation(self, action: str) -> Callable:
+        """Declare how a done ``action`` would be undone if the execution is cancelled after it.
+
+        The runtime records the compensation as a planned action; it never runs it
+        on its own, because undoing is a business decision.
+        """
+
+        def register(fn: Callable[[JSON, JSON], JSON]) -> Callable:
+            self.compensations[action] = fn
+            return fn
+
+        return register
 
     def _decorator(self, **spec: Any) -> Callable:
         def register(fn: Callable) -> Callable:

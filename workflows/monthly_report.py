@@ -11,6 +11,7 @@ from typing import Any
 
 from executions import registry
 from executions.errors import InvalidInput
+from executions.retry import RetryPolicy
 from executions.workflow import Effect, Workflow
 
 from . import retail, services_client
@@ -93,7 +94,18 @@ def draft_report(ctx) -> dict[str, Any]:
 flow.approval("review", label="Awaiting manager approval", artifact="report", action="publish_report")
 
 
-@flow.effect("publish", label="Publishing the approved report", action="publish_report", requires_approval="review")
+# Transient failures and lost answers are retried (a lost answer is looked up by key
+# first); four attempts with about 1 s, 2 s, 4 s between them.
+EFFECT_RETRY = RetryPolicy(max_attempts=4, initial_backoff_seconds=1, max_backoff_seconds=60)
+
+
+@flow.effect(
+    "publish",
+    label="Publishing the approved report",
+    action="publish_report",
+    requires_approval="review",
+    retry=EFFECT_RETRY,
+)
 def publish(ctx) -> Effect:
     report = ctx.artifact("report")
     return Effect(
@@ -111,7 +123,7 @@ def publish(ctx) -> Effect:
     )
 
 
-@flow.effect("notify", label="Notifying the management team", action="notify_management")
+@flow.effect("notify", label="Notifying the management team", action="notify_management", retry=EFFECT_RETRY)
 def notify(ctx) -> Effect:
     report = ctx.artifact("report")
     publication = ctx.state["publish"]
@@ -126,3 +138,14 @@ def notify(ctx) -> Effect:
         call=services_client.notify,
         lookup=services_client.find_notification,
     )
+
+
+@flow.compensation("publish_report")
+def retract_publication(args: dict[str, Any], receipt: dict[str, Any]) -> dict[str, Any]:
+    """If a cancel comes after publishing, what undoing it would take (recorded, not run)."""
+    return {
+        "operation": "retract_publication",
+        "publication_id": receipt.get("publication_id"),
+        "artifact_id": args.get("artifact_id"),
+        "version": args.get("version"),
+    }

@@ -30,3 +30,19 @@ def notify(args: dict[str, Any], key: str) -> dict[str, Any]:
 def find_notification(key: str, args: dict[str, Any]) -> dict[str, Any] | None:
     found = request_json("GET", _url(f"/notifications?key={quote(key)}"))["notifications"]
     return found[0] if found else None
+
+
+def submit_order(args: dict[str, Any], key: str) -> dict[str, Any]:
+    """POST /orders with the key as Idempotency-Key; ``args["reference"]`` is the client reference.
+
+    A service that ignores the header still stores the reference, so the order can be
+    found again by :func:`find_order` whichever mode it runs in.
+    """
+    return request_json("POST", _url("/orders"), body=args, key=key)
+
+
+def find_order(key: str, args: dict[str, Any]) -> dict[str, Any] | None:
+    """The order submitted under this client reference (the ledger key), or None."""
+    reference = args.get("reference") or key
+    found = request_json("GET", _url(f"/orders?reference={quote(reference, safe='')}"))["orders"]
+    return found[0] if found else None

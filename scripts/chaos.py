@@ -1,0 +1,777 @@
+#!/usr/bin/env python
+"""Chaos run: many executions through the real stack while things break under them.
+
+Starts its own stack (a fresh PostgreSQL database, its own Redis child process, the
+sandbox, the web server, Celery beat and ``--workers`` Celery workers), starts
+``--executions`` executions through the Task API (alternating ``monthly_report`` and
+``replacement_order``), approves every pending approval as a manager, and meanwhile:
+
+* SIGKILLs a random worker every 1-3 s and starts a replacement;
+* SIGKILLs Redis once, about a third of the way in, and starts it again on the same
+  port (nothing persisted: every queued message is gone);
+* delivers ``executions.advance`` a second time for random live executions.
+
+When everything has settled (or ``--timeout`` passed) the chaos stops, all workers stay
+alive for a grace period, and the run prints, one per line::
+
+    executions started: N
+    executions lost: X
+    duplicate effects: Y
+    executions not terminal or waiting: Z
+
+It exits 1 if X, Y or Z is above zero (or an accepted start could not be made), 2 if
+the stack could not be set up, else 0.
+
+    .venv/bin/python scripts/chaos.py --executions 30 --seed 7
+
+Nothing else on the machine is touched: the database is ``keel_chaos`` (``--database``
+or ``CHAOS_DB``) on ``CHAOS_PG`` (default ``postgres://postgres@127.0.0.1:5432``), Redis
+runs on a free port, and every child process is stopped at the end (children also get
+SIGKILL if this script itself dies). Logs stay in the temporary directory printed at
+the start and the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import requests
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+
+TERMINAL = {"completed", "failed", "cancelled"}
+# Statuses an execution may legitimately rest in at the end of a run.
+RESTING = TERMINAL | {"awaiting_approval", "waiting"}
+# Statuses that make progress on their own (or through the auto-approver) while the
+# stack runs. A run has settled when no execution is in one of these.
+ACTIVE = {"pending", "running", "retry_pending", "awaiting_approval"}
+GRACE_SECONDS = 60
+
+MONTHS = [f"2026-{m:02d}" for m in range(1, 11)]
+ORDERS = [f"ORD-100{n}" for n in range(1, 6)]
+
+
+def log(msg: str) -> None:
+    print(f"[chaos {time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def http(token: str | None = None) -> requests.Session:
+    session = requests.Session()
+    session.trust_env = False
+    if token:
+        session.headers["Authorization"] = f"Bearer {token}"
+    return session
+
+
+def responds(url: str) -> bool:
+    try:
+        http().get(url, timeout=1)
+        return True
+    except requests.RequestException:
+        return False
+
+
+def wait_for(predicate, *, timeout: float, what: str, interval: float = 0.2):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)
+
+
+def pk(ref: str) -> int:
+    """RUN_0042 → 42."""
+    return int(ref.removeprefix("RUN_"))
+
+
+# --- child processes
+
+
+_SETPRIV = shutil.which("setpriv")
+
+
+class Proc:
+    """One child process, its output in a log file. Started from the main thread only."""
+
+    def __init__(self, name: str, args: list[str], env: dict[str, str], log_path: Path) -> None:
+        self.name, self.log_path = name, log_path
+        self._out = open(log_path, "ab")  # noqa: SIM115 (closed in kill())
+        # setpriv --pdeathsig: the child is SIGKILLed if this script dies without cleaning up.
+        prefix = [_SETPRIV, "--pdeathsig", "KILL", "--"] if _SETPRIV else []
+        self.popen = subprocess.Popen(
+            prefix + args, cwd=ROOT, env=env, stdout=self._out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+        )
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def kill(self) -> None:
+        if self.alive():
+            self.popen.send_signal(signal.SIGKILL)
+        try:
+            self.popen.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+        self._out.close()
+
+    def terminate(self) -> None:
+        if self.alive():
+            self.popen.terminate()
+
+    def output(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+
+
+class Stack:
+    def __init__(self, tmp: Path, database_url: str, workers: int) -> None:
+        self.tmp = tmp
+        self.logs = tmp / "logs"
+        self.logs.mkdir()
+        self.procs: list[Proc] = []
+        self.workers: list[Proc] = []
+        self.n_workers = workers
+        self.worker_serial = 0
+        self.redis: Proc | None = None
+        self.redis_serial = 0
+        self.redis_port = free_port()
+        self.sandbox_port = free_port()
+        self.web_port = free_port()
+        self.broker_url = f"redis://127.0.0.1:{self.redis_port}/0"
+        self.sandbox_url = f"http://127.0.0.1:{self.sandbox_port}"
+        self.web_url = f"http://127.0.0.1:{self.web_port}"
+        env = dict(os.environ)
+        # Whatever the caller runs under (pytest's settings, failpoints, another
+        # database) must not leak into the chaos stack.
+        for name in (
+            "DJANGO_ALLOW_ASYNC_UNSAFE", "RUNTIME_FAILPOINTS", "RUNTIME_FAILPOINT_DIR", "KEEL_TEST_DB_NAME",
+            "KEEL_ARTIFACTS_S3_BUCKET", "RUNTIME_SLICE_SECONDS",
+        ):
+            env.pop(name, None)
+        env.update(
+            DJANGO_SETTINGS_MODULE="config.settings",
+            DATABASE_URL=database_url,
+            CELERY_BROKER_URL=self.broker_url,
+            SANDBOX_URL=self.sandbox_url,
+            KEEL_VAR_DIR=str(tmp / "var"),
+            KEEL_ARTIFACTS_ROOT=str(tmp / "var" / "artifacts"),
+            RUNTIME_LEASE_SECONDS="3",
+            RUNTIME_SWEEP_SECONDS="1",
+            RUNTIME_EFFECT_TIMEOUT_SECONDS="3",
+            PYTHONUNBUFFERED="1",
+        )
+        self.env = env
+
+    def _start(self, name: str, args: list[str]) -> Proc:
+        proc = Proc(name, args, self.env, self.logs / f"{name}.log")
+        self.procs.append(proc)
+        return proc
+
+    def manage(self, *args: str) -> str:
+        """Run a management command to completion; its stdout, or an error with its output."""
+        result = subprocess.run(
+            [str(BIN / "python"), "manage.py", *args], cwd=ROOT, env=self.env, capture_output=True, text=True, timeout=300, check=False
+        )
+        with open(self.logs / "manage.log", "a") as f:
+            f.write(f"$ manage.py {' '.join(args)}\n{result.stdout}{result.stderr}\n")
+        if result.returncode != 0:
+            raise RuntimeError(f"manage.py {' '.join(args)} failed:\n{result.stdout}{result.stderr}")
+        return result.stdout
+
+    # redis
+
+    def start_redis(self) -> None:
+        self.redis_serial += 1
+        self.redis = self._start(
+            f"redis-{self.redis_serial}",
+            ["redis-server", "--port", str(self.redis_port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+        )
+        wait_for(self._redis_pings, timeout=20, what="redis to answer")
+
+    def _redis_pings(self) -> bool:
+        try:
+            with socket.create_connection(("127.0.0.1", self.redis_port), timeout=1) as s:
+                s.sendall(b"PING\r\n")
+                return s.recv(16).startswith(b"+PONG")
+        except OSError:
+            return False
+
+    def restart_redis(self, down_seconds: float) -> None:
+        assert self.redis is not None
+        self.redis.kill()
+        time.sleep(down_seconds)
+        self.start_redis()
+
+    # the rest
+
+    def start_sandbox(self) -> None:
+        self._start(
+            "sandbox",
+            [str(BIN / "python"), "manage.py", "runsandbox", "--port", str(self.sandbox_port), "--db", str(self.tmp / "sandbox.sqlite3")],
+        )
+        wait_for(lambda: responds(f"{self.sandbox_url}/_health"), timeout=60, what="the sandbox to listen")
+
+    def start_web(self) -> None:
+        self._start(
+            "web", [str(BIN / "python"), "manage.py", "runserver", f"127.0.0.1:{self.web_port}", "--noreload", "--insecure"]
+        )
+        wait_for(lambda: responds(f"{self.web_url}/login/"), timeout=60, what="the web server to listen")
+
+    def start_beat(self) -> None:
+        self._start("beat", [str(BIN / "celery"), "-A", "config", "beat", "--loglevel=INFO", "-s", str(self.tmp / "beat")])
+
+    def start_worker(self) -> Proc:
+        self.worker_serial += 1
+        name = f"chaos{self.worker_serial}"
+        # INFO (not WARNING) so a log shows "ready." and what each worker was doing when it died.
+        proc = self._start(
+            f"worker-{name}",
+            [
+                str(BIN / "celery"), "-A", "config", "worker", "--pool=solo", "-n", f"{name}@%h",
+                "--without-gossip", "--without-mingle", "--without-heartbeat", "--loglevel=INFO",
+            ],
+        )
+        self.workers.append(proc)
+        return proc
+
+    def live_workers(self) -> list[Proc]:
+        return [w for w in self.workers if w.alive()]
+
+    def top_up_workers(self) -> None:
+        for _ in range(self.n_workers - len(self.live_workers())):
+            self.start_worker()
+
+    def close(self) -> None:
+        for proc in self.procs:
+            proc.terminate()
+        deadline = time.monotonic() + 10
+        for proc in self.procs:
+            try:
+                proc.popen.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pass
+            proc.kill()
+
+
+# --- database
+
+
+def recreate_database(server: str, name: str) -> str:
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+        raise SystemExit(f"bad database name {name!r}")
+    with psycopg.connect(f"{server}/postgres", autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{name}"')
+    return f"{server}/{name}"
+
+
+CREATE_USERS = """
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
+User = get_user_model()
+User.objects.create_user("requester", email="requester@example.com")
+manager = User.objects.create_user("manager", email="manager@example.com")
+manager.groups.add(Group.objects.get(name="managers"))
+print("users created")
+"""
+
+
+# --- load and approvals (threads; they only talk HTTP)
+
+
+class Shared:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.started: dict[str, dict[str, Any]] = {}  # ref -> {"workflow", "input", "index"}
+        self.start_failures: list[str] = []
+        self.loading_done = threading.Event()
+        self.stop = threading.Event()
+        self.replacement_unavailable: str | None = None
+        self.post_retries = 0
+        self.approvals: Counter[int] = Counter()  # HTTP status -> count
+        self.approved_ids: set[int] = set()
+        self.approver_errors: list[str] = []
+
+
+def post_with_retry(session: requests.Session, url: str, body: dict, *, patience: float, shared: Shared, stop: threading.Event):
+    """POST, retrying connection errors and 5xx answers (the body is idempotent by design)."""
+    deadline = time.monotonic() + patience
+    while True:
+        try:
+            response = session.post(url, json=body, timeout=30)
+            if response.status_code < 500:
+                return response
+            problem = f"HTTP {response.status_code}: {response.text[:300]}"
+        except requests.RequestException as exc:
+            problem = repr(exc)
+        if time.monotonic() > deadline or stop.is_set():
+            raise RuntimeError(problem)
+        with shared.lock:
+            shared.post_retries += 1
+        time.sleep(0.5)
+
+
+def load(shared: Shared, web_url: str, token: str, n: int, seed: int) -> None:
+    session = http(token)
+    url = f"{web_url}/api/executions"
+    try:
+        for i in range(n):
+            if shared.stop.is_set():
+                return
+            workflow = "replacement_order" if i % 2 else "monthly_report"
+            if workflow == "replacement_order" and shared.replacement_unavailable:
+                workflow = "monthly_report"
+            if workflow == "monthly_report":
+                payload = {"month": MONTHS[(i // 2) % len(MONTHS)]}
+            else:
+                payload = {"original_order": ORDERS[(i // 2) % len(ORDERS)]}
+            body = {"workflow": workflow, "input": payload, "idempotency_key": f"chaos-{seed}-{i}-{workflow}"}
+            try:
+                response = post_with_retry(session, url, body, patience=120, shared=shared, stop=shared.stop)
+            except RuntimeError as exc:
+                shared.start_failures.append(f"#{i} {workflow}: {exc}")
+                continue
+            if response.status_code == 422 and workflow == "replacement_order" and _names_field(response, "workflow"):
+                shared.replacement_unavailable = _detail(response)
+                body = {
+                    "workflow": "monthly_report",
+                    "input": {"month": MONTHS[(i // 2) % len(MONTHS)]},
+                    "idempotency_key": f"chaos-{seed}-{i}-monthly_report",
+                }
+                try:
+                    response = post_with_retry(session, url, body, patience=120, shared=shared, stop=shared.stop)
+                except RuntimeError as exc:
+                    shared.start_failures.append(f"#{i} monthly_report: {exc}")
+                    continue
+            if response.status_code in (200, 201):
+                ref = response.json()["id"]
+                with shared.lock:
+                    shared.started[ref] = {"workflow": body["workflow"], "input": body["input"], "index": i}
+            else:
+                shared.start_failures.append(f"#{i} {body['workflow']} {body['input']}: HTTP {response.status_code} {response.text[:300]}")
+    finally:
+        shared.loading_done.set()
+
+
+def _names_field(response: requests.Response, field: str) -> bool:
+    try:
+        detail = response.json().get("detail")
+        return any(isinstance(d, dict) and d.get("loc", [])[-1:] == [field] for d in detail)
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def _detail(response: requests.Response) -> str:
+    try:
+        return "; ".join(d.get("msg", "") for d in response.json()["detail"])
+    except Exception:  # noqa: BLE001
+        return response.text[:300]
+
+
+def list_all(session: requests.Session, web_url: str, status: str | None = None) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    cursor = None
+    while True:
+        params = {k: v for k, v in (("status", status), ("cursor", cursor)) if v}
+        response = session.get(f"{web_url}/api/executions", params=params, timeout=30)
+        response.raise_for_status()
+        page = response.json()
+        items.extend(page["items"])
+        cursor = page.get("next")
+        if not cursor:
+            return items
+
+
+def approve_loop(shared: Shared, web_url: str, token: str) -> None:
+    session = http(token)
+    while not shared.stop.is_set():
+        try:
+            for execution in list_all(session, web_url, "awaiting_approval"):
+                approval = execution.get("pending_approval")
+                if not approval:
+                    continue
+                body = {
+                    "type": "approval.decision",
+                    "approval_id": approval["id"],
+                    "decision": "approve",
+                    "artifact_version": approval["artifact_version"],
+                    "content_sha256": approval["content_sha256"],
+                    # Stable per approval: a retry (or a second sighting) is the same event.
+                    "event_id": f"chaos-approve-{approval['id']}",
+                }
+                response = post_with_retry(
+                    session, f"{web_url}/api/executions/{execution['id']}/events", body,
+                    patience=30, shared=shared, stop=shared.stop,
+                )
+                with shared.lock:
+                    shared.approvals[response.status_code] += 1
+                    if response.status_code == 202:
+                        shared.approved_ids.add(approval["id"])
+                    elif response.status_code != 409:
+                        shared.approver_errors.append(f"{execution['id']}: HTTP {response.status_code} {response.text[:300]}")
+        except Exception as exc:  # noqa: BLE001 — the approver must keep going whatever happens
+            with shared.lock:
+                shared.approver_errors.append(repr(exc)[:300])
+        shared.stop.wait(0.5)
+
+
+# --- duplicate deliveries
+
+
+class Doorbell:
+    """Sends ``executions.advance`` straight to the broker: a message the runtime didn't send."""
+
+    def __init__(self, broker_url: str) -> None:
+        self.broker_url = broker_url
+        self.app = None
+        self.sent = 0
+        self.failed = 0
+
+    def _make(self):
+        from celery import Celery
+
+        app = Celery("chaos-doorbell", broker=self.broker_url, set_as_current=False)
+        app.conf.broker_connection_timeout = 2
+        app.conf.broker_connection_retry = False
+        app.conf.broker_connection_max_retries = 0
+        return app
+
+    def ring(self, ref: str) -> None:
+        try:
+            if self.app is None:
+                self.app = self._make()
+            self.app.send_task("executions.advance", args=[pk(ref)], retry=False)
+            self.sent += 1
+        except Exception:  # noqa: BLE001
+            # Redis may be down right now; start from a fresh connection next time.
+            self.failed += 1
+            try:
+                if self.app is not None:
+                    self.app.close()
+            except Exception:  # noqa: BLE001
+                pass
+            self.app = None
+
+    def close(self) -> None:
+        if self.app is not None:
+            try:
+                self.app.close()
+            except Exception:  # noqa: BLE001
+                pass
+
+
+# --- the run
+
+
+def histogram(statuses: dict[str, str]) -> Counter[str]:
+    return Counter(statuses.values())
+
+
+def snapshot(session: requests.Session, web_url: str, refs: set[str]) -> dict[str, str]:
+    try:
+        return {e["id"]: e["status"] for e in list_all(session, web_url) if e["id"] in refs}
+    except Exception as exc:  # noqa: BLE001
+        log(f"could not list executions: {exc!r}")
+        return {}
+
+
+def settled(refs: set[str], statuses: dict[str, str]) -> bool:
+    return bool(refs) and all(statuses.get(ref) not in ACTIVE and ref in statuses for ref in refs)
+
+
+def run(args: argparse.Namespace) -> int:
+    rng = random.Random(args.seed)
+    server = os.environ.get("CHAOS_PG", "postgres://postgres@127.0.0.1:5432").rstrip("/")
+    tmp = Path(tempfile.mkdtemp(prefix="keel-chaos-"))
+    t0 = time.monotonic()
+    log(f"seed {args.seed}; {args.executions} executions, {args.workers} workers; logs in {tmp / 'logs'}")
+    database_url = recreate_database(server, args.database)
+    stack = Stack(tmp, database_url, args.workers)
+    shared = Shared()
+    threads: list[threading.Thread] = []
+    doorbell = Doorbell(stack.broker_url)
+    counters: Counter[str] = Counter()
+    try:
+        stack.manage("migrate", "--noinput")
+        stack.manage("shell", "-c", CREATE_USERS)
+        tokens = {u: stack.manage("create_api_token", u).strip().splitlines()[-1].strip() for u in ("requester", "manager")}
+        stack.start_redis()
+        stack.start_sandbox()
+        stack.start_web()
+        stack.start_beat()
+        for _ in range(args.workers):
+            stack.start_worker()
+        wait_for(
+            lambda: all("ready." in w.output() for w in stack.workers) or not all(w.alive() for w in stack.workers),
+            timeout=60, what="the workers to be ready",
+        )
+        if not all(w.alive() for w in stack.workers):
+            raise RuntimeError("a worker died on startup:\n" + "\n".join(w.output()[-3000:] for w in stack.workers))
+        log(f"stack up in {time.monotonic() - t0:.1f}s: web {stack.web_url}, sandbox {stack.sandbox_url}, redis {stack.broker_url}")
+
+        threads = [
+            threading.Thread(target=load, args=(shared, stack.web_url, tokens["requester"], args.executions, args.seed), daemon=True),
+            threading.Thread(target=approve_loop, args=(shared, stack.web_url, tokens["manager"]), daemon=True),
+        ]
+        for thread in threads:
+            thread.start()
+
+        # --- chaos
+        session = http(tokens["requester"])
+        chaos_start = time.monotonic()
+        deadline = chaos_start + args.timeout
+        next_kill = chaos_start + rng.uniform(1, 3)
+        next_ring = chaos_start + rng.uniform(0.5, 2)
+        next_look = chaos_start
+        next_report = chaos_start + 10
+        redis_restarted = False
+        statuses: dict[str, str] = {}
+        timed_out = False
+        while True:
+            now = time.monotonic()
+            with shared.lock:
+                refs = set(shared.started)
+            if now >= next_look:
+                statuses = snapshot(session, stack.web_url, refs) or statuses
+                next_look = now + 1
+                if shared.loading_done.is_set() and settled(refs, statuses):
+                    break
+                if not refs and shared.loading_done.is_set():
+                    break
+            if now > deadline:
+                timed_out = True
+                log(f"--timeout {args.timeout}s passed with executions still active")
+                break
+            if now >= next_kill:
+                live = stack.live_workers()
+                if live:
+                    victim = rng.choice(live)
+                    victim.kill()
+                    counters["worker kills"] += 1
+                stack.top_up_workers()
+                next_kill = now + rng.uniform(1, 3)
+            # Once, about a third of the way in: the broker dies and forgets everything.
+            done = sum(1 for ref in refs if statuses.get(ref) in TERMINAL)
+            if not redis_restarted and (done >= args.executions / 3 or now - chaos_start > args.timeout / 3):
+                log(f"SIGKILL redis ({done}/{args.executions} terminal)")
+                stack.restart_redis(down_seconds=rng.uniform(1, 2))
+                redis_restarted = True
+                counters["redis restarts"] += 1
+            if now >= next_ring:
+                live_refs = sorted(ref for ref in refs if statuses.get(ref) not in TERMINAL)
+                for ref in rng.sample(live_refs, min(len(live_refs), rng.randint(1, 3))):
+                    doorbell.ring(ref)
+                next_ring = now + rng.uniform(0.5, 2)
+            if now >= next_report:
+                log(f"{now - chaos_start:.0f}s: {len(refs)} started, {dict(histogram(statuses))}, {counters['worker kills']} kills")
+                next_report = now + 10
+            time.sleep(0.1)
+        chaos_seconds = time.monotonic() - chaos_start
+
+        # --- grace: no more chaos, every worker alive, the approver still approving
+        stack.top_up_workers()
+        grace_start = time.monotonic()
+        shared.loading_done.wait(timeout=GRACE_SECONDS)
+        with shared.lock:
+            refs = set(shared.started)
+        while time.monotonic() - grace_start < GRACE_SECONDS:
+            statuses = snapshot(session, stack.web_url, refs) or statuses
+            if settled(refs, statuses) or not refs:
+                break
+            stack.top_up_workers()  # a worker that died by itself is not chaos
+            time.sleep(1)
+        grace_seconds = time.monotonic() - grace_start
+        shared.stop.set()
+        for thread in threads:
+            thread.join(timeout=35)
+
+        return report(args, stack, shared, doorbell, tokens, counters, t0, chaos_seconds, grace_seconds, timed_out, redis_restarted)
+    finally:
+        shared.stop.set()
+        doorbell.close()
+        stack.close()
+        log(f"stopped every child process; logs in {tmp / 'logs'}; database {args.database}")
+
+
+def report(args, stack: Stack, shared: Shared, doorbell: Doorbell, tokens, counters, t0, chaos_seconds, grace_seconds, timed_out, redis_restarted) -> int:
+    session = http(tokens["requester"])
+    with shared.lock:
+        started = dict(shared.started)
+
+    # "Lost": an execution the API accepted (201 or 200 with its id) that, at the end,
+    #   (a) GET /api/executions/{id} no longer returns (404), or returns as another
+    #       workflow or input than the one started; or
+    #   (b) is still `pending` or `running` after the chaos stopped and every worker
+    #       stayed alive through the grace period with the sweeper running, i.e. nobody
+    #       is able to finish it: the runtime dropped it.
+    # "Not terminal or waiting": any status other than completed, failed, cancelled,
+    #   awaiting_approval or waiting (so needs_attention, retry_pending, and also the
+    #   pending/running ones counted as lost).
+    lost: list[str] = []
+    odd: list[dict[str, Any]] = []
+    final: dict[str, dict[str, Any]] = {}
+    for ref, meta in sorted(started.items()):
+        body = None
+        for _ in range(10):
+            try:
+                response = session.get(f"{stack.web_url}/api/executions/{ref}", timeout=30)
+                if response.status_code in (200, 404):
+                    break
+            except requests.RequestException:
+                pass
+            time.sleep(1)
+        else:
+            response = None
+        if response is None or response.status_code != 200:
+            lost.append(f"{ref}: GET answered {getattr(response, 'status_code', 'nothing')}")
+            continue
+        body = response.json()
+        final[ref] = body
+        if body["workflow"] != meta["workflow"]:
+            lost.append(f"{ref}: came back as {body['workflow']} {body['input']}, started as {meta['workflow']} {meta['input']}")
+        elif body["status"] in ("pending", "running"):
+            lost.append(f"{ref}: still {body['status']} at {body['current_step']} after the grace period")
+        if body["status"] not in RESTING:
+            odd.append(body)
+
+    stats = http().get(f"{stack.sandbox_url}/_stats", timeout=30).json()
+    keys = stats.get("keys", {})
+    duplicates = {k: v["effects"] for k, v in keys.items() if v.get("effects", 0) > 1}
+    duplicate_effects = sum(max(0, v.get("effects", 0) - 1) for v in keys.values())
+    # A ledger row that says "succeeded" must have left an effect at the provider.
+    missing = [
+        f"{ref} {a['key']}"
+        for ref, body in final.items()
+        for a in body.get("actions", [])
+        if a["status"] == "succeeded" and keys.get(a["key"], {}).get("effects", 0) < 1
+    ]
+    statuses = Counter(body["status"] for body in final.values())
+    workflows = Counter(meta["workflow"] for meta in started.values())
+    action_statuses = Counter(a["status"] for body in final.values() for a in body.get("actions", []))
+
+    print()
+    print(f"executions started: {len(started)}")
+    print(f"executions lost: {len(lost)}")
+    print(f"duplicate effects: {duplicate_effects}")
+    print(f"executions not terminal or waiting: {len(odd)}")
+    print("status histogram: " + (", ".join(f"{s}={n}" for s, n in sorted(statuses.items())) or "(none)"))
+    print("workflows: " + ", ".join(f"{w}={n}" for w, n in sorted(workflows.items())))
+    if shared.replacement_unavailable:
+        print(f"note: replacement_order is not deployed (API said: {shared.replacement_unavailable}); ran monthly_report instead")
+    print("ledger actions: " + (", ".join(f"{s}={n}" for s, n in sorted(action_statuses.items())) or "(none)"))
+    print(f"succeeded actions without a provider effect: {len(missing)}")
+    print(
+        f"chaos: {counters['worker kills']} worker kills, {stack.worker_serial} workers started, "
+        f"{counters['redis restarts']} redis restart(s), {doorbell.sent} duplicate advance messages "
+        f"({doorbell.failed} could not be sent)"
+    )
+    print("approvals: " + ", ".join(f"HTTP {s}={n}" for s, n in sorted(shared.approvals.items())) + f"; {len(shared.approved_ids)} approved")
+    print(f"start POST retries: {shared.post_retries}; start failures: {len(shared.start_failures)}")
+    print(
+        f"time: {time.monotonic() - t0:.0f}s total, {chaos_seconds:.0f}s under chaos, {grace_seconds:.0f}s grace"
+        + (" (timed out)" if timed_out else "")
+    )
+    print(f"logs: {stack.logs}")
+    print(f"database: {stack.env['DATABASE_URL']}")
+
+    for line in lost:
+        print(f"  lost: {line}")
+    for body in odd:
+        actions = ", ".join(f"{a['key']}={a['status']}/{a['attempts']}" for a in body.get("actions", []))
+        print(f"  not terminal or waiting: {body['id']} {body['workflow']} {body['status']} at {body['current_step']} "
+              f"({body.get('status_reason', '')}) actions: [{actions}]")
+    for key, n in sorted(duplicates.items()):
+        print(f"  duplicate effect: {key} committed {n} times")
+    for line in missing:
+        print(f"  succeeded without an effect: {line}")
+    for line in shared.start_failures[:20]:
+        print(f"  start failure: {line}")
+    for line in shared.approver_errors[:10]:
+        print(f"  approver: {line}")
+    if not redis_restarted:
+        print("  note: redis was never restarted (the run ended first)")
+    worker_problems = scan_logs(stack.logs)
+    if worker_problems:
+        print("log lines at ERROR/CRITICAL or with a traceback (distinct messages, most frequent first):")
+        for message, n in worker_problems.most_common(15):
+            print(f"  {n:5d}x {message}")
+
+    failed = bool(lost or duplicate_effects or odd or shared.start_failures)
+    return 1 if failed else 0
+
+
+_NOISE = re.compile(r"\d{4}-\d\d-\d\d[ T][\d:,.]+|RUN_\d+|\b\d+\b|[0-9a-f]{8,}")
+
+
+def scan_logs(logs: Path) -> Counter[str]:
+    found: Counter[str] = Counter()
+    for path in sorted(logs.glob("*.log")):
+        if path.name.startswith("redis") or path.name == "manage.log":
+            continue
+        kind = re.sub(r"\d+$", "", path.stem)
+        for line in path.read_text(errors="replace").splitlines():
+            if " ERROR " in line or " CRITICAL " in line or line.startswith("Traceback") or re.match(r"^\w+(\.\w+)*(Error|Exception): ", line):
+                found[f"{kind}: {_NOISE.sub('#', line.strip())[:200]}"] += 1
+    return found
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--executions", type=int, default=200)
+    parser.add_argument("--workers", type=int, default=3)
+    parser.add_argument("--seed", type=int, default=None, help="random seed (default: random, printed)")
+    parser.add_argument("--timeout", type=float, default=900, help="seconds of chaos before giving up waiting")
+    parser.add_argument("--database", default=os.environ.get("CHAOS_DB", "keel_chaos"), help="database to drop and create")
+    args = parser.parse_args()
+    if args.seed is None:
+        args.seed = random.SystemRandom().randrange(1_000_000)
+
+    def on_term(signum, frame):  # cleanup in run()'s finally, as with Ctrl-C
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, on_term)
+    try:
+        return run(args)
+    except KeyboardInterrupt:
+        log("interrupted")
+        return 130
+    except Exception:  # noqa: BLE001
+        traceback.print_exc()
+        log("the chaos run could not complete (see above)")
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,211 @@
+"""Pure helpers for the replacement-order workflow: past orders and the proposal.
+
+The "replacement order" example answers a support agent's request ("the customer of
+ORD-1001 received damaged items; send replacements once a manager approves") from
+a small, deterministic catalogue of past orders defined here. Everything is pure: no
+database, no network, no clock. The same inputs always give the same outputs
+(byte-for-byte for :func:`render_proposal`), so a step can be replayed safely.
+
+Money is kept as strings with two decimals (``"24.90"``) in the order's currency,
+so JSON round-trips never change a value.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from copy import deepcopy
+from decimal import Decimal
+from typing import Any
+
+__all__ = [
+    "CATALOGUE_ID",
+    "UnknownOrder",
+    "get_order",
+    "known_orders",
+    "order_facts",
+    "render_proposal",
+    "replacement_proposal",
+]
+
+CATALOGUE_ID = "past_orders_v1"
+ORDER_ID_RE = re.compile(r"^ORD-\d+$")
+
+
+def _item(sku: str, name: str, qty: int, unit_price: str) -> dict[str, Any]:
+    return {"sku": sku, "name": name, "qty": qty, "unit_price": unit_price}
+
+
+# The past orders a replacement can be asked for. ``damage`` is the customer's report:
+# which items (sku, qty) arrived damaged or must be returned, and why.
+_PAST_ORDERS: dict[str, dict[str, Any]] = {
+    "ORD-1001": {
+        "placed_on": "2026-08-03",
+        "currency": "EUR",
+        "customer": {"id": "CUST-0042", "name": "Ana Pereira", "email": "ana.pereira@example.com"},
+        "shipping_address": {"line1": "Rua das Flores 12", "city": "Porto", "postcode": "4050-262", "country": "PT"},
+        "items": [
+            _item("SKU-MUG-01", "Stoneware mug, blue", 4, "12.50"),
+            _item("SKU-PLT-02", "Dinner plate, 27 cm", 6, "18.90"),
+            _item("SKU-NAP-03", "Linen napkins (set of 4)", 1, "24.00"),
+        ],
+        "damage": {
+            "reported_on": "2026-08-07",
+            "reason": "Arrived broken: the parcel was crushed in transit",
+            "items": [{"sku": "SKU-MUG-01", "qty": 2}, {"sku": "SKU-PLT-02", "qty": 1}],
+        },
+    },
+    "ORD-1002": {
+        "placed_on": "2026-08-11",
+        "currency": "EUR",
+        "customer": {"id": "CUST-0107", "name": "Jonas Weber", "email": "jonas.weber@example.com"},
+        "shipping_address": {"line1": "Lindenstraße 8", "city": "Leipzig", "postcode": "04109", "country": "DE"},
+        "items": [
+            _item("SKU-LMP-10", "Desk lamp, brass", 1, "89.00"),
+            _item("SKU-BLB-11", "LED bulb E27 (2 pack)", 2, "9.90"),
+        ],
+        "damage": {
+            "reported_on": "2026-08-14",
+            "reason": "Lamp shade dented on arrival",
+            "items": [{"sku": "SKU-LMP-10", "qty": 1}],
+        },
+    },
+    "ORD-1003": {
+        "placed_on": "2026-08-19",
+        "currency": "EUR",
+        "customer": {"id": "CUST-0213", "name": "Claire Martin", "email": "claire.martin@example.com"},
+        "shipping_address": {"line1": "12 rue Mercière", "city": "Lyon", "postcode": "69002", "country": "FR"},
+        "items": [
+            _item("SKU-GLS-20", "Wine glass (set of 6)", 2, "34.00"),
+            _item("SKU-DEC-21", "Glass decanter", 1, "42.50"),
+        ],
+        "damage": {
+            "reported_on": "2026-08-21",
+            "reason": "One set of glasses shattered; the decanter has a chipped rim",
+            "items": [{"sku": "SKU-GLS-20", "qty": 1}, {"sku": "SKU-DEC-21", "qty": 1}],
+        },
+    },
+    "ORD-1004": {
+        "placed_on": "2026-09-02",
+        "currency": "EUR",
+        "customer": {"id": "CUST-0318", "name": "Marco Rossi", "email": "marco.rossi@example.com"},
+        "shipping_address": {"line1": "Via Garibaldi 45", "city": "Torino", "postcode": "10122", "country": "IT"},
+        "items": [
+            _item("SKU-TWL-30", "Bath towel, sand", 4, "19.00"),
+            _item("SKU-MAT-31", "Bath mat", 1, "27.00"),
+        ],
+        "damage": {
+            "reported_on": "2026-09-06",
+            "reason": "Wrong colour delivered (grey instead of sand); customer returns them",
+            "items": [{"sku": "SKU-TWL-30", "qty": 4}],
+        },
+    },
+    "ORD-1005": {
+        "placed_on": "2026-09-15",
+        "currency": "EUR",
+        "customer": {"id": "CUST-0420", "name": "Sofia Lindqvist", "email": "sofia.lindqvist@example.com"},
+        "shipping_address": {"line1": "Drottninggatan 71", "city": "Stockholm", "postcode": "111 36", "country": "SE"},
+        "items": [
+            _item("SKU-POT-40", "Cast-iron pot, 4 l", 1, "119.00"),
+            _item("SKU-LID-41", "Glass lid, 24 cm", 1, "15.00"),
+            _item("SKU-MIT-42", "Oven mitts (pair)", 2, "11.50"),
+        ],
+        "damage": {
+            "reported_on": "2026-09-18",
+            "reason": "Glass lid cracked in the box",
+            "items": [{"sku": "SKU-LID-41", "qty": 1}],
+        },
+    },
+}
+
+
+class UnknownOrder(ValueError):
+    """The order id is malformed or not in the catalogue; the message names the known orders."""
+
+    def __init__(self, order_id: object) -> None:
+        self.order_id = order_id
+        known = ", ".join(known_orders())
+        if not isinstance(order_id, str) or not ORDER_ID_RE.match(order_id):
+            message = f"{order_id!r} is not an order id: expected ORD- and digits, e.g. ORD-1001 (known orders: {known})"
+        else:
+            message = f"{order_id} is not a known past order ({CATALOGUE_ID} has {known})"
+        super().__init__(message)
+
+
+def known_orders() -> list[str]:
+    return sorted(_PAST_ORDERS)
+
+
+def get_order(order_id: object) -> dict[str, Any]:
+    """The past order ``order_id`` (a fresh copy, with its ``order_id``); raises UnknownOrder."""
+    if not isinstance(order_id, str) or order_id not in _PAST_ORDERS:
+        raise UnknownOrder(order_id)
+    return {"order_id": order_id, "catalogue_id": CATALOGUE_ID, **deepcopy(_PAST_ORDERS[order_id])}
+
+
+def _money(value: Decimal) -> str:
+    return f"{value.quantize(Decimal('0.01'))}"
+
+
+def replacement_proposal(order: dict[str, Any], *, reference: str, version: int) -> dict[str, Any]:
+    """A replacement order for exactly the damaged items of ``order`` (a :func:`get_order` result).
+
+    Only items named in the damage report, at most the quantity ordered, shipped to the
+    original address, free of charge. Raises ValueError if the damage report names an
+    item or a quantity the order doesn't have (never replace more than was bought).
+    """
+    ordered = {item["sku"]: item for item in order["items"]}
+    items = []
+    for damaged in order["damage"]["items"]:
+        original = ordered.get(damaged["sku"])
+        if original is None:
+            raise ValueError(f"{order['order_id']}: damaged item {damaged['sku']} is not in the order")
+        if not 0 < damaged["qty"] <= original["qty"]:
+            raise ValueError(
+                f"{order['order_id']}: {damaged['qty']} × {damaged['sku']} damaged but {original['qty']} ordered"
+            )
+        items.append({**original, "qty": damaged["qty"]})
+    value = sum((Decimal(i["unit_price"]) * i["qty"] for i in items), Decimal(0))
+    return {
+        "reference": reference,
+        "proposal_version": version,
+        "original_order": order["order_id"],
+        "customer": order["customer"],
+        "shipping_address": order["shipping_address"],
+        "reason": order["damage"]["reason"],
+        "items": items,
+        "currency": order["currency"],
+        "replacement_value": _money(value),
+        "charge_to_customer": "0.00",
+    }
+
+
+def render_proposal(proposal: dict[str, Any]) -> str:
+    """The proposal as the artifact's bytes: pretty, key-sorted JSON, newline-terminated."""
+    return json.dumps(proposal, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def order_facts(order: dict[str, Any]) -> list[dict[str, Any]]:
+    """Verified facts about the original order and its damage report, for the progress notes."""
+    source = f"{CATALOGUE_ID}:{order['order_id']}"
+    damaged = ", ".join(f"{d['qty']} × {d['sku']}" for d in order["damage"]["items"])
+    return [
+        {
+            "id": "O1",
+            "statement": (
+                f"Order {order['order_id']} was placed on {order['placed_on']} by {order['customer']['name']} "
+                f"({order['customer']['id']}) with {len(order['items'])} item lines."
+            ),
+            "value": order["order_id"],
+            "source": source,
+        },
+        {
+            "id": "O2",
+            "statement": (
+                f"On {order['damage']['reported_on']} the customer reported damaged items: {damaged} "
+                f"({order['damage']['reason']})."
+            ),
+            "value": damaged,
+            "source": f"{source}:damage",
+        },
+    ]

@@ -1,0 +1,174 @@
+"""The second example workflow: replace the damaged items of a past order.
+
+load the original order → propose a replacement (artifact, JSON) → a manager approves
+that exact version → submit it to the order service through the ledger (key and
+client reference ``<run>:submit_order:v<version>``) → record the order id as a
+verified fact → tell the customer → completed.
+
+The order service may not honour idempotency keys (the sandbox's "reference" mode).
+The runtime can't tell, so ``settings.ORDER_SERVICE_HONORS_KEYS`` says so; either
+way an order whose outcome is unknown is first looked up by its reference, and with
+a service that doesn't deduplicate it is never re-sent blindly (scenario S16).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.conf import settings
+
+from executions import registry
+from executions.errors import FailureKind, InvalidInput, StepFailure
+from executions.workflow import Effect, Workflow
+
+from . import orders, services_client
+
+ALLOWED_FIELDS = ("original_order", "constraints")
+
+
+def parse_input(raw: dict[str, Any]) -> dict[str, Any]:
+    unknown = set(raw) - set(ALLOWED_FIELDS)
+    if unknown:
+        raise InvalidInput(f"input.{min(unknown)}", f"unknown field (allowed: {', '.join(ALLOWED_FIELDS)})")
+    if "original_order" not in raw:
+        raise InvalidInput("input.original_order", f"required, e.g. \"ORD-1001\" (known orders: {', '.join(orders.known_orders())})")
+    try:
+        orders.get_order(raw["original_order"])  # the catalogue decides which orders exist
+    except orders.UnknownOrder as exc:
+        raise InvalidInput("input.original_order", str(exc)) from None
+    constraints = raw.get("constraints", [])
+    if not isinstance(constraints, list) or not all(isinstance(c, str) and c.strip() for c in constraints):
+        raise InvalidInput("input.constraints", "must be a list of non-empty strings")
+    return {"original_order": raw["original_order"], "constraints": [c.strip() for c in constraints]}
+
+
+flow = registry.register(
+    Workflow(
+        name="replacement_order",
+        version=1,
+        title="Replacement order",
+        parse_input=parse_input,
+        goal=lambda data: (
+            f"Send the customer of {data['original_order']} a replacement for the items that arrived damaged, "
+            "through the order service, after a manager approves the proposal, and confirm it to the customer."
+        ),
+        constraints=lambda data: [
+            f"Replace only the damaged items of {data['original_order']}, never more than were ordered.",
+            "Submit only the exact proposal version a manager approved.",
+            "Never submit the same replacement twice: look the order up by its reference before any resubmission.",
+            *data["constraints"],
+        ],
+    )
+)
+
+
+def _submit_key(ctx) -> str:
+    return f"{ctx.ref}:submit_order:v{ctx.artifact('proposal')['version']}"
+
+
+@flow.step("load_order", label="Loading the original order")
+def load_order(ctx) -> dict[str, Any]:
+    order = orders.get_order(ctx.input["original_order"])
+    ctx.add_facts(orders.order_facts(order))
+    return order
+
+
+@flow.step("propose_replacement", label="Proposing the replacement order")
+def propose_replacement(ctx) -> dict[str, Any]:
+    order = ctx.state["load_order"]
+    version = ctx.next_version("proposal")
+    reference = f"{ctx.ref}:submit_order:v{version}"  # the key the approved version will be submitted under
+    try:
+        proposal = orders.replacement_proposal(order, reference=reference, version=version)
+    except ValueError as exc:
+        raise StepFailure(FailureKind.INVALID_INPUT, str(exc)) from None
+    ctx.save_artifact(
+        "proposal",
+        kind="order",
+        title=f"Replacement for {order['order_id']} — {order['customer']['name']}",
+        content=orders.render_proposal(proposal),
+        content_type="application/json",
+    )
+    return {
+        "proposal_version": version,
+        "reference": reference,
+        "items": [{"sku": i["sku"], "name": i["name"], "qty": i["qty"]} for i in proposal["items"]],
+        "replacement_value": proposal["replacement_value"],
+    }
+
+
+flow.approval("review", label="Awaiting approval of the proposal", artifact="proposal", action="submit_order")
+
+
+@flow.effect("submit_order", label="Submitting the approved replacement order", action="submit_order", requires_approval="review")
+def submit_order(ctx) -> Effect:
+    key = _submit_key(ctx)
+    # The arguments come from the approved bytes (the runner re-checked their version
+    # and hash right before this step), so what is submitted is what was approved.
+    proposal = json.loads(ctx.artifact_content("proposal"))
+    if proposal["reference"] != key:
+        raise StepFailure(
+            FailureKind.PERMISSION, f"the approved proposal carries reference {proposal['reference']}, not {key}"
+        )
+    return Effect(
+        key=key,
+        args={
+            "reference": key,
+            "original_order": proposal["original_order"],
+            "customer": proposal["customer"],
+            "shipping_address": proposal["shipping_address"],
+            "items": proposal["items"],
+            "reason": proposal["reason"],
+            "currency": proposal["currency"],
+            "charge_to_customer": proposal["charge_to_customer"],
+        },
+        call=services_client.submit_order,
+        lookup=services_client.find_order,
+        honors_key=settings.ORDER_SERVICE_HONORS_KEYS,
+    )
+
+
+@flow.step("record_order", label="Recording the replacement order")
+def record_order(ctx) -> dict[str, Any]:
+    receipt = ctx.state["submit_order"]
+    key = _submit_key(ctx)
+    order_id = receipt.get("order_id")
+    if not order_id:
+        raise StepFailure(FailureKind.BUSINESS_REJECTION, f"the order service's receipt for {key} has no order_id", evidence=receipt)
+    ctx.add_facts(
+        [
+            {
+                "id": "O3",
+                "statement": (
+                    f"Replacement order {order_id} for {ctx.input['original_order']} was accepted by the order "
+                    f"service under reference {key}."
+                ),
+                "value": order_id,
+                "source": f"order_service:{key}",
+            }
+        ]
+    )
+    return {"order_id": order_id, "reference": key}
+
+
+@flow.effect("confirm", label="Confirming the replacement to the customer", action="notify_customer")
+def confirm(ctx) -> Effect:
+    proposal = ctx.artifact("proposal")
+    order = ctx.state["load_order"]
+    order_id = ctx.state["record_order"]["order_id"]
+    lines = [f"{i['qty']} × {i['name']}" for i in ctx.state["propose_replacement"]["items"]]
+    return Effect(
+        key=f"{ctx.ref}:confirm:v{proposal['version']}",
+        args={
+            "channel": "email",
+            "to": [order["customer"]["email"]],
+            "subject": f"Your replacement order {order_id} for {order['order_id']}",
+            "body": (
+                f"Dear {order['customer']['name']}, we are sorry some items of order {order['order_id']} arrived "
+                f"damaged. Replacement order {order_id} ({', '.join(lines)}) ships to your address at no charge."
+            ),
+        },
+        call=services_client.notify,
+        lookup=services_client.find_notification,
+    )
