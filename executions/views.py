@@ -95,6 +95,7 @@ def detail_context(request: HttpRequest, execution: Execution) -> dict:
         "can_cancel": not execution.is_terminal
         and (request.user.has_perm(services.OPERATE) or execution.created_by_id == request.user.pk),
         "can_resume": execution.status == Status.NEEDS_ATTENTION and request.user.has_perm(services.OPERATE),
+        "can_resolve": execution.status == Status.NEEDS_ATTENTION and request.user.has_perm(services.OPERATE),
         "event_id": uuid.uuid4().hex,
     }
 
@@ -148,4 +149,22 @@ def _operate(request: HttpRequest, ref: str, service, verb: str) -> HttpResponse
         messages.error(request, exc.message)
     else:
         messages.success(request, f"{verb} {execution.ref}.")
+    return redirect("executions:detail", ref=ref)
+
+
+@login_required
+@require_POST
+def action_resolve(request: HttpRequest, ref: str) -> HttpResponse:
+    key = request.POST.get("key", "")
+    try:
+        action = services.action_resolve(
+            key=key,
+            user=request.user,
+            outcome=request.POST.get("outcome", ""),
+            evidence=request.POST.get("evidence", ""),
+        )
+    except ServiceError as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(request, f"Resolved {action.key} as {action.status}.")
     return redirect("executions:detail", ref=ref)

@@ -147,3 +147,52 @@ def test_cancel_from_the_page_withdraws_the_request(people, awaiting):
     assert response.status_code == 302
     assert Execution.objects.get(pk=execution.pk).status == Status.CANCELLED
     assert ApprovalRequest.objects.get(pk=request.pk).status == ApprovalRequest.State.WITHDRAWN
+
+
+@pytest.fixture
+def unknown_outcome(people, awaiting):
+    """An execution that needs attention because its publish outcome is unknown."""
+    from django.db import transaction
+
+    from executions.models import Action
+
+    execution, request = awaiting
+    with transaction.atomic():
+        execution = Execution.objects.get(pk=execution.pk)
+        lifecycle.apply(execution, "resume_after_decision")
+        execution = Execution.objects.get(pk=execution.pk)
+        lifecycle.apply(execution, "flag", reason="outcome of publish can't be established")
+    action = Action.objects.create(
+        key=f"{execution.ref}:publish:v1", execution=execution, step="publish", type="publish_report",
+        status=Action.State.UNKNOWN, attempts=1,
+    )
+    return execution, action
+
+
+def test_operator_resolves_an_unknown_outcome_from_the_page(people, unknown_outcome):
+    execution, action = unknown_outcome
+    client = logged_in(people["operator"])
+    page = client.get(f"/executions/{execution.ref}/").content.decode()
+    assert "Outcome unknown" in page and action.key in page
+    response = client.post(
+        f"/executions/{execution.ref}/resolve/",
+        {"key": action.key, "outcome": "succeeded", "evidence": "seen on the portal"},
+        follow=True,
+    )
+    assert f"Resolved {action.key} as succeeded" in response.content.decode()
+    action.refresh_from_db()
+    assert action.status == "succeeded" and action.receipt["resolved_by"] == "operator"
+    assert Execution.objects.get(pk=execution.pk).status == Status.RUNNING
+
+
+def test_resolve_refused_for_non_operators_and_without_evidence(people, unknown_outcome):
+    execution, action = unknown_outcome
+    manager = logged_in(people["manager"])
+    assert "Outcome unknown" not in manager.get(f"/executions/{execution.ref}/").content.decode()
+    response = manager.post(f"/executions/{execution.ref}/resolve/", {"key": action.key, "outcome": "succeeded", "evidence": "x"}, follow=True)
+    assert "only operators" in response.content.decode()
+    operator = logged_in(people["operator"])
+    response = operator.post(f"/executions/{execution.ref}/resolve/", {"key": action.key, "outcome": "succeeded", "evidence": " "}, follow=True)
+    assert "evidence" in response.content.decode()
+    action.refresh_from_db()
+    assert action.status == "unknown"
