@@ -5,9 +5,14 @@ running) *before* the call, so the key is durable before anything leaves the
 process; the caller commits ``succeeded`` with the receipt together with the step's
 checkpoint (``mark_succeeded``). Two commits per effect.
 
-An action found ``executing`` or ``unknown`` from an earlier attempt is reconciled
-before anything else: looked up at the provider by its key; re-sent with the same key
-only when the provider honours keys; otherwise the execution needs an operator.
+Statuses: planned → approved (by the gate's decision) → executing → succeeded, or
+failed / unknown; every change is an ``action.<status>`` event on the execution.
+
+An action found ``executing`` or ``unknown`` from an earlier attempt (or ``failed`` at
+a provider that doesn't deduplicate) is reconciled before anything else: looked up at
+the provider by its key; re-sent with the same key only when the provider honours
+keys; otherwise it stays unknown and the execution ends up with an operator.
+The provider is never called inside a database transaction.
 """
 
 from __future__ import annotations
