@@ -63,6 +63,12 @@ def action_history(ref: str, key: str) -> list[ExecutionEvent]:
     return list(ExecutionEvent.objects.filter(execution_id=pk(ref), type__startswith="action.", payload__key=key))
 
 
+def reconciled_without_an_operator(ref: str) -> bool:
+    """The unknown outcome was retried automatically (retry_pending), never parked for a person."""
+    events = ExecutionEvent.objects.filter(execution_id=pk(ref))
+    return events.filter(to_status="retry_pending").exists() and not events.filter(to_status="needs_attention").exists()
+
+
 def approve(people, api_as) -> tuple[str, dict]:
     """Start ORD-1001 and get it to the manager's approval; returns (ref, approval)."""
     requester = api_as(people["requester"])
@@ -213,6 +219,7 @@ def test_s16_order_service_without_idempotency_drops_connection_after_creating_o
     assert [e.type for e in history].count("action.executing") == 1
     assert "action.unknown" in [e.type for e in history]
     assert history[-1].type == "action.succeeded" and history[-1].payload.get("reconciled") is True
+    assert reconciled_without_an_operator(ref)
 
 
 def test_s16_unknowable_outcome_pauses_for_an_operator(stack, people, api_as):
@@ -292,7 +299,8 @@ def test_s16_idempotent_mode_retries_with_the_same_key(stack, people, api_as):
     assert action.status == Action.State.SUCCEEDED and action.receipt["order_id"] == order["order_id"]
     stats = stack.sandbox_stats()
     assert stats["endpoints"]["/orders"]["effects"] == 1
-    assert stats["keys"][key]["effects"] == 1
+    assert stats["keys"][key] == {"calls": 1, "effects": 1}  # found by the lookup, not sent again
+    assert action.attempts == 1 and reconciled_without_an_operator(ref)
 
 
 def test_s16_idempotent_mode_resends_with_the_same_key_when_the_lookup_finds_nothing(stack, people, api_as):
@@ -316,3 +324,4 @@ def test_s16_idempotent_mode_resends_with_the_same_key_when_the_lookup_finds_not
     assert stack.sandbox_stats()["keys"][key] == {"calls": 2, "effects": 1}
     resent = [e for e in action_history(ref, key) if e.type == "action.executing" and e.payload.get("attempt") == 2]
     assert resent and resent[0].payload["evidence"]["lookup"] == "not found"
+    assert reconciled_without_an_operator(ref)
