@@ -88,7 +88,7 @@ def detail_context(request: HttpRequest, execution: Execution) -> dict:
         "actions": execution.actions.all(),
         "versions": versions,
         "latest": latest,
-        "latest_html": _render_markdown(latest) if latest else "",
+        "latest_html": _render_artifact(latest) if latest else "",
         "approval": request_obj,
         "decisions": ApprovalRequest.objects.filter(execution=execution).select_related("decision__decided_by"),
         "can_decide": _can_decide(request.user, request_obj),
@@ -106,12 +106,14 @@ def _can_decide(user, approval: ApprovalRequest | None) -> bool:
     return not (approval.separation_of_duties and approval.requested_by_id == user.pk)
 
 
-def _render_markdown(version) -> str:
-    """Artifact Markdown as HTML; raw HTML in the source is escaped, never rendered."""
+def _render_artifact(version) -> str:
+    """Markdown as HTML (raw HTML in the source escaped, never rendered); anything else verbatim."""
     try:
         source = artifact_version_content(version).decode()
     except Exception as exc:  # corrupt or missing blob: say so, don't 500
         return mark_safe(f'<p class="error">Content unavailable: {html.escape(str(exc))}</p>')
+    if version.content_type != "text/markdown":
+        return mark_safe(f"<pre>{html.escape(source)}</pre>")
     return mark_safe(markdown.markdown(html.escape(source, quote=False), extensions=["tables"]))
 
 

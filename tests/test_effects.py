@@ -184,3 +184,21 @@ def test_unknown_outcome_that_cannot_be_looked_up_goes_to_an_operator_who_resolv
     assert audit.actor == people["operator"].user and "PUB-0001" in audit.payload["evidence"]
     again = operator.post(f"/actions/{publish_key(ref)}/resolve", {"outcome": "failed", "evidence": "oops"})
     assert again.status_code == 409
+
+
+def test_cancel_after_an_effect_records_its_compensation(stack, people, api_as):
+    _, requester, manager, ref, approval = to_approval(
+        stack, people, api_as, RUNTIME_FAILPOINTS="before_step:notify=sleep:3"
+    )
+    assert manager.decide(ref, approval).status_code == 202
+    wait_for(lambda: stack.failpoint_reached("before_step:notify"), what="the report to be published")
+    assert requester.post(f"/executions/{ref}/cancel", {"reason": "wrong month"}).status_code == 200
+    time.sleep(4)
+    body = requester.execution(ref)
+    assert body["status"] == "cancelled"
+    actions = {a["key"]: a for a in body["actions"]}
+    assert actions[publish_key(ref)]["status"] == "succeeded"
+    compensation = Action.objects.get(key=f"{publish_key(ref)}:compensate")
+    assert compensation.status == Action.State.PLANNED and compensation.type == "compensate_publish_report"
+    assert compensation.args["publication_id"] == Action.objects.get(key=publish_key(ref)).receipt["publication_id"]
+    assert "/notify" not in stack.sandbox_stats()["endpoints"]  # nothing after the cancel

@@ -172,3 +172,14 @@ def confirm(ctx) -> Effect:
         call=services_client.notify,
         lookup=services_client.find_notification,
     )
+
+
+@flow.compensation("submit_order")
+def cancel_replacement_order(args: dict[str, Any], receipt: dict[str, Any]) -> dict[str, Any]:
+    """If the execution is cancelled after the order went out: cancel that order (recorded, not run)."""
+    return {
+        "operation": "cancel_order",
+        "order_id": receipt.get("order_id"),
+        "reference": args.get("reference"),
+        "original_order": args.get("original_order"),
+    }
