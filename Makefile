@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/keel
 TEST_BROKER_URL ?= redis://127.0.0.1:6379/15
 
-.PHONY: run test install install-test services bench clean
+.PHONY: run test install install-test services bench chaos clean
 
 install: $(VENV)/.installed
 install-test: $(VENV)/.installed-test
@@ -34,6 +34,10 @@ test: install-test services
 
 bench: install-test services
 	$(BIN)/python bench/run.py
+
+# Kill workers, restart Redis, duplicate messages under N executions (CHAOS_ARGS="--executions 500 --seed 1").
+chaos: install-test services
+	$(BIN)/python scripts/chaos.py $(CHAOS_ARGS)
 
 clean:
 	rm -rf var .pytest_cache

@@ -34,6 +34,7 @@ the start and the end.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import random
 import re
@@ -121,6 +122,8 @@ class Proc:
 
     def __init__(self, name: str, args: list[str], env: dict[str, str], log_path: Path) -> None:
         self.name, self.log_path = name, log_path
+        self.killed = False  # by us (chaos or cleanup), as opposed to exiting on its own
+        self.noticed = False
         self._out = open(log_path, "ab")  # noqa: SIM115 (closed in kill())
         # setpriv --pdeathsig: the child is SIGKILLed if this script dies without cleaning up.
         prefix = [_SETPRIV, "--pdeathsig", "KILL", "--"] if _SETPRIV else []
@@ -136,6 +139,7 @@ class Proc:
         return self.popen.poll() is None
 
     def kill(self) -> None:
+        self.killed = True
         if self.alive():
             self.popen.send_signal(signal.SIGKILL)
         try:
@@ -145,6 +149,7 @@ class Proc:
         self._out.close()
 
     def terminate(self) -> None:
+        self.killed = True
         if self.alive():
             self.popen.terminate()
 
@@ -268,6 +273,13 @@ class Stack:
 
     def live_workers(self) -> list[Proc]:
         return [w for w in self.workers if w.alive()]
+
+    def exited_on_their_own(self) -> list[Proc]:
+        """Workers that died without our SIGKILL, each reported once (a supervisor restarts them)."""
+        found = [w for w in self.workers if not w.killed and not w.noticed and not w.alive()]
+        for w in found:
+            w.noticed = True
+        return found
 
     def top_up_workers(self) -> None:
         for _ in range(self.n_workers - len(self.live_workers())):
@@ -477,19 +489,15 @@ class Doorbell:
         except Exception:  # noqa: BLE001
             # Redis may be down right now; start from a fresh connection next time.
             self.failed += 1
-            try:
-                if self.app is not None:
+            if self.app is not None:
+                with contextlib.suppress(Exception):
                     self.app.close()
-            except Exception:  # noqa: BLE001
-                pass
             self.app = None
 
     def close(self) -> None:
         if self.app is not None:
-            try:
+            with contextlib.suppress(Exception):
                 self.app.close()
-            except Exception:  # noqa: BLE001
-                pass
 
 
 # --- the run
@@ -557,6 +565,7 @@ def run(args: argparse.Namespace) -> int:
         next_look = chaos_start
         next_report = chaos_start + 10
         redis_restarted = False
+        self_exits: list[str] = []
         statuses: dict[str, str] = {}
         timed_out = False
         while True:
@@ -574,6 +583,10 @@ def run(args: argparse.Namespace) -> int:
                 timed_out = True
                 log(f"--timeout {args.timeout}s passed with executions still active")
                 break
+            for worker in stack.exited_on_their_own():
+                self_exits.append(f"{worker.name} (exit {worker.popen.returncode}; {_last_problem(worker)})")
+                log(f"exited on its own: {self_exits[-1]}")
+                stack.top_up_workers()
             if now >= next_kill:
                 live = stack.live_workers()
                 if live:
@@ -610,14 +623,16 @@ def run(args: argparse.Namespace) -> int:
             statuses = snapshot(session, stack.web_url, refs) or statuses
             if settled(refs, statuses) or not refs:
                 break
-            stack.top_up_workers()  # a worker that died by itself is not chaos
+            for worker in stack.exited_on_their_own():
+                self_exits.append(f"{worker.name} (exit {worker.popen.returncode}; {_last_problem(worker)})")
+            stack.top_up_workers()
             time.sleep(1)
         grace_seconds = time.monotonic() - grace_start
         shared.stop.set()
         for thread in threads:
             thread.join(timeout=35)
 
-        return report(args, stack, shared, doorbell, tokens, counters, t0, chaos_seconds, grace_seconds, timed_out, redis_restarted)
+        return report(args, stack, shared, doorbell, tokens, counters, t0, chaos_seconds, grace_seconds, timed_out, redis_restarted, self_exits)
     finally:
         shared.stop.set()
         doorbell.close()
@@ -625,14 +640,14 @@ def run(args: argparse.Namespace) -> int:
         log(f"stopped every child process; logs in {tmp / 'logs'}; database {args.database}")
 
 
-def report(args, stack: Stack, shared: Shared, doorbell: Doorbell, tokens, counters, t0, chaos_seconds, grace_seconds, timed_out, redis_restarted) -> int:
+def report(args, stack: Stack, shared: Shared, doorbell: Doorbell, tokens, counters, t0, chaos_seconds, grace_seconds, timed_out, redis_restarted, self_exits) -> int:
     session = http(tokens["requester"])
     with shared.lock:
         started = dict(shared.started)
 
     # "Lost": an execution the API accepted (201 or 200 with its id) that, at the end,
     #   (a) GET /api/executions/{id} no longer returns (404), or returns as another
-    #       workflow or input than the one started; or
+    #       workflow than the one started; or
     #   (b) is still `pending` or `running` after the chaos stopped and every worker
     #       stayed alive through the grace period with the sweeper running, i.e. nobody
     #       is able to finish it: the runtime dropped it.
@@ -697,7 +712,9 @@ def report(args, stack: Stack, shared: Shared, doorbell: Doorbell, tokens, count
         f"{counters['redis restarts']} redis restart(s), {doorbell.sent} duplicate advance messages "
         f"({doorbell.failed} could not be sent)"
     )
-    print("approvals: " + ", ".join(f"HTTP {s}={n}" for s, n in sorted(shared.approvals.items())) + f"; {len(shared.approved_ids)} approved")
+    print(f"workers that exited on their own (replaced, as a supervisor would): {len(self_exits)}")
+    answers = ", ".join(f"HTTP {s}={n}" for s, n in sorted(shared.approvals.items())) or "none sent"
+    print(f"approvals: {answers}; {len(shared.approved_ids)} approved")
     print(f"start POST retries: {shared.post_retries}; start failures: {len(shared.start_failures)}")
     print(
         f"time: {time.monotonic() - t0:.0f}s total, {chaos_seconds:.0f}s under chaos, {grace_seconds:.0f}s grace"
@@ -720,6 +737,8 @@ def report(args, stack: Stack, shared: Shared, doorbell: Doorbell, tokens, count
         print(f"  start failure: {line}")
     for line in shared.approver_errors[:10]:
         print(f"  approver: {line}")
+    for line in self_exits:
+        print(f"  exited on its own: {line}")
     if not redis_restarted:
         print("  note: redis was never restarted (the run ended first)")
     worker_problems = scan_logs(stack.logs)
@@ -730,6 +749,11 @@ def report(args, stack: Stack, shared: Shared, doorbell: Doorbell, tokens, count
 
     failed = bool(lost or duplicate_effects or odd or shared.start_failures)
     return 1 if failed else 0
+
+
+def _last_problem(proc: Proc) -> str:
+    lines = [ln for ln in proc.output().splitlines() if "CRITICAL" in ln or "ERROR" in ln or "Error:" in ln]
+    return lines[-1].strip()[:240] if lines else "no error logged"
 
 
 _NOISE = re.compile(r"\d{4}-\d\d-\d\d[ T][\d:,.]+|RUN_\d+|\b\d+\b|[0-9a-f]{8,}")
@@ -762,6 +786,7 @@ def main() -> int:
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # even when started with SIGINT ignored (`cmd &`)
     try:
         return run(args)
     except KeyboardInterrupt:

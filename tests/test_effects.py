@@ -38,10 +38,11 @@ def test_s04_publish_succeeds_then_worker_dies_before_recording(stack, people, a
     doomed, requester, manager, ref, approval = to_approval(
         stack, people, api_as, RUNTIME_FAILPOINTS="after_effect_call:publish=crash"
     )
-    stack.worker("survivor")
     assert manager.decide(ref, approval).status_code == 202
     wait_for(lambda: not doomed.alive(), what="the worker to die right after the publish call")
     assert Action.objects.get(key=publish_key(ref)).status == Action.State.EXECUTING  # never recorded
+    assert stack.sandbox_stats()["keys"][publish_key(ref)] == {"calls": 1, "effects": 1}
+    stack.worker("survivor")  # takes over once the dead worker's lease expires
 
     wait_status(requester, ref, "completed")
     stats = stack.sandbox_stats()

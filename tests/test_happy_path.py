@@ -26,7 +26,9 @@ def test_monthly_report_happy_path_through_the_api(stack, people, api_as):
     assert approval["artifact_version"] == 1
     assert approval["content_sha256"] == waiting["artifacts"][0]["sha256"]
     assert approval["action"] == "publish_report"
-    assert waiting["actions"] == []  # nothing external happens before the approval
+    # The effect the approval unlocks is planned, not started: nothing external yet.
+    assert waiting["actions"] == [{"key": f"{ref}:publish:v1", "type": "publish_report", "status": "planned", "attempts": 0}]
+    assert "/reports/publish" not in stack.sandbox_stats()["endpoints"]
 
     # The requester may not approve their own request; the manager may.
     assert requester.decide(ref, approval).status_code == 403
