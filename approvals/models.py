@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pgtrigger
 from django.conf import settings
 from django.db import models
 
@@ -25,8 +26,11 @@ class ApprovalRequest(models.Model):
     version = models.PositiveIntegerField()
     content_sha256 = models.CharField(max_length=64)
     action = models.CharField(max_length=60)
+    # The approver policy, copied from the workflow's gate when the request is made.
     permission = models.CharField(max_length=100, default="approvals.decide_approval")
+    group = models.CharField(max_length=150, blank=True, default="")  # optional: approver must be in it
     separation_of_duties = models.BooleanField(default=True)
+    on_expiry = models.CharField(max_length=20, default="needs_attention")  # or "cancel"
     requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
     status = models.CharField(max_length=20, choices=State.choices, default=State.PENDING, db_index=True)
     expires_at = models.DateTimeField(null=True, blank=True)
@@ -40,6 +44,8 @@ class ApprovalRequest(models.Model):
         ]
         permissions = [
             ("decide_approval", "Can approve or reject artifact versions"),
+            ("approve_publish_report", "Can approve publishing a report version"),
+            ("approve_submit_order", "Can approve submitting an order proposal"),
             ("view_audit", "Can read the approval audit trail"),
         ]
 
@@ -72,3 +78,34 @@ class Decision(models.Model):
 
     class Meta:
         ordering = ["id"]
+        triggers = [pgtrigger.Protect(name="decision_append_only", operation=pgtrigger.Update | pgtrigger.Delete)]
+
+
+class AuditEntry(models.Model):
+    """The audit trail: who did or tried what to which approval, and what they saw.
+
+    Append-only in the database. Refused attempts are recorded too, with the reason.
+    """
+
+    class Kind(models.TextChoices):
+        REQUESTED = "requested"
+        VIEWED = "viewed"  # an approver opened the request: the version and hash they saw
+        DECIDED = "decided"
+        REFUSED = "refused"  # no authority, stale version, self-approval, already decided…
+        SUPERSEDED = "superseded"
+        EXPIRED = "expired"
+        WITHDRAWN = "withdrawn"
+
+    kind = models.CharField(max_length=20, choices=Kind.choices, db_index=True)
+    request = models.ForeignKey(ApprovalRequest, null=True, blank=True, on_delete=models.PROTECT, related_name="audit")
+    execution = models.ForeignKey("executions.Execution", null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    actor_label = models.CharField(max_length=200, blank=True, default="")
+    artifact_version = models.PositiveIntegerField(null=True, blank=True)
+    content_sha256 = models.CharField(max_length=64, blank=True, default="")
+    detail = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        ordering = ["id"]
+        triggers = [pgtrigger.Protect(name="audit_entry_append_only", operation=pgtrigger.Update | pgtrigger.Delete)]

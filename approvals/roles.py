@@ -4,7 +4,11 @@ from __future__ import annotations
 
 ROLES: dict[str, list[tuple[str, str, str, str]]] = {
     # group: [(app_label, model, codename, name)]
-    "managers": [("approvals", "approvalrequest", "decide_approval", "Can approve or reject artifact versions")],
+    "managers": [
+        ("approvals", "approvalrequest", "decide_approval", "Can approve or reject artifact versions"),
+        ("approvals", "approvalrequest", "approve_publish_report", "Can approve publishing a report version"),
+        ("approvals", "approvalrequest", "approve_submit_order", "Can approve submitting an order proposal"),
+    ],
     "operators": [("executions", "execution", "operate_execution", "Can triage, resume and cancel executions")],
     "auditors": [("approvals", "approvalrequest", "view_audit", "Can read the approval audit trail")],
 }

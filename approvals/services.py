@@ -1,9 +1,11 @@
-"""Deciding an approval request: the one place the rules live (API, screens, CLI).
+"""Deciding approval requests, superseding and expiring them: the one place the rules
+live (API, screens, sweeper).
 
-A decision is accepted only when the user is authenticated and holds the request's
-permission, is not the requester (separation of duties), the request is pending, the
+A decision is accepted only when the user may decide the request (``policy.refusal``:
+permission, group, separation of duties), the request is pending and unexpired, the
 execution awaits it, and the version and hash the user saw are the ones bound to it.
-The same ``event_id`` again returns the first result and changes nothing.
+The same ``event_id`` again returns the first result and changes nothing. Every
+refused attempt is written to the audit trail with its reason.
 """
 
 from __future__ import annotations
@@ -17,9 +19,12 @@ from django.utils import timezone
 
 from executions import dispatch, ledger, lifecycle
 from executions.errors import Conflict, Forbidden, InvalidInput, NotFound
+from artifacts.models import ArtifactVersion
 from executions.models import Execution, Status, ref_for
+from executions.services import OPERATE, execution_for
 
-from .models import ApprovalRequest, Decision
+from . import audit, policy
+from .models import ApprovalRequest, AuditEntry, Decision
 
 OUTCOME = {
     Decision.Verdict.APPROVE: ApprovalRequest.State.APPROVED,
@@ -61,29 +66,50 @@ def approval_decide(
         raise InvalidInput("event_id", "required, at most 100 characters: a unique id for this decision, reused on retries")
     if len(comment) > 4000:
         raise InvalidInput("comment", "at most 4000 characters")
-    if decision == Decision.Verdict.REQUEST_CHANGES:
-        raise InvalidInput("decision", "request_changes is not supported by this runtime yet")
+    if decision == Decision.Verdict.REQUEST_CHANGES and not comment.strip():
+        raise InvalidInput("comment", "say what must change: it becomes a mandatory constraint for the next draft")
     previous = Decision.objects.filter(event_id=event_id).select_related("request__execution").first()
     if previous is not None:
         return _replay(previous, user, approval_id)
     try:
-        with transaction.atomic():
-            return _decide(
-                user=user,
-                execution_ref=execution_ref,
-                approval_id=approval_id,
-                decision=decision,
-                artifact_version=artifact_version,
-                content_sha256=content_sha256,
-                event_id=event_id,
-                comment=comment,
-            )
-    except IntegrityError:  # a concurrent decision won the OneToOne or the event_id
-        previous = Decision.objects.filter(event_id=event_id).first()
-        if previous is not None:
-            return _replay(previous, user, approval_id)
-        existing = Decision.objects.get(request_id=approval_id)
-        raise _already_decided(existing) from None
+        try:
+            with transaction.atomic():
+                return _decide(
+                    user=user,
+                    execution_ref=execution_ref,
+                    approval_id=approval_id,
+                    decision=decision,
+                    artifact_version=artifact_version,
+                    content_sha256=content_sha256,
+                    event_id=event_id,
+                    comment=comment,
+                )
+        except IntegrityError:  # a concurrent decision won the OneToOne or the event_id
+            previous = Decision.objects.filter(event_id=event_id).first()
+            if previous is not None:
+                return _replay(previous, user, approval_id)
+            existing = Decision.objects.get(request_id=approval_id)
+            raise _already_decided(existing) from None
+    except (Forbidden, Conflict) as refused:
+        _record_refusal(user, approval_id, decision, artifact_version, content_sha256, refused)
+        raise
+
+
+def _record_refusal(user, approval_id, decision, artifact_version, content_sha256, refused: Exception) -> None:
+    """A refused attempt is evidence too: record it, outside the rolled-back transaction."""
+    request = ApprovalRequest.objects.filter(pk=approval_id).first()
+    if request is None:
+        return
+    audit.record(
+        AuditEntry.Kind.REFUSED,
+        request=request,
+        actor=user,
+        artifact_version=artifact_version,
+        content_sha256=content_sha256,
+        decision=decision,
+        reason=getattr(refused, "message", str(refused)),
+        status_code=getattr(refused, "status_code", None),
+    )
 
 
 def _decide(*, user, execution_ref, approval_id, decision, artifact_version, content_sha256, event_id, comment):
@@ -93,17 +119,16 @@ def _decide(*, user, execution_ref, approval_id, decision, artifact_version, con
     # Lock order everywhere: the execution row, then its approval requests.
     execution = Execution.objects.select_for_update(no_key=True).get(pk=found)
     request = ApprovalRequest.objects.select_for_update().get(pk=approval_id)
-    if not user.has_perm(request.permission):
-        raise Forbidden(f"{user.get_username()} may not decide {request.action} approvals")
-    if request.separation_of_duties and request.requested_by_id == user.pk:
-        raise Forbidden("the requester may not approve their own request (separation of duties)")
+    refused = policy.refusal(user, request)
+    if refused:
+        raise Forbidden(refused)
     if not request.is_pending:
         existing = Decision.objects.filter(request=request).first()
         if existing is not None and existing.event_id == event_id:
             return _replay(existing, user, approval_id)  # the same click arrived twice at once
         if existing is not None:
             raise _already_decided(existing)
-        raise Conflict(f"approval request {request.pk} is {request.status}", status=request.status)
+        raise Conflict(_not_pending_message(request, artifact_version), status=request.status)
     if request.expires_at and ApprovalRequest.objects.filter(pk=request.pk, expires_at__lte=Now()).exists():
         raise Conflict(f"approval request {request.pk} expired at {request.expires_at:%Y-%m-%d %H:%M} UTC")
     if (artifact_version, content_sha256) != (request.version, request.content_sha256):
@@ -142,9 +167,21 @@ def _decide(*, user, execution_ref, approval_id, decision, artifact_version, con
         actor_label=f"user:{user.get_username()}",
         reason=f"approval {request.pk} was {request.status}",
     )
+    audit.record(
+        AuditEntry.Kind.DECIDED,
+        request=request,
+        actor=user,
+        artifact_version=artifact_version,
+        content_sha256=content_sha256,
+        decision=decision,
+        event_id=event_id,
+        comment=comment,
+    )
     if decision == Decision.Verdict.APPROVE:
         lifecycle.apply(execution, "resume_after_decision", actor=user, payload={"approval_id": request.pk})
         dispatch.dispatch_on_commit(execution.pk)
+    elif decision == Decision.Verdict.REQUEST_CHANGES:
+        _back_to_drafting(execution, request, user=user, instruction=comment, transition_payload={"approval_id": request.pk})
     else:
         lifecycle.apply(execution, "cancel", actor=user, reason=f"rejected: {comment}".strip(": "))
     made.execution_status = execution.status
@@ -168,3 +205,129 @@ def _already_decided(existing: Decision) -> Conflict:
             "event_id": existing.event_id,
         },
     )
+
+
+def _not_pending_message(request: ApprovalRequest, seen_version: int) -> str:
+    if request.status == ApprovalRequest.State.SUPERSEDED:
+        newest = (
+            ArtifactVersion.objects.filter(artifact_id=request.artifact_version.artifact_id)
+            .order_by("-number")
+            .first()
+        )
+        now = f"the current version is V{newest.number}" if newest and newest.number > request.version else "a new version is being drafted"
+        return (
+            f"you decided on V{seen_version}, but the request for V{request.version} was superseded: {now}, "
+            "which needs its own decision"
+        )
+    return f"approval request {request.pk} for V{request.version} is {request.status}"
+
+
+def _back_to_drafting(execution: Execution, request: ApprovalRequest, *, user, instruction: str, transition_payload: dict) -> None:
+    """Inside the caller's transaction (execution locked, awaiting ``request``'s gate):
+    the next draft V(n+1) is made with ``instruction`` as a mandatory constraint."""
+    notes = execution.context["notes"]
+    notes["constraints"].append(f"Requested by {user.get_username()} on V{request.version}: {instruction.strip()}")
+    execution.context["notes"] = notes
+    execution.round += 1
+    execution.current_step = request.artifact_version.produced_by_step
+    lifecycle.apply(
+        execution,
+        "resume_after_decision",
+        actor=user,
+        reason=f"changes requested on V{request.version}",
+        payload=transition_payload,
+        update_fields=("context", "round", "current_step"),
+    )
+    dispatch.dispatch_on_commit(execution.pk)
+
+
+def approval_supersede(request: ApprovalRequest, *, actor_label: str, reason: str, actor=None) -> None:
+    """Inside the caller's transaction: a pending request for an older version stops counting."""
+    updated = ApprovalRequest.objects.filter(pk=request.pk, status=ApprovalRequest.State.PENDING).update(
+        status=ApprovalRequest.State.SUPERSEDED, closed_at=timezone.now()
+    )
+    if not updated:
+        return
+    request.status = ApprovalRequest.State.SUPERSEDED
+    ledger.authorise(request, approved=False, actor_label=actor_label, reason=f"approval {request.pk} superseded")
+    audit.record(
+        AuditEntry.Kind.SUPERSEDED,
+        request=request,
+        actor=actor,
+        actor_label=actor_label,
+        artifact_version=request.version,
+        content_sha256=request.content_sha256,
+        reason=reason,
+    )
+    lifecycle.record(
+        request.execution,
+        "approval.superseded",
+        step=request.step,
+        actor=actor,
+        actor_label=actor_label,
+        payload={"approval_id": request.pk, "artifact_version": request.version, "reason": reason},
+    )
+
+
+def supersede_older(version: ArtifactVersion, *, actor_label: str) -> None:
+    """A new artifact version supersedes every pending request for its older versions."""
+    for request in ApprovalRequest.objects.filter(
+        artifact_version__artifact_id=version.artifact_id, version__lt=version.number, status=ApprovalRequest.State.PENDING
+    ).select_related("execution"):
+        approval_supersede(request, actor_label=actor_label, reason=f"V{version.number} was created")
+
+
+def execution_redraft(*, ref: str, user: AbstractBaseUser, instruction: str) -> Execution:
+    """The requester (or an operator) asks for a new draft while approval is pending.
+
+    The pending request is superseded now; the draft step runs again with the
+    instruction as a mandatory constraint and its new version needs its own decision.
+    """
+    if not instruction.strip():
+        raise InvalidInput("instruction", "say what the new draft must change")
+    execution = execution_for(ref)
+    if not (user.has_perm(OPERATE) or execution.created_by_id == user.pk):
+        raise Forbidden("only the user who started it, or an operator, may ask for a new draft")
+    with transaction.atomic():
+        execution = Execution.objects.select_for_update(no_key=True).get(pk=execution.pk)
+        if execution.status != Status.AWAITING_APPROVAL:
+            raise Conflict(f"{execution.ref} is {execution.status}, not awaiting approval", status=execution.status)
+        request = ApprovalRequest.objects.select_for_update().get(
+            execution=execution, step=execution.current_step, round=execution.round
+        )
+        approval_supersede(request, actor=user, actor_label=f"user:{user.get_username()}", reason=f"redraft asked: {instruction.strip()}")
+        _back_to_drafting(execution, request, user=user, instruction=instruction, transition_payload={"redraft": True})
+    return execution
+
+
+def expire_due() -> list[int]:
+    """Sweeper: pending requests past ``expires_at`` (database clock) expire; the execution
+    then follows the request's policy (needs_attention or cancel). No publish follows."""
+    expired = []
+    due = ApprovalRequest.objects.filter(status=ApprovalRequest.State.PENDING, expires_at__lte=Now())
+    for pk, execution_id in due.values_list("pk", "execution_id")[:200]:
+        with transaction.atomic():
+            execution = Execution.objects.select_for_update(no_key=True).get(pk=execution_id)
+            request = ApprovalRequest.objects.select_for_update().get(pk=pk)
+            if not request.is_pending:
+                continue
+            request.status, request.closed_at = ApprovalRequest.State.EXPIRED, timezone.now()
+            request.save(update_fields=["status", "closed_at"])
+            ledger.authorise(request, approved=False, actor_label="sweeper", reason=f"approval {request.pk} expired")
+            audit.record(
+                AuditEntry.Kind.EXPIRED,
+                request=request,
+                actor_label="sweeper",
+                artifact_version=request.version,
+                content_sha256=request.content_sha256,
+                on_expiry=request.on_expiry,
+            )
+            if execution.status == Status.AWAITING_APPROVAL and execution.current_step == request.step:
+                reason = f"approval request {request.pk} for V{request.version} expired unanswered"
+                if request.on_expiry == "cancel":
+                    ledger.abandon_unstarted(execution, actor_label="sweeper", reason="approval expired")
+                    lifecycle.apply(execution, "cancel", actor_label="sweeper", reason=reason)
+                else:
+                    lifecycle.apply(execution, "flag", actor_label="sweeper", reason=reason)
+        expired.append(pk)
+    return expired

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pgtrigger
 from django.db import models
 
 
@@ -37,6 +38,7 @@ class ArtifactVersion(models.Model):
     class Meta:
         ordering = ["artifact_id", "number"]
         constraints = [models.UniqueConstraint(fields=["artifact", "number"], name="artifact_version_number_unique")]
+        triggers = [pgtrigger.Protect(name="artifact_version_immutable", operation=pgtrigger.Update | pgtrigger.Delete)]
 
     def __str__(self) -> str:
         return f"{self.artifact.ref} V{self.number}"

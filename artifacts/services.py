@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import difflib
+
 from django.db import transaction
 from django.db.models import Max
 
@@ -38,3 +40,22 @@ def artifact_version_create(
 
 def artifact_version_content(version: ArtifactVersion) -> bytes:
     return store.get(version.storage_path, expected_sha256=version.sha256)
+
+
+def previous_version(version: ArtifactVersion) -> ArtifactVersion | None:
+    return ArtifactVersion.objects.filter(artifact=version.artifact, number__lt=version.number).order_by("-number").first()
+
+
+def artifact_version_diff(older: ArtifactVersion | None, newer: ArtifactVersion) -> list[str]:
+    """Unified diff lines from ``older`` (or nothing) to ``newer``, both digest-verified."""
+    before = artifact_version_content(older).decode().splitlines() if older else []
+    after = artifact_version_content(newer).decode().splitlines()
+    return list(
+        difflib.unified_diff(
+            before,
+            after,
+            fromfile=f"V{older.number}" if older else "(nothing)",
+            tofile=f"V{newer.number}",
+            lineterm="",
+        )
+    )

@@ -1,16 +1,31 @@
 """The artifact store: bytes addressed by their sha256 on the ``artifacts`` storage alias.
 
-``put`` is idempotent (same bytes → same path, never overwritten); ``get`` verifies
-the digest on the way out, so a tampered or truncated blob is an error, not content.
+Content addressing makes the invariants cheap to hold on any django-storages backend
+(the filesystem by default, S3 by settings; docs/artifacts.md):
+
+* the key is the digest (``sha256/<ab>/<digest>``), so the same bytes always land on
+  the same key and a key can only ever be meant to hold one content;
+* ``put`` never overwrites: a key that already exists is not written again, it is read
+  back and verified, so different bytes found under a key are ``CorruptArtifact``,
+  never something to replace;
+* ``put`` verifies on write: after saving, what the storage holds must hash to the key;
+* ``get`` verifies on the way out, so a tampered or truncated blob is an error, not
+  content.
+
+Only ``exists``, ``save`` and ``open`` are used (HEAD, PUT, GET on S3); ``delete`` only
+to tidy up after a lost race, best effort.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 from dataclasses import dataclass
 
 from django.core.files.base import ContentFile
 from django.core.files.storage import storages
+
+log = logging.getLogger(__name__)
 
 
 class CorruptArtifact(Exception):
@@ -33,22 +48,33 @@ def path_for(sha256: str) -> str:
 
 
 def put(content: bytes) -> StoredBlob:
+    """Store ``content`` under its digest (at most once) and verify what the storage holds."""
     digest = hashlib.sha256(content).hexdigest()
     path = path_for(digest)
     storage = _storage()
     if not storage.exists(path):
+        # Neither backend overwrites here (FileSystemStorage: O_EXCL; S3Storage:
+        # file_overwrite=False): a writer that lost a race gets a renamed copy instead.
         saved = storage.save(path, ContentFile(content))
-        if saved != path:  # a racing writer stored the same bytes first
-            storage.delete(saved)
-    blob = StoredBlob(path=path, sha256=digest, size=len(content))
-    if get(blob.path, expected_sha256=digest) != content:
-        raise CorruptArtifact(f"{path} does not hold the bytes just written")
-    return blob
+        if saved != path:
+            _discard(storage, saved)
+    get(path, expected_sha256=digest)  # verify on write; raises CorruptArtifact
+    return StoredBlob(path=path, sha256=digest, size=len(content))
 
 
 def get(path: str, *, expected_sha256: str) -> bytes:
+    """The bytes under ``path``, only if they hash to ``expected_sha256``."""
     with _storage().open(path, "rb") as handle:
         content = handle.read()
-    if hashlib.sha256(content).hexdigest() != expected_sha256:
-        raise CorruptArtifact(f"{path} does not match sha256 {expected_sha256}")
+    actual = hashlib.sha256(content).hexdigest()
+    if actual != expected_sha256:
+        raise CorruptArtifact(f"{path} does not match sha256 {expected_sha256} (holds {len(content)} bytes hashing to {actual})")
     return content
+
+
+def _discard(storage, name: str) -> None:
+    """Drop the redundant copy a racing save left under a new name; keep it if we may not."""
+    try:
+        storage.delete(name)
+    except Exception:  # e.g. no s3:DeleteObject: an unreferenced copy is harmless
+        log.warning("artifact store: left redundant copy %s (could not delete it)", name, exc_info=True)

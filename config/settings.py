@@ -43,6 +43,7 @@ INSTALLED_APPS = [
     "django.contrib.humanize",
     "django_htmx",
     "template_partials",
+    "pgtrigger",
     "executions",
     "approvals",
     "artifacts",
@@ -125,11 +126,16 @@ STORAGES = {
     },
 }
 if os.environ.get("KEEL_ARTIFACTS_S3_BUCKET"):
+    # docs/artifacts.md: needs s3:PutObject, s3:GetObject and s3:ListBucket, never s3:DeleteObject.
     STORAGES["artifacts"] = {
         "BACKEND": "storages.backends.s3.S3Storage",
         "OPTIONS": {
             "bucket_name": os.environ["KEEL_ARTIFACTS_S3_BUCKET"],
-            "file_overwrite": False,
+            "location": os.environ.get("KEEL_ARTIFACTS_S3_PREFIX", ""),
+            "region_name": os.environ.get("KEEL_ARTIFACTS_S3_REGION") or None,  # else boto3's AWS_DEFAULT_REGION
+            "endpoint_url": os.environ.get("KEEL_ARTIFACTS_S3_ENDPOINT_URL") or None,
+            "file_overwrite": False,  # a taken key is never rewritten (the store never writes one anyway)
+            "default_acl": None,  # private: bytes go out only through /artifacts/…/raw, verified
         },
     }
 
@@ -167,6 +173,8 @@ RUNTIME_WORKFLOW_MODULES = [
 ]
 RUNTIME_MODEL_CLIENT = os.environ.get("RUNTIME_MODEL_CLIENT", "executions.modelclient.OfflineModelClient")
 SANDBOX_URL = os.environ.get("SANDBOX_URL", "http://127.0.0.1:8765")
+# How long an approval request stays open before it expires (the workflow decides what then).
+APPROVAL_TTL_SECONDS = env_int("APPROVAL_TTL_SECONDS", 7 * 24 * 3600)
 # Whether the order service deduplicates on Idempotency-Key. The runtime can't tell, so
 # it is configured: when false, an order whose outcome is unknown is only ever looked
 # up by its reference, never re-sent blindly (an operator decides if the lookup can't).

@@ -19,4 +19,4 @@ from .settings import *  # noqa: E402,F403
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 DASHBOARD_POLL_MS = 500
 # Close connections after each request, so the live server leaves none behind.
-DATABASES["default"]["CONN_MAX_AGE"] = 0
+DATABASES["default"]["CONN_MAX_AGE"] = 0  # noqa: F405

@@ -14,7 +14,7 @@ from ninja import Field, NinjaAPI, Schema
 from ninja.errors import AuthenticationError, HttpError
 from ninja.security import HttpBearer, SessionAuth
 
-from approvals.services import approval_decide
+from approvals.services import approval_decide, execution_redraft
 
 from . import selectors, services
 from .auth import user_for_token
@@ -29,11 +29,21 @@ class BearerToken(HttpBearer):
         return user
 
 
+class BrowserSession(SessionAuth):
+    """Django's session, CSRF-checked on writes — but only for a logged-in session, so
+    a request with no credentials at all is a 401, not a CSRF 403."""
+
+    def _get_key(self, request: HttpRequest):
+        if not request.user.is_authenticated:
+            return None
+        return super()._get_key(request)
+
+
 api = NinjaAPI(
     title="keel Task API",
     version="1",
     description="Start, follow, decide and cancel durable agent executions.",
-    auth=[BearerToken(), SessionAuth()],
+    auth=[BearerToken(), BrowserSession()],
     urls_namespace="api",
 )
 
@@ -189,6 +199,18 @@ def post_event(request: HttpRequest, execution_id: str, payload: DecisionEventIn
 @api.post("/executions/{execution_id}/cancel", response={200: ExecutionOut, **ERRORS}, tags=["executions"])
 def cancel_execution(request: HttpRequest, execution_id: str, payload: ReasonIn):
     execution = services.execution_cancel(ref=execution_id, user=request.user, reason=payload.reason)
+    return selectors.execution_payload(execution)
+
+
+class RedraftIn(Schema):
+    instruction: str = Field(min_length=1, max_length=4000)
+
+
+@api.post("/executions/{execution_id}/redraft", response={200: ExecutionOut, **ERRORS}, tags=["approvals"])
+def redraft_execution(request: HttpRequest, execution_id: str, payload: RedraftIn):
+    """The starter (or an operator) asks for a new draft while approval is pending: the
+    pending request is superseded and the new version needs its own decision."""
+    execution = execution_redraft(ref=execution_id, user=request.user, instruction=payload.instruction)
     return selectors.execution_payload(execution)
 
 

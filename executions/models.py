@@ -6,6 +6,7 @@ protected), applied and saved by ``executions.lifecycle``.
 
 from __future__ import annotations
 
+import pgtrigger
 from django.conf import settings
 from django.db import models
 from django_fsm import ConcurrentTransitionMixin, FSMField, transition
@@ -148,7 +149,7 @@ def pk_from_ref(ref: str) -> int | None:
 class ExecutionEvent(models.Model):
     """Append-only history of one execution: transitions, steps, ledger changes, operator acts."""
 
-    execution = models.ForeignKey(Execution, on_delete=models.CASCADE, related_name="events")
+    execution = models.ForeignKey(Execution, on_delete=models.PROTECT, related_name="events")
     type = models.CharField(max_length=60)
     from_status = models.CharField(max_length=30, blank=True, default="")
     to_status = models.CharField(max_length=30, blank=True, default="")
@@ -160,6 +161,8 @@ class ExecutionEvent(models.Model):
 
     class Meta:
         ordering = ["id"]
+        # Append-only in the database itself, not only in Python (PostgreSQL).
+        triggers = [pgtrigger.Protect(name="execution_event_append_only", operation=pgtrigger.Update | pgtrigger.Delete)]
 
     def __str__(self) -> str:
         return f"{self.execution_id}:{self.type}"

@@ -22,7 +22,9 @@ from django.db.models import DateTimeField, ExpressionWrapper, Value
 from django.db.models.functions import Now
 from django.utils import timezone
 
-from approvals.models import ApprovalRequest
+from approvals import audit
+from approvals.models import ApprovalRequest, AuditEntry
+from approvals.services import supersede_older
 from artifacts.models import ArtifactVersion
 from artifacts.services import artifact_version_create
 
@@ -151,6 +153,7 @@ def _commit_step(lease, execution, ctx, workflow, step, output, started, action)
             step=step.name,
         )
         state.setdefault("artifacts", {})[staged.name] = version.as_ref()
+        supersede_older(version, actor_label=lease.owner)
     state.setdefault("state", {})[step.name] = output
     notes = state["notes"]
     notes["facts"] = _merge_facts(notes["facts"], ctx.new_facts)
@@ -180,15 +183,21 @@ def _commit_step(lease, execution, ctx, workflow, step, output, started, action)
 def _approval_gate(lease: Lease, execution: Execution, workflow: Workflow, step: Step, started) -> str:
     """First visit: ask (and release the worker). After a decision: record it and go on."""
     request = ApprovalRequest.objects.filter(execution=execution, step=step.name, round=execution.round).first()
-    if request is None:
+    closed = (ApprovalRequest.State.EXPIRED, ApprovalRequest.State.WITHDRAWN, ApprovalRequest.State.SUPERSEDED)
+    if request is None or request.status in closed:  # first visit, or resumed after the request lapsed
         planned = _plan_guarded_effects(execution, workflow, step)
+        policy = step.approver
         with transaction.atomic():
             fence(lease)
             execution = Execution.objects.get(pk=lease.execution_id)
             if execution.status != Status.RUNNING:
                 raise ledger.ExecutionStopped(f"{execution.ref} is {execution.status}")
+            if request is not None:  # a fresh request needs a fresh round
+                execution.round += 1
+                execution.save(update_fields=["round", "updated_at"])
             ref = execution.context["artifacts"][step.artifact]
             version = ArtifactVersion.objects.get(pk=ref["version_pk"])
+            expires = policy.expires_after_seconds
             request = ApprovalRequest.objects.create(
                 execution=execution,
                 step=step.name,
@@ -198,6 +207,23 @@ def _approval_gate(lease: Lease, execution: Execution, workflow: Workflow, step:
                 content_sha256=version.sha256,
                 action=step.action,
                 requested_by=execution.created_by,
+                permission=policy.permission,
+                group=policy.group,
+                separation_of_duties=policy.separation_of_duties,
+                on_expiry=policy.on_expiry,
+                expires_at=ExpressionWrapper(Now() + Value(timedelta(seconds=expires)), output_field=DateTimeField())
+                if expires
+                else None,
+            )
+            audit.record(
+                AuditEntry.Kind.REQUESTED,
+                request=request,
+                actor_label=lease.owner,
+                artifact_version=version.number,
+                content_sha256=version.sha256,
+                requested_by=execution.created_by.get_username(),
+                permission=policy.permission,
+                group=policy.group,
             )
             lifecycle.record(
                 execution,
@@ -217,6 +243,7 @@ def _approval_gate(lease: Lease, execution: Execution, workflow: Workflow, step:
             lifecycle.apply(execution, "await_approval", actor_label=lease.owner, step=step.name)
             release(lease)
         log.info("%s: awaiting approval %s of %s V%d", execution.ref, request.pk, ref["artifact_id"], version.number)
+        failpoints.hit(f"after_step:{step.name}")
         return STOP
     if request.status != ApprovalRequest.State.APPROVED:
         # Running at a gate whose request isn't approved (e.g. resumed by an operator
@@ -265,7 +292,9 @@ def _check_approval_binding(execution: Execution, workflow: Workflow, step: Step
     ref = execution.context.get("artifacts", {}).get(gate.artifact)
     if not approval or approval.get("decision") != "approve" or ref is None:
         raise StepFailure(FailureKind.PERMISSION, f"{step.name} needs an approval from {gate.name}")
-    version = ArtifactVersion.objects.get(pk=ref["version_pk"])
+    # The newest version of the artifact, whoever made it: an edit after the approval
+    # must not ride on it.
+    version = ArtifactVersion.objects.filter(artifact_id=ref["artifact_pk"]).order_by("-number").first()
     if (version.number, version.sha256) != (approval["artifact_version"], approval["content_sha256"]):
         raise StepFailure(
             FailureKind.PERMISSION,

@@ -1,6 +1,7 @@
 """The sweeper (Celery beat, every ``RUNTIME_SWEEP_SECONDS``): re-rings the doorbell.
 
-It dispatches executions that are runnable but that nobody works on: pending or
+It expires approval requests past their expiry, fails or flags executions waiting
+past their deadline, and dispatches executions that are runnable but that nobody works on: pending or
 running with no live lease (lost message, dead worker), and retry/wait timers that
 came due. A dispatch is repeated only after ``redispatch_after`` seconds, so a busy
 queue isn't flooded; duplicates are harmless anyway (the lease decides).
@@ -27,6 +28,7 @@ log = logging.getLogger(__name__)
 class SweepReport:
     dispatched: tuple[int, ...]
     past_deadline: tuple[int, ...] = ()
+    expired_approvals: tuple[int, ...] = ()
 
 
 def redispatch_after() -> timedelta:
@@ -48,7 +50,11 @@ def sweep() -> SweepReport:
             dispatched.append(pk)
     if dispatched:
         log.info("sweeper re-dispatched %d execution(s): %s", len(dispatched), dispatched)
-    return SweepReport(dispatched=tuple(dispatched), past_deadline=_enforce_deadlines())
+    from approvals.services import expire_due  # approvals builds on executions, not the reverse
+
+    return SweepReport(
+        dispatched=tuple(dispatched), past_deadline=_enforce_deadlines(), expired_approvals=tuple(expire_due())
+    )
 
 
 # What a deadline does to an execution nobody is running: (status, transition).

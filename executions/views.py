@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-import html
 import uuid
 
-import markdown
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_GET, require_POST
 
+from approvals import policy
 from approvals.models import ApprovalRequest
-from artifacts.services import artifact_version_content
+from artifacts.rendering import render_artifact
 
 from . import registry, selectors, services
 from .errors import NotFound, ServiceError
@@ -88,7 +86,7 @@ def detail_context(request: HttpRequest, execution: Execution) -> dict:
         "actions": execution.actions.all(),
         "versions": versions,
         "latest": latest,
-        "latest_html": _render_artifact(latest) if latest else "",
+        "latest_html": render_artifact(latest) if latest else "",
         "approval": request_obj,
         "decisions": ApprovalRequest.objects.filter(execution=execution).select_related("decision__decided_by"),
         "can_decide": _can_decide(request.user, request_obj),
@@ -101,20 +99,7 @@ def detail_context(request: HttpRequest, execution: Execution) -> dict:
 
 
 def _can_decide(user, approval: ApprovalRequest | None) -> bool:
-    if approval is None or not user.has_perm(approval.permission):
-        return False
-    return not (approval.separation_of_duties and approval.requested_by_id == user.pk)
-
-
-def _render_artifact(version) -> str:
-    """Markdown as HTML (raw HTML in the source escaped, never rendered); anything else verbatim."""
-    try:
-        source = artifact_version_content(version).decode()
-    except Exception as exc:  # corrupt or missing blob: say so, don't 500
-        return mark_safe(f'<p class="error">Content unavailable: {html.escape(str(exc))}</p>')
-    if version.content_type != "text/markdown":
-        return mark_safe(f"<pre>{html.escape(source)}</pre>")
-    return mark_safe(markdown.markdown(html.escape(source, quote=False), extensions=["tables"]))
+    return approval is not None and policy.can_decide(user, approval)
 
 
 @login_required

@@ -65,6 +65,29 @@ class Step:
     artifact: str = ""  # approval: the artifact (by name) the decision binds to
     requires_approval: str = ""  # effect: the gate whose approved version it must use
     retry: RetryPolicy = DEFAULT_RETRY
+    approver: ApproverPolicy | None = None  # approval: who may decide, and for how long
+
+
+@dataclass(frozen=True, kw_only=True)
+class ApproverPolicy:
+    """Who may decide an approval gate's request, and what happens when nobody does.
+
+    ``permission``: the Django permission an approver needs (one per action type).
+    ``group``: optionally, a group the approver must belong to. ``separation_of_duties``:
+    the user who started the execution may not approve it. ``expires_after_seconds``:
+    None for never; on expiry the execution goes to ``needs_attention`` or is
+    cancelled (``on_expiry``).
+    """
+
+    permission: str = "approvals.decide_approval"
+    group: str = ""
+    separation_of_duties: bool = True
+    expires_after_seconds: float | None = None
+    on_expiry: str = "needs_attention"
+
+    def __post_init__(self) -> None:
+        if self.on_expiry not in ("needs_attention", "cancel"):
+            raise ValueError("on_expiry must be needs_attention or cancel")
 
 
 @dataclass(kw_only=True)
@@ -100,8 +123,19 @@ class Workflow:
             retry=retry,
         )
 
-    def approval(self, name: str, *, label: str, artifact: str, action: str) -> None:
-        self._add(Step(name=name, label=label, kind=StepKind.APPROVAL, artifact=artifact, action=action))
+    def approval(
+        self, name: str, *, label: str, artifact: str, action: str, approver: ApproverPolicy | None = None
+    ) -> None:
+        self._add(
+            Step(
+                name=name,
+                label=label,
+                kind=StepKind.APPROVAL,
+                artifact=artifact,
+                action=action,
+                approver=approver or ApproverPolicy(),
+            )
+        )
 
     def compensation(self, action: str) -> Callable:
         """Declare how a done ``action`` would be undone if the execution is cancelled after it.

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
+
 from executions import registry
 from executions.errors import InvalidInput
 from executions.retry import RetryPolicy
-from executions.workflow import Effect, Workflow
+from executions.workflow import ApproverPolicy, Effect, Workflow
 
 from . import retail, services_client
 
@@ -91,7 +93,17 @@ def draft_report(ctx) -> dict[str, Any]:
     return {"report_version": version, "characters": len(markdown)}
 
 
-flow.approval("review", label="Awaiting manager approval", artifact="report", action="publish_report")
+flow.approval(
+    "review",
+    label="Awaiting manager approval",
+    artifact="report",
+    action="publish_report",
+    approver=ApproverPolicy(
+        permission="approvals.approve_publish_report",
+        expires_after_seconds=settings.APPROVAL_TTL_SECONDS,
+        on_expiry="needs_attention",  # an operator decides whether to ask again
+    ),
+)
 
 
 # Transient failures and lost answers are retried (a lost answer is looked up by key

@@ -20,7 +20,7 @@ from django.conf import settings
 
 from executions import registry
 from executions.errors import FailureKind, InvalidInput, StepFailure
-from executions.workflow import Effect, Workflow
+from executions.workflow import ApproverPolicy, Effect, Workflow
 
 from . import orders, services_client
 
@@ -98,7 +98,17 @@ def propose_replacement(ctx) -> dict[str, Any]:
     }
 
 
-flow.approval("review", label="Awaiting approval of the proposal", artifact="proposal", action="submit_order")
+flow.approval(
+    "review",
+    label="Awaiting approval of the proposal",
+    artifact="proposal",
+    action="submit_order",
+    approver=ApproverPolicy(
+        permission="approvals.approve_submit_order",
+        expires_after_seconds=settings.APPROVAL_TTL_SECONDS,
+        on_expiry="cancel",  # a stale replacement proposal is dropped, not kept waiting
+    ),
+)
 
 
 @flow.effect("submit_order", label="Submitting the approved replacement order", action="submit_order", requires_approval="review")
