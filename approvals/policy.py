@@ -16,7 +16,7 @@ def refusal(user: AbstractBaseUser, request: ApprovalRequest) -> str | None:
     if not getattr(user, "is_authenticated", False):
         return "authentication required"
     name = user.get_username()
-    if not user.has_perm(request.permission):
+    if not user.is_active or not user.has_perm(request.permission):
         return f"{name} lacks the permission {request.permission} needed to decide {request.action}"
     if request.group and not user.groups.filter(name=request.group).exists():
         return f"{name} is not in the group {request.group} that decides this request"

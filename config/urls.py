@@ -10,5 +10,6 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/", api.urls),
     path("artifacts/", include("artifacts.urls")),
+    path("approvals/", include("approvals.urls")),
     path("", include("executions.urls")),
 ]

@@ -1,0 +1,71 @@
+"""The managers' inbox and the approval page. Thin: reads through ``approvals.selectors``.
+
+Deciding is not here: the approval page's form posts to ``executions:decide``, which
+calls ``approvals.services.approval_decide``.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.views.decorators.http import require_GET
+
+from artifacts.rendering import render_artifact
+
+from . import audit, policy, selectors
+from .models import AuditEntry
+
+
+@login_required
+@require_GET
+def inbox(request: HttpRequest) -> HttpResponse:
+    items = selectors.inbox_for(request.user)
+    return render(request, "approvals/inbox.html", {"items": items})
+
+
+@login_required
+@require_GET
+def inbox_count(request: HttpRequest) -> HttpResponse:
+    """The nav link's "(n)", loaded by htmx after the page."""
+    return render(request, "approvals/inbox.html#inbox_count", {"count": len(selectors.inbox_for(request.user))})
+
+
+@login_required
+@require_GET
+def approval_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    approval = selectors.approval_for(pk)
+    if approval is None:
+        raise Http404(f"no approval request {pk}")
+    refusal = policy.refusal(request.user, approval)
+    is_open = selectors.is_open(approval)
+    show_form = refusal is None and is_open
+    event_id = uuid.uuid4().hex if show_form else ""
+    if refusal is None:
+        # Who saw which version and hash, and when; the form token ties a later decision to this view.
+        audit.record(
+            AuditEntry.Kind.VIEWED,
+            request=approval,
+            actor=request.user,
+            artifact_version=approval.version,
+            content_sha256=approval.content_sha256,
+            status=approval.status,
+            **({"form_token": event_id} if event_id else {}),
+        )
+    version = approval.artifact_version
+    context = {
+        "approval": approval,
+        "execution": approval.execution,
+        "version": version,
+        "decision": selectors.decision_of(approval),
+        "diff": selectors.version_diff(version),
+        "artifact_html": render_artifact(version),
+        "refusal": refusal,
+        "is_open": is_open,
+        "show_form": show_form,
+        "expires_soon": selectors.expires_soon(approval),
+        "event_id": event_id,
+    }
+    return render(request, "approvals/detail.html", context)

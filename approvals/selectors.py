@@ -1,0 +1,351 @@
+"""Reads for approvals: who may decide what, the managers' inbox, the audit history and story.
+
+``policy.refusal`` / ``policy.can_decide`` hold the one rule for "may this person decide this
+request" (authority only: permission, group, separation of duties). Whether the
+request can still be decided (pending, unexpired, the execution awaiting it) is a
+separate question, answered by ``is_open`` here and enforced by
+``approvals.services.approval_decide``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db.models import Count, Q, QuerySet
+from django.utils import timezone
+
+from artifacts.models import ArtifactVersion
+from artifacts.rendering import unavailable_message
+from artifacts.services import artifact_version_diff, previous_version
+from executions.models import ExecutionEvent, Status
+
+from . import policy
+from .models import ApprovalRequest, AuditEntry, Decision
+
+HISTORY_PAGE_SIZE = 50
+EXPIRES_SOON = dt.timedelta(hours=1)
+NO_DECISION = "none"
+DECISION_FILTERS = (*Decision.Verdict.values, NO_DECISION)
+
+
+# --- Who may decide ---------------------------------------------------------------
+
+
+def _group_names(user: AbstractBaseUser) -> frozenset[str]:
+    """The user's group names, cached on the user object like Django's permission cache."""
+    cached = getattr(user, "_approval_group_names", None)
+    if cached is None:
+        cached = frozenset(user.groups.values_list("name", flat=True))
+        user._approval_group_names = cached
+    return cached
+
+
+def is_open(request: ApprovalRequest, *, now: dt.datetime | None = None) -> bool:
+    """Can a decision still be taken on it: pending, unexpired, the execution awaiting it."""
+    now = now or timezone.now()
+    execution = request.execution
+    return (
+        request.is_pending
+        and (request.expires_at is None or request.expires_at > now)
+        and execution.status == Status.AWAITING_APPROVAL
+        and execution.current_step == request.step
+    )
+
+
+def expires_soon(request: ApprovalRequest, *, now: dt.datetime | None = None) -> bool:
+    if request.expires_at is None:
+        return False
+    return request.expires_at - (now or timezone.now()) <= EXPIRES_SOON
+
+
+# --- The inbox --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class InboxItem:
+    request: ApprovalRequest
+    expires_soon: bool
+
+
+def _with_relations(rows: QuerySet[ApprovalRequest]) -> QuerySet[ApprovalRequest]:
+    return rows.select_related("execution", "artifact_version__artifact", "requested_by", "decision__decided_by")
+
+
+def inbox_for(user: AbstractBaseUser) -> list[InboxItem]:
+    """Open requests ``user`` may decide, oldest first.
+
+    The database narrows to open requests; ``can_decide`` alone says whose they are
+    (pending requests are few: one per execution waiting at a gate).
+    """
+    now = timezone.now()
+    candidates = _with_relations(
+        ApprovalRequest.objects.filter(
+            status=ApprovalRequest.State.PENDING, execution__status=Status.AWAITING_APPROVAL
+        ).filter(Q(expires_at__isnull=True) | Q(expires_at__gt=now))
+    ).order_by("created_at", "id")
+    return [
+        InboxItem(request=r, expires_soon=expires_soon(r, now=now))
+        for r in candidates
+        if is_open(r, now=now) and policy.can_decide(user, r)
+    ]
+
+
+# --- One request ------------------------------------------------------------------
+
+
+def approval_for(pk: int) -> ApprovalRequest | None:
+    return _with_relations(ApprovalRequest.objects.filter(pk=pk)).first()
+
+
+def decision_of(request: ApprovalRequest) -> Decision | None:
+    try:
+        return request.decision
+    except Decision.DoesNotExist:
+        return None
+
+
+@dataclass(frozen=True)
+class DiffLine:
+    kind: str  # file, hunk, add, del, ctx
+    text: str
+
+
+@dataclass(frozen=True)
+class VersionDiff:
+    previous: ArtifactVersion | None
+    lines: list[DiffLine] = field(default_factory=list)
+    error: str = ""
+
+
+def _classify(line: str) -> DiffLine:
+    if line.startswith(("+++", "---")):
+        return DiffLine("file", line)
+    if line.startswith("@@"):
+        return DiffLine("hunk", line)
+    if line.startswith("+"):
+        return DiffLine("add", line)
+    if line.startswith("-"):
+        return DiffLine("del", line)
+    return DiffLine("ctx", line)
+
+
+def version_diff(version: ArtifactVersion) -> VersionDiff:
+    """The unified diff from the previous version to ``version`` (none for a first version)."""
+    older = previous_version(version)
+    if older is None:
+        return VersionDiff(previous=None)
+    try:
+        lines = artifact_version_diff(older, version)
+    except Exception as exc:  # noqa: BLE001 - corrupt, missing or binary content, any storage: say so, don't 500
+        return VersionDiff(previous=older, error=f"Diff unavailable. {unavailable_message(exc)}")
+    return VersionDiff(previous=older, lines=[_classify(line) for line in lines])
+
+
+# --- The audit history ------------------------------------------------------------
+
+
+@dataclass
+class HistoryFilters:
+    approver: str = ""
+    workflow: str = ""
+    decision: str = ""
+    date_from: dt.date | None = None
+    date_to: dt.date | None = None
+    errors: list[str] = field(default_factory=list)
+
+    def as_query(self) -> dict[str, str]:
+        """The valid filters, as GET parameters (for the CSV link and the pager)."""
+        out = {
+            "approver": self.approver,
+            "workflow": self.workflow,
+            "decision": self.decision,
+            "from": self.date_from.isoformat() if self.date_from else "",
+            "to": self.date_to.isoformat() if self.date_to else "",
+        }
+        return {k: v for k, v in out.items() if v}
+
+
+def _parse_date(raw: str, label: str, errors: list[str]) -> dt.date | None:
+    raw = raw.strip()
+    if not raw:
+        return None
+    try:
+        return dt.datetime.strptime(raw, "%Y-%m-%d").date()
+    except ValueError:
+        errors.append(f"Ignored the {label} date {raw[:40]!r}: use YYYY-MM-DD.")
+        return None
+
+
+def history_filters(params: Any) -> HistoryFilters:
+    """Read the filters from GET parameters; bad values are ignored and named in ``errors``."""
+    errors: list[str] = []
+    decision = (params.get("decision") or "").strip()
+    if decision and decision not in DECISION_FILTERS:
+        errors.append(f"Ignored the decision filter {decision!r}: use one of {', '.join(DECISION_FILTERS)}.")
+        decision = ""
+    filters = HistoryFilters(
+        approver=(params.get("approver") or "").strip()[:150],
+        workflow=(params.get("workflow") or "").strip()[:100],
+        decision=decision,
+        date_from=_parse_date(params.get("from") or "", "from", errors),
+        date_to=_parse_date(params.get("to") or "", "to", errors),
+        errors=errors,
+    )
+    if filters.date_from and filters.date_to and filters.date_from > filters.date_to:
+        errors.append(f"The from date {filters.date_from} is after the to date {filters.date_to}: nothing can match.")
+    return filters
+
+
+def approval_history(filters: HistoryFilters | None = None) -> QuerySet[ApprovalRequest]:
+    """One row per request with its decision (if any) and counts of refusals and views; newest first."""
+    filters = filters or HistoryFilters()
+    rows = _with_relations(ApprovalRequest.objects.all()).annotate(
+        refused_count=Count("audit", filter=Q(audit__kind=AuditEntry.Kind.REFUSED)),
+        viewed_count=Count("audit", filter=Q(audit__kind=AuditEntry.Kind.VIEWED)),
+    )
+    if filters.approver:
+        rows = rows.filter(decision__decided_by__username__iexact=filters.approver)
+    if filters.workflow:
+        rows = rows.filter(execution__workflow=filters.workflow)
+    if filters.decision == NO_DECISION:
+        rows = rows.filter(decision__isnull=True)
+    elif filters.decision:
+        rows = rows.filter(decision__decision=filters.decision)
+    if filters.date_from:
+        rows = rows.filter(created_at__date__gte=filters.date_from)
+    if filters.date_to:
+        rows = rows.filter(created_at__date__lte=filters.date_to)
+    return rows.order_by("-created_at", "-id")
+
+
+def history_workflows() -> list[str]:
+    """Workflow names that have approval requests (the filter's choices)."""
+    return list(
+        ApprovalRequest.objects.order_by("execution__workflow")
+        .values_list("execution__workflow", flat=True)
+        .distinct()
+    )
+
+
+# --- One request's story ----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StoryItem:
+    at: dt.datetime
+    source: str  # "audit" or "event"
+    kind: str  # the audit kind, or the execution event's type
+    actor: str
+    version: int | None = None
+    sha256: str = ""
+    detail: dict[str, Any] = field(default_factory=dict)
+    from_status: str = ""
+    to_status: str = ""
+    synthesized: bool = False  # rebuilt from the request or decision row, no audit entry found
+    order: int = 0
+
+    @property
+    def reason(self) -> str:
+        for key in ("reason", "message", "error"):
+            if self.detail.get(key):
+                return str(self.detail[key])
+        return ""
+
+
+def _event_window(request: ApprovalRequest) -> QuerySet[ExecutionEvent]:
+    """The execution's events from this request being made until the next request is made."""
+    events = ExecutionEvent.objects.filter(execution_id=request.execution_id)
+    asked = events.filter(type="approval.requested", payload__approval_id=request.pk).order_by("id").first()
+    window = events.filter(id__gte=asked.pk) if asked else events.filter(created_at__gte=request.created_at)
+    following = (
+        window.filter(type="approval.requested")
+        .exclude(payload__approval_id=request.pk)
+        .order_by("id")
+        .first()
+    )
+    if following is not None:
+        window = window.filter(id__lt=following.pk)
+    return window.select_related("actor").order_by("id")
+
+
+def _actor(label: str, user) -> str:
+    if label:
+        return label
+    return f"user:{user.get_username()}" if user is not None else "system"
+
+
+def approval_story(request: ApprovalRequest) -> list[StoryItem]:
+    """Everything that happened to one request, in time order.
+
+    Its audit entries (requested, viewed, refused, decided, superseded, expired,
+    withdrawn) merged with the execution's events from the request until the next
+    request on the same execution: what the runtime did after the decision. Audit
+    entries already tell who requested and who decided, so the matching
+    ``approval.requested`` / ``approval.decided`` events are left out; when the audit
+    trail lacks them (older rows), they are rebuilt from the request and decision.
+    """
+    entries = list(request.audit.select_related("actor").order_by("id"))
+    kinds = {e.kind for e in entries}
+    items: list[StoryItem] = [
+        StoryItem(
+            at=e.created_at,
+            source="audit",
+            kind=e.kind,
+            actor=_actor(e.actor_label, e.actor),
+            version=e.artifact_version,
+            sha256=e.content_sha256,
+            detail=e.detail or {},
+            order=e.pk,
+        )
+        for e in entries
+    ]
+    if AuditEntry.Kind.REQUESTED not in kinds:
+        items.append(
+            StoryItem(
+                at=request.created_at,
+                source="audit",
+                kind=AuditEntry.Kind.REQUESTED,
+                actor=f"user:{request.requested_by.get_username()}",
+                version=request.version,
+                sha256=request.content_sha256,
+                detail={"action": request.action, "step": request.step},
+                synthesized=True,
+                order=-1,
+            )
+        )
+    decision = decision_of(request)
+    if decision is not None and AuditEntry.Kind.DECIDED not in kinds:
+        items.append(
+            StoryItem(
+                at=decision.created_at,
+                source="audit",
+                kind=AuditEntry.Kind.DECIDED,
+                actor=f"user:{decision.decided_by.get_username()}",
+                version=decision.artifact_version,
+                sha256=decision.content_sha256,
+                detail={"decision": decision.decision, "comment": decision.comment, "event_id": decision.event_id},
+                synthesized=True,
+            )
+        )
+    skip = {"approval.requested", "approval.decided"}
+    for ev in _event_window(request):
+        if ev.type in skip and ev.payload.get("approval_id") == request.pk:
+            continue
+        items.append(
+            StoryItem(
+                at=ev.created_at,
+                source="event",
+                kind=ev.type,
+                actor=_actor(ev.actor_label, ev.actor),
+                version=ev.payload.get("artifact_version"),
+                sha256=ev.payload.get("content_sha256", ""),
+                detail=ev.payload or {},
+                from_status=ev.from_status,
+                to_status=ev.to_status,
+                order=ev.pk,
+            )
+        )
+    return sorted(items, key=lambda i: (i.at, i.source != "audit", i.order))

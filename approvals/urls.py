@@ -1,0 +1,14 @@
+from django.urls import path
+
+from . import audit_views, inbox_views
+
+app_name = "approvals"
+
+urlpatterns = [
+    path("inbox/", inbox_views.inbox, name="inbox"),
+    path("inbox/count/", inbox_views.inbox_count, name="inbox_count"),
+    path("audit/", audit_views.audit_list, name="audit"),
+    path("audit/export.csv", audit_views.audit_export, name="audit_export"),
+    path("audit/<int:pk>/", audit_views.audit_story, name="audit_story"),
+    path("<int:pk>/", inbox_views.approval_detail, name="detail"),
+]
