@@ -13,7 +13,7 @@ from django.db import transaction
 from django.test import Client
 from django.utils import timezone
 
-from approvals import audit, policy, selectors
+from approvals import audit, policy
 from approvals.models import ApprovalRequest, AuditEntry, Decision
 from artifacts import store
 from artifacts.models import Artifact, ArtifactVersion
