@@ -58,8 +58,7 @@ def apply(
     before = execution.status
     getattr(execution, name)()
     execution.status_changed_at = timezone.now()
-    if reason or name in ("flag", "fail", "cancel"):
-        execution.status_reason = reason
+    execution.status_reason = reason  # the reason for *this* status; none clears the last one
     fields = {"status", "status_changed_at", "status_reason", "updated_at", *update_fields}
     execution.save(update_fields=sorted(fields))
     return record(

@@ -15,5 +15,6 @@ urlpatterns = [
     path("executions/<str:ref>/cancel/", views.execution_cancel, name="cancel"),
     path("executions/<str:ref>/resume/", views.execution_resume, name="resume"),
     path("executions/<str:ref>/resolve/", views.action_resolve, name="resolve"),
+    path("executions/<str:ref>/redraft/", views.execution_redraft, name="redraft"),
     path("executions/<str:ref>/approvals/<int:approval_id>/decide/", approval_views.decide, name="decide"),
 ]

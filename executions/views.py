@@ -11,6 +11,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from approvals import policy
+from approvals import services as approval_services
 from approvals.models import ApprovalRequest
 from artifacts.rendering import render_artifact
 
@@ -94,6 +95,8 @@ def detail_context(request: HttpRequest, execution: Execution) -> dict:
         and (request.user.has_perm(services.OPERATE) or execution.created_by_id == request.user.pk),
         "can_resume": execution.status == Status.NEEDS_ATTENTION and request.user.has_perm(services.OPERATE),
         "can_resolve": execution.status == Status.NEEDS_ATTENTION and request.user.has_perm(services.OPERATE),
+        "can_redraft": request_obj is not None
+        and (request.user.has_perm(services.OPERATE) or execution.created_by_id == request.user.pk),
         "event_id": uuid.uuid4().hex,
     }
 
@@ -154,4 +157,18 @@ def action_resolve(request: HttpRequest, ref: str) -> HttpResponse:
         messages.error(request, exc.message)
     else:
         messages.success(request, f"Resolved {action.key} as {action.status}.")
+    return redirect("executions:detail", ref=ref)
+
+
+@login_required
+@require_POST
+def execution_redraft(request: HttpRequest, ref: str) -> HttpResponse:
+    try:
+        execution = approval_services.execution_redraft(
+            ref=ref, user=request.user, instruction=request.POST.get("instruction", "")
+        )
+    except ServiceError as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(request, f"Asked for a new draft of {execution.ref}; the pending approval was superseded.")
     return redirect("executions:detail", ref=ref)

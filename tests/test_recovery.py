@@ -209,3 +209,33 @@ def test_s19_old_executions_finish_on_their_pinned_version(stack, people, api_as
     assert old_steps == [(s, 1) for s in ["retrieve_figures", "analyze", "draft_report", "review", "publish", "notify"]]
     new_steps = [s for s, _ in StepRun.objects.filter(execution_id=pk(new_ref)).values_list("step", "workflow_version")]
     assert "board_summary" in new_steps
+
+
+def test_s12_a_fresh_worker_builds_the_prompt_with_every_constraint_and_fact(stack, people, api_as):
+    stack.sandbox()
+    stack.beat()
+    stack.web()
+    doomed = stack.worker("doomed", RUNTIME_FAILPOINTS="before_step:analyze=pause")
+    requester = api_as(people["requester"])
+    constraints = ["Keep the summary under 120 words", "Name the weakest store"]
+    response = requester.post(
+        "/executions", {"workflow": "monthly_report", "input": {"month": "2026-08", "constraints": constraints}}
+    )
+    ref = response.json()["id"]
+    wait_for(lambda: stack.failpoint_reached("before_step:analyze"), what="the first context to reach analyze")
+    doomed.kill()  # the first context is gone: only what the database holds survives
+
+    stack.worker("fresh")
+    wait_status(requester, ref, "awaiting_approval")
+    analyze = StepRun.objects.get(execution_id=pk(ref), step="analyze")
+    assert analyze.worker != StepRun.objects.get(execution_id=pk(ref), step="retrieve_figures").worker
+    prompt = analyze.output["model_calls"][0]["prompt"]
+    execution = Execution.objects.get(pk=pk(ref))
+    notes = execution.context["notes"]
+    for constraint in notes["constraints"]:
+        assert f"MUST: {constraint}" in prompt
+    assert all(c in notes["constraints"] for c in constraints)
+    assert len(notes["facts"]) >= 5
+    for fact in notes["facts"]:
+        assert f"[{fact['id']}] {fact['statement']}" in prompt and fact["source"] in prompt
+    assert "retrieve_figures" in prompt  # completed steps are part of the working view
