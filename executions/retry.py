@@ -84,8 +84,7 @@ def decide(
     if kind not in policy.retry_on:
         return Decision(WHEN_NOT_RETRIED[kind], reason=f"{kind} is not retried")
     if attempt >= policy.max_attempts:
-        return Decision(WHEN_NOT_RETRIED[kind] if kind == K.OUTCOME_UNKNOWN else Verdict.FAIL,
-                        reason=f"retries exhausted: {attempt} of {policy.max_attempts} attempts")
+        return Decision(WHEN_NOT_RETRIED[kind], reason=f"retries exhausted: {attempt} of {policy.max_attempts} attempts")
     delay = backoff_seconds(policy, attempt, rng=rng)
     if kind == K.RATE_LIMITED and retry_after is not None:
         delay = max(delay, retry_after)  # the provider said when; never earlier

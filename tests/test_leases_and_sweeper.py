@@ -69,3 +69,35 @@ def test_s14_paused_worker_loses_its_lease_and_cannot_commit(stack, people, api_
     assert not StepRun.objects.filter(execution_id=pk(ref), lease_token=first_token, step="draft_report").exists()
     assert ArtifactVersion.objects.filter(artifact__execution_id=pk(ref)).count() == 1
     assert status_of(ref) == Status.AWAITING_APPROVAL
+
+
+def test_deadline_stops_executions_waiting_past_it(people, transactional_db):
+    """The sweeper fails a retry that would come after the deadline and flags a wait."""
+    from datetime import timedelta
+
+    from django.db import transaction
+    from django.utils import timezone
+
+    from executions import lifecycle
+    from executions.sweeper import sweep
+
+    def execution_in(*transitions):
+        execution = Execution.objects.create(
+            workflow="monthly_report", workflow_version=1, input={"month": "2026-08"}, input_digest="d",
+            created_by=people["requester"].user, current_step="publish",
+            deadline=timezone.now() - timedelta(seconds=1), due_at=timezone.now() + timedelta(hours=1),
+        )
+        with transaction.atomic():
+            for name in transitions:
+                execution = Execution.objects.get(pk=execution.pk)
+                lifecycle.apply(execution, name)
+        return execution
+
+    retrying = execution_in("start", "schedule_retry")
+    waiting = execution_in("start", "wait")
+    report = sweep()
+    assert set(report.past_deadline) == {retrying.pk, waiting.pk}
+    assert Execution.objects.get(pk=retrying.pk).status == Status.FAILED
+    assert "deadline" in Execution.objects.get(pk=retrying.pk).status_reason
+    assert Execution.objects.get(pk=waiting.pk).status == Status.NEEDS_ATTENTION
+    assert sweep().past_deadline == ()  # nothing left to stop

@@ -126,14 +126,18 @@ def test_overlong_event_id_is_a_message_not_a_500(people, awaiting):
     assert not Decision.objects.exists()
 
 
-@pytest.mark.parametrize("path", ["decide", "cancel", "start"])
+@pytest.mark.parametrize("path", ["decide", "cancel", "start", "resume", "resolve", "redraft", "logout"])
 def test_posts_without_a_csrf_token_are_refused(people, awaiting, path):
     execution, request = awaiting
-    client = logged_in(people["manager"], enforce_csrf_checks=True)
+    client = logged_in(people["operator"] if path in ("resume", "resolve") else people["manager"], enforce_csrf_checks=True)
     url = {
         "decide": f"/executions/{execution.ref}/approvals/{request.pk}/decide/",
         "cancel": f"/executions/{execution.ref}/cancel/",
         "start": "/executions/start/",
+        "resume": f"/executions/{execution.ref}/resume/",
+        "resolve": f"/executions/{execution.ref}/resolve/",
+        "redraft": f"/executions/{execution.ref}/redraft/",
+        "logout": "/logout/",
     }[path]
     assert client.post(url, decide_form(request) | {"workflow": "monthly_report", "month": "2026-08"}).status_code == 403
     assert not Decision.objects.exists()

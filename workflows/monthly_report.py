@@ -45,6 +45,7 @@ flow = registry.register(
             f"Analyze {retail.month_label(data['month'])} business performance, prepare a report, "
             "and publish it to the management team after a manager approves it."
         ),
+        deadline_seconds=30 * 24 * 3600,  # a monthly report older than a month is moot
         constraints=lambda data: [
             f"Use only figures from {retail.SNAPSHOT_ID}; never estimate or invent numbers.",
             "Publish only the exact report version a manager approved.",

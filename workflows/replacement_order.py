@@ -49,6 +49,7 @@ flow = registry.register(
         version=1,
         title="Replacement order",
         parse_input=parse_input,
+        deadline_seconds=14 * 24 * 3600,  # a replacement that takes longer needs a person anyway
         goal=lambda data: (
             f"Send the customer of {data['original_order']} a replacement for the items that arrived damaged, "
             "through the order service, after a manager approves the proposal, and confirm it to the customer."
