@@ -123,52 +123,58 @@ def execution_live(request: HttpRequest, ref: str) -> HttpResponse:
 @login_required
 @require_POST
 def execution_cancel(request: HttpRequest, ref: str) -> HttpResponse:
-    return _operate(request, ref, services.execution_cancel, "Cancelled")
+    return _operate(
+        request, ref, lambda: services.execution_cancel(ref=ref, user=request.user, reason=_field(request, "reason")),
+        lambda execution: f"Cancelled {execution.ref}.",
+    )
 
 
 @login_required
 @require_POST
 def execution_resume(request: HttpRequest, ref: str) -> HttpResponse:
-    return _operate(request, ref, services.execution_resume, "Resumed")
-
-
-def _operate(request: HttpRequest, ref: str, service, verb: str) -> HttpResponse:
-    try:
-        execution = service(ref=ref, user=request.user, reason=request.POST.get("reason", "").strip())
-    except ServiceError as exc:
-        messages.error(request, exc.message)
-    else:
-        messages.success(request, f"{verb} {execution.ref}.")
-    return redirect("executions:detail", ref=ref)
+    return _operate(
+        request, ref, lambda: services.execution_resume(ref=ref, user=request.user, reason=_field(request, "reason")),
+        lambda execution: f"Resumed {execution.ref}.",
+    )
 
 
 @login_required
 @require_POST
 def action_resolve(request: HttpRequest, ref: str) -> HttpResponse:
-    key = request.POST.get("key", "")
-    try:
-        action = services.action_resolve(
-            key=key,
+    return _operate(
+        request,
+        ref,
+        lambda: services.action_resolve(
+            key=_field(request, "key"),
             user=request.user,
-            outcome=request.POST.get("outcome", ""),
-            evidence=request.POST.get("evidence", ""),
-        )
-    except ServiceError as exc:
-        messages.error(request, exc.message)
-    else:
-        messages.success(request, f"Resolved {action.key} as {action.status}.")
-    return redirect("executions:detail", ref=ref)
+            outcome=_field(request, "outcome"),
+            evidence=_field(request, "evidence"),
+        ),
+        lambda action: f"Resolved {action.key} as {action.status}.",
+    )
 
 
 @login_required
 @require_POST
 def execution_redraft(request: HttpRequest, ref: str) -> HttpResponse:
+    return _operate(
+        request,
+        ref,
+        lambda: approval_services.execution_redraft(ref=ref, user=request.user, instruction=_field(request, "instruction")),
+        lambda execution: f"Asked for a new draft of {execution.ref}; the pending approval was superseded.",
+    )
+
+
+def _field(request: HttpRequest, name: str) -> str:
+    return request.POST.get(name, "").strip()
+
+
+def _operate(request: HttpRequest, ref: str, call, success) -> HttpResponse:
+    """Run one service call for an operator form; its refusal becomes a message, never a 500."""
     try:
-        execution = approval_services.execution_redraft(
-            ref=ref, user=request.user, instruction=request.POST.get("instruction", "")
-        )
+        result = call()
     except ServiceError as exc:
         messages.error(request, exc.message)
     else:
-        messages.success(request, f"Asked for a new draft of {execution.ref}; the pending approval was superseded.")
+        messages.success(request, success(result))
     return redirect("executions:detail", ref=ref)

@@ -36,6 +36,17 @@ class StepKind(StrEnum):
     EFFECT = "effect"  # an external side effect, only through the ledger
 
 
+def parse_constraints(raw: JSON) -> list[str]:
+    """The optional ``constraints`` input every workflow accepts: extra mandatory
+    instructions for the agent. Raises InvalidInput naming ``input.constraints``."""
+    from .errors import InvalidInput
+
+    constraints = raw.get("constraints", [])
+    if not isinstance(constraints, list) or not all(isinstance(c, str) and c.strip() for c in constraints):
+        raise InvalidInput("input.constraints", "must be a list of non-empty strings")
+    return [c.strip() for c in constraints]
+
+
 @dataclass(frozen=True, kw_only=True)
 class Effect:
     """One external side effect, described before it happens.

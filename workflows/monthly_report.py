@@ -14,7 +14,7 @@ from django.conf import settings
 from executions import registry
 from executions.errors import InvalidInput
 from executions.retry import RetryPolicy
-from executions.workflow import ApproverPolicy, Effect, Workflow
+from executions.workflow import ApproverPolicy, Effect, Workflow, parse_constraints
 
 from . import retail, services_client
 
@@ -29,10 +29,7 @@ def parse_input(raw: dict[str, Any]) -> dict[str, Any]:
         retail.month_figures(raw["month"])  # the snapshot decides which months exist
     except retail.UnknownMonth as exc:
         raise InvalidInput("input.month", str(exc)) from None
-    constraints = raw.get("constraints", [])
-    if not isinstance(constraints, list) or not all(isinstance(c, str) and c.strip() for c in constraints):
-        raise InvalidInput("input.constraints", "must be a list of non-empty strings")
-    return {"month": raw["month"], "constraints": [c.strip() for c in constraints]}
+    return {"month": raw["month"], "constraints": parse_constraints(raw)}
 
 
 flow = registry.register(

@@ -20,7 +20,7 @@ from django.conf import settings
 
 from executions import registry
 from executions.errors import FailureKind, InvalidInput, StepFailure
-from executions.workflow import ApproverPolicy, Effect, Workflow
+from executions.workflow import ApproverPolicy, Effect, Workflow, parse_constraints
 
 from . import orders, services_client
 
@@ -37,10 +37,7 @@ def parse_input(raw: dict[str, Any]) -> dict[str, Any]:
         orders.get_order(raw["original_order"])  # the catalogue decides which orders exist
     except orders.UnknownOrder as exc:
         raise InvalidInput("input.original_order", str(exc)) from None
-    constraints = raw.get("constraints", [])
-    if not isinstance(constraints, list) or not all(isinstance(c, str) and c.strip() for c in constraints):
-        raise InvalidInput("input.constraints", "must be a list of non-empty strings")
-    return {"original_order": raw["original_order"], "constraints": [c.strip() for c in constraints]}
+    return {"original_order": raw["original_order"], "constraints": parse_constraints(raw)}
 
 
 flow = registry.register(
