@@ -32,6 +32,7 @@ def start_and_wait(stack, people, api_as, workflow="monthly_report", data=None, 
 
 
 def test_s06_changes_then_a_new_version_while_v2_awaits_needs_its_own_decision(stack, people, api_as):
+    """S06: a new report version is created after V2 was approved or while V2 awaits."""
     requester, ref, v1 = start_and_wait(stack, people, api_as)
     manager = api_as(people["manager"])
 
@@ -71,6 +72,7 @@ def test_s06_changes_then_a_new_version_while_v2_awaits_needs_its_own_decision(s
 
 
 def test_s06_a_version_created_after_the_approval_is_refused_before_the_effect(stack, people, api_as):
+    """S06: a new report version is created after V2 was approved or while V2 awaits."""
     requester, ref, v1 = start_and_wait(
         stack, people, api_as, RUNTIME_FAILPOINTS="before_step:publish=sleep:3"
     )
@@ -92,6 +94,7 @@ def test_s06_a_version_created_after_the_approval_is_refused_before_the_effect(s
 
 
 def test_s17_approval_expires_then_needs_attention_and_nothing_is_published(stack, people, api_as):
+    """S17: approval expires."""
     requester, ref, v1 = start_and_wait(stack, people, api_as, APPROVAL_TTL_SECONDS="2")
     assert ApprovalRequest.objects.get(pk=v1["id"]).expires_at is not None
     flagged = wait_status(requester, ref, "needs_attention", timeout=30)
@@ -105,6 +108,7 @@ def test_s17_approval_expires_then_needs_attention_and_nothing_is_published(stac
 
 
 def test_s17_expired_order_proposal_is_cancelled_by_its_workflow_policy(stack, people, api_as):
+    """S17: approval expires."""
     requester, ref, _ = start_and_wait(
         stack, people, api_as, workflow="replacement_order", data={"original_order": "ORD-1001"}, APPROVAL_TTL_SECONDS="2"
     )
@@ -114,6 +118,7 @@ def test_s17_expired_order_proposal_is_cancelled_by_its_workflow_policy(stack, p
 
 
 def test_s18_no_authority_or_self_approval_is_refused_and_logged(stack, people, api_as):
+    """S18: a user without authority, or the requester themself, approves."""
     requester, ref, v1 = start_and_wait(stack, people, api_as)
     # A manager-like user with the general permission but not the per-action one.
     half = get_user_model().objects.create_user("half_manager", password="x")

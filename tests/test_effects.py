@@ -35,6 +35,7 @@ def to_approval(stack, people, api_as, **worker_env):
 
 
 def test_s04_publish_succeeds_then_worker_dies_before_recording(stack, people, api_as):
+    """S04: the publish call succeeds at the service, the worker is SIGKILLed before recording."""
     doomed, requester, manager, ref, approval = to_approval(
         stack, people, api_as, RUNTIME_FAILPOINTS="after_effect_call:publish=crash"
     )
@@ -53,6 +54,7 @@ def test_s04_publish_succeeds_then_worker_dies_before_recording(stack, people, a
 
 
 def test_s05_publish_times_out_after_the_service_committed(stack, people, api_as):
+    """S05: the publish call times out after the service committed."""
     _, requester, manager, ref, approval = to_approval(stack, people, api_as)
     fault(stack, endpoint="/reports/publish", fault="commit_then_hang", count=1, hang_seconds=6)
     assert manager.decide(ref, approval).status_code == 202
@@ -66,6 +68,7 @@ def test_s05_publish_times_out_after_the_service_committed(stack, people, api_as
 
 
 def test_s07_cancel_while_awaiting_approval(stack, people, api_as):
+    """S07: cancel while awaiting approval, while running, and during an effect's retry wait."""
     _, requester, _, ref, approval = to_approval(stack, people, api_as)
     answer = requester.post(f"/executions/{ref}/cancel", {"reason": "not needed"})
     assert answer.status_code == 200 and answer.json()["status"] == "cancelled"
@@ -79,6 +82,7 @@ def test_s07_cancel_while_awaiting_approval(stack, people, api_as):
 
 
 def test_s07_cancel_while_running_before_the_effect(stack, people, api_as):
+    """S07: cancel while awaiting approval, while running, and during an effect's retry wait."""
     _, requester, manager, ref, approval = to_approval(
         stack, people, api_as, RUNTIME_FAILPOINTS="before_step:publish=sleep:3"
     )
@@ -92,6 +96,7 @@ def test_s07_cancel_while_running_before_the_effect(stack, people, api_as):
 
 
 def test_s07_cancel_during_an_effects_retry_wait(stack, people, api_as):
+    """S07: cancel while awaiting approval, while running, and during an effect's retry wait."""
     _, requester, manager, ref, approval = to_approval(stack, people, api_as)
     fault(stack, endpoint="/reports/publish", fault="rate_limit", count=1, retry_after=5)
     assert manager.decide(ref, approval).status_code == 202
@@ -105,6 +110,7 @@ def test_s07_cancel_during_an_effects_retry_wait(stack, people, api_as):
 
 
 def test_s08_transient_500_then_success(stack, people, api_as):
+    """S08: a transient 500, then success."""
     _, requester, manager, ref, approval = to_approval(stack, people, api_as)
     fault(stack, endpoint="/reports/publish", fault="error_500", count=1)
     assert manager.decide(ref, approval).status_code == 202
@@ -117,6 +123,7 @@ def test_s08_transient_500_then_success(stack, people, api_as):
 
 
 def test_s09_rate_limited_waits_at_least_retry_after(stack, people, api_as):
+    """S09: 429 with Retry-After."""
     _, requester, manager, ref, approval = to_approval(stack, people, api_as)
     fault(stack, endpoint="/reports/publish", fault="rate_limit", count=1, retry_after=3)
     assert manager.decide(ref, approval).status_code == 202
@@ -130,6 +137,7 @@ def test_s09_rate_limited_waits_at_least_retry_after(stack, people, api_as):
 
 
 def test_s10_invalid_input_is_not_retried(stack, people, api_as):
+    """S10: invalid tool input (the service answers 422/400)."""
     _, requester, manager, ref, approval = to_approval(stack, people, api_as)
     fault(stack, endpoint="/reports/publish", fault="error_400", count=5)
     assert manager.decide(ref, approval).status_code == 202
@@ -140,6 +148,7 @@ def test_s10_invalid_input_is_not_retried(stack, people, api_as):
 
 
 def test_s11_permission_denied_is_not_retried_blindly(stack, people, api_as):
+    """S11: permission denied (403)."""
     _, requester, manager, ref, approval = to_approval(stack, people, api_as)
     fault(stack, endpoint="/reports/publish", fault="error_403", count=5)
     assert manager.decide(ref, approval).status_code == 202
@@ -150,6 +159,7 @@ def test_s11_permission_denied_is_not_retried_blindly(stack, people, api_as):
 
 
 def test_s20_retries_exhausted_stop_within_limits(stack, people, api_as):
+    """S20: retries exhausted on a transient failure."""
     _, requester, manager, ref, approval = to_approval(stack, people, api_as)
     fault(stack, endpoint="/reports/publish", fault="error_500", count=20)
     assert manager.decide(ref, approval).status_code == 202

@@ -19,6 +19,7 @@ def status_of(ref: str) -> str:
 
 
 def test_s15_message_lost_after_commit_sweeper_redispatches(stack, people, api_as):
+    """S15: the Celery message is lost after commit (broker down or flushed)."""
     stack.sandbox()
     stack.web()
     ref = api_as(people["requester"]).start()["id"]
@@ -49,7 +50,7 @@ def test_heartbeat_keeps_the_lease_through_a_long_step(stack, people, api_as):
 
 
 def test_s14_paused_worker_loses_its_lease_and_cannot_commit(stack, people, api_as):
-    """SIGSTOP a worker mid-step past its lease; another takes over; SIGCONT: fenced out."""
+    """S14: SIGSTOP a worker mid-step past its lease; another takes over; SIGCONT: fenced out."""
     stack.sandbox()
     stack.beat()
     stack.web()

@@ -18,6 +18,7 @@ def succeeded_runs(ref: str, step: str) -> int:
 
 
 def test_s01_worker_killed_after_analyze_resumes_at_next_step(stack, people, api_as):
+    """S01: SIGKILL the worker after "analyze" finished."""
     stack.sandbox()
     stack.beat()
     stack.web()
@@ -45,6 +46,7 @@ def test_s01_worker_killed_after_analyze_resumes_at_next_step(stack, people, api
 
 
 def test_s02_restart_every_process_while_awaiting_approval(stack, people, api_as):
+    """S02: restart web, worker and beat while awaiting approval."""
     sandbox = stack.sandbox()
     procs = [stack.worker(), stack.beat(), stack.web()]
     requester = api_as(people["requester"])
@@ -72,6 +74,7 @@ def test_s02_restart_every_process_while_awaiting_approval(stack, people, api_as
 
 
 def test_s03_the_same_approval_submitted_twice_is_processed_once(stack, people, api_as):
+    """S03: the same approval submitted twice (double click, API retry, two tabs)."""
     stack.sandbox()
     stack.worker()
     stack.web()
@@ -98,6 +101,7 @@ def test_s03_the_same_approval_submitted_twice_is_processed_once(stack, people, 
 
 
 def test_s03_concurrent_identical_approvals_from_two_threads(stack, people, api_as):
+    """S03: the same approval submitted twice (double click, API retry, two tabs)."""
     stack.sandbox()
     stack.worker()
     stack.web()
@@ -128,6 +132,7 @@ def test_s03_concurrent_identical_approvals_from_two_threads(stack, people, api_
 
 
 def test_s13_duplicate_messages_two_workers_one_runs_each_step(stack, people, api_as):
+    """S13: two workers get the same execution at once (duplicate Celery message)."""
     stack.sandbox()
     slow = "before_step:retrieve_figures=sleep:1.5,before_step:publish=sleep:1.5"
     stack.worker("a", RUNTIME_FAILPOINTS=slow)
@@ -151,6 +156,7 @@ def test_s13_duplicate_messages_two_workers_one_runs_each_step(stack, people, ap
 
 
 def test_s13_two_claims_at_the_same_instant_one_wins(people, transactional_db):
+    """S13: two workers get the same execution at once (duplicate Celery message)."""
     from django.db import connection
 
     from executions.leases import acquire
@@ -181,6 +187,7 @@ def test_s13_two_claims_at_the_same_instant_one_wins(people, transactional_db):
 
 
 def test_s19_old_executions_finish_on_their_pinned_version(stack, people, api_as):
+    """S19: a new workflow version is deployed while executions of the old one wait."""
     stack.sandbox()
     procs = [stack.worker(), stack.web()]
     requester, manager = api_as(people["requester"]), api_as(people["manager"])
@@ -212,6 +219,7 @@ def test_s19_old_executions_finish_on_their_pinned_version(stack, people, api_as
 
 
 def test_s12_a_fresh_worker_builds_the_prompt_with_every_constraint_and_fact(stack, people, api_as):
+    """S12: a fresh worker/model context picks up mid-task ("restart after context compaction")."""
     stack.sandbox()
     stack.beat()
     stack.web()

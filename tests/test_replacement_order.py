@@ -195,6 +195,7 @@ def test_replacement_order_happy_path_through_the_api(stack, people, api_as):
 
 
 def test_s16_order_service_without_idempotency_drops_connection_after_creating_order(stack, people, api_as):
+    """S16: an order service without idempotency drops the connection after creating the order."""
     up(stack, ORDER_SERVICE_HONORS_KEYS="false")
     orders_mode(stack, idempotent=False)
     requester, manager = api_as(people["requester"]), api_as(people["manager"])
@@ -223,6 +224,7 @@ def test_s16_order_service_without_idempotency_drops_connection_after_creating_o
 
 
 def test_s16_unknowable_outcome_pauses_for_an_operator(stack, people, api_as):
+    """S16: an order service without idempotency drops the connection after creating the order."""
     up(stack, ORDER_SERVICE_HONORS_KEYS="false")
     orders_mode(stack, idempotent=False)
     requester, manager = api_as(people["requester"]), api_as(people["manager"])
@@ -257,6 +259,7 @@ def test_s16_unknowable_outcome_pauses_for_an_operator(stack, people, api_as):
 
 
 def test_s16_reference_mode_never_resends_when_the_lookup_finds_nothing(stack, people, api_as):
+    """S16: an order service without idempotency drops the connection after creating the order."""
     up(stack, ORDER_SERVICE_HONORS_KEYS="false")
     orders_mode(stack, idempotent=False)
     requester, manager = api_as(people["requester"]), api_as(people["manager"])
@@ -282,6 +285,7 @@ def test_s16_reference_mode_never_resends_when_the_lookup_finds_nothing(stack, p
 
 
 def test_s16_idempotent_mode_retries_with_the_same_key(stack, people, api_as):
+    """S16: an order service without idempotency drops the connection after creating the order."""
     up(stack, ORDER_SERVICE_HONORS_KEYS="true")
     orders_mode(stack, idempotent=True)
     requester, manager = api_as(people["requester"]), api_as(people["manager"])
@@ -304,6 +308,7 @@ def test_s16_idempotent_mode_retries_with_the_same_key(stack, people, api_as):
 
 
 def test_s16_idempotent_mode_resends_with_the_same_key_when_the_lookup_finds_nothing(stack, people, api_as):
+    """S16: an order service without idempotency drops the connection after creating the order."""
     up(stack, ORDER_SERVICE_HONORS_KEYS="true")
     orders_mode(stack, idempotent=True)
     requester, manager = api_as(people["requester"]), api_as(people["manager"])
