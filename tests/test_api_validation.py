@@ -128,3 +128,14 @@ def test_cancel_needs_operator_or_starter(client, people):
 def test_odd_execution_ids_are_404_not_500(client, people, ref):
     assert client.get(f"/api/executions/{ref}", **bearer(people["requester"])).status_code == 404
     assert client.get(f"/api/executions?cursor={ref}", **bearer(people["requester"])).status_code == 422
+
+
+def test_listing_a_page_of_executions_costs_a_fixed_number_of_queries(client, people, django_assert_max_num_queries):
+    for month in ["2026-01", "2026-02", "2026-03", "2026-04", "2026-05", "2026-06"]:
+        Execution.objects.create(
+            workflow="monthly_report", workflow_version=1, input={"month": month}, input_digest=month,
+            created_by=people["requester"].user,
+        )
+    with django_assert_max_num_queries(10):
+        response = client.get("/api/executions", **bearer(people["requester"]))
+    assert response.status_code == 200 and len(response.json()["items"]) == 6
