@@ -13,7 +13,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
-from artifacts.rendering import render_artifact
+from artifacts.rendering import render_artifact, version_diff
 
 from . import audit, policy, selectors
 from .models import AuditEntry
@@ -60,7 +60,7 @@ def approval_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "execution": approval.execution,
         "version": version,
         "decision": selectors.decision_of(approval),
-        "diff": selectors.version_diff(version),
+        "diff": version_diff(version),
         "artifact_html": render_artifact(version),
         "refusal": refusal,
         "is_open": is_open,

@@ -17,9 +17,6 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import Count, Q, QuerySet
 from django.utils import timezone
 
-from artifacts.models import ArtifactVersion
-from artifacts.rendering import unavailable_message
-from artifacts.services import artifact_version_diff, previous_version
 from executions.models import ExecutionEvent, Status
 
 from . import policy
@@ -105,43 +102,6 @@ def decision_of(request: ApprovalRequest) -> Decision | None:
         return request.decision
     except Decision.DoesNotExist:
         return None
-
-
-@dataclass(frozen=True)
-class DiffLine:
-    kind: str  # file, hunk, add, del, ctx
-    text: str
-
-
-@dataclass(frozen=True)
-class VersionDiff:
-    previous: ArtifactVersion | None
-    lines: list[DiffLine] = field(default_factory=list)
-    error: str = ""
-
-
-def _classify(line: str) -> DiffLine:
-    if line.startswith(("+++", "---")):
-        return DiffLine("file", line)
-    if line.startswith("@@"):
-        return DiffLine("hunk", line)
-    if line.startswith("+"):
-        return DiffLine("add", line)
-    if line.startswith("-"):
-        return DiffLine("del", line)
-    return DiffLine("ctx", line)
-
-
-def version_diff(version: ArtifactVersion) -> VersionDiff:
-    """The unified diff from the previous version to ``version`` (none for a first version)."""
-    older = previous_version(version)
-    if older is None:
-        return VersionDiff(previous=None)
-    try:
-        lines = artifact_version_diff(older, version)
-    except Exception as exc:  # noqa: BLE001 - corrupt, missing or binary content, any storage: say so, don't 500
-        return VersionDiff(previous=older, error=f"Diff unavailable. {unavailable_message(exc)}")
-    return VersionDiff(previous=older, lines=[_classify(line) for line in lines])
 
 
 # --- The audit history ------------------------------------------------------------

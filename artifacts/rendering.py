@@ -6,12 +6,15 @@ execution page and the version page both use it.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import html
 
 import markdown
 from django.utils.safestring import SafeString, mark_safe
 
-from .services import artifact_version_content
+from .models import ArtifactVersion
+from .services import artifact_version_content, artifact_version_diff, previous_version
 from .store import CorruptArtifact
 
 
@@ -41,3 +44,39 @@ def render_artifact(version) -> SafeString:
         return mark_safe(f'<p class="error" role="alert">{html.escape(unavailable_message(exc))}</p>')
     return render_source(version.content_type, source)
 
+
+@dataclass(frozen=True)
+class DiffLine:
+    kind: str  # file, hunk, add, del, ctx
+    text: str
+
+
+@dataclass(frozen=True)
+class VersionDiff:
+    previous: ArtifactVersion | None
+    lines: list[DiffLine] = field(default_factory=list)
+    error: str = ""
+
+
+def _classify(line: str) -> DiffLine:
+    if line.startswith(("+++", "---")):
+        return DiffLine("file", line)
+    if line.startswith("@@"):
+        return DiffLine("hunk", line)
+    if line.startswith("+"):
+        return DiffLine("add", line)
+    if line.startswith("-"):
+        return DiffLine("del", line)
+    return DiffLine("ctx", line)
+
+
+def version_diff(version: ArtifactVersion) -> VersionDiff:
+    """The unified diff from the previous version to ``version`` (none for a first version)."""
+    older = previous_version(version)
+    if older is None:
+        return VersionDiff(previous=None)
+    try:
+        lines = artifact_version_diff(older, version)
+    except Exception as exc:  # noqa: BLE001 - corrupt, missing or binary content, any storage: say so, don't 500
+        return VersionDiff(previous=older, error=unavailable_message(exc))
+    return VersionDiff(previous=older, lines=[_classify(line) for line in lines])

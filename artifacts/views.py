@@ -12,8 +12,8 @@ from django.utils.http import parse_etags
 from django.views.decorators.http import require_GET
 
 from .models import Artifact, ArtifactVersion
-from .rendering import render_artifact, unavailable_message
-from .services import artifact_version_content, artifact_version_diff, previous_version
+from .rendering import render_artifact, unavailable_message, version_diff
+from .services import artifact_version_content
 
 log = logging.getLogger(__name__)
 
@@ -40,24 +40,6 @@ def _version_or_404(ref: str, number: int) -> ArtifactVersion:
     return version
 
 
-def _diff_rows(lines: list[str]) -> list[tuple[str, str]]:
-    """Unified diff lines with the class that styles them."""
-    rows = []
-    for line in lines:
-        if line.startswith(("+++", "---")):
-            kind = "meta"
-        elif line.startswith("@@"):
-            kind = "hunk"
-        elif line.startswith("+"):
-            kind = "add"
-        elif line.startswith("-"):
-            kind = "del"
-        else:
-            kind = "ctx"
-        rows.append((kind, line))
-    return rows
-
-
 @login_required
 @require_GET
 def artifact_latest(request: HttpRequest, artifact_ref: str) -> HttpResponse:
@@ -72,13 +54,7 @@ def artifact_latest(request: HttpRequest, artifact_ref: str) -> HttpResponse:
 @require_GET
 def version_detail(request: HttpRequest, artifact_ref: str, number: int) -> HttpResponse:
     version = _version_or_404(artifact_ref, number)
-    previous = previous_version(version)
-    diff_rows, diff_error = [], ""
-    if previous is not None:
-        try:
-            diff_rows = _diff_rows(artifact_version_diff(previous, version))
-        except Exception as exc:  # either side corrupt, missing or binary: say so
-            diff_error = unavailable_message(exc)
+    diff = version_diff(version)
     return render(
         request,
         "artifacts/version.html",
@@ -87,10 +63,9 @@ def version_detail(request: HttpRequest, artifact_ref: str, number: int) -> Http
             "execution": version.artifact.execution,
             "version": version,
             "versions": list(version.artifact.versions.only("number", "created_at", "sha256", "artifact_id")),
-            "previous": previous,
+            "previous": diff.previous,
             "content_html": render_artifact(version),
-            "diff_rows": diff_rows,
-            "diff_error": diff_error,
+            "diff": diff,
         },
     )
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import Prefetch, QuerySet
+from django.db.models import Prefetch, QuerySet, prefetch_related_objects
 
 from approvals.models import ApprovalRequest
 from artifacts.models import ArtifactVersion
@@ -55,10 +55,11 @@ def artifact_versions(execution: Execution) -> QuerySet[ArtifactVersion]:
     return ArtifactVersion.objects.filter(artifact__execution=execution).select_related("artifact")
 
 
-def with_payload_relations(rows: QuerySet[Execution]) -> QuerySet[Execution]:
-    """Prefetch what ``execution_payload`` reads, so a page of executions costs a fixed
-    number of queries instead of a few per row."""
-    return rows.select_related("created_by").prefetch_related(
+def prefetch_payloads(executions: list[Execution]) -> list[Execution]:
+    """Load what ``execution_payload`` reads for a whole page at once, so the page
+    costs a fixed number of queries instead of a few per execution."""
+    prefetch_related_objects(
+        executions,
         "actions",
         Prefetch(
             "approval_requests",
@@ -72,10 +73,11 @@ def with_payload_relations(rows: QuerySet[Execution]) -> QuerySet[Execution]:
             queryset=ArtifactVersion.objects.select_related("artifact").order_by("number"),
         ),
     )
+    return executions
 
 
 def execution_payload(execution: Execution) -> dict[str, Any]:
-    if hasattr(execution, "pending_requests"):  # prefetched by with_payload_relations
+    if hasattr(execution, "pending_requests"):  # loaded by prefetch_payloads
         pending = execution.pending_requests[0] if execution.pending_requests else None
         versions = [v for artifact in execution.artifacts.all() for v in artifact.versions.all()]
     else:
@@ -115,7 +117,7 @@ def execution_page(
     *, status: str | None = None, workflow: str | None = None, cursor: str | None = None, limit: int = PAGE_SIZE
 ) -> tuple[list[Execution], str | None]:
     """Newest first. ``cursor`` is the ``next`` of the previous page."""
-    rows = with_payload_relations(Execution.objects.order_by("-id"))
+    rows = Execution.objects.select_related("created_by").order_by("-id")
     if status:
         if status not in Status.values:
             raise InvalidInput("status", f"unknown status {status!r}; one of {', '.join(Status.values)}")

@@ -87,7 +87,6 @@ def detail_context(request: HttpRequest, execution: Execution) -> dict:
         "actions": execution.actions.all(),
         "versions": versions,
         "latest": latest,
-        "latest_html": render_artifact(latest) if latest else "",
         "approval": request_obj,
         "decisions": ApprovalRequest.objects.filter(execution=execution).select_related("decision__decided_by"),
         "can_decide": _can_decide(request.user, request_obj),
@@ -109,7 +108,10 @@ def _can_decide(user, approval: ApprovalRequest | None) -> bool:
 @require_GET
 def execution_detail(request: HttpRequest, ref: str) -> HttpResponse:
     execution = _execution_or_404(ref)
-    return render(request, "executions/detail.html", detail_context(request, execution))
+    context = detail_context(request, execution)
+    # Rendered for the full page only: the live partials poll and never show it.
+    context["latest_html"] = render_artifact(context["latest"]) if context["latest"] else ""
+    return render(request, "executions/detail.html", context)
 
 
 @login_required
