@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/keel
 TEST_BROKER_URL ?= redis://127.0.0.1:6379/15
 
-.PHONY: run test install install-test services bench chaos clean
+.PHONY: run test lint install install-test services bench chaos clean
 
 install: $(VENV)/.installed
 install-test: $(VENV)/.installed-test
@@ -29,7 +29,12 @@ run: install
 services:
 	scripts/ensure-services
 
-test: install-test services
+# The house rules, checked by tools: formatting and lint (ruff).
+lint: install-test
+	$(BIN)/ruff format --check .
+	$(BIN)/ruff check .
+
+test: install-test lint services
 	DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_BROKER_URL) $(BIN)/python -m pytest $(PYTEST_ARGS)
 
 bench: install-test services

@@ -80,6 +80,9 @@ class Decision(models.Model):
         ordering = ["id"]
         triggers = [pgtrigger.Protect(name="decision_append_only", operation=pgtrigger.Update | pgtrigger.Delete)]
 
+    def __str__(self) -> str:
+        return f"{self.decision} on approval {self.request_id}"
+
 
 class AuditEntry(models.Model):
     """The audit trail: who did or tried what to which approval, and what they saw.
@@ -98,8 +101,12 @@ class AuditEntry(models.Model):
 
     kind = models.CharField(max_length=20, choices=Kind.choices, db_index=True)
     request = models.ForeignKey(ApprovalRequest, null=True, blank=True, on_delete=models.PROTECT, related_name="audit")
-    execution = models.ForeignKey("executions.Execution", null=True, blank=True, on_delete=models.PROTECT, related_name="+")
-    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    execution = models.ForeignKey(
+        "executions.Execution", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
     actor_label = models.CharField(max_length=200, blank=True, default="")
     artifact_version = models.PositiveIntegerField(null=True, blank=True)
     content_sha256 = models.CharField(max_length=64, blank=True, default="")
@@ -109,3 +116,6 @@ class AuditEntry(models.Model):
     class Meta:
         ordering = ["id"]
         triggers = [pgtrigger.Protect(name="audit_entry_append_only", operation=pgtrigger.Update | pgtrigger.Delete)]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.actor_label} #{self.request_id}"

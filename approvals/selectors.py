@@ -184,9 +184,7 @@ def approval_history(filters: HistoryFilters | None = None) -> QuerySet[Approval
 def history_workflows() -> list[str]:
     """Workflow names that have approval requests (the filter's choices)."""
     return list(
-        ApprovalRequest.objects.order_by("execution__workflow")
-        .values_list("execution__workflow", flat=True)
-        .distinct()
+        ApprovalRequest.objects.order_by("execution__workflow").values_list("execution__workflow", flat=True).distinct()
     )
 
 
@@ -220,12 +218,7 @@ def _event_window(request: ApprovalRequest) -> QuerySet[ExecutionEvent]:
     events = ExecutionEvent.objects.filter(execution_id=request.execution_id)
     asked = events.filter(type="approval.requested", payload__approval_id=request.pk).order_by("id").first()
     window = events.filter(id__gte=asked.pk) if asked else events.filter(created_at__gte=request.created_at)
-    following = (
-        window.filter(type="approval.requested")
-        .exclude(payload__approval_id=request.pk)
-        .order_by("id")
-        .first()
-    )
+    following = window.filter(type="approval.requested").exclude(payload__approval_id=request.pk).order_by("id").first()
     if following is not None:
         window = window.filter(id__lt=following.pk)
     return window.select_related("actor").order_by("id")

@@ -17,9 +17,9 @@ from django.db import IntegrityError, transaction
 from django.db.models.functions import Now
 from django.utils import timezone
 
+from artifacts.models import ArtifactVersion
 from executions import dispatch, ledger, lifecycle
 from executions.errors import Conflict, Forbidden, InvalidInput, NotFound
-from artifacts.models import ArtifactVersion
 from executions.models import Execution, Status, ref_for
 from executions.services import OPERATE, execution_for
 
@@ -63,7 +63,9 @@ def approval_decide(
     if decision not in Decision.Verdict.values:
         raise InvalidInput("decision", f"must be one of {', '.join(Decision.Verdict.values)}")
     if not event_id or len(event_id) > 100:
-        raise InvalidInput("event_id", "required, at most 100 characters: a unique id for this decision, reused on retries")
+        raise InvalidInput(
+            "event_id", "required, at most 100 characters: a unique id for this decision, reused on retries"
+        )
     if len(comment) > 4000:
         raise InvalidInput("comment", "at most 4000 characters")
     if decision == Decision.Verdict.REQUEST_CHANGES and not comment.strip():
@@ -181,7 +183,9 @@ def _decide(*, user, execution_ref, approval_id, decision, artifact_version, con
         lifecycle.apply(execution, "resume_after_decision", actor=user, payload={"approval_id": request.pk})
         dispatch.dispatch_on_commit(execution.pk)
     elif decision == Decision.Verdict.REQUEST_CHANGES:
-        _back_to_drafting(execution, request, user=user, instruction=comment, transition_payload={"approval_id": request.pk})
+        _back_to_drafting(
+            execution, request, user=user, instruction=comment, transition_payload={"approval_id": request.pk}
+        )
     else:
         lifecycle.apply(execution, "cancel", actor=user, reason=f"rejected: {comment}".strip(": "))
     made.execution_status = execution.status
@@ -210,11 +214,13 @@ def _already_decided(existing: Decision) -> Conflict:
 def _not_pending_message(request: ApprovalRequest, seen_version: int) -> str:
     if request.status == ApprovalRequest.State.SUPERSEDED:
         newest = (
-            ArtifactVersion.objects.filter(artifact_id=request.artifact_version.artifact_id)
-            .order_by("-number")
-            .first()
+            ArtifactVersion.objects.filter(artifact_id=request.artifact_version.artifact_id).order_by("-number").first()
         )
-        now = f"the current version is V{newest.number}" if newest and newest.number > request.version else "a new version is being drafted"
+        now = (
+            f"the current version is V{newest.number}"
+            if newest and newest.number > request.version
+            else "a new version is being drafted"
+        )
         return (
             f"you decided on V{seen_version}, but the request for V{request.version} was superseded: {now}, "
             "which needs its own decision"
@@ -222,7 +228,9 @@ def _not_pending_message(request: ApprovalRequest, seen_version: int) -> str:
     return f"approval request {request.pk} for V{request.version} is {request.status}"
 
 
-def _back_to_drafting(execution: Execution, request: ApprovalRequest, *, user, instruction: str, transition_payload: dict) -> None:
+def _back_to_drafting(
+    execution: Execution, request: ApprovalRequest, *, user, instruction: str, transition_payload: dict
+) -> None:
     """Inside the caller's transaction (execution locked, awaiting ``request``'s gate):
     the next draft V(n+1) is made with ``instruction`` as a mandatory constraint."""
     notes = execution.context["notes"]
@@ -272,7 +280,9 @@ def approval_supersede(request: ApprovalRequest, *, actor_label: str, reason: st
 def supersede_older(version: ArtifactVersion, *, actor_label: str) -> None:
     """A new artifact version supersedes every pending request for its older versions."""
     for request in ApprovalRequest.objects.filter(
-        artifact_version__artifact_id=version.artifact_id, version__lt=version.number, status=ApprovalRequest.State.PENDING
+        artifact_version__artifact_id=version.artifact_id,
+        version__lt=version.number,
+        status=ApprovalRequest.State.PENDING,
     ).select_related("execution"):
         approval_supersede(request, actor_label=actor_label, reason=f"V{version.number} was created")
 
@@ -295,7 +305,12 @@ def execution_redraft(*, ref: str, user: AbstractBaseUser, instruction: str) -> 
         request = ApprovalRequest.objects.select_for_update().get(
             execution=execution, step=execution.current_step, round=execution.round
         )
-        approval_supersede(request, actor=user, actor_label=f"user:{user.get_username()}", reason=f"redraft asked: {instruction.strip()}")
+        approval_supersede(
+            request,
+            actor=user,
+            actor_label=f"user:{user.get_username()}",
+            reason=f"redraft asked: {instruction.strip()}",
+        )
         _back_to_drafting(execution, request, user=user, instruction=instruction, transition_payload={"redraft": True})
     return execution
 

@@ -41,7 +41,9 @@ def decide(request: HttpRequest, ref: str, approval_id: int) -> HttpResponse:
         if error:
             messages.error(request, error)
         else:
-            messages.success(request, f"Recorded: {outcome.get_decision_display().lower()} V{outcome.artifact_version}.")
+            messages.success(
+                request, f"Recorded: {outcome.get_decision_display().lower()} V{outcome.artifact_version}."
+            )
         return redirect("executions:detail", ref=ref)
     try:
         execution = execution_for(ref)

@@ -6,9 +6,8 @@ execution page and the version page both use it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import html
+from dataclasses import dataclass, field
 
 import markdown
 from django.utils.safestring import SafeString, mark_safe

@@ -43,7 +43,9 @@ def artifact_version_content(version: ArtifactVersion) -> bytes:
 
 
 def previous_version(version: ArtifactVersion) -> ArtifactVersion | None:
-    return ArtifactVersion.objects.filter(artifact=version.artifact, number__lt=version.number).order_by("-number").first()
+    return (
+        ArtifactVersion.objects.filter(artifact=version.artifact, number__lt=version.number).order_by("-number").first()
+    )
 
 
 def artifact_version_diff(older: ArtifactVersion | None, newer: ArtifactVersion) -> list[str]:

@@ -68,7 +68,9 @@ def get(path: str, *, expected_sha256: str) -> bytes:
         content = handle.read()
     actual = hashlib.sha256(content).hexdigest()
     if actual != expected_sha256:
-        raise CorruptArtifact(f"{path} does not match sha256 {expected_sha256} (holds {len(content)} bytes hashing to {actual})")
+        raise CorruptArtifact(
+            f"{path} does not match sha256 {expected_sha256} (holds {len(content)} bytes hashing to {actual})"
+        )
     return content
 
 

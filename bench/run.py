@@ -78,9 +78,24 @@ def main() -> None:
     with transaction.atomic():  # one transaction for the setup, not measured
         for i in range(EXECUTIONS):
             execution = Execution.objects.create(
-                workflow="bench_compute", workflow_version=1, input={"n": i}, input_digest=str(i),
-                created_by=user, current_step="s0",
-                context={"state": {}, "artifacts": {}, "notes": {"goal": "", "constraints": [], "facts": [], "completed_steps": [], "open_questions": [], "next_action": ""}},
+                workflow="bench_compute",
+                workflow_version=1,
+                input={"n": i},
+                input_digest=str(i),
+                created_by=user,
+                current_step="s0",
+                context={
+                    "state": {},
+                    "artifacts": {},
+                    "notes": {
+                        "goal": "",
+                        "constraints": [],
+                        "facts": [],
+                        "completed_steps": [],
+                        "open_questions": [],
+                        "next_action": "",
+                    },
+                },
             )
             started.append(execution.pk)
     before = xid()
@@ -112,16 +127,34 @@ def main() -> None:
     logs.mkdir(parents=True, exist_ok=True)
     workers = [
         subprocess.Popen(
-            [str(Path(sys.executable).parent / "celery"), "-A", "config", "worker", "--pool=solo", "-l", "WARNING",
-             "-n", f"bench{i}@%h", "--without-gossip", "--without-mingle", "--without-heartbeat"],
-            cwd=ROOT, env=env, stdout=open(logs / f"worker{i}.log", "w"), stderr=subprocess.STDOUT,
+            [
+                str(Path(sys.executable).parent / "celery"),
+                "-A",
+                "config",
+                "worker",
+                "--pool=solo",
+                "-l",
+                "WARNING",
+                "-n",
+                f"bench{i}@%h",
+                "--without-gossip",
+                "--without-mingle",
+                "--without-heartbeat",
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=open(logs / f"worker{i}.log", "w"),  # noqa: SIM115 - lives as long as the worker
+            stderr=subprocess.STDOUT,
         )
         for i in range(WORKERS)
     ]
     try:
         time.sleep(4)
         t0 = time.perf_counter()
-        refs = [execution_start(user=user, workflow="bench_compute", input={"n": 10_000 + i})[0].pk for i in range(E2E_EXECUTIONS)]
+        refs = [
+            execution_start(user=user, workflow="bench_compute", input={"n": 10_000 + i})[0].pk
+            for i in range(E2E_EXECUTIONS)
+        ]
         deadline = time.monotonic() + 600
         while Execution.objects.filter(pk__in=refs, status=Status.COMPLETED).count() < E2E_EXECUTIONS:
             if time.monotonic() > deadline:
@@ -177,12 +210,12 @@ runtime's own cost (checkpoint, event, lease), not the work.
 ## Write transactions per step (exact)
 
 Counted by the growth of PostgreSQL's transaction id (only write transactions take
-one) while the runner advanced {p['executions']} executions in this process.
+one) while the runner advanced {p["executions"]} executions in this process.
 
 | | measured | design floor |
 |---|---|---|
-| write transactions per execution | {p['per_execution']:.2f} | {steps} steps + 1 claim = {steps + 1} |
-| write transactions per step | {p['per_step']:.3f} | 1 (+ 1 claim per slice) |
+| write transactions per execution | {p["per_execution"]:.2f} | {steps} steps + 1 claim = {steps + 1} |
+| write transactions per step | {p["per_step"]:.3f} | 1 (+ 1 claim per slice) |
 
 The floor is one commit per compute/model step (output, checkpoint and event
 together) and one claim per slice; the last step's commit also completes the
@@ -191,14 +224,14 @@ commits for N steps.
 
 ## Throughput, one worker in-process (no broker)
 
-{p['steps']} steps in total: **{p['steps_per_s']:.0f} steps/s**, {p['ms_per_step']:.2f} ms per step
+{p["steps"]} steps in total: **{p["steps_per_s"]:.0f} steps/s**, {p["ms_per_step"]:.2f} ms per step
 (one commit, one event row, one step-run row, a fenced UPDATE, a JSON context write).
 
-## End to end: {e['workers']} Celery worker processes over Redis
+## End to end: {e["workers"]} Celery worker processes over Redis
 
-{e['executions']} executions started through `execution_start` (commit, then the
-Celery message on commit): all completed in {e['seconds']:.1f} s —
-**{e['executions_per_s']:.1f} executions/s, {e['steps_per_s']:.0f} steps/s**.
+{e["executions"]} executions started through `execution_start` (commit, then the
+Celery message on commit): all completed in {e["seconds"]:.1f} s —
+**{e["executions_per_s"]:.1f} executions/s, {e["steps_per_s"]:.0f} steps/s**.
 
 Numbers are from one run on a shared 2-core machine; compare runs on the same
 machine only.

@@ -143,12 +143,14 @@ if os.environ.get("KEEL_ARTIFACTS_S3_BUCKET"):
 BROKER_DIR = VAR_DIR / "broker"
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "filesystem://")
 if CELERY_BROKER_URL.startswith("filesystem"):
-    for sub in ("queue", "processed"):
+    for sub in ("queue", "processed", "control"):
         (BROKER_DIR / sub).mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(BROKER_DIR / "queue"),
         "data_folder_out": str(BROKER_DIR / "queue"),
         "processed_folder": str(BROKER_DIR / "processed"),
+        # kombu writes its control exchange to a relative control/ folder unless told.
+        "control_folder": str(BROKER_DIR / "control"),
         "store_processed": False,
     }
 else:
@@ -169,7 +171,11 @@ RUNTIME_SWEEP_SECONDS = env_int("RUNTIME_SWEEP_SECONDS", 5)
 # A slice ends well inside the lease and far inside the broker's visibility timeout.
 RUNTIME_SLICE_SECONDS = env_int("RUNTIME_SLICE_SECONDS", max(1, RUNTIME_LEASE_SECONDS // 3))
 RUNTIME_WORKFLOW_MODULES = [
-    m for m in os.environ.get("RUNTIME_WORKFLOW_MODULES", "workflows.monthly_report,workflows.replacement_order").split(",") if m
+    m
+    for m in os.environ.get("RUNTIME_WORKFLOW_MODULES", "workflows.monthly_report,workflows.replacement_order").split(
+        ","
+    )
+    if m
 ]
 RUNTIME_MODEL_CLIENT = os.environ.get("RUNTIME_MODEL_CLIENT", "executions.modelclient.OfflineModelClient")
 SANDBOX_URL = os.environ.get("SANDBOX_URL", "http://127.0.0.1:8765")

@@ -170,7 +170,9 @@ def start_execution(request: HttpRequest, payload: StartIn):
 
 
 @api.get("/executions", response={200: ExecutionPage, **ERRORS}, tags=["executions"])
-def list_executions(request: HttpRequest, status: str | None = None, workflow: str | None = None, cursor: str | None = None):
+def list_executions(
+    request: HttpRequest, status: str | None = None, workflow: str | None = None, cursor: str | None = None
+):
     page, following = selectors.execution_page(status=status, workflow=workflow, cursor=cursor)
     return {"items": [selectors.execution_payload(e) for e in selectors.prefetch_payloads(page)], "next": following}
 

@@ -66,12 +66,11 @@ def acquire(execution_id: int, *, owner: str) -> Lease | None:
         )
         if row is None:
             return None
-        if row.status in (Status.RETRY_PENDING, Status.WAITING):
-            if not Execution.objects.filter(pk=row.pk, due_at__lte=Now()).exists():
-                return None
-        won = (
-            Execution.objects.filter(_free(), pk=row.pk, lease_token=row.lease_token)
-            .update(lease_token=F("lease_token") + 1, lease_owner=owner, lease_expires_at=_expiry())
+        waiting = row.status in (Status.RETRY_PENDING, Status.WAITING)
+        if waiting and not Execution.objects.filter(pk=row.pk, due_at__lte=Now()).exists():
+            return None
+        won = Execution.objects.filter(_free(), pk=row.pk, lease_token=row.lease_token).update(
+            lease_token=F("lease_token") + 1, lease_owner=owner, lease_expires_at=_expiry()
         )
         if not won:
             return None

@@ -80,8 +80,15 @@ def authorise(approval, *, approved: bool, actor_label: str, reason: str = "") -
     for action in Action.objects.filter(approval_request=approval, status=Action.State.PLANNED):
         after = Action.State.APPROVED if approved else Action.State.FAILED
         Action.objects.filter(pk=action.pk).update(status=after, last_error="" if approved else reason)
-        _history(action.execution, action, action.status, after, actor_label, approval_id=approval.pk,
-                 **({} if approved else {"error": reason}))
+        _history(
+            action.execution,
+            action,
+            action.status,
+            after,
+            actor_label,
+            approval_id=approval.pk,
+            **({} if approved else {"error": reason}),
+        )
 
 
 def abandon_unstarted(execution: Execution, *, actor_label: str, reason: str) -> None:
@@ -238,9 +245,7 @@ def _record_failure(*, lease: Lease, key: str, failure: StepFailure) -> None:
         _history(execution, action, before, status, lease.owner, **details)
 
 
-def _history(
-    execution: Execution, action: Action, before: str, after: str, actor_label: str, **details: Any
-) -> None:
+def _history(execution: Execution, action: Action, before: str, after: str, actor_label: str, **details: Any) -> None:
     lifecycle.record(
         execution,
         f"action.{after}",

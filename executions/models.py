@@ -41,7 +41,7 @@ class Execution(ConcurrentTransitionMixin, models.Model):
     workflow_version = models.PositiveIntegerField()
     input = models.JSONField(default=dict)
     input_digest = models.CharField(max_length=64)
-    idempotency_key = models.CharField(max_length=200, null=True, blank=True)
+    idempotency_key = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001 - NULL: no key (unique per user when set)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
 
     status = FSMField(default=Status.PENDING, choices=Status.choices, protected=True, db_index=True)
@@ -154,7 +154,9 @@ class ExecutionEvent(models.Model):
     from_status = models.CharField(max_length=30, blank=True, default="")
     to_status = models.CharField(max_length=30, blank=True, default="")
     step = models.CharField(max_length=100, blank=True, default="")
-    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
     actor_label = models.CharField(max_length=200, blank=True, default="")
     payload = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
@@ -162,7 +164,9 @@ class ExecutionEvent(models.Model):
     class Meta:
         ordering = ["id"]
         # Append-only in the database itself, not only in Python (PostgreSQL).
-        triggers = [pgtrigger.Protect(name="execution_event_append_only", operation=pgtrigger.Update | pgtrigger.Delete)]
+        triggers = [
+            pgtrigger.Protect(name="execution_event_append_only", operation=pgtrigger.Update | pgtrigger.Delete)
+        ]
 
     def __str__(self) -> str:
         return f"{self.execution_id}:{self.type}"
@@ -198,6 +202,9 @@ class StepRun(models.Model):
                 name="step_succeeds_once_per_round",
             )
         ]
+
+    def __str__(self) -> str:
+        return f"{self.execution_id}:{self.step}#{self.attempt}"
 
 
 class Action(models.Model):
@@ -245,3 +252,6 @@ class ApiToken(models.Model):
     digest = models.CharField(max_length=64, unique=True)
     created_at = models.DateTimeField(auto_now_add=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"token of {self.user_id} ({self.digest[:8]}…)"

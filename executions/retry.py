@@ -84,7 +84,9 @@ def decide(
     if kind not in policy.retry_on:
         return Decision(WHEN_NOT_RETRIED[kind], reason=f"{kind} is not retried")
     if attempt >= policy.max_attempts:
-        return Decision(WHEN_NOT_RETRIED[kind], reason=f"retries exhausted: {attempt} of {policy.max_attempts} attempts")
+        return Decision(
+            WHEN_NOT_RETRIED[kind], reason=f"retries exhausted: {attempt} of {policy.max_attempts} attempts"
+        )
     delay = backoff_seconds(policy, attempt, rng=rng)
     if kind == K.RATE_LIMITED and retry_after is not None:
         delay = max(delay, retry_after)  # the provider said when; never earlier
@@ -92,4 +94,6 @@ def decide(
         return Decision(Verdict.FAIL, reason=f"retrying would exceed {policy.max_elapsed_seconds:g}s for this step")
     if seconds_to_deadline is not None and delay > seconds_to_deadline:
         return Decision(Verdict.FAIL, reason="the next attempt would come after the execution's deadline")
-    return Decision(Verdict.RETRY, delay_seconds=delay, reason=f"attempt {attempt} failed ({kind}); retrying in {delay:.1f}s")
+    return Decision(
+        Verdict.RETRY, delay_seconds=delay, reason=f"attempt {attempt} failed ({kind}); retrying in {delay:.1f}s"
+    )

@@ -12,11 +12,10 @@ from __future__ import annotations
 import logging
 import time
 import traceback
+from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from datetime import timedelta
-
 from django.db import transaction
 from django.db.models import DateTimeField, ExpressionWrapper, Value
 from django.db.models.functions import Now
@@ -105,7 +104,9 @@ def _run_step(lease: Lease, execution: Execution, workflow: Workflow, step: Step
         raise
     except Exception as exc:  # a bug in step code: keep the evidence, ask a person
         log.exception("step %s of %s raised", step.name, execution.ref)
-        failure = StepFailure(FailureKind.TRANSIENT, f"{type(exc).__name__}: {exc}", evidence=traceback.format_exc(limit=5))
+        failure = StepFailure(
+            FailureKind.TRANSIENT, f"{type(exc).__name__}: {exc}", evidence=traceback.format_exc(limit=5)
+        )
         return _step_failed(lease, step, failure, started, unexpected=True)
     return _checkpoint(lease, ctx, workflow, step, output, started)
 
@@ -333,17 +334,29 @@ def _step_failed(lease: Lease, step: Step, failure: StepFailure, started, *, une
                 attempt=attempt,
                 elapsed_seconds=(execution.db_now - first.started_at).total_seconds(),
                 retry_after=failure.retry_after,
-                seconds_to_deadline=(execution.deadline - execution.db_now).total_seconds() if execution.deadline else None,
+                seconds_to_deadline=(execution.deadline - execution.db_now).total_seconds()
+                if execution.deadline
+                else None,
             )
-        payload = {"failure": str(failure.kind), "attempt": attempt, "error": failure.message, "verdict": verdict.reason}
+        payload = {
+            "failure": str(failure.kind),
+            "attempt": attempt,
+            "error": failure.message,
+            "verdict": verdict.reason,
+        }
         if verdict.verdict == retry.Verdict.RETRY:
             execution.due_at = ExpressionWrapper(
                 Now() + Value(timedelta(seconds=verdict.delay_seconds)), output_field=DateTimeField()
             )
             payload.update(delay_seconds=round(verdict.delay_seconds, 3), retry_after=failure.retry_after)
             lifecycle.apply(
-                execution, "schedule_retry", actor_label=lease.owner, reason=verdict.reason, step=step.name,
-                payload=payload, update_fields=("due_at",),
+                execution,
+                "schedule_retry",
+                actor_label=lease.owner,
+                reason=verdict.reason,
+                step=step.name,
+                payload=payload,
+                update_fields=("due_at",),
             )
         else:
             lifecycle.apply(
@@ -363,7 +376,12 @@ def _stop_at_deadline(lease: Lease) -> str:
     with transaction.atomic():
         fence(lease)
         execution = Execution.objects.get(pk=lease.execution_id)
-        lifecycle.apply(execution, "fail", actor_label=lease.owner, reason=f"deadline {execution.deadline:%Y-%m-%d %H:%M:%S} UTC passed")
+        lifecycle.apply(
+            execution,
+            "fail",
+            actor_label=lease.owner,
+            reason=f"deadline {execution.deadline:%Y-%m-%d %H:%M:%S} UTC passed",
+        )
         release(lease)
     return "stopped"
 
@@ -435,6 +453,11 @@ class RecordingModel:
     def complete(self, *, prompt: str, prompt_version: str):
         response = self.client.complete(prompt=prompt, prompt_version=prompt_version)
         self.calls.append(
-            {"model": response.model, "prompt_version": response.prompt_version, "prompt": prompt, "response": response.text}
+            {
+                "model": response.model,
+                "prompt_version": response.prompt_version,
+                "prompt": prompt,
+                "response": response.text,
+            }
         )
         return response

@@ -94,8 +94,7 @@ def execution_payload(execution: Execution) -> dict[str, Any]:
         "created_by": execution.created_by.get_username(),
         "pending_approval": approval_payload(pending),
         "actions": [
-            {"key": a.key, "type": a.type, "status": a.status, "attempts": a.attempts}
-            for a in execution.actions.all()
+            {"key": a.key, "type": a.type, "status": a.status, "attempts": a.attempts} for a in execution.actions.all()
         ],
         "artifacts": [
             {

@@ -180,7 +180,9 @@ def action_resolve(*, key: str, user: AbstractBaseUser, outcome: str, evidence: 
         if action.status not in (Action.State.UNKNOWN, Action.State.EXECUTING):
             raise Conflict(f"{key} is {action.status}; only an unknown outcome can be resolved", status=action.status)
         if execution.status != Status.NEEDS_ATTENTION:
-            raise Conflict(f"{execution.ref} is {execution.status}; resolve while it needs attention", status=execution.status)
+            raise Conflict(
+                f"{execution.ref} is {execution.status}; resolve while it needs attention", status=execution.status
+            )
         before = action.status
         action.status = outcome
         if outcome == Action.State.SUCCEEDED:
@@ -193,7 +195,14 @@ def action_resolve(*, key: str, user: AbstractBaseUser, outcome: str, evidence: 
             f"action.{outcome}",
             step=action.step,
             actor=user,
-            payload={"key": key, "type": action.type, "from": before, "to": outcome, "resolved": True, "evidence": evidence.strip()},
+            payload={
+                "key": key,
+                "type": action.type,
+                "from": before,
+                "to": outcome,
+                "resolved": True,
+                "evidence": evidence.strip(),
+            },
         )
         if outcome == Action.State.SUCCEEDED:
             lifecycle.apply(execution, "resume", actor=user, reason=f"{key} resolved as succeeded")

@@ -64,9 +64,13 @@ DEADLINE = {Status.RETRY_PENDING: "fail", Status.WAITING: "flag"}
 def _enforce_deadlines() -> tuple[int, ...]:
     """Executions waiting (for a retry or an event) past their deadline stop waiting."""
     stopped = []
-    for pk in Execution.objects.filter(status__in=list(DEADLINE), deadline__lte=Now()).values_list("pk", flat=True)[:500]:
+    for pk in Execution.objects.filter(status__in=list(DEADLINE), deadline__lte=Now()).values_list("pk", flat=True)[
+        :500
+    ]:
         with transaction.atomic():
-            execution = Execution.objects.select_for_update(no_key=True).filter(pk=pk, status__in=list(DEADLINE)).first()
+            execution = (
+                Execution.objects.select_for_update(no_key=True).filter(pk=pk, status__in=list(DEADLINE)).first()
+            )
             if execution is None:
                 continue
             lifecycle.apply(

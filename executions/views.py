@@ -126,7 +126,9 @@ def execution_live(request: HttpRequest, ref: str) -> HttpResponse:
 @require_POST
 def execution_cancel(request: HttpRequest, ref: str) -> HttpResponse:
     return _operate(
-        request, ref, lambda: services.execution_cancel(ref=ref, user=request.user, reason=_field(request, "reason")),
+        request,
+        ref,
+        lambda: services.execution_cancel(ref=ref, user=request.user, reason=_field(request, "reason")),
         lambda execution: f"Cancelled {execution.ref}.",
     )
 
@@ -135,7 +137,9 @@ def execution_cancel(request: HttpRequest, ref: str) -> HttpResponse:
 @require_POST
 def execution_resume(request: HttpRequest, ref: str) -> HttpResponse:
     return _operate(
-        request, ref, lambda: services.execution_resume(ref=ref, user=request.user, reason=_field(request, "reason")),
+        request,
+        ref,
+        lambda: services.execution_resume(ref=ref, user=request.user, reason=_field(request, "reason")),
         lambda execution: f"Resumed {execution.ref}.",
     )
 
@@ -162,7 +166,9 @@ def execution_redraft(request: HttpRequest, ref: str) -> HttpResponse:
     return _operate(
         request,
         ref,
-        lambda: approval_services.execution_redraft(ref=ref, user=request.user, instruction=_field(request, "instruction")),
+        lambda: approval_services.execution_redraft(
+            ref=ref, user=request.user, instruction=_field(request, "instruction")
+        ),
         lambda execution: f"Asked for a new draft of {execution.ref}; the pending approval was superseded.",
     )
 

@@ -26,12 +26,13 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
@@ -97,7 +98,7 @@ FAULT_NAMES = tuple(IMMEDIATE_FAULTS) + HANG_FAULTS
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
 def _canonical(value: Any) -> str:
@@ -158,23 +159,32 @@ class Resource:
 
 
 def _publication_dict(row: sqlite3.Row) -> dict[str, Any]:
-    names = ("publication_id", "key", "artifact_id", "version", "sha256",
-             "title", "audience", "content", "created_at")
+    names = ("publication_id", "key", "artifact_id", "version", "sha256", "title", "audience", "content", "created_at")
     return {name: row[name] for name in names}
 
 
 def _order_dict(row: sqlite3.Row) -> dict[str, Any]:
     order = json.loads(row["payload"])
-    order.update(order_id=row["order_id"], reference=row["reference"],
-                 key=row["key"], status=row["status"], created_at=row["created_at"])
+    order.update(
+        order_id=row["order_id"],
+        reference=row["reference"],
+        key=row["key"],
+        status=row["status"],
+        created_at=row["created_at"],
+    )
     return order
 
 
 def _notification_dict(row: sqlite3.Row) -> dict[str, Any]:
-    return {"notification_id": row["notification_id"], "key": row["key"],
-            "channel": row["channel"], "to": json.loads(row["recipients"]),
-            "subject": row["subject"], "body": row["body"],
-            "created_at": row["created_at"]}
+    return {
+        "notification_id": row["notification_id"],
+        "key": row["key"],
+        "channel": row["channel"],
+        "to": json.loads(row["recipients"]),
+        "subject": row["subject"],
+        "body": row["body"],
+        "created_at": row["created_at"],
+    }
 
 
 PUBLICATIONS = Resource("publications", "publication_id", "PUB", 0, _publication_dict)
@@ -221,8 +231,7 @@ class Store:
             conn.execute("COMMIT")
 
     @staticmethod
-    def _bump(conn: sqlite3.Connection, endpoint: str, key: str | None,
-              calls: int = 0, effects: int = 0) -> None:
+    def _bump(conn: sqlite3.Connection, endpoint: str, key: str | None, calls: int = 0, effects: int = 0) -> None:
         for stat_key in ("", key) if key else ("",):
             conn.execute(
                 "INSERT INTO stats (endpoint, key, calls, effects) VALUES (?, ?, ?, ?)"
@@ -241,21 +250,27 @@ class Store:
         are summed over endpoints."""
         with self.transaction() as conn:
             endpoints = conn.execute(
-                "SELECT endpoint, calls, effects FROM stats WHERE key = ''"
-                " ORDER BY endpoint").fetchall()
+                "SELECT endpoint, calls, effects FROM stats WHERE key = '' ORDER BY endpoint"
+            ).fetchall()
             keys = conn.execute(
                 "SELECT key, SUM(calls) AS calls, SUM(effects) AS effects FROM stats"
-                " WHERE key != '' GROUP BY key ORDER BY key").fetchall()
+                " WHERE key != '' GROUP BY key ORDER BY key"
+            ).fetchall()
         return {
-            "endpoints": {r["endpoint"]: {"calls": r["calls"], "effects": r["effects"]}
-                          for r in endpoints},
-            "keys": {r["key"]: {"calls": r["calls"], "effects": r["effects"]}
-                     for r in keys},
+            "endpoints": {r["endpoint"]: {"calls": r["calls"], "effects": r["effects"]} for r in endpoints},
+            "keys": {r["key"]: {"calls": r["calls"], "effects": r["effects"]} for r in keys},
         }
 
-    def create(self, resource: Resource, *, key: str | None, fingerprint: str,
-               values: dict[str, Any], endpoint: str,
-               stat_key: str | None) -> tuple[dict[str, Any], bool]:
+    def create(
+        self,
+        resource: Resource,
+        *,
+        key: str | None,
+        fingerprint: str,
+        values: dict[str, Any],
+        endpoint: str,
+        stat_key: str | None,
+    ) -> tuple[dict[str, Any], bool]:
         """Create a row, or replay the existing row stored under ``key``.
 
         Returns ``(item, replayed)``. A replay commits nothing; a creation
@@ -265,23 +280,25 @@ class Store:
         """
         with self.transaction() as conn:
             if key is not None:
-                existing = conn.execute(
-                    f"SELECT * FROM {resource.table} WHERE key = ?", (key,)).fetchone()
+                existing = conn.execute(f"SELECT * FROM {resource.table} WHERE key = ?", (key,)).fetchone()
                 if existing is not None:
                     if existing["fingerprint"] != fingerprint:
                         raise HttpError(409, "idempotency key reused with different arguments")
                     return resource.to_dict(existing), True
-            number = conn.execute(
-                f"SELECT COALESCE(MAX(id), 0) + 1 FROM {resource.table}").fetchone()[0]
-            row = {"id": number, resource.id_column: resource.public_id(number),
-                   "key": key, "fingerprint": fingerprint, "created_at": _now(), **values}
+            number = conn.execute(f"SELECT COALESCE(MAX(id), 0) + 1 FROM {resource.table}").fetchone()[0]
+            row = {
+                "id": number,
+                resource.id_column: resource.public_id(number),
+                "key": key,
+                "fingerprint": fingerprint,
+                "created_at": _now(),
+                **values,
+            }
             columns = ", ".join(row)
             marks = ", ".join("?" for _ in row)
-            conn.execute(f"INSERT INTO {resource.table} ({columns}) VALUES ({marks})",
-                         tuple(row.values()))
+            conn.execute(f"INSERT INTO {resource.table} ({columns}) VALUES ({marks})", tuple(row.values()))
             self._bump(conn, endpoint, stat_key, effects=1)
-            created = conn.execute(
-                f"SELECT * FROM {resource.table} WHERE id = ?", (number,)).fetchone()
+            created = conn.execute(f"SELECT * FROM {resource.table} WHERE id = ?", (number,)).fetchone()
             return resource.to_dict(created), False
 
     def find(self, resource: Resource, **filters: str) -> list[dict[str, Any]]:
@@ -289,8 +306,8 @@ class Store:
         where = " AND ".join(f"{column} = ?" for column in filters) or "1"
         with self.transaction() as conn:
             rows = conn.execute(
-                f"SELECT * FROM {resource.table} WHERE {where} ORDER BY id",
-                tuple(filters.values())).fetchall()
+                f"SELECT * FROM {resource.table} WHERE {where} ORDER BY id", tuple(filters.values())
+            ).fetchall()
         return [resource.to_dict(row) for row in rows]
 
     def reset(self) -> None:
@@ -402,15 +419,15 @@ class Sandbox:
     def service_endpoints(self) -> set[str]:
         return {path for _, path in self.routes if self.is_counted(path)}
 
-    def dispatch(self, method: str, path: str, query: dict[str, str],
-                 headers: dict[str, str], raw_body: bytes) -> Reply:
+    def dispatch(
+        self, method: str, path: str, query: dict[str, str], headers: dict[str, str], raw_body: bytes
+    ) -> Reply:
         """Answer one request. Never raises for bad input."""
         methods = sorted(m for m, p in self.routes if p == path)
         if not methods:
             return Reply(404, {"error": f"unknown path {path}"})
         if method not in methods:
-            return Reply(405, {"error": f"method {method} not allowed on {path}"},
-                         {"Allow": ", ".join(methods)})
+            return Reply(405, {"error": f"method {method} not allowed on {path}"}, {"Allow": ", ".join(methods)})
         try:
             body = self._parse_body(raw_body)
         except HttpError as exc:
@@ -453,8 +470,7 @@ class Sandbox:
                 reply.headers["Retry-After"] = f"{retry_after:g}"
             return reply
         if name == "timeout":
-            return Reply(504, {"error": "injected timeout", "fault": name},
-                         delay=fault["hang_seconds"])
+            return Reply(504, {"error": "injected timeout", "fault": name}, delay=fault["hang_seconds"])
         try:  # commit_then_hang: real work, then a late answer
             reply = self.routes[request.method, request.path](request)
         except HttpError as exc:
@@ -488,18 +504,22 @@ class Sandbox:
         version = body.get("version")
         if isinstance(version, bool) or not isinstance(version, int):
             raise HttpError(400, "version must be an integer")
-        values = {"artifact_id": artifact_id, "version": version,
-                  "sha256": _require_str(body, "sha256", optional=True),
-                  "title": _require_str(body, "title", optional=True),
-                  "content": _require_str(body, "content", optional=True),
-                  "audience": _require_str(body, "audience", optional=True)}
+        values = {
+            "artifact_id": artifact_id,
+            "version": version,
+            "sha256": _require_str(body, "sha256", optional=True),
+            "title": _require_str(body, "title", optional=True),
+            "content": _require_str(body, "content", optional=True),
+            "audience": _require_str(body, "audience", optional=True),
+        }
         fingerprint = _canonical([artifact_id, version, values["sha256"]])
         publication, replayed = self.store.create(
-            PUBLICATIONS, key=key, fingerprint=fingerprint, values=values,
-            endpoint=request.path, stat_key=key)
-        return Reply(200 if replayed else 201, {
-            "publication_id": publication["publication_id"], "key": key,
-            "status": "published", "replayed": replayed})
+            PUBLICATIONS, key=key, fingerprint=fingerprint, values=values, endpoint=request.path, stat_key=key
+        )
+        return Reply(
+            200 if replayed else 201,
+            {"publication_id": publication["publication_id"], "key": key, "status": "published", "replayed": replayed},
+        )
 
     def list_publications(self, request: Request) -> Reply:
         """GET /reports/publications[?key=K][&artifact_id=A]."""
@@ -517,12 +537,17 @@ class Sandbox:
         reference = _require_str(body, "reference")
         key = request.idempotency_key if request.orders_idempotent else None
         stat_key = self._stat_key(request)
-        payload = {name: value for name, value in body.items()
-                   if name not in ("order_id", "key", "status", "created_at")}
+        payload = {
+            name: value for name, value in body.items() if name not in ("order_id", "key", "status", "created_at")
+        }
         order, replayed = self.store.create(
-            ORDERS, key=key, fingerprint=_canonical(body), endpoint=request.path,
-            stat_key=stat_key, values={"reference": reference, "status": "submitted",
-                                       "payload": json.dumps(payload)})
+            ORDERS,
+            key=key,
+            fingerprint=_canonical(body),
+            endpoint=request.path,
+            stat_key=stat_key,
+            values={"reference": reference, "status": "submitted", "payload": json.dumps(payload)},
+        )
         return Reply(200 if replayed else 201, {**order, "replayed": replayed})
 
     def list_orders(self, request: Request) -> Reply:
@@ -543,13 +568,17 @@ class Sandbox:
         text = _require_str(body, "body", optional=True)
         key = request.idempotency_key
         notification, replayed = self.store.create(
-            NOTIFICATIONS, key=key, endpoint=request.path, stat_key=key,
+            NOTIFICATIONS,
+            key=key,
+            endpoint=request.path,
+            stat_key=key,
             fingerprint=_canonical([channel, recipients, subject, text]),
-            values={"channel": channel, "recipients": json.dumps(recipients),
-                    "subject": subject, "body": text})
-        return Reply(200 if replayed else 201, {
-            "notification_id": notification["notification_id"], "key": key,
-            "status": "sent", "replayed": replayed})
+            values={"channel": channel, "recipients": json.dumps(recipients), "subject": subject, "body": text},
+        )
+        return Reply(
+            200 if replayed else 201,
+            {"notification_id": notification["notification_id"], "key": key, "status": "sent", "replayed": replayed},
+        )
 
     def list_notifications(self, request: Request) -> Reply:
         """GET /notifications[?key=K]."""
@@ -564,8 +593,7 @@ class Sandbox:
 
     def config(self) -> dict[str, Any]:
         idempotent = self.orders_idempotent
-        return {"orders_idempotent": idempotent,
-                "orders_mode": "idempotent" if idempotent else "reference"}
+        return {"orders_idempotent": idempotent, "orders_mode": "idempotent" if idempotent else "reference"}
 
     def set_config(self, request: Request) -> Reply:
         """POST /_config {"orders_idempotent": bool} (or {"orders_mode":
@@ -615,10 +643,15 @@ class Sandbox:
         count = body.get("count", 1)
         if isinstance(count, bool) or not isinstance(count, int) or count < 1:
             raise HttpError(400, "count must be a positive integer")
-        entry = {"endpoint": endpoint, "method": method, "fault": fault,
-                 "count": count, "remaining": count,
-                 "retry_after": _number(body, "retry_after", 1),
-                 "hang_seconds": _number(body, "hang_seconds", 30)}
+        entry = {
+            "endpoint": endpoint,
+            "method": method,
+            "fault": fault,
+            "count": count,
+            "remaining": count,
+            "retry_after": _number(body, "retry_after", 1),
+            "hang_seconds": _number(body, "hang_seconds", 30),
+        }
         self.faults.add(entry)
         return Reply(201, {"fault": dict(entry), "faults": self.faults.list()})
 
@@ -631,7 +664,7 @@ class Sandbox:
 class SandboxHandler(BaseHTTPRequestHandler):
     """Thin adapter between http.server and :class:`Sandbox`."""
 
-    server: "SandboxServer"
+    server: SandboxServer
     protocol_version = "HTTP/1.1"
     server_version = "keel-sandbox/1"
 
@@ -700,21 +733,28 @@ class SandboxServer(ThreadingHTTPServer):
             super().handle_error(request, client_address)
 
 
-def make_server(*, host: str = "127.0.0.1", port: int = 8765,
-                db_path: str | Path = "var/sandbox.sqlite3",
-                orders_idempotent: bool = True) -> SandboxServer:
+def make_server(
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8765,
+    db_path: str | Path = "var/sandbox.sqlite3",
+    orders_idempotent: bool = True,
+) -> SandboxServer:
     """Build (bind, not start) a sandbox server; ``port=0`` picks a free port,
     readable from ``server.server_address``. Creates the db's parent dir."""
     return SandboxServer((host, port), Sandbox(db_path, orders_idempotent))
 
 
-def serve(*, host: str = "127.0.0.1", port: int = 8765,
-          db_path: str | Path = "var/sandbox.sqlite3",
-          orders_idempotent: bool = True) -> None:
+def serve(
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8765,
+    db_path: str | Path = "var/sandbox.sqlite3",
+    orders_idempotent: bool = True,
+) -> None:
     """Run the sandbox until interrupted, after printing
     ``sandbox listening on http://HOST:PORT (db PATH)``."""
-    server = make_server(host=host, port=port, db_path=db_path,
-                         orders_idempotent=orders_idempotent)
+    server = make_server(host=host, port=port, db_path=db_path, orders_idempotent=orders_idempotent)
     bound_host, bound_port = server.server_address[:2]
     print(f"sandbox listening on http://{bound_host}:{bound_port} (db {db_path})", flush=True)
     try:
@@ -730,18 +770,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8765)
     parser.add_argument("--db", default="var/sandbox.sqlite3", help="SQLite file path")
-    parser.add_argument("--orders-mode", choices=("idempotent", "reference"),
-                        default="idempotent",
-                        help="idempotent: honor Idempotency-Key; reference: ignore it")
+    parser.add_argument(
+        "--orders-mode",
+        choices=("idempotent", "reference"),
+        default="idempotent",
+        help="idempotent: honor Idempotency-Key; reference: ignore it",
+    )
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m sandbox.server",
-                                     description="Run the keel sandbox services.")
+    parser = argparse.ArgumentParser(prog="python -m sandbox.server", description="Run the keel sandbox services.")
     add_arguments(parser)
     args = parser.parse_args(argv)
-    serve(host=args.host, port=args.port, db_path=args.db,
-          orders_idempotent=args.orders_mode == "idempotent")
+    serve(host=args.host, port=args.port, db_path=args.db, orders_idempotent=args.orders_mode == "idempotent")
 
 
 if __name__ == "__main__":

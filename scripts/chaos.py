@@ -142,10 +142,8 @@ class Proc:
         self.killed = True
         if self.alive():
             self.popen.send_signal(signal.SIGKILL)
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             self.popen.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            pass
         self._out.close()
 
     def terminate(self) -> None:
@@ -181,8 +179,12 @@ class Stack:
         # Whatever the caller runs under (pytest's settings, failpoints, another
         # database) must not leak into the chaos stack.
         for name in (
-            "DJANGO_ALLOW_ASYNC_UNSAFE", "RUNTIME_FAILPOINTS", "RUNTIME_FAILPOINT_DIR", "KEEL_TEST_DB_NAME",
-            "KEEL_ARTIFACTS_S3_BUCKET", "RUNTIME_SLICE_SECONDS",
+            "DJANGO_ALLOW_ASYNC_UNSAFE",
+            "RUNTIME_FAILPOINTS",
+            "RUNTIME_FAILPOINT_DIR",
+            "KEEL_TEST_DB_NAME",
+            "KEEL_ARTIFACTS_S3_BUCKET",
+            "RUNTIME_SLICE_SECONDS",
         ):
             env.pop(name, None)
         env.update(
@@ -207,7 +209,13 @@ class Stack:
     def manage(self, *args: str) -> str:
         """Run a management command to completion; its stdout, or an error with its output."""
         result = subprocess.run(
-            [str(BIN / "python"), "manage.py", *args], cwd=ROOT, env=self.env, capture_output=True, text=True, timeout=300, check=False
+            [str(BIN / "python"), "manage.py", *args],
+            cwd=ROOT,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
         )
         with open(self.logs / "manage.log", "a") as f:
             f.write(f"$ manage.py {' '.join(args)}\n{result.stdout}{result.stderr}\n")
@@ -244,18 +252,29 @@ class Stack:
     def start_sandbox(self) -> None:
         self._start(
             "sandbox",
-            [str(BIN / "python"), "manage.py", "runsandbox", "--port", str(self.sandbox_port), "--db", str(self.tmp / "sandbox.sqlite3")],
+            [
+                str(BIN / "python"),
+                "manage.py",
+                "runsandbox",
+                "--port",
+                str(self.sandbox_port),
+                "--db",
+                str(self.tmp / "sandbox.sqlite3"),
+            ],
         )
         wait_for(lambda: responds(f"{self.sandbox_url}/_health"), timeout=60, what="the sandbox to listen")
 
     def start_web(self) -> None:
         self._start(
-            "web", [str(BIN / "python"), "manage.py", "runserver", f"127.0.0.1:{self.web_port}", "--noreload", "--insecure"]
+            "web",
+            [str(BIN / "python"), "manage.py", "runserver", f"127.0.0.1:{self.web_port}", "--noreload", "--insecure"],
         )
         wait_for(lambda: responds(f"{self.web_url}/login/"), timeout=60, what="the web server to listen")
 
     def start_beat(self) -> None:
-        self._start("beat", [str(BIN / "celery"), "-A", "config", "beat", "--loglevel=INFO", "-s", str(self.tmp / "beat")])
+        self._start(
+            "beat", [str(BIN / "celery"), "-A", "config", "beat", "--loglevel=INFO", "-s", str(self.tmp / "beat")]
+        )
 
     def start_worker(self) -> Proc:
         self.worker_serial += 1
@@ -264,8 +283,17 @@ class Stack:
         proc = self._start(
             f"worker-{name}",
             [
-                str(BIN / "celery"), "-A", "config", "worker", "--pool=solo", "-n", f"{name}@%h",
-                "--without-gossip", "--without-mingle", "--without-heartbeat", "--loglevel=INFO",
+                str(BIN / "celery"),
+                "-A",
+                "config",
+                "worker",
+                "--pool=solo",
+                "-n",
+                f"{name}@%h",
+                "--without-gossip",
+                "--without-mingle",
+                "--without-heartbeat",
+                "--loglevel=INFO",
             ],
         )
         self.workers.append(proc)
@@ -290,10 +318,8 @@ class Stack:
             proc.terminate()
         deadline = time.monotonic() + 10
         for proc in self.procs:
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.popen.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                pass
             proc.kill()
 
 
@@ -337,7 +363,9 @@ class Shared:
         self.approver_errors: list[str] = []
 
 
-def post_with_retry(session: requests.Session, url: str, body: dict, *, patience: float, shared: Shared, stop: threading.Event):
+def post_with_retry(
+    session: requests.Session, url: str, body: dict, *, patience: float, shared: Shared, stop: threading.Event
+):
     """POST, retrying connection errors and 5xx answers (the body is idempotent by design)."""
     deadline = time.monotonic() + patience
     while True:
@@ -392,7 +420,9 @@ def load(shared: Shared, web_url: str, token: str, n: int, seed: int) -> None:
                 with shared.lock:
                     shared.started[ref] = {"workflow": body["workflow"], "input": body["input"], "index": i}
             else:
-                shared.start_failures.append(f"#{i} {body['workflow']} {body['input']}: HTTP {response.status_code} {response.text[:300]}")
+                shared.start_failures.append(
+                    f"#{i} {body['workflow']} {body['input']}: HTTP {response.status_code} {response.text[:300]}"
+                )
     finally:
         shared.loading_done.set()
 
@@ -444,15 +474,21 @@ def approve_loop(shared: Shared, web_url: str, token: str) -> None:
                     "event_id": f"chaos-approve-{approval['id']}",
                 }
                 response = post_with_retry(
-                    session, f"{web_url}/api/executions/{execution['id']}/events", body,
-                    patience=30, shared=shared, stop=shared.stop,
+                    session,
+                    f"{web_url}/api/executions/{execution['id']}/events",
+                    body,
+                    patience=30,
+                    shared=shared,
+                    stop=shared.stop,
                 )
                 with shared.lock:
                     shared.approvals[response.status_code] += 1
                     if response.status_code == 202:
                         shared.approved_ids.add(approval["id"])
                     elif response.status_code != 409:
-                        shared.approver_errors.append(f"{execution['id']}: HTTP {response.status_code} {response.text[:300]}")
+                        shared.approver_errors.append(
+                            f"{execution['id']}: HTTP {response.status_code} {response.text[:300]}"
+                        )
         except Exception as exc:  # noqa: BLE001 — the approver must keep going whatever happens
             with shared.lock:
                 shared.approver_errors.append(repr(exc)[:300])
@@ -534,7 +570,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         stack.manage("migrate", "--noinput")
         stack.manage("shell", "-c", CREATE_USERS)
-        tokens = {u: stack.manage("create_api_token", u).strip().splitlines()[-1].strip() for u in ("requester", "manager")}
+        tokens = {
+            u: stack.manage("create_api_token", u).strip().splitlines()[-1].strip() for u in ("requester", "manager")
+        }
         stack.start_redis()
         stack.start_sandbox()
         stack.start_web()
@@ -543,14 +581,19 @@ def run(args: argparse.Namespace) -> int:
             stack.start_worker()
         wait_for(
             lambda: all("ready." in w.output() for w in stack.workers) or not all(w.alive() for w in stack.workers),
-            timeout=60, what="the workers to be ready",
+            timeout=60,
+            what="the workers to be ready",
         )
         if not all(w.alive() for w in stack.workers):
             raise RuntimeError("a worker died on startup:\n" + "\n".join(w.output()[-3000:] for w in stack.workers))
-        log(f"stack up in {time.monotonic() - t0:.1f}s: web {stack.web_url}, sandbox {stack.sandbox_url}, redis {stack.broker_url}")
+        log(
+            f"stack up in {time.monotonic() - t0:.1f}s: web {stack.web_url}, sandbox {stack.sandbox_url}, redis {stack.broker_url}"
+        )
 
         threads = [
-            threading.Thread(target=load, args=(shared, stack.web_url, tokens["requester"], args.executions, args.seed), daemon=True),
+            threading.Thread(
+                target=load, args=(shared, stack.web_url, tokens["requester"], args.executions, args.seed), daemon=True
+            ),
             threading.Thread(target=approve_loop, args=(shared, stack.web_url, tokens["manager"]), daemon=True),
         ]
         for thread in threads:
@@ -608,7 +651,9 @@ def run(args: argparse.Namespace) -> int:
                     doorbell.ring(ref)
                 next_ring = now + rng.uniform(0.5, 2)
             if now >= next_report:
-                log(f"{now - chaos_start:.0f}s: {len(refs)} started, {dict(histogram(statuses))}, {counters['worker kills']} kills")
+                log(
+                    f"{now - chaos_start:.0f}s: {len(refs)} started, {dict(histogram(statuses))}, {counters['worker kills']} kills"
+                )
                 next_report = now + 10
             time.sleep(0.1)
         chaos_seconds = time.monotonic() - chaos_start
@@ -632,7 +677,20 @@ def run(args: argparse.Namespace) -> int:
         for thread in threads:
             thread.join(timeout=35)
 
-        return report(args, stack, shared, doorbell, tokens, counters, t0, chaos_seconds, grace_seconds, timed_out, redis_restarted, self_exits)
+        return report(
+            args,
+            stack,
+            shared,
+            doorbell,
+            tokens,
+            counters,
+            t0,
+            chaos_seconds,
+            grace_seconds,
+            timed_out,
+            redis_restarted,
+            self_exits,
+        )
     finally:
         shared.stop.set()
         doorbell.close()
@@ -640,7 +698,20 @@ def run(args: argparse.Namespace) -> int:
         log(f"stopped every child process; logs in {tmp / 'logs'}; database {args.database}")
 
 
-def report(args, stack: Stack, shared: Shared, doorbell: Doorbell, tokens, counters, t0, chaos_seconds, grace_seconds, timed_out, redis_restarted, self_exits) -> int:
+def report(
+    args,
+    stack: Stack,
+    shared: Shared,
+    doorbell: Doorbell,
+    tokens,
+    counters,
+    t0,
+    chaos_seconds,
+    grace_seconds,
+    timed_out,
+    redis_restarted,
+    self_exits,
+) -> int:
     session = http(tokens["requester"])
     with shared.lock:
         started = dict(shared.started)
@@ -675,7 +746,9 @@ def report(args, stack: Stack, shared: Shared, doorbell: Doorbell, tokens, count
         body = response.json()
         final[ref] = body
         if body["workflow"] != meta["workflow"]:
-            lost.append(f"{ref}: came back as {body['workflow']} {body['input']}, started as {meta['workflow']} {meta['input']}")
+            lost.append(
+                f"{ref}: came back as {body['workflow']} {body['input']}, started as {meta['workflow']} {meta['input']}"
+            )
         elif body["status"] in ("pending", "running"):
             lost.append(f"{ref}: still {body['status']} at {body['current_step']} after the grace period")
         if body["status"] not in RESTING:
@@ -704,7 +777,9 @@ def report(args, stack: Stack, shared: Shared, doorbell: Doorbell, tokens, count
     print("status histogram: " + (", ".join(f"{s}={n}" for s, n in sorted(statuses.items())) or "(none)"))
     print("workflows: " + ", ".join(f"{w}={n}" for w, n in sorted(workflows.items())))
     if shared.replacement_unavailable:
-        print(f"note: replacement_order is not deployed (API said: {shared.replacement_unavailable}); ran monthly_report instead")
+        print(
+            f"note: replacement_order is not deployed (API said: {shared.replacement_unavailable}); ran monthly_report instead"
+        )
     print("ledger actions: " + (", ".join(f"{s}={n}" for s, n in sorted(action_statuses.items())) or "(none)"))
     print(f"succeeded actions without a provider effect: {len(missing)}")
     print(
@@ -727,8 +802,10 @@ def report(args, stack: Stack, shared: Shared, doorbell: Doorbell, tokens, count
         print(f"  lost: {line}")
     for body in odd:
         actions = ", ".join(f"{a['key']}={a['status']}/{a['attempts']}" for a in body.get("actions", []))
-        print(f"  not terminal or waiting: {body['id']} {body['workflow']} {body['status']} at {body['current_step']} "
-              f"({body.get('status_reason', '')}) actions: [{actions}]")
+        print(
+            f"  not terminal or waiting: {body['id']} {body['workflow']} {body['status']} at {body['current_step']} "
+            f"({body.get('status_reason', '')}) actions: [{actions}]"
+        )
     for key, n in sorted(duplicates.items()):
         print(f"  duplicate effect: {key} committed {n} times")
     for line in missing:
@@ -766,7 +843,12 @@ def scan_logs(logs: Path) -> Counter[str]:
             continue
         kind = re.sub(r"\d+$", "", path.stem)
         for line in path.read_text(errors="replace").splitlines():
-            if " ERROR " in line or " CRITICAL " in line or line.startswith("Traceback") or re.match(r"^\w+(\.\w+)*(Error|Exception): ", line):
+            if (
+                " ERROR " in line
+                or " CRITICAL " in line
+                or line.startswith("Traceback")
+                or re.match(r"^\w+(\.\w+)*(Error|Exception): ", line)
+            ):
                 found[f"{kind}: {_NOISE.sub('#', line.strip())[:200]}"] += 1
     return found
 
@@ -777,7 +859,9 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=3)
     parser.add_argument("--seed", type=int, default=None, help="random seed (default: random, printed)")
     parser.add_argument("--timeout", type=float, default=900, help="seconds of chaos before giving up waiting")
-    parser.add_argument("--database", default=os.environ.get("CHAOS_DB", "keel_chaos"), help="database to drop and create")
+    parser.add_argument(
+        "--database", default=os.environ.get("CHAOS_DB", "keel_chaos"), help="database to drop and create"
+    )
     args = parser.parse_args()
     if args.seed is None:
         args.seed = random.SystemRandom().randrange(1_000_000)

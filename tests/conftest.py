@@ -103,4 +103,3 @@ def api_as(stack):
         return ApiClient(stack.web_url, person.token)
 
     return make
-

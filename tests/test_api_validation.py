@@ -28,7 +28,10 @@ def client() -> Client:
         ({"workflow": "monthly_report", "input": {"month": "August"}}, "month"),
         ({"workflow": "monthly_report", "input": {"month": "2026-08", "colour": "red"}}, "colour"),
         ({"workflow": "monthly_report", "input": "2026-08"}, "input"),
-        ({"workflow": "monthly_report", "input": {"month": "2026-08"}, "idempotency_key": "k" * 201}, "idempotency_key"),
+        (
+            {"workflow": "monthly_report", "input": {"month": "2026-08"}, "idempotency_key": "k" * 201},
+            "idempotency_key",
+        ),
         ({"workflow": "monthly_report", "input": {"month": "2026-08", "constraints": [""]}}, "constraints"),
     ],
 )
@@ -53,7 +56,9 @@ def test_unknown_month_reason_says_what_the_snapshot_covers(client, people):
 
 
 def test_body_that_is_not_json_is_422(client, people):
-    response = client.post("/api/executions", "{not json", content_type="application/json", **bearer(people["requester"]))
+    response = client.post(
+        "/api/executions", "{not json", content_type="application/json", **bearer(people["requester"])
+    )
     assert response.status_code == 422, response.content
     assert response.json()["detail"][0]["loc"] == ["body"]
     assert Execution.objects.count() == 0
@@ -79,7 +84,9 @@ def test_malformed_decision_event_is_422_and_writes_nothing(client, people, over
         "event_id": "e-1",
         **override,
     }
-    response = client.post("/api/executions/RUN_0001/events", body, content_type="application/json", **bearer(people["manager"]))
+    response = client.post(
+        "/api/executions/RUN_0001/events", body, content_type="application/json", **bearer(people["manager"])
+    )
     assert response.status_code == 422, response.content
     assert any(field in error["loc"] for error in response.json()["detail"])
     assert Decision.objects.count() == 0
@@ -99,7 +106,10 @@ def test_unknown_execution_is_404_and_bad_filter_is_422(client, people):
 def test_list_is_paginated_newest_first_with_a_cursor(client, people):
     for month in ["2026-01", "2026-02", "2026-03"]:
         Execution.objects.create(
-            workflow="monthly_report", workflow_version=1, input={"month": month}, input_digest=month,
+            workflow="monthly_report",
+            workflow_version=1,
+            input={"month": month},
+            input_digest=month,
             created_by=people["requester"].user,
         )
     from executions import selectors
@@ -113,11 +123,17 @@ def test_list_is_paginated_newest_first_with_a_cursor(client, people):
 
 def test_cancel_needs_operator_or_starter(client, people):
     execution = Execution.objects.create(
-        workflow="monthly_report", workflow_version=1, input={"month": "2026-08"}, input_digest="d",
+        workflow="monthly_report",
+        workflow_version=1,
+        input={"month": "2026-08"},
+        input_digest="d",
         created_by=people["requester"].user,
     )
     url = f"/api/executions/{execution.ref}/cancel"
-    assert client.post(url, {"reason": "x"}, content_type="application/json", **bearer(people["outsider"])).status_code == 403
+    assert (
+        client.post(url, {"reason": "x"}, content_type="application/json", **bearer(people["outsider"])).status_code
+        == 403
+    )
     ok = client.post(url, {"reason": "not needed"}, content_type="application/json", **bearer(people["operator"]))
     assert ok.status_code == 200 and ok.json()["status"] == "cancelled"
     again = client.post(url, {"reason": "again"}, content_type="application/json", **bearer(people["operator"]))
@@ -133,7 +149,10 @@ def test_odd_execution_ids_are_404_not_500(client, people, ref):
 def test_listing_a_page_of_executions_costs_a_fixed_number_of_queries(client, people, django_assert_max_num_queries):
     for month in ["2026-01", "2026-02", "2026-03", "2026-04", "2026-05", "2026-06"]:
         Execution.objects.create(
-            workflow="monthly_report", workflow_version=1, input={"month": month}, input_digest=month,
+            workflow="monthly_report",
+            workflow_version=1,
+            input={"month": month},
+            input_digest=month,
             created_by=people["requester"].user,
         )
     with django_assert_max_num_queries(10):

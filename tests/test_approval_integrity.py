@@ -9,10 +9,10 @@ from django.contrib.auth.models import Permission
 from django.db import connection, transaction
 
 from approvals.models import ApprovalRequest, AuditEntry, Decision
+from approvals.services import supersede_older
 from artifacts import store
 from artifacts.models import ArtifactVersion
 from artifacts.services import artifact_version_create
-from approvals.services import supersede_older
 from executions.auth import api_token_create
 from executions.models import Action, Execution, ExecutionEvent
 from tests.conftest import ApiClient
@@ -43,12 +43,18 @@ def test_s06_changes_then_a_new_version_while_v2_awaits_needs_its_own_decision(s
         lambda: (p := requester.execution(ref)["pending_approval"]) and p["artifact_version"] == 2 and p,
         what="V2 to await approval",
     )
-    v2_bytes = store.get(ArtifactVersion.objects.get(artifact__execution_id=pk(ref), number=2).storage_path, expected_sha256=v2["content_sha256"])
+    v2_bytes = store.get(
+        ArtifactVersion.objects.get(artifact__execution_id=pk(ref), number=2).storage_path,
+        expected_sha256=v2["content_sha256"],
+    )
     assert b"Explain the Eindhoven closure" in v2_bytes
     assert ApprovalRequest.objects.get(pk=v1["id"]).status == "changes_requested"
 
     # While V2 awaits, the requester asks for a new draft: V2's request is superseded.
-    assert requester.post(f"/executions/{ref}/redraft", {"instruction": "Mention the September outlook"}).status_code == 200
+    assert (
+        requester.post(f"/executions/{ref}/redraft", {"instruction": "Mention the September outlook"}).status_code
+        == 200
+    )
     v3 = wait_for(
         lambda: (p := requester.execution(ref)["pending_approval"]) and p["artifact_version"] == 3 and p,
         what="V3 to await approval",
@@ -73,9 +79,7 @@ def test_s06_changes_then_a_new_version_while_v2_awaits_needs_its_own_decision(s
 
 def test_s06_a_version_created_after_the_approval_is_refused_before_the_effect(stack, people, api_as):
     """S06: a new report version is created after V2 was approved or while V2 awaits."""
-    requester, ref, v1 = start_and_wait(
-        stack, people, api_as, RUNTIME_FAILPOINTS="before_step:publish=sleep:3"
-    )
+    requester, ref, v1 = start_and_wait(stack, people, api_as, RUNTIME_FAILPOINTS="before_step:publish=sleep:3")
     assert api_as(people["manager"]).decide(ref, v1).status_code == 202
     wait_for(lambda: stack.failpoint_reached("before_step:publish"), what="the worker to be about to publish")
 
@@ -83,8 +87,12 @@ def test_s06_a_version_created_after_the_approval_is_refused_before_the_effect(s
     execution = Execution.objects.get(pk=pk(ref))
     with transaction.atomic():
         v2 = artifact_version_create(
-            execution=execution, kind="report", title="edited", blob=store.put(b"# edited after approval\n"),
-            content_type="text/markdown", step="manual_edit",
+            execution=execution,
+            kind="report",
+            title="edited",
+            blob=store.put(b"# edited after approval\n"),
+            content_type="text/markdown",
+            step="manual_edit",
         )
         supersede_older(v2, actor_label="test")
 
@@ -110,11 +118,19 @@ def test_s17_approval_expires_then_needs_attention_and_nothing_is_published(stac
 def test_s17_expired_order_proposal_is_cancelled_by_its_workflow_policy(stack, people, api_as):
     """S17: approval expires."""
     requester, ref, _ = start_and_wait(
-        stack, people, api_as, workflow="replacement_order", data={"original_order": "ORD-1001"}, APPROVAL_TTL_SECONDS="2"
+        stack,
+        people,
+        api_as,
+        workflow="replacement_order",
+        data={"original_order": "ORD-1001"},
+        APPROVAL_TTL_SECONDS="2",
     )
     cancelled = wait_status(requester, ref, "cancelled", timeout=30)
     assert "expired" in cancelled["status_reason"]
-    assert "/orders" not in stack.sandbox_stats()["endpoints"] or stack.sandbox_stats()["endpoints"]["/orders"]["effects"] == 0
+    assert (
+        "/orders" not in stack.sandbox_stats()["endpoints"]
+        or stack.sandbox_stats()["endpoints"]["/orders"]["effects"] == 0
+    )
 
 
 def test_s18_no_authority_or_self_approval_is_refused_and_logged(stack, people, api_as):
@@ -164,23 +180,52 @@ def test_append_only_tables_refuse_raw_sql_update_and_delete(people, transaction
     from tests.test_screens import decide_form  # noqa: F401  (fixtures below build real rows)
 
     execution = Execution.objects.create(
-        workflow="monthly_report", workflow_version=1, input={}, input_digest="d", created_by=people["requester"].user,
-        context={"notes": {"goal": "", "constraints": [], "facts": [], "completed_steps": [], "open_questions": [], "next_action": ""}},
+        workflow="monthly_report",
+        workflow_version=1,
+        input={},
+        input_digest="d",
+        created_by=people["requester"].user,
+        context={
+            "notes": {
+                "goal": "",
+                "constraints": [],
+                "facts": [],
+                "completed_steps": [],
+                "open_questions": [],
+                "next_action": "",
+            }
+        },
     )
     blob = store.put(b"x")
     from artifacts.models import Artifact
 
     artifact = Artifact.objects.create(kind="report", title="r", execution=execution)
     version = ArtifactVersion.objects.create(
-        artifact=artifact, number=1, sha256=blob.sha256, size=1, content_type="text/plain", storage_path=blob.path, produced_by_step="d"
+        artifact=artifact,
+        number=1,
+        sha256=blob.sha256,
+        size=1,
+        content_type="text/plain",
+        storage_path=blob.path,
+        produced_by_step="d",
     )
     request = ApprovalRequest.objects.create(
-        execution=execution, step="review", artifact_version=version, version=1, content_sha256=blob.sha256,
-        action="publish_report", requested_by=people["requester"].user,
+        execution=execution,
+        step="review",
+        artifact_version=version,
+        version=1,
+        content_sha256=blob.sha256,
+        action="publish_report",
+        requested_by=people["requester"].user,
     )
     Decision.objects.create(
-        request=request, event_id="e", decision="approve", decided_by=people["manager"].user, artifact_version=1,
-        content_sha256=blob.sha256, execution_status="running",
+        request=request,
+        event_id="e",
+        decision="approve",
+        decided_by=people["manager"].user,
+        artifact_version=1,
+        content_sha256=blob.sha256,
+        execution_status="running",
     )
     ExecutionEvent.objects.create(execution=execution, type="transition")
     AuditEntry.objects.create(kind="decided", request=request, execution=execution)
@@ -216,7 +261,10 @@ def test_api_authorization_matrix_for_approval_endpoints(stack, people, api_as):
         assert who[name].post(f"/executions/{ref}/resume", {"reason": "x"}).status_code in (403, 409), name
     assert who["auditor"].post(f"/executions/{ref}/redraft", {"instruction": "x"}).status_code == 403
     assert who["auditor"].post(f"/executions/{ref}/cancel", {"reason": "x"}).status_code == 403
-    assert who["auditor"].post(f"/actions/{ref}:publish:v1/resolve", {"outcome": "failed", "evidence": "x"}).status_code == 403
+    assert (
+        who["auditor"].post(f"/actions/{ref}:publish:v1/resolve", {"outcome": "failed", "evidence": "x"}).status_code
+        == 403
+    )
     assert who["approver"].decide(ref, v1).status_code == expected_decide["approver"]
 
 
@@ -231,8 +279,14 @@ def test_api_session_posts_without_csrf_are_refused(people, live_server):
         timeout=5,
     )
     assert session.get(f"{live_server.url}/api/executions", timeout=5).status_code == 200  # the session works
-    for path in ["/api/executions", "/api/executions/RUN_0001/events", "/api/executions/RUN_0001/cancel",
-                 "/api/executions/RUN_0001/resume", "/api/executions/RUN_0001/redraft", "/api/actions/k/resolve"]:
+    for path in [
+        "/api/executions",
+        "/api/executions/RUN_0001/events",
+        "/api/executions/RUN_0001/cancel",
+        "/api/executions/RUN_0001/resume",
+        "/api/executions/RUN_0001/redraft",
+        "/api/actions/k/resolve",
+    ]:
         answer = session.post(f"{live_server.url}{path}", json={}, timeout=5)
         assert answer.status_code in (401, 403), (path, answer.status_code)
     assert Execution.objects.count() == 0

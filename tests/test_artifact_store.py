@@ -77,7 +77,9 @@ def test_override_settings_switches_the_store(fs_store):
 def test_fs_round_trip(fs_store):
     content = b"# Report\n\nbody\n"
     blob = store.put(content)
-    assert blob == store.StoredBlob(path=f"sha256/{digest(content)[:2]}/{digest(content)}", sha256=digest(content), size=len(content))
+    assert blob == store.StoredBlob(
+        path=f"sha256/{digest(content)[:2]}/{digest(content)}", sha256=digest(content), size=len(content)
+    )
     assert blob.path == store.path_for(blob.sha256)
     assert store.get(blob.path, expected_sha256=blob.sha256) == content
     assert (fs_store / blob.path).read_bytes() == content
@@ -135,7 +137,9 @@ def test_fs_lost_race_leaves_one_object(fs_store, monkeypatch):
     storage = storages["artifacts"]
     calls = []
     real_exists = storage.exists
-    monkeypatch.setattr(storage, "exists", lambda name: bool(calls.append(name)) or (len(calls) > 1 and real_exists(name)))
+    monkeypatch.setattr(
+        storage, "exists", lambda name: bool(calls.append(name)) or (len(calls) > 1 and real_exists(name))
+    )
     deleted = []
     real_delete = storage.delete
     monkeypatch.setattr(storage, "delete", lambda name: deleted.append(name) or real_delete(name))
@@ -184,7 +188,9 @@ def test_s3_lost_race_renames_and_tidies_up(s3_store, monkeypatch):
     storage = storages["artifacts"]
     calls = []
     real_exists = storage.exists
-    monkeypatch.setattr(storage, "exists", lambda name: bool(calls.append(name)) or (len(calls) > 1 and real_exists(name)))
+    monkeypatch.setattr(
+        storage, "exists", lambda name: bool(calls.append(name)) or (len(calls) > 1 and real_exists(name))
+    )
     deleted = []
     real_delete = storage.delete
     monkeypatch.setattr(storage, "delete", lambda name: deleted.append(name) or real_delete(name))
@@ -198,7 +204,9 @@ def test_s3_lost_race_without_delete_permission_still_succeeds(s3_store, monkeyp
     storage = storages["artifacts"]
     calls = []
     real_exists = storage.exists
-    monkeypatch.setattr(storage, "exists", lambda name: bool(calls.append(name)) or (len(calls) > 1 and real_exists(name)))
+    monkeypatch.setattr(
+        storage, "exists", lambda name: bool(calls.append(name)) or (len(calls) > 1 and real_exists(name))
+    )
     monkeypatch.setattr(storage, "delete", lambda name: (_ for _ in ()).throw(PermissionError("no s3:DeleteObject")))
     assert store.put(b"raced, no delete") == blob
     keys = s3_keys(s3_store)
@@ -222,16 +230,25 @@ def logged_in(person) -> Client:
 @pytest.fixture
 def report(people, fs_store):
     execution = Execution.objects.create(
-        workflow="monthly_report", workflow_version=1, input={"month": "2026-08"}, input_digest="d",
-        created_by=people["requester"].user, current_step="review", context={},
+        workflow="monthly_report",
+        workflow_version=1,
+        input={"month": "2026-08"},
+        input_digest="d",
+        created_by=people["requester"].user,
+        current_step="review",
+        context={},
     )
     versions = []
     with transaction.atomic():
         for content, step in [(V1, "draft_report"), (V2, "revise_report")]:
             versions.append(
                 artifact_version_create(
-                    execution=execution, kind="report", title="August report", blob=store.put(content),
-                    content_type="text/markdown", step=step,
+                    execution=execution,
+                    kind="report",
+                    title="August report",
+                    blob=store.put(content),
+                    content_type="text/markdown",
+                    step=step,
                 )
             )
     return execution, versions
@@ -243,8 +260,18 @@ def test_version_pages_render_content_facts_and_diff(people, report):
     client = logged_in(people["outsider"])
 
     page = client.get(f"/artifacts/{ref}/v1/").content.decode()
-    for fact in [ref, "August report", f'href="/executions/{execution.ref}/"', v1.sha256, f"{v1.size} bytes",
-                 "text/markdown", "draft_report", "First version", f'href="/artifacts/{ref}/v2/"', f'href="/artifacts/{ref}/v1/raw"']:
+    for fact in [
+        ref,
+        "August report",
+        f'href="/executions/{execution.ref}/"',
+        v1.sha256,
+        f"{v1.size} bytes",
+        "text/markdown",
+        "draft_report",
+        "First version",
+        f'href="/artifacts/{ref}/v2/"',
+        f'href="/artifacts/{ref}/v1/raw"',
+    ]:
         assert fact in page, fact
     assert "<h1>Monthly report</h1>" in page
 
@@ -306,7 +333,11 @@ def test_unknown_and_malformed_refs_are_404(people, report):
 def test_login_required(people, report):
     _, (v1, _) = report
     client = Client()
-    for url in [f"/artifacts/{v1.artifact.ref}/v1/", f"/artifacts/{v1.artifact.ref}/v1/raw", f"/artifacts/{v1.artifact.ref}/"]:
+    for url in [
+        f"/artifacts/{v1.artifact.ref}/v1/",
+        f"/artifacts/{v1.artifact.ref}/v1/raw",
+        f"/artifacts/{v1.artifact.ref}/",
+    ]:
         response = client.get(url)
         assert response.status_code == 302 and response.url.startswith("/login/"), url
 

@@ -44,8 +44,12 @@ def make_gate(
     """An execution stopped at its approval gate on the last of ``contents``' versions."""
     requester = people[requested_by].user
     execution = Execution.objects.create(
-        workflow=workflow, workflow_version=1, input={"month": "2026-08"}, input_digest="d",
-        created_by=requester, current_step="review",
+        workflow=workflow,
+        workflow_version=1,
+        input={"month": "2026-08"},
+        input_digest="d",
+        created_by=requester,
+        current_step="review",
         context={"state": {}, "artifacts": {}, "notes": {}},
     )
     artifact = Artifact.objects.create(kind="report", title="Monthly report", execution=execution)
@@ -53,22 +57,40 @@ def make_gate(
     for number, content in enumerate(contents, start=1):
         blob = store.put(content)
         version = ArtifactVersion.objects.create(
-            artifact=artifact, number=number, sha256=blob.sha256, size=blob.size, content_type="text/markdown",
-            storage_path=blob.path, produced_by_step="draft_report",
+            artifact=artifact,
+            number=number,
+            sha256=blob.sha256,
+            size=blob.size,
+            content_type="text/markdown",
+            storage_path=blob.path,
+            produced_by_step="draft_report",
         )
     with transaction.atomic():
         lifecycle.apply(execution, "start")
         request = ApprovalRequest.objects.create(
-            execution=execution, step="review", artifact_version=version, version=version.number,
-            content_sha256=version.sha256, action="publish_report", requested_by=requester, **policy,
+            execution=execution,
+            step="review",
+            artifact_version=version,
+            version=version.number,
+            content_sha256=version.sha256,
+            action="publish_report",
+            requested_by=requester,
+            **policy,
         )
         lifecycle.record(
-            execution, "approval.requested", step="review", actor_label="worker-1",
+            execution,
+            "approval.requested",
+            step="review",
+            actor_label="worker-1",
             payload={"approval_id": request.pk, "artifact_version": version.number, "content_sha256": version.sha256},
         )
         audit.record(
-            AuditEntry.Kind.REQUESTED, request=request, actor=requester,
-            artifact_version=version.number, content_sha256=version.sha256, action=request.action,
+            AuditEntry.Kind.REQUESTED,
+            request=request,
+            actor=requester,
+            artifact_version=version.number,
+            content_sha256=version.sha256,
+            action=request.action,
         )
         if awaiting:
             lifecycle.apply(execution, "await_approval", step="review")
@@ -84,8 +106,13 @@ def decide_directly(request: ApprovalRequest, person, verdict: str, comment: str
     }[verdict]
     ApprovalRequest.objects.filter(pk=request.pk).update(status=outcome, closed_at=timezone.now())
     return Decision.objects.create(
-        request=request, event_id=uuid.uuid4().hex, decision=verdict, decided_by=person.user,
-        artifact_version=request.version, content_sha256=request.content_sha256, comment=comment,
+        request=request,
+        event_id=uuid.uuid4().hex,
+        decision=verdict,
+        decided_by=person.user,
+        artifact_version=request.version,
+        content_sha256=request.content_sha256,
+        comment=comment,
         execution_status="running",
     )
 
@@ -247,7 +274,7 @@ def test_each_view_by_a_decider_is_audited_once_and_others_are_not(people):
         views = AuditEntry.objects.filter(kind=AuditEntry.Kind.VIEWED, request=request).order_by("id")
         assert views.count() == expected
     assert tokens[0] != tokens[1]  # a fresh form token per render
-    for view, token in zip(views, tokens):
+    for view, token in zip(views, tokens, strict=False):
         assert view.actor == people["manager"].user
         assert (view.artifact_version, view.content_sha256) == (2, request.content_sha256)
         assert view.detail["form_token"] == token
@@ -280,11 +307,23 @@ def history(people):
     """Four requests over March 2026, decided in different ways."""
     a = make_gate(people)
     created_on(a, "2026-03-01")
-    decide_directly(a, people["manager"], "approve", comment="=HYPERLINK(\"http://evil\")")
-    audit.record(AuditEntry.Kind.REFUSED, request=a, actor=people["outsider"].user, artifact_version=2,
-                 content_sha256=a.content_sha256, reason="outsider may not decide publish_report approvals")
-    audit.record(AuditEntry.Kind.REFUSED, request=a, actor=people["requester"].user, artifact_version=2,
-                 content_sha256=a.content_sha256, reason="the requester may not approve their own request")
+    decide_directly(a, people["manager"], "approve", comment='=HYPERLINK("http://evil")')
+    audit.record(
+        AuditEntry.Kind.REFUSED,
+        request=a,
+        actor=people["outsider"].user,
+        artifact_version=2,
+        content_sha256=a.content_sha256,
+        reason="outsider may not decide publish_report approvals",
+    )
+    audit.record(
+        AuditEntry.Kind.REFUSED,
+        request=a,
+        actor=people["requester"].user,
+        artifact_version=2,
+        content_sha256=a.content_sha256,
+        reason="the requester may not approve their own request",
+    )
     b = make_gate(people, workflow="replacement_order")
     created_on(b, "2026-03-10")
     decide_directly(b, people["manager2"], "reject", comment="wrong supplier")
@@ -331,7 +370,7 @@ def test_a_bad_filter_is_a_message_not_a_500(people, history, query):
 def test_audit_list_shows_decisions_and_links_the_story(people, history):
     body = logged_in(people["auditor"]).get("/approvals/audit/").content.decode()
     a = history["a"]
-    row = body[body.index(f'data-approval="{a.pk}"'):].split("</tr>")[0]
+    row = body[body.index(f'data-approval="{a.pk}"') :].split("</tr>")[0]
     assert f'href="/approvals/audit/{a.pk}/"' in row and a.execution.ref in row
     assert "manager" in row and "approve" in row and "2 refused" in row and a.content_sha256[:12] in row
     assert 'href="/approvals/audit/export.csv"' in body
@@ -347,12 +386,12 @@ def test_csv_export_has_the_filtered_rows_with_full_hashes(people, history):
     assert header[:3] == ["request_id", "execution", "workflow"]
     assert {"content_sha256", "comment", "refused_attempts", "decided_by", "decision"} <= set(header)
     assert len(body) == 1
-    row = dict(zip(header, body[0]))
+    row = dict(zip(header, body[0], strict=False))
     a = history["a"]
     assert row["request_id"] == str(a.pk) and row["execution"] == a.execution.ref
     assert row["content_sha256"] == a.content_sha256 and len(row["content_sha256"]) == 64
     assert row["decided_by"] == "manager" and row["decision"] == "approve" and row["refused_attempts"] == "2"
-    assert row["comment"] == "'=HYPERLINK(\"http://evil\")"  # never a live formula in a spreadsheet
+    assert row["comment"] == '\'=HYPERLINK("http://evil")'  # never a live formula in a spreadsheet
     everything = list(csv.reader(io.StringIO(client.get("/approvals/audit/export.csv").content.decode())))
     assert [int(r[0]) for r in everything[1:]] == [history[k].pk for k in "dcba"]
     bad = client.get("/approvals/audit/export.csv?from=nope")
@@ -369,13 +408,22 @@ def test_the_story_tells_requested_viewed_refused_decided_and_what_followed(peop
     page = manager.get(f"/approvals/{request.pk}/").content.decode()
     token = re.search(r'name="event_id" value="([0-9a-f]{32})"', page).group(1)
     audit.record(
-        AuditEntry.Kind.REFUSED, request=request, actor=people["outsider"].user, artifact_version=2,
-        content_sha256=request.content_sha256, reason="outsider may not decide publish_report approvals",
+        AuditEntry.Kind.REFUSED,
+        request=request,
+        actor=people["outsider"].user,
+        artifact_version=2,
+        content_sha256=request.content_sha256,
+        reason="outsider may not decide publish_report approvals",
     )
     response = manager.post(
         f"/executions/{execution.ref}/approvals/{request.pk}/decide/",
-        {"decision": "approve", "artifact_version": 2, "content_sha256": request.content_sha256,
-         "event_id": token, "comment": "ship it"},
+        {
+            "decision": "approve",
+            "artifact_version": 2,
+            "content_sha256": request.content_sha256,
+            "event_id": token,
+            "comment": "ship it",
+        },
     )
     assert response.status_code == 302
     assert Execution.objects.get(pk=execution.pk).status == Status.RUNNING
@@ -403,9 +451,9 @@ def test_the_story_tells_requested_viewed_refused_decided_and_what_followed(peop
         "running → completed",
     ]
     positions = [body.index(mark) for mark in marks]
-    assert positions == sorted(positions), dict(zip(marks, positions))
+    assert positions == sorted(positions), dict(zip(marks, positions, strict=False))
     assert body.count('class="ev-type">decided<') == 1 and body.count('class="ev-type">requested<') == 1
-    viewed = body[body.index('class="ev-type">viewed<'):].split("</li>")[0]
+    viewed = body[body.index('class="ev-type">viewed<') :].split("</li>")[0]
     assert "V2" in viewed and request.content_sha256[:12] in viewed and "user:manager" in viewed
     assert "user:outsider" in body and "user:manager" in body
     assert logged_in(people["auditor"]).get("/approvals/audit/999999/").status_code == 404
@@ -420,8 +468,14 @@ def test_the_story_stops_where_the_next_request_begins(people):
         lifecycle.apply(running, "resume_after_decision")
         lifecycle.record(running, "step.redraft", step="draft_report", actor_label="worker-1")
         second = ApprovalRequest.objects.create(
-            execution=running, step="review", round=2, artifact_version=first.artifact_version, version=2,
-            content_sha256=first.content_sha256, action="publish_report", requested_by=people["requester"].user,
+            execution=running,
+            step="review",
+            round=2,
+            artifact_version=first.artifact_version,
+            version=2,
+            content_sha256=first.content_sha256,
+            action="publish_report",
+            requested_by=people["requester"].user,
         )
         lifecycle.record(running, "approval.requested", step="review", payload={"approval_id": second.pk})
         lifecycle.record(running, "step.after_second_request", step="review")

@@ -16,7 +16,13 @@ from tests.support.stack import wait_for
 pytestmark = pytest.mark.browser
 
 CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--no-first-run"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+]
 
 
 @pytest.fixture
@@ -94,7 +100,9 @@ def test_manager_approves_the_exact_version_and_watches_it_complete(web_stack, p
 
 def test_requester_sees_no_approve_button(web_stack, people, browser):
     execution, _ = execution_start(user=people["requester"].user, workflow="monthly_report", input={"month": "2026-07"})
-    wait_for(lambda: Execution.objects.get(pk=execution.pk).status == Status.AWAITING_APPROVAL, timeout=40, what="approval")
+    wait_for(
+        lambda: Execution.objects.get(pk=execution.pk).status == Status.AWAITING_APPROVAL, timeout=40, what="approval"
+    )
     page = browser.new_page()
     login(page, web_stack.url, people["requester"])
     page.goto(f"{web_stack.url}/executions/{execution.ref}/")
@@ -113,8 +121,14 @@ def test_approving_v2_while_v3_is_created_is_refused_and_the_auditor_exports_it(
 
     v1 = wait_for(lambda: pending(1), timeout=40, what="V1 to await approval")
     approval_decide(
-        user=people["manager2"].user, execution_ref=execution.ref, approval_id=v1.pk, decision="request_changes",
-        artifact_version=1, content_sha256=v1.content_sha256, event_id="changes-1", comment="Explain the Eindhoven dip",
+        user=people["manager2"].user,
+        execution_ref=execution.ref,
+        approval_id=v1.pk,
+        decision="request_changes",
+        artifact_version=1,
+        content_sha256=v1.content_sha256,
+        event_id="changes-1",
+        comment="Explain the Eindhoven dip",
     )
     v2 = wait_for(lambda: pending(2), timeout=40, what="V2 to await approval")
 
@@ -149,7 +163,7 @@ def test_approving_v2_while_v3_is_created_is_refused_and_the_auditor_exports_it(
     auditor_tab.go_back()
     with auditor_tab.expect_download() as download:
         auditor_tab.locator("#csv-export").click()
-    exported = (tmp_path / "history.csv")
+    exported = tmp_path / "history.csv"
     download.value.save_as(exported)
     text = exported.read_text()
     assert v2.content_sha256 in text and "superseded" in text

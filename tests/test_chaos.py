@@ -26,9 +26,18 @@ def test_chaos_short_run_loses_nothing_and_duplicates_nothing():
     server = os.environ.get("CHAOS_PG", "postgres://postgres@127.0.0.1:5432").rstrip("/")
     result = subprocess.run(
         [
-            sys.executable, "scripts/chaos.py",
-            "--executions", "30", "--workers", "3", "--seed", "7", "--timeout", "300",
-            "--database", database,
+            sys.executable,
+            "scripts/chaos.py",
+            "--executions",
+            "30",
+            "--workers",
+            "3",
+            "--seed",
+            "7",
+            "--timeout",
+            "300",
+            "--database",
+            database,
         ],
         cwd=ROOT,
         capture_output=True,

@@ -182,8 +182,13 @@ def test_unknown_outcome_that_cannot_be_looked_up_goes_to_an_operator_who_resolv
     assert stack.sandbox_stats()["keys"][publish_key(ref)] == {"calls": 1, "effects": 1}
 
     operator = api_as(people["operator"])
-    assert requester.post(f"/actions/{publish_key(ref)}/resolve", {"outcome": "succeeded", "evidence": "x"}).status_code == 403
-    assert operator.post(f"/actions/{publish_key(ref)}/resolve", {"outcome": "maybe", "evidence": "x"}).status_code == 422
+    assert (
+        requester.post(f"/actions/{publish_key(ref)}/resolve", {"outcome": "succeeded", "evidence": "x"}).status_code
+        == 403
+    )
+    assert (
+        operator.post(f"/actions/{publish_key(ref)}/resolve", {"outcome": "maybe", "evidence": "x"}).status_code == 422
+    )
     resolved = operator.post(
         f"/actions/{publish_key(ref)}/resolve",
         {"outcome": "succeeded", "evidence": "PUB-0001 is live on the report portal"},

@@ -18,7 +18,11 @@ PY = sys.executable
 
 @pytest.fixture
 def embedded_env(tmp_path):
-    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CELERY_BROKER_URL", "DJANGO_ALLOW_ASYNC_UNSAFE", "KEEL_ARTIFACTS_ROOT")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("DATABASE_URL", "CELERY_BROKER_URL", "DJANGO_ALLOW_ASYNC_UNSAFE", "KEEL_ARTIFACTS_ROOT")
+    }
     sandbox_port = free_port()
     env.update(
         DJANGO_SETTINGS_MODULE="config.settings",
@@ -48,10 +52,35 @@ def test_demo_execution_completes_on_sqlite_and_the_filesystem_broker(embedded_e
     web_port = free_port()
     bin_dir = os.path.dirname(PY)
     procs = [
-        Proc("sandbox", [PY, "manage.py", "runsandbox", "--port", str(sandbox_port), "--db", str(tmp_path / "sb.sqlite3")], env, tmp_path / "sandbox.log"),
-        Proc("worker", [f"{bin_dir}/celery", "-A", "config", "worker", "--pool=solo", "-l", "INFO", "--without-gossip", "--without-mingle"], env, tmp_path / "worker.log"),
+        Proc(
+            "sandbox",
+            [PY, "manage.py", "runsandbox", "--port", str(sandbox_port), "--db", str(tmp_path / "sb.sqlite3")],
+            env,
+            tmp_path / "sandbox.log",
+        ),
+        Proc(
+            "worker",
+            [
+                f"{bin_dir}/celery",
+                "-A",
+                "config",
+                "worker",
+                "--pool=solo",
+                "-l",
+                "INFO",
+                "--without-gossip",
+                "--without-mingle",
+            ],
+            env,
+            tmp_path / "worker.log",
+        ),
         Proc("beat", [f"{bin_dir}/celery", "-A", "config", "beat", "-l", "INFO"], env, tmp_path / "beat.log"),
-        Proc("web", [PY, "manage.py", "runserver", f"127.0.0.1:{web_port}", "--noreload", "--insecure"], env, tmp_path / "web.log"),
+        Proc(
+            "web",
+            [PY, "manage.py", "runserver", f"127.0.0.1:{web_port}", "--noreload", "--insecure"],
+            env,
+            tmp_path / "web.log",
+        ),
     ]
     try:
         api = http()

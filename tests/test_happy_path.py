@@ -7,7 +7,6 @@ from executions.models import Action, Execution, StepRun
 from tests.support.stack import wait_status
 
 
-
 def test_monthly_report_happy_path_through_the_api(stack, people, api_as):
     stack.sandbox()
     stack.worker()
@@ -27,7 +26,9 @@ def test_monthly_report_happy_path_through_the_api(stack, people, api_as):
     assert approval["content_sha256"] == waiting["artifacts"][0]["sha256"]
     assert approval["action"] == "publish_report"
     # The effect the approval unlocks is planned, not started: nothing external yet.
-    assert waiting["actions"] == [{"key": f"{ref}:publish:v1", "type": "publish_report", "status": "planned", "attempts": 0}]
+    assert waiting["actions"] == [
+        {"key": f"{ref}:publish:v1", "type": "publish_report", "status": "planned", "attempts": 0}
+    ]
     assert "/reports/publish" not in stack.sandbox_stats()["endpoints"]
 
     # The requester may not approve their own request; the manager may.
@@ -53,15 +54,24 @@ def test_monthly_report_happy_path_through_the_api(stack, people, api_as):
 
     execution = Execution.objects.get(pk=int(ref.removeprefix("RUN_")))
     assert list(StepRun.objects.filter(execution=execution).values_list("step", flat=True)) == [
-        "retrieve_figures", "analyze", "draft_report", "review", "publish", "notify",
+        "retrieve_figures",
+        "analyze",
+        "draft_report",
+        "review",
+        "publish",
+        "notify",
     ]
     publish = Action.objects.get(key=f"{ref}:publish:v1")
     assert publish.receipt["publication_id"].startswith("PUB-")
     assert Decision.objects.get(request_id=approval["id"]).decided_by == people["manager"].user
 
     # Retrying the start with the same key returns the same execution (200), not a new one.
-    again = requester.post("/executions", {"workflow": "monthly_report", "input": {"month": "2026-08"}, "idempotency_key": "aug-report"})
+    again = requester.post(
+        "/executions", {"workflow": "monthly_report", "input": {"month": "2026-08"}, "idempotency_key": "aug-report"}
+    )
     assert again.status_code == 200 and again.json()["id"] == ref
-    other = requester.post("/executions", {"workflow": "monthly_report", "input": {"month": "2026-07"}, "idempotency_key": "aug-report"})
+    other = requester.post(
+        "/executions", {"workflow": "monthly_report", "input": {"month": "2026-07"}, "idempotency_key": "aug-report"}
+    )
     assert other.status_code == 409
     assert Execution.objects.count() == 1

@@ -13,7 +13,6 @@ from executions.models import Execution, ExecutionEvent, Status, StepRun
 from tests.support.stack import pk, wait_for
 
 
-
 def status_of(ref: str) -> str:
     return Execution.objects.get(pk=pk(ref)).status
 
@@ -84,9 +83,14 @@ def test_deadline_stops_executions_waiting_past_it(people, transactional_db):
 
     def execution_in(*transitions):
         execution = Execution.objects.create(
-            workflow="monthly_report", workflow_version=1, input={"month": "2026-08"}, input_digest="d",
-            created_by=people["requester"].user, current_step="publish",
-            deadline=timezone.now() - timedelta(seconds=1), due_at=timezone.now() + timedelta(hours=1),
+            workflow="monthly_report",
+            workflow_version=1,
+            input={"month": "2026-08"},
+            input_digest="d",
+            created_by=people["requester"].user,
+            current_step="publish",
+            deadline=timezone.now() - timedelta(seconds=1),
+            due_at=timezone.now() + timedelta(hours=1),
         )
         with transaction.atomic():
             for name in transitions:

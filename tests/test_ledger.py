@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 
-
-
-
 def test_resume_is_for_operators_and_only_from_needs_attention(stack, people, api_as):
     stack.web()
     requester, operator = api_as(people["requester"]), api_as(people["operator"])

@@ -11,8 +11,6 @@ from executions.tasks import advance
 from tests.support.stack import pk, wait_for, wait_status
 
 
-
-
 def succeeded_runs(ref: str, step: str) -> int:
     return StepRun.objects.filter(execution_id=pk(ref), step=step, outcome="succeeded").count()
 
@@ -95,7 +93,9 @@ def test_s03_the_same_approval_submitted_twice_is_processed_once(stack, people, 
 
     wait_status(requester, ref, "completed")
     assert Decision.objects.filter(request_id=approval["id"]).count() == 1
-    resumed = ExecutionEvent.objects.filter(execution_id=pk(ref), type="transition", payload__transition="resume_after_decision")
+    resumed = ExecutionEvent.objects.filter(
+        execution_id=pk(ref), type="transition", payload__transition="resume_after_decision"
+    )
     assert resumed.count() == 1
     assert stack.sandbox_stats()["keys"][f"{ref}:publish:v1"]["effects"] == 1
 
@@ -162,8 +162,12 @@ def test_s13_two_claims_at_the_same_instant_one_wins(people, transactional_db):
     from executions.leases import acquire
 
     execution = Execution.objects.create(
-        workflow="monthly_report", workflow_version=1, input={"month": "2026-08"}, input_digest="d",
-        created_by=people["requester"].user, current_step="retrieve_figures",
+        workflow="monthly_report",
+        workflow_version=1,
+        input={"month": "2026-08"},
+        input_digest="d",
+        created_by=people["requester"].user,
+        current_step="retrieve_figures",
     )
     barrier = threading.Barrier(8)
     leases = []

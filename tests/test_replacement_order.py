@@ -29,7 +29,9 @@ STEPS = ["load_order", "propose_replacement", "review", "submit_order", "record_
 
 
 def start(api, original_order: str = "ORD-1001", **extra: Any) -> dict:
-    response = api.post("/executions", {"workflow": "replacement_order", "input": {"original_order": original_order}, **extra})
+    response = api.post(
+        "/executions", {"workflow": "replacement_order", "input": {"original_order": original_order}, **extra}
+    )
     assert response.status_code in (200, 201), response.text
     return response.json()
 
@@ -183,7 +185,9 @@ def test_replacement_order_happy_path_through_the_api(stack, people, api_as):
     stats = stack.sandbox_stats()
     assert stats["keys"][key] == {"calls": 1, "effects": 1}
     assert stats["keys"][confirm_key] == {"calls": 1, "effects": 1}
-    [note] = http().get(f"{stack.sandbox_url}/notifications", params={"key": confirm_key}, timeout=5).json()["notifications"]
+    [note] = (
+        http().get(f"{stack.sandbox_url}/notifications", params={"key": confirm_key}, timeout=5).json()["notifications"]
+    )
     assert order_id in note["body"] and note["to"] == ["ana.pereira@example.com"]
 
     execution = Execution.objects.get(pk=pk(ref))

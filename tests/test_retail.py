@@ -47,15 +47,15 @@ def _resolve(figures: dict, source: str) -> object:
 
 
 def _render(figures: dict, facts: list[dict], **overrides: object) -> str:
-    kwargs = dict(
-        month=figures["month"],
-        figures=figures,
-        facts=facts,
-        narrative="August softened overall; Eindhoven was closed for renovation.",
-        constraints=["Use only snapshot figures", "Keep it to one page"],
-        version=2,
-        model_label="test-model",
-    )
+    kwargs = {
+        "month": figures["month"],
+        "figures": figures,
+        "facts": facts,
+        "narrative": "August softened overall; Eindhoven was closed for renovation.",
+        "constraints": ["Use only snapshot figures", "Keep it to one page"],
+        "version": 2,
+        "model_label": "test-model",
+    }
     kwargs.update(overrides)
     return retail.render_report(**kwargs)
 
@@ -156,7 +156,7 @@ def test_previous_month_matches_july(august: dict) -> None:
         "transactions": july["transactions"],
         "average_basket": july["average_basket"],
     }
-    for store, july_store in zip(august["by_store"], july["by_store"]):
+    for store, july_store in zip(august["by_store"], july["by_store"], strict=False):
         expected = round((store["revenue"] - july_store["revenue"]) / july_store["revenue"] * 100, 1)
         assert store["change_pct"] == expected
 
@@ -229,10 +229,9 @@ def _numbers_in(value: object) -> set[str]:
         out |= {str(abs(value)), f"{abs(value):,}"}
     elif isinstance(value, float):
         out |= {f"{abs(value):.1f}", f"{abs(value):.2f}", f"{abs(value):,.2f}"}
-    elif isinstance(value, str):
-        if re.fullmatch(r"\d{4}-\d{2}(-\d{2})?", value):
-            parts = value.split("-")
-            out |= {parts[0], *(str(int(p)) for p in parts[1:])}
+    elif isinstance(value, str) and re.fullmatch(r"\d{4}-\d{2}(-\d{2})?", value):
+        parts = value.split("-")
+        out |= {parts[0], *(str(int(p)) for p in parts[1:])}
     return out
 
 

@@ -46,6 +46,9 @@ def test_unknown_outcome_is_reconciled_then_handed_to_a_person():
 
 
 def test_elapsed_time_and_deadline_bound_retries():
-    assert decide(RetryPolicy(max_elapsed_seconds=10), kind=K.TRANSIENT, attempt=1, elapsed_seconds=9.5).verdict == Verdict.FAIL
+    assert (
+        decide(RetryPolicy(max_elapsed_seconds=10), kind=K.TRANSIENT, attempt=1, elapsed_seconds=9.5).verdict
+        == Verdict.FAIL
+    )
     late = decide(POLICY, kind=K.RATE_LIMITED, attempt=1, elapsed_seconds=0, retry_after=60, seconds_to_deadline=30)
     assert late.verdict == Verdict.FAIL and "deadline" in late.reason

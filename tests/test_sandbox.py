@@ -16,10 +16,15 @@ import requests
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
-PUBLISH = {"artifact_id": "REPORT_001", "version": 2, "sha256": "ab" * 32,
-           "title": "Q3 report", "content": "# Q3\n\nAll good.", "audience": "management"}
-ORDER = {"reference": "RUN_0001:submit_order:v1", "original_order": "ORD-1001",
-         "items": [{"sku": "SKU-1", "qty": 2}]}
+PUBLISH = {
+    "artifact_id": "REPORT_001",
+    "version": 2,
+    "sha256": "ab" * 32,
+    "title": "Q3 report",
+    "content": "# Q3\n\nAll good.",
+    "audience": "management",
+}
+ORDER = {"reference": "RUN_0001:submit_order:v1", "original_order": "ORD-1001", "items": [{"sku": "SKU-1", "qty": 2}]}
 NOTE = {"channel": "email", "to": ["ops@example.com"], "subject": "Done", "body": "Report is out."}
 
 
@@ -38,13 +43,26 @@ class Sandbox:
         self.process: subprocess.Popen | None = None
         self.base_url = ""
 
-    def start(self) -> "Sandbox":
+    def start(self) -> Sandbox:
         port = _free_port()
         self.base_url = f"http://127.0.0.1:{port}"
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "sandbox.server", "--port", str(port),
-             "--db", str(self.db_path), "--orders-mode", self.orders_mode],
-            cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            [
+                sys.executable,
+                "-m",
+                "sandbox.server",
+                "--port",
+                str(port),
+                "--db",
+                str(self.db_path),
+                "--orders-mode",
+                self.orders_mode,
+            ],
+            cwd=PROJECT_ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
@@ -73,8 +91,9 @@ class Sandbox:
 
     def post(self, path: str, json=None, key: str | None = None, **kwargs) -> requests.Response:
         headers = {"Idempotency-Key": key} if key else {}
-        return requests.post(self.base_url + path, json=json, headers=headers,
-                             timeout=kwargs.pop("timeout", 5), **kwargs)
+        return requests.post(
+            self.base_url + path, json=json, headers=headers, timeout=kwargs.pop("timeout", 5), **kwargs
+        )
 
     def stats(self) -> dict:
         return self.get("/_stats").json()
@@ -112,8 +131,12 @@ def test_publish_then_replay_is_one_effect_two_calls(sandbox):
     again = sandbox.post("/reports/publish", PUBLISH, key="RUN_0001:publish:v1")
 
     assert first.status_code == 201
-    assert first.json() == {"publication_id": "PUB-0001", "key": "RUN_0001:publish:v1",
-                            "status": "published", "replayed": False}
+    assert first.json() == {
+        "publication_id": "PUB-0001",
+        "key": "RUN_0001:publish:v1",
+        "status": "published",
+        "replayed": False,
+    }
     assert again.status_code == 200
     assert again.json()["publication_id"] == "PUB-0001"
     assert again.json()["replayed"] is True
@@ -230,12 +253,15 @@ def test_notify_replays_with_same_key(sandbox):
 # -- faults ----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("fault, status, error", [
-    ("error_500", 500, "injected server error"),
-    ("error_400", 400, "injected invalid input"),
-    ("error_422", 422, "injected unprocessable input"),
-    ("error_403", 403, "injected permission denied"),
-])
+@pytest.mark.parametrize(
+    "fault, status, error",
+    [
+        ("error_500", 500, "injected server error"),
+        ("error_400", 400, "injected invalid input"),
+        ("error_422", 422, "injected unprocessable input"),
+        ("error_403", 403, "injected permission denied"),
+    ],
+)
 def test_error_faults_answer_without_effect(sandbox, fault, status, error):
     sandbox.fault(endpoint="/reports/publish", fault=fault, count=1)
 
@@ -286,8 +312,7 @@ def test_commit_then_hang_commits_the_effect(sandbox):
 def test_fault_validation_and_clearing(sandbox):
     assert sandbox.post("/_faults", {"endpoint": "/nope", "fault": "error_500"}).status_code == 400
     assert sandbox.post("/_faults", {"endpoint": "/orders", "fault": "explode"}).status_code == 400
-    assert sandbox.post("/_faults", {"endpoint": "/orders", "fault": "error_500",
-                                     "count": 0}).status_code == 400
+    assert sandbox.post("/_faults", {"endpoint": "/orders", "fault": "error_500", "count": 0}).status_code == 400
     sandbox.fault(endpoint="/orders", fault="error_500", count=3)
 
     cleared = requests.delete(sandbox.base_url + "/_faults", timeout=5)
@@ -315,8 +340,9 @@ def test_reset_empties_everything(sandbox):
 
 def test_bad_requests_get_json_errors(sandbox):
     unknown = sandbox.get("/nowhere")
-    malformed = requests.post(sandbox.base_url + "/notify", data="{not json",
-                              headers={"Content-Type": "application/json"}, timeout=5)
+    malformed = requests.post(
+        sandbox.base_url + "/notify", data="{not json", headers={"Content-Type": "application/json"}, timeout=5
+    )
 
     assert (unknown.status_code, "error" in unknown.json()) == (404, True)
     assert (malformed.status_code, "error" in malformed.json()) == (400, True)

@@ -26,19 +26,44 @@ def awaiting(people, transactional_db):
     from django.db import transaction
 
     execution = Execution.objects.create(
-        workflow="monthly_report", workflow_version=1, input={"month": "2026-08"}, input_digest="d",
-        created_by=people["requester"].user, current_step="review",
-        context={"state": {}, "artifacts": {}, "notes": {"goal": "", "constraints": [], "facts": [], "completed_steps": [], "open_questions": [], "next_action": ""}},
+        workflow="monthly_report",
+        workflow_version=1,
+        input={"month": "2026-08"},
+        input_digest="d",
+        created_by=people["requester"].user,
+        current_step="review",
+        context={
+            "state": {},
+            "artifacts": {},
+            "notes": {
+                "goal": "",
+                "constraints": [],
+                "facts": [],
+                "completed_steps": [],
+                "open_questions": [],
+                "next_action": "",
+            },
+        },
     )
     blob = store.put(b"# Report\n\nV1 body\n")
     artifact = Artifact.objects.create(kind="report", title="Report", execution=execution)
     version = ArtifactVersion.objects.create(
-        artifact=artifact, number=1, sha256=blob.sha256, size=blob.size, content_type="text/markdown",
-        storage_path=blob.path, produced_by_step="draft_report",
+        artifact=artifact,
+        number=1,
+        sha256=blob.sha256,
+        size=blob.size,
+        content_type="text/markdown",
+        storage_path=blob.path,
+        produced_by_step="draft_report",
     )
     request = ApprovalRequest.objects.create(
-        execution=execution, step="review", artifact_version=version, version=1, content_sha256=blob.sha256,
-        action="publish_report", requested_by=people["requester"].user,
+        execution=execution,
+        step="review",
+        artifact_version=version,
+        version=1,
+        content_sha256=blob.sha256,
+        action="publish_report",
+        requested_by=people["requester"].user,
     )
     with transaction.atomic():
         lifecycle.apply(execution, "start")
@@ -84,7 +109,9 @@ def test_manager_approves_from_the_card(people, awaiting):
     execution, request = awaiting
     client = logged_in(people["manager"])
     assert "Approve V1" in client.get(f"/executions/{execution.ref}/").content.decode()
-    response = client.post(f"/executions/{execution.ref}/approvals/{request.pk}/decide/", decide_form(request), HTTP_HX_REQUEST="true")
+    response = client.post(
+        f"/executions/{execution.ref}/approvals/{request.pk}/decide/", decide_form(request), HTTP_HX_REQUEST="true"
+    )
     assert response.status_code == 200 and "Recorded" in response.content.decode()
     assert Execution.objects.get(pk=execution.pk).status == Status.RUNNING
     assert Decision.objects.get().decided_by == people["manager"].user
@@ -108,7 +135,9 @@ def test_stale_hash_from_the_card_is_refused_with_a_message(people, awaiting):
 def test_only_managers_other_than_the_requester_can_decide(people, awaiting, who):
     execution, request = awaiting
     client = logged_in(people[who])
-    response = client.post(f"/executions/{execution.ref}/approvals/{request.pk}/decide/", decide_form(request), HTTP_HX_REQUEST="true")
+    response = client.post(
+        f"/executions/{execution.ref}/approvals/{request.pk}/decide/", decide_form(request), HTTP_HX_REQUEST="true"
+    )
     body = response.content.decode()
     assert 'role="alert"' in body and ("lacks the permission" in body or "separation of duties" in body)
     assert not Decision.objects.exists()
@@ -129,7 +158,9 @@ def test_overlong_event_id_is_a_message_not_a_500(people, awaiting):
 @pytest.mark.parametrize("path", ["decide", "cancel", "start", "resume", "resolve", "redraft", "logout"])
 def test_posts_without_a_csrf_token_are_refused(people, awaiting, path):
     execution, request = awaiting
-    client = logged_in(people["operator"] if path in ("resume", "resolve") else people["manager"], enforce_csrf_checks=True)
+    client = logged_in(
+        people["operator"] if path in ("resume", "resolve") else people["manager"], enforce_csrf_checks=True
+    )
     url = {
         "decide": f"/executions/{execution.ref}/approvals/{request.pk}/decide/",
         "cancel": f"/executions/{execution.ref}/cancel/",
@@ -139,7 +170,9 @@ def test_posts_without_a_csrf_token_are_refused(people, awaiting, path):
         "redraft": f"/executions/{execution.ref}/redraft/",
         "logout": "/logout/",
     }[path]
-    assert client.post(url, decide_form(request) | {"workflow": "monthly_report", "month": "2026-08"}).status_code == 403
+    assert (
+        client.post(url, decide_form(request) | {"workflow": "monthly_report", "month": "2026-08"}).status_code == 403
+    )
     assert not Decision.objects.exists()
     assert Execution.objects.count() == 1
     assert Execution.objects.get(pk=execution.pk).status == Status.AWAITING_APPROVAL
@@ -168,8 +201,12 @@ def unknown_outcome(people, awaiting):
         execution = Execution.objects.get(pk=execution.pk)
         lifecycle.apply(execution, "flag", reason="outcome of publish can't be established")
     action = Action.objects.create(
-        key=f"{execution.ref}:publish:v1", execution=execution, step="publish", type="publish_report",
-        status=Action.State.UNKNOWN, attempts=1,
+        key=f"{execution.ref}:publish:v1",
+        execution=execution,
+        step="publish",
+        type="publish_report",
+        status=Action.State.UNKNOWN,
+        attempts=1,
     )
     return execution, action
 
@@ -194,10 +231,18 @@ def test_resolve_refused_for_non_operators_and_without_evidence(people, unknown_
     execution, action = unknown_outcome
     manager = logged_in(people["manager"])
     assert "Outcome unknown" not in manager.get(f"/executions/{execution.ref}/").content.decode()
-    response = manager.post(f"/executions/{execution.ref}/resolve/", {"key": action.key, "outcome": "succeeded", "evidence": "x"}, follow=True)
+    response = manager.post(
+        f"/executions/{execution.ref}/resolve/",
+        {"key": action.key, "outcome": "succeeded", "evidence": "x"},
+        follow=True,
+    )
     assert "only operators" in response.content.decode()
     operator = logged_in(people["operator"])
-    response = operator.post(f"/executions/{execution.ref}/resolve/", {"key": action.key, "outcome": "succeeded", "evidence": " "}, follow=True)
+    response = operator.post(
+        f"/executions/{execution.ref}/resolve/",
+        {"key": action.key, "outcome": "succeeded", "evidence": " "},
+        follow=True,
+    )
     assert "evidence" in response.content.decode()
     action.refresh_from_db()
     assert action.status == "unknown"

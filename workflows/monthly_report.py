@@ -24,7 +24,7 @@ def parse_input(raw: dict[str, Any]) -> dict[str, Any]:
     if unknown:
         raise InvalidInput(f"input.{sorted(unknown)[0]}", "unknown field (allowed: month, constraints)")
     if "month" not in raw:
-        raise InvalidInput("input.month", "required, e.g. \"2026-08\"")
+        raise InvalidInput("input.month", 'required, e.g. "2026-08"')
     try:
         retail.month_figures(raw["month"])  # the snapshot decides which months exist
     except retail.UnknownMonth as exc:
@@ -61,9 +61,7 @@ def retrieve_figures(ctx) -> dict[str, Any]:
 def analyze(ctx, model) -> dict[str, Any]:
     facts = retail.verified_facts(ctx.state["retrieve_figures"]["figures"])
     ctx.add_facts(facts)
-    prompt = ctx.prompt(
-        "Write a short summary of the month for the management team. Cite only the verified facts."
-    )
+    prompt = ctx.prompt("Write a short summary of the month for the management team. Cite only the verified facts.")
     response = model.complete(prompt=prompt, prompt_version="monthly-analysis-v1")
     return {"facts": facts, "narrative": response.text, "model": response.model, "model_label": model.label}
 

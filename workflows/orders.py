@@ -126,7 +126,9 @@ class UnknownOrder(ValueError):
         self.order_id = order_id
         known = ", ".join(known_orders())
         if not isinstance(order_id, str) or not ORDER_ID_RE.match(order_id):
-            message = f"{order_id!r} is not an order id: expected ORD- and digits, e.g. ORD-1001 (known orders: {known})"
+            message = (
+                f"{order_id!r} is not an order id: expected ORD- and digits, e.g. ORD-1001 (known orders: {known})"
+            )
         else:
             message = f"{order_id} is not a known past order ({CATALOGUE_ID} has {known})"
         super().__init__(message)

@@ -32,7 +32,9 @@ def parse_input(raw: dict[str, Any]) -> dict[str, Any]:
     if unknown:
         raise InvalidInput(f"input.{min(unknown)}", f"unknown field (allowed: {', '.join(ALLOWED_FIELDS)})")
     if "original_order" not in raw:
-        raise InvalidInput("input.original_order", f"required, e.g. \"ORD-1001\" (known orders: {', '.join(orders.known_orders())})")
+        raise InvalidInput(
+            "input.original_order", f'required, e.g. "ORD-1001" (known orders: {", ".join(orders.known_orders())})'
+        )
     try:
         orders.get_order(raw["original_order"])  # the catalogue decides which orders exist
     except orders.UnknownOrder as exc:
@@ -109,7 +111,9 @@ flow.approval(
 )
 
 
-@flow.effect("submit_order", label="Submitting the approved replacement order", action="submit_order", requires_approval="review")
+@flow.effect(
+    "submit_order", label="Submitting the approved replacement order", action="submit_order", requires_approval="review"
+)
 def submit_order(ctx) -> Effect:
     key = _submit_key(ctx)
     # The arguments come from the approved bytes (the runner re-checked their version
@@ -143,7 +147,9 @@ def record_order(ctx) -> dict[str, Any]:
     key = _submit_key(ctx)
     order_id = receipt.get("order_id")
     if not order_id:
-        raise StepFailure(FailureKind.BUSINESS_REJECTION, f"the order service's receipt for {key} has no order_id", evidence=receipt)
+        raise StepFailure(
+            FailureKind.BUSINESS_REJECTION, f"the order service's receipt for {key} has no order_id", evidence=receipt
+        )
     ctx.add_facts(
         [
             {

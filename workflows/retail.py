@@ -39,8 +39,18 @@ SNAPSHOT_PATH = Path(__file__).resolve().parent / "data" / f"{SNAPSHOT_ID}.json"
 
 _MONTH_RE = re.compile(r"^(\d{4})-(0[1-9]|1[0-2])$")
 _MONTH_NAMES = (
-    "January", "February", "March", "April", "May", "June",
-    "July", "August", "September", "October", "November", "December",
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
 )
 _WEEKDAY_NAMES = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
 
@@ -325,27 +335,33 @@ def verified_facts(figures: dict) -> list[dict]:
     revenue = figures["revenue"]
     rev_change = pct(revenue, prev["revenue"]) if prev else None
     if prev:
-        facts.append((
-            f"{label} revenue was {_money(revenue, currency)}, {_change(rev_change, versus)} "
-            f"({_money(prev['revenue'], currency)}).",
-            revenue,
-            source("revenue"),
-        ))
+        facts.append(
+            (
+                f"{label} revenue was {_money(revenue, currency)}, {_change(rev_change, versus)} "
+                f"({_money(prev['revenue'], currency)}).",
+                revenue,
+                source("revenue"),
+            )
+        )
     else:
-        facts.append((
-            f"{label} revenue was {_money(revenue, currency)}; the snapshot has no earlier month to compare with.",
-            revenue,
-            source("revenue"),
-        ))
+        facts.append(
+            (
+                f"{label} revenue was {_money(revenue, currency)}; the snapshot has no earlier month to compare with.",
+                revenue,
+                source("revenue"),
+            )
+        )
 
     txns = figures["transactions"]
     if prev:
-        facts.append((
-            f"Stores recorded {txns:,} transactions in {label}, "
-            f"{_change(pct(txns, prev['transactions']), versus)} ({prev['transactions']:,}).",
-            txns,
-            source("transactions"),
-        ))
+        facts.append(
+            (
+                f"Stores recorded {txns:,} transactions in {label}, "
+                f"{_change(pct(txns, prev['transactions']), versus)} ({prev['transactions']:,}).",
+                txns,
+                source("transactions"),
+            )
+        )
     else:
         facts.append((f"Stores recorded {txns:,} transactions in {label}.", txns, source("transactions")))
 
@@ -378,70 +394,88 @@ def verified_facts(figures: dict) -> list[dict]:
     if compare:
         best = _pick(stores, "change_pct", highest=True)
         worst = _pick(stores, "change_pct", highest=False)
-        facts.append((
-            f"{best['name']} ({best['id']}) had the strongest store result: "
-            f"{_money(best['revenue'], currency)}, {_change(best['change_pct'], versus)}{store_clause(best)}.",
-            best["change_pct"],
-            source(f"by_store.{best['id']}.change_pct"),
-        ))
-        facts.append((
-            f"{worst['name']} ({worst['id']}) had the weakest store result: "
-            f"{_money(worst['revenue'], currency)}, {_change(worst['change_pct'], versus)}{store_clause(worst)}.",
-            worst["change_pct"],
-            source(f"by_store.{worst['id']}.change_pct"),
-        ))
+        facts.append(
+            (
+                f"{best['name']} ({best['id']}) had the strongest store result: "
+                f"{_money(best['revenue'], currency)}, {_change(best['change_pct'], versus)}{store_clause(best)}.",
+                best["change_pct"],
+                source(f"by_store.{best['id']}.change_pct"),
+            )
+        )
+        facts.append(
+            (
+                f"{worst['name']} ({worst['id']}) had the weakest store result: "
+                f"{_money(worst['revenue'], currency)}, {_change(worst['change_pct'], versus)}{store_clause(worst)}.",
+                worst["change_pct"],
+                source(f"by_store.{worst['id']}.change_pct"),
+            )
+        )
         top = _pick(categories, "change_pct", highest=True)
         low = _pick(categories, "change_pct", highest=False)
-        facts.append((
-            f"{top['name']} was the fastest-growing category: "
-            f"{_money(top['revenue'], currency)}, {_change(top['change_pct'], versus)}.",
-            top["change_pct"],
-            source(f"by_category.{top['id']}.change_pct"),
-        ))
-        facts.append((
-            f"{low['name']} was the weakest category: "
-            f"{_money(low['revenue'], currency)}, {_change(low['change_pct'], versus)}.",
-            low["change_pct"],
-            source(f"by_category.{low['id']}.change_pct"),
-        ))
+        facts.append(
+            (
+                f"{top['name']} was the fastest-growing category: "
+                f"{_money(top['revenue'], currency)}, {_change(top['change_pct'], versus)}.",
+                top["change_pct"],
+                source(f"by_category.{top['id']}.change_pct"),
+            )
+        )
+        facts.append(
+            (
+                f"{low['name']} was the weakest category: "
+                f"{_money(low['revenue'], currency)}, {_change(low['change_pct'], versus)}.",
+                low["change_pct"],
+                source(f"by_category.{low['id']}.change_pct"),
+            )
+        )
     else:
         big = _pick(stores, "revenue", highest=True)
         small = _pick(stores, "revenue", highest=False)
-        facts.append((
-            f"{big['name']} ({big['id']}) was the largest store in {label} with "
-            f"{_money(big['revenue'], currency)}{store_clause(big)}.",
-            big["revenue"],
-            source(f"by_store.{big['id']}.revenue"),
-        ))
-        facts.append((
-            f"{small['name']} ({small['id']}) was the smallest store in {label} with "
-            f"{_money(small['revenue'], currency)}{store_clause(small)}.",
-            small["revenue"],
-            source(f"by_store.{small['id']}.revenue"),
-        ))
+        facts.append(
+            (
+                f"{big['name']} ({big['id']}) was the largest store in {label} with "
+                f"{_money(big['revenue'], currency)}{store_clause(big)}.",
+                big["revenue"],
+                source(f"by_store.{big['id']}.revenue"),
+            )
+        )
+        facts.append(
+            (
+                f"{small['name']} ({small['id']}) was the smallest store in {label} with "
+                f"{_money(small['revenue'], currency)}{store_clause(small)}.",
+                small["revenue"],
+                source(f"by_store.{small['id']}.revenue"),
+            )
+        )
         top = _pick(categories, "revenue", highest=True)
         low = _pick(categories, "revenue", highest=False)
-        facts.append((
-            f"{top['name']} was the largest category in {label} with {_money(top['revenue'], currency)}.",
-            top["revenue"],
-            source(f"by_category.{top['id']}.revenue"),
-        ))
-        facts.append((
-            f"{low['name']} was the smallest category in {label} with {_money(low['revenue'], currency)}.",
-            low["revenue"],
-            source(f"by_category.{low['id']}.revenue"),
-        ))
+        facts.append(
+            (
+                f"{top['name']} was the largest category in {label} with {_money(top['revenue'], currency)}.",
+                top["revenue"],
+                source(f"by_category.{top['id']}.revenue"),
+            )
+        )
+        facts.append(
+            (
+                f"{low['name']} was the smallest category in {label} with {_money(low['revenue'], currency)}.",
+                low["revenue"],
+                source(f"by_category.{low['id']}.revenue"),
+            )
+        )
 
     daily = figures["daily"]
     if daily:
         peak = _pick(daily, "revenue", highest=True)
         day = date.fromisoformat(peak["date"])
-        facts.append((
-            f"The best day was {_WEEKDAY_NAMES[day.weekday()]} {day.day} {_MONTH_NAMES[day.month - 1]} "
-            f"{day.year}, with {_money(peak['revenue'], currency)} in revenue.",
-            peak["revenue"],
-            source(f"daily.{peak['date']}.revenue"),
-        ))
+        facts.append(
+            (
+                f"The best day was {_WEEKDAY_NAMES[day.weekday()]} {day.day} {_MONTH_NAMES[day.month - 1]} "
+                f"{day.year}, with {_money(peak['revenue'], currency)} in revenue.",
+                peak["revenue"],
+                source(f"daily.{peak['date']}.revenue"),
+            )
+        )
 
     return [
         {"id": f"F{i}", "statement": statement, "value": value, "source": src}
@@ -539,9 +573,7 @@ def render_report(
     total = figures["revenue"]
     for row in figures["by_category"]:
         share = f"{row['revenue'] / total * 100:.1f}%" if total else "n/a"
-        lines.append(
-            f"| {_cell(row['name'])} | {row['revenue']:,} | {share} | {_signed_pct(row['change_pct'])} |"
-        )
+        lines.append(f"| {_cell(row['name'])} | {row['revenue']:,} | {share} | {_signed_pct(row['change_pct'])} |")
 
     kept = [c.strip() for c in constraints if c and c.strip()]
     if kept:

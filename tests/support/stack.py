@@ -32,7 +32,9 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def wait_for(predicate: Callable[[], Any], *, timeout: float = 30, interval: float = 0.2, what: str = "condition") -> Any:
+def wait_for(
+    predicate: Callable[[], Any], *, timeout: float = 30, interval: float = 0.2, what: str = "condition"
+) -> Any:
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()
@@ -52,7 +54,7 @@ def http() -> requests.Session:
 class Proc:
     def __init__(self, name: str, args: list[str], env: dict[str, str], log: Path) -> None:
         self.name, self.args, self.log = name, args, log
-        self._out = open(log, "ab")
+        self._out = open(log, "ab")  # noqa: SIM115 - closed in stop()
         self.popen = subprocess.Popen(args, cwd=ROOT, env=env, stdout=self._out, stderr=subprocess.STDOUT)
 
     @property
@@ -120,7 +122,15 @@ class Stack:
     def sandbox(self, **env: str) -> Proc:
         proc = self._start(
             "sandbox",
-            [str(BIN / "python"), "manage.py", "runsandbox", "--port", str(self.sandbox_port), "--db", str(self.tmp / "sandbox.sqlite3")],
+            [
+                str(BIN / "python"),
+                "manage.py",
+                "runsandbox",
+                "--port",
+                str(self.sandbox_port),
+                "--db",
+                str(self.tmp / "sandbox.sqlite3"),
+            ],
             **env,
         )
         wait_for(lambda: _responds(f"{self.sandbox_url}/_health"), what="the sandbox to listen")
@@ -130,8 +140,17 @@ class Stack:
         proc = self._start(
             f"worker-{name}",
             [
-                str(BIN / "celery"), "-A", "config", "worker", "--pool=solo", "--loglevel=INFO",
-                "-n", f"{name}-{os.getpid()}@%h", "--without-gossip", "--without-mingle", "--without-heartbeat",
+                str(BIN / "celery"),
+                "-A",
+                "config",
+                "worker",
+                "--pool=solo",
+                "--loglevel=INFO",
+                "-n",
+                f"{name}-{os.getpid()}@%h",
+                "--without-gossip",
+                "--without-mingle",
+                "--without-heartbeat",
             ],
             **env,
         )
@@ -142,14 +161,24 @@ class Stack:
     def beat(self, **env: str) -> Proc:
         return self._start(
             "beat",
-            [str(BIN / "celery"), "-A", "config", "beat", "--loglevel=INFO", "-s", str(self.tmp / f"beat-{len(self.procs)}")],
+            [
+                str(BIN / "celery"),
+                "-A",
+                "config",
+                "beat",
+                "--loglevel=INFO",
+                "-s",
+                str(self.tmp / f"beat-{len(self.procs)}"),
+            ],
             **env,
         )
 
     def web(self, **env: str) -> Proc:
         port = free_port()
         proc = self._start(
-            "web", [str(BIN / "python"), "manage.py", "runserver", f"127.0.0.1:{port}", "--noreload", "--insecure"], **env
+            "web",
+            [str(BIN / "python"), "manage.py", "runserver", f"127.0.0.1:{port}", "--noreload", "--insecure"],
+            **env,
         )
         self.web_url = f"http://127.0.0.1:{port}"
         wait_for(lambda: _responds(f"{self.web_url}/login/"), timeout=30, what="the web server to listen")

@@ -91,11 +91,7 @@ def _season(category: str, day: date) -> float:
     if category == "stationery":
         # Back to school (Dutch schools restart mid/late August), plus a small
         # January restart bump.
-        return (
-            base
-            * _bump(doy, peak=236, width=12, height=1.9)
-            * _bump(doy, peak=8, width=6, height=0.35)
-        )
+        return base * _bump(doy, peak=236, width=12, height=1.9) * _bump(doy, peak=8, width=6, height=0.35)
     return base
 
 
@@ -126,9 +122,7 @@ def build_snapshot() -> dict:
             # Draw the store-day factor every day (even closed ones) so that the
             # random stream does not depend on the closure calendar.
             traffic = _clamped_gauss(rng, 0.04)
-            closed = (day.month, day.day) == (1, 1) or (
-                store_id == RENOVATION_STORE and reno_start <= day <= reno_end
-            )
+            closed = (day.month, day.day) == (1, 1) or (store_id == RENOVATION_STORE and reno_start <= day <= reno_end)
             factor = size * traffic * WEEKDAY_FACTOR[day.weekday()] * _store_season(store_id, day)
             if day.day >= 25:
                 factor *= 1.04  # payday

@@ -15,5 +15,9 @@ class Command(BaseCommand):
         add_arguments(parser)
 
     def handle(self, *args, **options):
-        serve(host=options["host"], port=options["port"], db_path=options["db"],
-              orders_idempotent=options["orders_mode"] == "idempotent")
+        serve(
+            host=options["host"],
+            port=options["port"],
+            db_path=options["db"],
+            orders_idempotent=options["orders_mode"] == "idempotent",
+        )
