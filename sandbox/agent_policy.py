@@ -84,7 +84,7 @@ class ToolResult:
         """The content as a JSON object, or None if it is not one."""
         try:
             value = json.loads(self.content)
-        except ValueError:
+        except (ValueError, RecursionError):
             return None
         return value if isinstance(value, dict) else None
 

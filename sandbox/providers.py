@@ -88,7 +88,7 @@ def _args(raw: Any) -> dict[str, Any]:
     if isinstance(raw, str):
         try:
             raw = json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):
             return {}
     return raw if isinstance(raw, dict) else {}
 

@@ -537,7 +537,7 @@ class Sandbox:
             return {}
         try:
             body = json.loads(raw)
-        except (ValueError, UnicodeDecodeError) as exc:
+        except (ValueError, UnicodeDecodeError, RecursionError) as exc:
             raise HttpError(400, f"malformed JSON body: {exc}") from None
         if not isinstance(body, dict):
             raise HttpError(400, "JSON body must be an object")
