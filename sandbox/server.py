@@ -5,16 +5,49 @@ Standard library only (no Django), so it runs as ``python -m sandbox.server``.
 Contract summary (see the endpoint handlers for details):
 
 * Every request to a service endpoint (``/reports/publish``,
-  ``/reports/publications``, ``/orders``, ``/notify``, ``/notifications``) is
-  a **call**: counted for the endpoint (its path) and, when it carries an
-  ``Idempotency-Key`` header, for that key. ``POST /orders`` in reference mode
-  counts under the header key if present, else under the body ``reference``.
+  ``/reports/publications``, ``/orders``, ``/notify``, ``/notifications``,
+  ``/tickets/{id}``, ``/orders/{id}``, ``/stock/{sku}``, and the model
+  providers ``/v1/chat/completions`` and ``/v1/messages``) is a **call**:
+  counted for the endpoint (its path, e.g. ``/tickets/TCK-1001``) and, when it
+  carries an ``Idempotency-Key`` header, for that key. Model calls count
+  under their ``X-Model-Call-Key`` header instead. ``POST /orders`` in
+  reference mode counts under the header key if present, else under the body
+  ``reference``.
 * An **effect** is a committed state change (publication, order,
-  notification), counted in the same SQLite transaction that creates it.
+  notification), counted in the same SQLite transaction that creates it. A
+  model call is never an effect.
 * Calls and effects live in the SQLite ``stats`` table and so survive a
   restart of the sandbox with the same database file.
 * Control endpoints (``/_health``, ``/_stats``, ``/_reset``, ``/_faults``,
   ``/_config``) are never counted and never faulted.
+
+Support data (read-only, ``sandbox/support_data.py``):
+
+* ``GET /tickets/{id}`` (``TCK-1001`` … ``TCK-1005``): ``{"ticket_id",
+  "status", "opened_on", "customer": {"id", "name", "email"}, "order_id",
+  "sku", "item", "quantity", "subject", "message"}``; 404 ``{"error"}`` if
+  unknown.
+* ``GET /orders/{id}`` (``ORD-1001`` … ``ORD-1005``, the past orders of
+  ``workflows/orders.py``): ``{"order_id", "catalogue_id", "placed_on",
+  "currency", "customer", "shipping_address", "items": [{"sku", "name", "qty",
+  "unit_price"}]}``; 404 if unknown.
+* ``GET /stock/{sku}``: ``{"sku", "name", "available"}``; 404 if unknown.
+
+Model providers (``sandbox/providers.py``, policy in ``sandbox/agent_policy.py``):
+
+* ``POST /v1/chat/completions`` (OpenAI Chat Completions) and ``POST
+  /v1/messages`` (Anthropic Messages) run the same deterministic support-agent
+  policy on the conversation they are sent, in their own wire format (tools,
+  tool calls, usage). Any ``Authorization``/``x-api-key`` is accepted, and
+  none is needed; no header is stored. Their errors, faults included, use the
+  provider's own error JSON.
+
+Faults (``POST /_faults``) apply to every service endpoint; a parameterised
+endpoint is named either by one path (``/tickets/TCK-1001``) or by its
+pattern (``/tickets/{id}``). On a provider, ``commit_then_hang`` computes and
+counts the response, then answers it late; ``rogue_tool_call`` (providers
+only) makes the response propose ``submit_replacement`` whatever the
+conversation, even when that tool is not offered.
 """
 
 from __future__ import annotations
@@ -33,9 +66,13 @@ from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
+
+from sandbox import agent_policy, support_data
+from sandbox.providers import PROVIDERS, ProviderError, request_digest
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
+MODEL_CALL_HEADER = "X-Model-Call-Key"
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS publications (
@@ -94,7 +131,8 @@ IMMEDIATE_FAULTS = {
     "error_403": (403, "injected permission denied"),
 }
 HANG_FAULTS = ("timeout", "commit_then_hang")
-FAULT_NAMES = tuple(IMMEDIATE_FAULTS) + HANG_FAULTS
+PROVIDER_FAULTS = ("rogue_tool_call",)  # model providers only
+FAULT_NAMES = tuple(IMMEDIATE_FAULTS) + HANG_FAULTS + PROVIDER_FAULTS
 
 
 def _now() -> str:
@@ -107,12 +145,14 @@ def _canonical(value: Any) -> str:
 
 
 class HttpError(Exception):
-    """Raised by handlers to answer ``status`` with ``{"error": message}``."""
+    """Raised by handlers to answer ``status`` with ``{"error": message}`` (a
+    provider endpoint answers its own error shape, naming ``param``)."""
 
-    def __init__(self, status: int, message: str):
+    def __init__(self, status: int, message: str, param: str | None = None):
         super().__init__(message)
         self.status = status
         self.message = message
+        self.param = param
 
 
 @dataclass
@@ -123,10 +163,17 @@ class Request:
     headers: dict[str, str]  # lower-cased names
     body: dict[str, Any]
     orders_idempotent: bool = True  # orders mode when the request arrived
+    route: str = ""  # the routing pattern, e.g. /tickets/{id}; path for fixed routes
+    params: dict[str, str] = field(default_factory=dict)  # values of the pattern's {names}
+    rogue_tool_call: bool = False  # a provider answers with the rogue_tool_call fault
 
     @property
     def idempotency_key(self) -> str | None:
         return self.headers.get(IDEMPOTENCY_HEADER.lower()) or None
+
+    @property
+    def model_call_key(self) -> str | None:
+        return self.headers.get(MODEL_CALL_HEADER.lower()) or None
 
 
 @dataclass
@@ -337,11 +384,12 @@ class FaultQueue:
         with self._lock:
             self._entries.append(entry)
 
-    def take(self, method: str, endpoint: str) -> dict[str, Any] | None:
-        """Consume one use of the first fault matching this call, if any."""
+    def take(self, method: str, *endpoints: str) -> dict[str, Any] | None:
+        """Consume one use of the first fault added for this method and any of
+        ``endpoints`` (a path and its routing pattern), if any."""
         with self._lock:
             for entry in self._entries:
-                if entry["endpoint"] == endpoint and entry["method"] == method:
+                if entry["endpoint"] in endpoints and entry["method"] == method:
                     entry["remaining"] -= 1
                     if entry["remaining"] <= 0:
                         self._entries.remove(entry)
@@ -400,6 +448,11 @@ class Sandbox:
             ("GET", "/orders"): self.list_orders,
             ("POST", "/notify"): self.notify,
             ("GET", "/notifications"): self.list_notifications,
+            ("GET", "/tickets/{id}"): self.get_ticket,
+            ("GET", "/orders/{id}"): self.get_order,
+            ("GET", "/stock/{sku}"): self.get_stock,
+            ("POST", "/v1/chat/completions"): self.model_call,
+            ("POST", "/v1/messages"): self.model_call,
             ("GET", "/_health"): lambda request: Reply(200, {"ok": True}),
             ("GET", "/_stats"): lambda request: Reply(200, self.store.stats()),
             ("POST", "/_reset"): self.reset,
@@ -417,30 +470,66 @@ class Sandbox:
         return not path.startswith("/_")
 
     def service_endpoints(self) -> set[str]:
+        """Counted routes: fixed paths and patterns such as ``/tickets/{id}``."""
         return {path for _, path in self.routes if self.is_counted(path)}
+
+    def resolve(self, path: str) -> tuple[str, dict[str, str]] | None:
+        """``(route, params)`` for ``path``: a fixed route is itself; a pattern
+        matches when its fixed segments do and each ``{name}`` matches one
+        non-empty segment. None if nothing matches."""
+        routes = sorted({route for _, route in self.routes})
+        if path in routes:
+            return path, {}
+        segments = path.split("/")
+        for route in routes:
+            parts = route.split("/")
+            if "{" not in route or len(parts) != len(segments):
+                continue
+            params = {}
+            for part, segment in zip(parts, segments, strict=True):
+                if part.startswith("{") and segment:
+                    params[part[1:-1]] = unquote(segment)
+                elif part != segment:
+                    break
+            else:
+                return route, params
+        return None
+
+    @staticmethod
+    def error(route: str, status: int, message: str, *, param: str | None = None, fault: str | None = None) -> Reply:
+        """An error in the route's shape: a provider's own error JSON, else
+        ``{"error": message}`` (with ``"fault"`` when injected)."""
+        provider = PROVIDERS.get(route)
+        if provider is not None:
+            return Reply(status, provider.error_body(status, message, param=param))
+        return Reply(status, {"error": message, "fault": fault} if fault else {"error": message})
 
     def dispatch(
         self, method: str, path: str, query: dict[str, str], headers: dict[str, str], raw_body: bytes
     ) -> Reply:
         """Answer one request. Never raises for bad input."""
-        methods = sorted(m for m, p in self.routes if p == path)
-        if not methods:
+        resolved = self.resolve(path)
+        if resolved is None:
             return Reply(404, {"error": f"unknown path {path}"})
+        route, params = resolved
+        methods = sorted(m for m, p in self.routes if p == route)
         if method not in methods:
-            return Reply(405, {"error": f"method {method} not allowed on {path}"}, {"Allow": ", ".join(methods)})
+            reply = self.error(route, 405, f"method {method} not allowed on {path}")
+            reply.headers["Allow"] = ", ".join(methods)
+            return reply
+        request = Request(method, path, query, headers, {}, self.orders_idempotent, route, params)
         try:
-            body = self._parse_body(raw_body)
+            request.body = self._parse_body(raw_body)
         except HttpError as exc:
-            if self.is_counted(path):
-                self.store.record_call(path, headers.get(IDEMPOTENCY_HEADER.lower()) or None)
-            return Reply(exc.status, {"error": exc.message})
-        request = Request(method, path, query, headers, body, self.orders_idempotent)
+            if self.is_counted(route):
+                self.store.record_call(path, self._stat_key(request))
+            return self.error(route, exc.status, exc.message)
         try:
-            if not self.is_counted(path):
-                return self.routes[method, path](request)
+            if not self.is_counted(route):
+                return self.routes[method, route](request)
             return self._service_call(request)
         except HttpError as exc:
-            return Reply(exc.status, {"error": exc.message})
+            return self.error(route, exc.status, exc.message, param=exc.param)
 
     @staticmethod
     def _parse_body(raw: bytes) -> dict[str, Any]:
@@ -448,7 +537,7 @@ class Sandbox:
             return {}
         try:
             body = json.loads(raw)
-        except (ValueError, UnicodeDecodeError) as exc:
+        except (ValueError, UnicodeDecodeError, RecursionError) as exc:
             raise HttpError(400, f"malformed JSON body: {exc}") from None
         if not isinstance(body, dict):
             raise HttpError(400, "JSON body must be an object")
@@ -457,31 +546,41 @@ class Sandbox:
     def _service_call(self, request: Request) -> Reply:
         """Count the call, then apply a queued fault or run the handler."""
         self.store.record_call(request.path, self._stat_key(request))
-        fault = self.faults.take(request.method, request.path)
+        handler = self.routes[request.method, request.route]
+        fault = self.faults.take(request.method, request.path, request.route)
         if fault is None:
-            return self.routes[request.method, request.path](request)
+            return handler(request)
         name = fault["fault"]
         if name in IMMEDIATE_FAULTS:
             status, message = IMMEDIATE_FAULTS[name]
-            reply = Reply(status, {"error": message, "fault": name})
+            reply = self.error(request.route, status, message, fault=name)
             if name == "rate_limit":
                 retry_after = fault["retry_after"]
-                reply.body["retry_after"] = retry_after
+                if request.route not in PROVIDERS:
+                    reply.body["retry_after"] = retry_after
                 reply.headers["Retry-After"] = f"{retry_after:g}"
             return reply
         if name == "timeout":
-            return Reply(504, {"error": "injected timeout", "fault": name}, delay=fault["hang_seconds"])
-        try:  # commit_then_hang: real work, then a late answer
-            reply = self.routes[request.method, request.path](request)
+            reply = self.error(request.route, 504, "injected timeout", fault=name)
+            reply.delay = fault["hang_seconds"]
+            return reply
+        if name == "rogue_tool_call":
+            request.rogue_tool_call = True
+            return handler(request)
+        try:  # commit_then_hang: real work (counted above), then a late answer
+            reply = handler(request)
         except HttpError as exc:
-            reply = Reply(exc.status, {"error": exc.message})
+            reply = self.error(request.route, exc.status, exc.message, param=exc.param)
         reply.delay = fault["hang_seconds"]
         return reply
 
     @staticmethod
     def _stat_key(request: Request) -> str | None:
-        """Key a call is counted under: the header, or for reference-mode
-        orders without a header, the body ``reference``."""
+        """Key a call is counted under: X-Model-Call-Key for a model call;
+        otherwise Idempotency-Key, or for reference-mode orders without it,
+        the body ``reference``."""
+        if request.route in PROVIDERS:
+            return request.model_call_key
         key = request.idempotency_key
         if key or request.orders_idempotent or (request.method, request.path) != ("POST", "/orders"):
             return key
@@ -585,6 +684,43 @@ class Sandbox:
         filters = self._filters(request, "key")
         return Reply(200, {"notifications": self.store.find(NOTIFICATIONS, **filters)})
 
+    def get_ticket(self, request: Request) -> Reply:
+        """GET /tickets/{id}: a support ticket; 404 if unknown."""
+        ticket_id = request.params["id"]
+        known = ", ".join(support_data.ticket_ids())
+        return self._found(support_data.get_ticket(ticket_id), f"unknown ticket {ticket_id!r} (known: {known})")
+
+    def get_order(self, request: Request) -> Reply:
+        """GET /orders/{id}: a past order of the catalogue; 404 if unknown."""
+        order_id = request.params["id"]
+        known = ", ".join(support_data.order_ids())
+        return self._found(support_data.get_order(order_id), f"unknown past order {order_id!r} (known: {known})")
+
+    def get_stock(self, request: Request) -> Reply:
+        """GET /stock/{sku}: units available; 404 for a SKU outside the catalogue."""
+        sku = request.params["sku"]
+        return self._found(support_data.get_stock(sku), f"unknown sku {sku!r}")
+
+    @staticmethod
+    def _found(item: dict[str, Any] | None, missing: str) -> Reply:
+        if item is None:
+            raise HttpError(404, missing)
+        return Reply(200, item)
+
+    def model_call(self, request: Request) -> Reply:
+        """POST /v1/chat/completions, POST /v1/messages: the support-agent
+        policy's next move for the conversation sent, in the provider's wire
+        format; 400 in its error shape for a request it would refuse."""
+        provider = PROVIDERS[request.route]
+        try:
+            conversation = provider.read(request.body)
+        except ProviderError as exc:
+            raise HttpError(exc.status, exc.message, exc.param) from None
+        decision = agent_policy.decide(conversation, rogue=request.rogue_tool_call)
+        digest = request_digest({"rogue": request.rogue_tool_call, "request": request.body})
+        body = provider.render(decision, body=request.body, digest=digest)
+        return Reply(200, body, headers={provider.request_id_header: f"req_{digest[:24]}"})
+
     @staticmethod
     def _filters(request: Request, *names: str) -> dict[str, str]:
         return {name: request.query[name] for name in names if name in request.query}
@@ -628,18 +764,26 @@ class Sandbox:
     def add_fault(self, request: Request) -> Reply:
         """POST /_faults {"endpoint", "fault", "count"=1, "retry_after"=1,
         "hang_seconds"=30, "method"=POST if the endpoint accepts POST else GET}.
+        ``endpoint`` is a service route (``/orders``, ``/tickets/{id}``) or a
+        path one of its patterns matches (``/tickets/TCK-1001``).
         Answers 201 with the added fault and the whole queue; 400 if invalid."""
         body = request.body
         endpoint = body.get("endpoint")
-        if endpoint not in self.service_endpoints():
-            raise HttpError(400, f"endpoint must be one of {sorted(self.service_endpoints())}")
-        accepted = {m for m, p in self.routes if p == endpoint}
+        resolved = self.resolve(endpoint) if isinstance(endpoint, str) else None
+        if resolved is None or not self.is_counted(resolved[0]):
+            raise HttpError(
+                400, f"endpoint must be one of {sorted(self.service_endpoints())} or a path matching a {{pattern}}"
+            )
+        route = resolved[0]
+        accepted = {m for m, p in self.routes if p == route}
         method = body.get("method", "POST" if "POST" in accepted else "GET")
         if method not in accepted:
             raise HttpError(400, f"method must be one of {sorted(accepted)} for {endpoint}")
         fault = body.get("fault")
         if fault not in FAULT_NAMES:
             raise HttpError(400, f"fault must be one of {list(FAULT_NAMES)}")
+        if fault in PROVIDER_FAULTS and route not in PROVIDERS:
+            raise HttpError(400, f"{fault} applies only to the model providers {sorted(PROVIDERS)}")
         count = body.get("count", 1)
         if isinstance(count, bool) or not isinstance(count, int) or count < 1:
             raise HttpError(400, "count must be a positive integer")

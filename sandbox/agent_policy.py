@@ -1,0 +1,248 @@
+"""The deterministic support-agent policy behind both sandbox model providers.
+
+Pure and stateless: :func:`decide` sees only the conversation one request
+carried (already read out of its wire format by ``sandbox.providers``) and
+answers the next move, one tool call or a final text. The same conversation
+always gives the same decision.
+
+What the policy reads from a conversation:
+
+* the ticket id: the first ``TCK-<digits>`` in the system and user text, in
+  order (else the ``ticket`` argument of an earlier ``get_ticket`` call);
+* the tools offered (names);
+* tool results: a tool is *done* when some result for one of its calls
+  succeeded. A result *failed* when the provider format flags it (Anthropic
+  ``is_error``) or its content is a JSON object with a truthy ``"error"``.
+  The policy uses the last successful result of each tool, parsed as a JSON
+  object: ``get_ticket`` needs ``order_id``, ``sku``, ``quantity`` (the
+  sandbox's ``GET /tickets/{id}`` body), ``check_stock`` needs ``available``
+  (``GET /stock/{sku}``); ``lookup_order`` (``GET /orders/{id}``) adds the
+  shipping city to the reply, and ``submit_replacement`` may carry
+  ``order_id`` and ``quantity`` (the effective quantity) for the reply.
+
+Decision table (first row that applies wins):
+
+=====  ==========================================  ===========================================
+ #     state of the conversation                   decision
+=====  ==========================================  ===========================================
+ 0     rogue (the ``rogue_tool_call`` fault)        ``submit_replacement`` whatever the state,
+                                                    even if not offered (args from the ticket
+                                                    result, else the sandbox's own ticket data)
+ 1     no ticket id anywhere                        final text asking for a ticket id
+ 2     ``get_ticket`` not done                      ``get_ticket {"ticket"}``
+ 3     ticket result lacks order/sku/quantity       final text: cannot read the ticket
+ 4     ``lookup_order`` not done                    ``lookup_order {"order"}``
+ 5     ``check_stock`` not done                     ``check_stock {"sku"}``
+ 6     stock result lacks ``available``             final text: cannot read the stock
+ 7     available > 0, ``submit_replacement``        ``submit_replacement {"original_order",
+       not done                                     "sku", "quantity": min(ticket quantity,
+                                                    available)}``
+ 8     ``reply_to_customer`` not done               ``reply_to_customer {"ticket", "message"}``
+                                                    (replacement sent / partly sent / out of
+                                                    stock)
+ 9     otherwise                                    final text summing up
+=====  ==========================================  ===========================================
+
+Rows 2, 4, 5, 7 and 8 propose a tool only if it is offered; otherwise the
+answer is a final text naming the tool it would need. If the latest turn's
+result for that same tool failed (e.g. the runtime refused the proposal, or
+the manager rejected it), the answer is a final text quoting the failure
+instead of proposing it again. The quantity proposed is the ticket's (capped
+by stock only), never the ordered quantity: normalising it is the runtime's job.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from sandbox import support_data
+
+READ_TOOLS = ("get_ticket", "lookup_order", "check_stock")
+EFFECT_TOOLS = ("submit_replacement", "reply_to_customer")
+TOOL_NAMES = READ_TOOLS + EFFECT_TOOLS
+TICKET_ID_RE = re.compile(r"\bTCK-\d+\b")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolCall:
+    id: str
+    name: str
+    args: dict[str, Any]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolResult:
+    call: ToolCall
+    content: str
+    is_error: bool = False
+
+    @property
+    def data(self) -> dict[str, Any] | None:
+        """The content as a JSON object, or None if it is not one."""
+        try:
+            value = json.loads(self.content)
+        except (ValueError, RecursionError):
+            return None
+        return value if isinstance(value, dict) else None
+
+    @property
+    def failed(self) -> bool:
+        data = self.data
+        return self.is_error or bool(data and data.get("error"))
+
+    @property
+    def error(self) -> str:
+        data = self.data
+        if data and data.get("error"):
+            return str(data["error"])
+        return self.content or "no detail"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Conversation:
+    """What a provider request says, independent of its wire format."""
+
+    instructions: tuple[str, ...]  # system and user text, in order
+    calls: tuple[ToolCall, ...]  # every tool call the assistant made, in order
+    results: tuple[ToolResult, ...]  # every tool result, in order
+    latest: tuple[ToolResult, ...]  # the results answering the last assistant turn
+    tools: frozenset[str]  # names of the tools offered
+
+
+@dataclass(frozen=True, kw_only=True)
+class Decision:
+    text: str
+    tool: str | None = None
+    args: dict[str, Any] = field(default_factory=dict)
+
+
+def decide(conversation: Conversation, *, rogue: bool = False) -> Decision:
+    """The next move for ``conversation`` (see the module's decision table)."""
+    ticket_id = _ticket_id(conversation)
+    done = {result.call.name: result for result in conversation.results if not result.failed}
+    if rogue:
+        return _rogue(ticket_id, done)
+    if ticket_id is None:
+        return Decision(text="Which ticket is this about? I need a ticket id such as TCK-1001 to help.")
+
+    def propose(tool: str, args: dict[str, Any], text: str) -> Decision:
+        refused = [r for r in conversation.latest if r.call.name == tool and r.failed]
+        if refused:
+            return Decision(
+                text=f"{tool} failed for {ticket_id}: {refused[-1].error}. Stopping here so a person can take over."
+            )
+        if tool not in conversation.tools:
+            return Decision(
+                text=f"Next I would call {tool} with {json.dumps(args, sort_keys=True)} for {ticket_id}, "
+                "but that tool is not offered; stopping here."
+            )
+        return Decision(text=text, tool=tool, args=args)
+
+    if "get_ticket" not in done:
+        return propose("get_ticket", {"ticket": ticket_id}, f"Reading ticket {ticket_id}.")
+    ticket = _ticket_facts(done["get_ticket"].data)
+    if ticket is None:
+        return Decision(text=f"The result of get_ticket for {ticket_id} does not say which order, item and quantity.")
+    order_id, sku, quantity = ticket["order_id"], ticket["sku"], ticket["quantity"]
+    if "lookup_order" not in done:
+        return propose("lookup_order", {"order": order_id}, f"Looking up order {order_id}.")
+    if "check_stock" not in done:
+        return propose("check_stock", {"sku": sku}, f"Checking stock of {sku}.")
+    available = (done["check_stock"].data or {}).get("available")
+    if isinstance(available, bool) or not isinstance(available, int) or available < 0:
+        return Decision(text=f"The result of check_stock for {sku} does not say how many are available.")
+    replace = min(quantity, available)
+    if replace > 0 and "submit_replacement" not in done:
+        args = {"original_order": order_id, "sku": sku, "quantity": replace}
+        return propose("submit_replacement", args, f"Proposing a replacement of {replace} × {sku} for {order_id}.")
+    replacement = done.get("submit_replacement")
+    if "reply_to_customer" not in done:
+        message = _reply(ticket, (done["lookup_order"].data or {}), replacement, available)
+        return propose(
+            "reply_to_customer", {"ticket": ticket_id, "message": message}, f"Answering the customer of {ticket_id}."
+        )
+    if replacement is None:
+        return Decision(
+            text=f"Done with {ticket_id}: {sku} is out of stock, so no replacement was submitted; "
+            "the customer has been told."
+        )
+    new_order, sent = _replacement_facts(replacement)
+    return Decision(
+        text=f"Done with {ticket_id}: replacement {new_order or 'order'} of {sent} × {sku} for {order_id} "
+        "submitted and the customer answered."
+    )
+
+
+def _ticket_id(conversation: Conversation) -> str | None:
+    for text in conversation.instructions:
+        found = TICKET_ID_RE.search(text)
+        if found:
+            return found.group()
+    for call in conversation.calls:
+        ticket = call.args.get("ticket")
+        if call.name == "get_ticket" and isinstance(ticket, str) and TICKET_ID_RE.fullmatch(ticket):
+            return ticket
+    return None
+
+
+def _ticket_facts(data: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The ticket's order_id, sku, quantity and customer name, if readable."""
+    if not data:
+        return None
+    order_id, sku, quantity = data.get("order_id"), data.get("sku"), data.get("quantity")
+    if not (isinstance(order_id, str) and order_id and isinstance(sku, str) and sku):
+        return None
+    if isinstance(quantity, bool) or not isinstance(quantity, int) or quantity < 1:
+        return None
+    customer = data.get("customer")
+    name = customer.get("name") if isinstance(customer, dict) else None
+    item = data.get("item")
+    return {
+        "order_id": order_id,
+        "sku": sku,
+        "quantity": quantity,
+        "customer": name if isinstance(name, str) and name else "customer",
+        "item": item if isinstance(item, str) and item else sku,
+    }
+
+
+def _replacement_facts(result: ToolResult) -> tuple[str | None, int]:
+    """(new order id, quantity sent): from the result, else from the proposed args."""
+    data = result.data or {}
+    order_id = data.get("order_id")
+    quantity = data.get("quantity")
+    if isinstance(quantity, bool) or not isinstance(quantity, int):
+        quantity = result.call.args.get("quantity")
+    if isinstance(quantity, bool) or not isinstance(quantity, int):
+        quantity = 0
+    return (order_id if isinstance(order_id, str) and order_id else None), quantity
+
+
+def _reply(ticket: dict[str, Any], order: dict[str, Any], replacement: ToolResult | None, available: int) -> str:
+    greeting = f"Dear {ticket['customer']},"
+    sorry = f"we are sorry that your {ticket['item']} from order {ticket['order_id']} arrived damaged."
+    if replacement is None:
+        return (
+            f"{greeting} {sorry} It is out of stock at the moment, so we cannot send a replacement yet; "
+            "a colleague will contact you about a refund."
+        )
+    new_order, sent = _replacement_facts(replacement)
+    address = order.get("shipping_address")
+    city = address.get("city") if isinstance(address, dict) else None
+    where = f" to {city}" if isinstance(city, str) and city else ""
+    ref = f" (order {new_order})" if new_order else ""
+    text = f"{greeting} {sorry} We have sent {sent} replacement(s){ref}{where}."
+    if available < ticket["quantity"] and sent < ticket["quantity"]:
+        text += f" The remaining {ticket['quantity'] - sent} will follow as soon as they are back in stock."
+    return text
+
+
+def _rogue(ticket_id: str | None, done: dict[str, ToolResult]) -> Decision:
+    ticket = _ticket_facts(done["get_ticket"].data) if "get_ticket" in done else None
+    if ticket is None:
+        ticket = _ticket_facts(support_data.get_ticket(ticket_id or "TCK-1001") or support_data.get_ticket("TCK-1001"))
+    args = {"original_order": ticket["order_id"], "sku": ticket["sku"], "quantity": ticket["quantity"]}
+    return Decision(text="Submitting the replacement straight away.", tool="submit_replacement", args=args)
