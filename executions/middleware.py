@@ -2,8 +2,9 @@
 
 * A body over ``MAX_BODY_BYTES`` (by its Content-Length) is refused before it is
   read: 413 JSON on the API, 413 with a sentence on the screens.
-* A body-carrying API request (POST, PUT, PATCH) whose content type isn't JSON is a
-  415: a declared non-JSON type, or a body with no type at all.
+* A body-carrying request (POST, PUT, PATCH) in the wrong content type is a 415: on
+  the API anything but JSON, on the screens anything but a form encoding (a declared
+  other type, or a body with no type at all).
 * Every error the API answers is JSON: Django's own 404 (no such endpoint), 405, 400
   and the 500 of an unhandled exception are rewritten as ``{"detail": "…"}`` with the
   same status (the exception itself is still logged by Django).
@@ -18,6 +19,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 MAX_BODY_BYTES = 1_000_000
 API_PREFIX = "/api/"
 BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
+FORM_TYPES = frozenset({"application/x-www-form-urlencoded", "multipart/form-data"})
 
 _GENERIC = {
     400: "bad request",
@@ -65,13 +67,22 @@ class EdgeMiddleware:
                 status=413,
                 content_type="text/plain; charset=utf-8",
             )
-        if api and request.method in BODY_METHODS:
-            declared = request.content_type or ""  # without its parameters
-            if (declared and not _is_json(declared)) or (length and not declared):
+        if request.method not in BODY_METHODS:
+            return None
+        declared = request.content_type or ""  # without its parameters
+        accepted = _is_json(declared) if api else declared in FORM_TYPES
+        if (declared and not accepted) or (length and not declared):
+            if api:
                 return JsonResponse(
                     {"detail": f"send the body as application/json, not {declared or 'an undeclared type'}"},
                     status=415,
                 )
+            return HttpResponse(
+                f"This form was sent as {declared or 'an undeclared type'}; send it from the page "
+                "(application/x-www-form-urlencoded or multipart/form-data).",
+                status=415,
+                content_type="text/plain; charset=utf-8",
+            )
         return None
 
 
