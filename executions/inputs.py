@@ -89,8 +89,6 @@ DbInt = Annotated[int, Field(ge=1, le=DB_INT_MAX)]
 Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$", description="64 lowercase hex characters")]
 SafeJsonObject = Annotated[dict[str, Any], AfterValidator(_safe_json)]
 
-S = TypeVar("S", bound=pydantic.BaseModel)
-
 ExecutionRef = Text(min_length=1, max_length=40)
 ArtifactRef = Text(min_length=1, max_length=60)
 ActionKey = Text(min_length=1, max_length=200)
@@ -155,6 +153,9 @@ class ResolveFormIn(ResolveIn):
     key: ActionKey
 
 
+S = TypeVar("S", bound=pydantic.BaseModel)
+
+
 def parse(schema: type[S], data: Mapping[str, Any]) -> S:
     """``data`` (a form's values) as ``schema``, or InvalidInput naming the first bad field."""
     try:
@@ -163,13 +164,6 @@ def parse(schema: type[S], data: Mapping[str, Any]) -> S:
         first = exc.errors(include_url=False)[0]
         field = ".".join(str(part) for part in first["loc"]) or schema.__name__
         raise InvalidInput(field, first["msg"].removeprefix("Value error, ")) from None
-
-
-def check_db_int(field: str, value: int) -> int:
-    """A path integer (Django's ``<int:…>`` takes any length) within the columns' range."""
-    if not 1 <= value <= DB_INT_MAX:
-        raise InvalidInput(field, f"must be between 1 and {DB_INT_MAX}")
-    return value
 
 
 # --- recording what was sent, whatever it was
