@@ -95,6 +95,7 @@ class AuditEntry(models.Model):
         VIEWED = "viewed"  # an approver opened the request: the version and hash they saw
         DECIDED = "decided"
         REFUSED = "refused"  # no authority, stale version, self-approval, already decided…
+        REFUSALS_SUPPRESSED = "refusals_suppressed"  # one entry for a burst of refused attempts past the limit
         SUPERSEDED = "superseded"
         EXPIRED = "expired"
         WITHDRAWN = "withdrawn"
@@ -119,3 +120,17 @@ class AuditEntry(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} {self.actor_label} #{self.request_id}"
+
+
+class RefusalWindow(models.Model):
+    """Per user: refused decisions in the current window (approvals.throttle). Not audit:
+    a counter, updated in place; the audit keeps one summary entry per suppressed burst."""
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    started_at = models.DateTimeField()
+    recorded = models.PositiveIntegerField(default=0)  # refusals audited one by one in this window
+    suppressed = models.PositiveIntegerField(default=0)  # refusals answered 429, not yet summarised
+    approval_ids = models.JSONField(default=list, blank=True)  # requests the suppressed attempts aimed at
+
+    def __str__(self) -> str:
+        return f"refusals of user {self.user_id} since {self.started_at:%H:%M:%S}"

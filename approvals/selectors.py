@@ -17,6 +17,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import Count, Q, QuerySet
 from django.utils import timezone
 
+from executions.inputs import text_refusal
 from executions.models import ExecutionEvent, Status
 
 from . import policy
@@ -128,6 +129,14 @@ class HistoryFilters:
         return {k: v for k, v in out.items() if v}
 
 
+def _text_filter(raw: str, label: str, limit: int, errors: list[str]) -> str:
+    raw = raw.strip()[:limit]
+    if reason := text_refusal(raw):
+        errors.append(f"Ignored the {label} filter: it {reason}.")
+        return ""
+    return raw
+
+
 def _parse_date(raw: str, label: str, errors: list[str]) -> dt.date | None:
     raw = raw.strip()
     if not raw:
@@ -147,8 +156,8 @@ def history_filters(params: Any) -> HistoryFilters:
         errors.append(f"Ignored the decision filter {decision!r}: use one of {', '.join(DECISION_FILTERS)}.")
         decision = ""
     filters = HistoryFilters(
-        approver=(params.get("approver") or "").strip()[:150],
-        workflow=(params.get("workflow") or "").strip()[:100],
+        approver=_text_filter(params.get("approver") or "", "approver", 150, errors),
+        workflow=_text_filter(params.get("workflow") or "", "workflow", 100, errors),
         decision=decision,
         date_from=_parse_date(params.get("from") or "", "from", errors),
         date_to=_parse_date(params.get("to") or "", "to", errors),

@@ -5,7 +5,9 @@ A decision is accepted only when the user may decide the request (``policy.refus
 permission, group, separation of duties), the request is pending and unexpired, the
 execution awaits it, and the version and hash the user saw are the ones bound to it.
 The same ``event_id`` again returns the first result and changes nothing. Every
-refused attempt is written to the audit trail with its reason.
+refused attempt is written to the audit trail with its reason and the values sent,
+clipped to what the database holds; past a burst of them a user's further refused
+attempts are answered ``RateLimited`` and summarised (``throttle``).
 """
 
 from __future__ import annotations
@@ -19,11 +21,12 @@ from django.utils import timezone
 
 from artifacts.models import ArtifactVersion
 from executions import dispatch, ledger, lifecycle
-from executions.errors import Conflict, Forbidden, InvalidInput, NotFound
+from executions.errors import Conflict, Forbidden, InvalidInput, NotFound, RateLimited
+from executions.inputs import clip_int, clip_text, text_refusal
 from executions.models import Execution, Status, ref_for
 from executions.services import OPERATE, execution_for
 
-from . import audit, policy
+from . import audit, policy, throttle
 from .models import ApprovalRequest, AuditEntry, Decision
 
 OUTCOME = {
@@ -68,6 +71,9 @@ def approval_decide(
         )
     if len(comment) > 4000:
         raise InvalidInput("comment", "at most 4000 characters")
+    for field, value in (("event_id", event_id), ("comment", comment)):
+        if reason := text_refusal(value):
+            raise InvalidInput(field, reason)
     if decision == Decision.Verdict.REQUEST_CHANGES and not comment.strip():
         raise InvalidInput("comment", "say what must change: it becomes a mandatory constraint for the next draft")
     previous = Decision.objects.filter(event_id=event_id).select_related("request__execution").first()
@@ -93,25 +99,59 @@ def approval_decide(
             existing = Decision.objects.get(request_id=approval_id)
             raise _already_decided(existing) from None
     except (Forbidden, Conflict) as refused:
-        _record_refusal(user, approval_id, decision, artifact_version, content_sha256, refused)
+        _record_refusal(
+            user,
+            refused,
+            approval_id=approval_id,
+            decision=decision,
+            artifact_version=artifact_version,
+            content_sha256=content_sha256,
+            event_id=event_id,
+            comment=comment,
+        )
         raise
 
 
-def _record_refusal(user, approval_id, decision, artifact_version, content_sha256, refused: Exception) -> None:
-    """A refused attempt is evidence too: record it, outside the rolled-back transaction."""
-    request = ApprovalRequest.objects.filter(pk=approval_id).first()
+def _record_refusal(user, refused: Forbidden | Conflict, *, approval_id, artifact_version, **sent) -> None:
+    """A refused attempt is evidence too: record it, outside the rolled-back transaction.
+
+    Every value is clipped to what its column holds (NUL dropped, surrogates replaced,
+    lengths cut, an integer out of range kept as text), so the entry is never lost to
+    the values it records. Past the user's burst limit nothing is recorded one by one
+    and RateLimited is raised instead (approvals.throttle).
+    """
+    request = ApprovalRequest.objects.filter(pk=approval_id).first() if clip_int(approval_id) else None
     if request is None:
         return
-    audit.record(
-        AuditEntry.Kind.REFUSED,
-        request=request,
-        actor=user,
-        artifact_version=artifact_version,
-        content_sha256=content_sha256,
-        decision=decision,
-        reason=getattr(refused, "message", str(refused)),
-        status_code=getattr(refused, "status_code", None),
-    )
+    detail = {name: clip_text(value, 500) for name, value in sent.items()}
+    detail["content_sha256"] = clip_text(detail["content_sha256"], 64)
+    version = clip_int(artifact_version)
+    if version is None:
+        detail["artifact_version_sent"] = clip_text(artifact_version, 40)
+    with transaction.atomic():
+        admission = (
+            throttle.admit(user=user, approval_id=request.pk)
+            if getattr(user, "is_authenticated", False)
+            else throttle.Admission(record=True)
+        )
+        if admission.record:
+            audit.record(
+                AuditEntry.Kind.REFUSED,
+                request=request,
+                actor=user,
+                artifact_version=version,
+                content_sha256=detail.pop("content_sha256"),
+                reason=clip_text(refused.message, 2000),
+                status_code=refused.status_code,
+                **detail,
+            )
+    if not admission.record:
+        raise RateLimited(
+            f"too many refused decisions: more than {throttle.burst()} in "
+            f"{int(throttle.window().total_seconds())} s; this one was refused too ({clip_text(refused.message, 300)}) "
+            f"and is counted, not recorded one by one; try again in {admission.retry_after} s",
+            retry_after=admission.retry_after,
+        ) from refused
 
 
 def _decide(*, user, execution_ref, approval_id, decision, artifact_version, content_sha256, event_id, comment):

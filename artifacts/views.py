@@ -11,32 +11,25 @@ from django.shortcuts import redirect, render
 from django.utils.http import parse_etags
 from django.views.decorators.http import require_GET
 
+from . import selectors
 from .models import Artifact, ArtifactVersion
 from .rendering import render_artifact, unavailable_message, version_diff
 from .services import artifact_version_content
 
 log = logging.getLogger(__name__)
 
-MAX_VERSION = 2**31 - 1  # PositiveIntegerField; anything larger can't exist
-
 
 def _artifact_or_404(ref: str) -> Artifact:
-    """``REPORT_001`` (kind, then the primary key) → the artifact; anything else → 404."""
-    kind, sep, digits = ref.rpartition("_")
-    if not (sep and kind and digits.isascii() and digits.isdecimal() and len(digits) <= 18):
-        raise Http404(f"no artifact {ref}")
-    artifact = Artifact.objects.select_related("execution").filter(pk=int(digits)).first()
-    if artifact is None or artifact.kind.upper() != kind.upper():
+    artifact = selectors.artifact_for(artifact_ref=ref)
+    if artifact is None:
         raise Http404(f"no artifact {ref}")
     return artifact
 
 
 def _version_or_404(ref: str, number: int) -> ArtifactVersion:
-    artifact = _artifact_or_404(ref)
-    version = artifact.versions.filter(number=number).first() if 1 <= number <= MAX_VERSION else None
+    version = selectors.version_for(artifact_ref=ref, number=number)
     if version is None:
         raise Http404(f"no version {number} of {ref}")
-    version.artifact = artifact
     return version
 
 

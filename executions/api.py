@@ -6,19 +6,39 @@
 
 from __future__ import annotations
 
+import logging
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
-from django.http import HttpRequest
-from ninja import Field, NinjaAPI, Schema
+from django.http import HttpRequest, HttpResponse
+from ninja import NinjaAPI, Schema
 from ninja.errors import AuthenticationError, HttpError
 from ninja.security import HttpBearer, SessionAuth
 
 from approvals.services import approval_decide, execution_redraft
+from artifacts import selectors as artifact_selectors
+from artifacts.services import artifact_version_content
+from artifacts.store import CorruptArtifact
 
 from . import selectors, services
 from .auth import user_for_token
-from .errors import InvalidInput, ServiceError
+from .errors import Conflict, InvalidInput, NotFound, RateLimited, ServiceError
+from .inputs import (
+    ActionKey,
+    ArtifactRef,
+    Cursor,
+    DbInt,
+    DecisionEventIn,
+    ExecutionRef,
+    ReasonIn,
+    RedraftIn,
+    ResolveIn,
+    StartIn,
+    WorkflowName,
+)
+from .models import Status
+
+log = logging.getLogger(__name__)
 
 
 class BearerToken(HttpBearer):
@@ -55,7 +75,10 @@ def _service_error(request: HttpRequest, exc: ServiceError):
         return api.create_response(
             request, {"detail": [{"loc": loc, "msg": exc.reason, "type": "value_error"}]}, status=422
         )
-    return api.create_response(request, {"detail": exc.message, **exc.detail}, status=exc.status_code)
+    response = api.create_response(request, {"detail": exc.message, **exc.detail}, status=exc.status_code)
+    if isinstance(exc, RateLimited):
+        response["Retry-After"] = str(exc.retry_after)
+    return response
 
 
 @api.exception_handler(HttpError)
@@ -72,13 +95,7 @@ def _unauthenticated(request: HttpRequest, exc: AuthenticationError):
     return api.create_response(request, {"detail": "authentication required: a session or a Bearer token"}, status=401)
 
 
-# --- schemas
-
-
-class StartIn(Schema):
-    workflow: str = Field(min_length=1, max_length=100)
-    input: dict[str, Any] = Field(default_factory=dict)
-    idempotency_key: str | None = Field(default=None, min_length=1, max_length=200)
+# --- schemas (bodies live in .inputs, shared with the screens)
 
 
 class PendingApprovalOut(Schema):
@@ -128,16 +145,6 @@ class ExecutionPage(Schema):
     next: str | None
 
 
-class DecisionEventIn(Schema):
-    type: Literal["approval.decision"]
-    approval_id: int
-    decision: Literal["approve", "reject", "request_changes"]
-    artifact_version: int = Field(ge=1)
-    content_sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
-    comment: str = Field(default="", max_length=4000)
-    event_id: str = Field(min_length=1, max_length=100)
-
-
 class DecisionOut(Schema):
     approval_id: int
     decision: str
@@ -146,21 +153,26 @@ class DecisionOut(Schema):
     execution_status: str
 
 
-class ReasonIn(Schema):
-    reason: str = Field(default="", max_length=2000)
-
-
 class ErrorOut(Schema):
     detail: Any
 
 
-ERRORS = {401: ErrorOut, 403: ErrorOut, 404: ErrorOut, 409: ErrorOut, 422: ErrorOut}
+class RateLimitedOut(Schema):
+    detail: str
+    retry_after: int
+
+
+# The answers each kind of operation can give besides its success (docs/api.md).
+READ = {401: ErrorOut, 422: ErrorOut, 500: ErrorOut}
+READ_ONE = {**READ, 404: ErrorOut}
+WRITE = {**READ, 403: ErrorOut, 409: ErrorOut, 413: ErrorOut, 415: ErrorOut}
+WRITE_ONE = {**WRITE, 404: ErrorOut}
 
 
 # --- endpoints
 
 
-@api.post("/executions", response={200: ExecutionOut, 201: ExecutionOut, **ERRORS}, tags=["executions"])
+@api.post("/executions", response={200: ExecutionOut, 201: ExecutionOut, **WRITE}, tags=["executions"])
 def start_execution(request: HttpRequest, payload: StartIn):
     """Start an execution. With ``idempotency_key``, retries return the original (200)."""
     execution, created = services.execution_start(
@@ -169,22 +181,32 @@ def start_execution(request: HttpRequest, payload: StartIn):
     return (201 if created else 200), selectors.execution_payload(execution)
 
 
-@api.get("/executions", response={200: ExecutionPage, **ERRORS}, tags=["executions"])
+@api.get("/executions", response={200: ExecutionPage, **READ}, tags=["executions"])
 def list_executions(
-    request: HttpRequest, status: str | None = None, workflow: str | None = None, cursor: str | None = None
+    request: HttpRequest,
+    status: Status | None = None,
+    workflow: WorkflowName | None = None,
+    cursor: Cursor | None = None,
 ):
     page, following = selectors.execution_page(status=status, workflow=workflow, cursor=cursor)
     return {"items": [selectors.execution_payload(e) for e in selectors.prefetch_payloads(page)], "next": following}
 
 
-@api.get("/executions/{execution_id}", response={200: ExecutionOut, **ERRORS}, tags=["executions"])
-def get_execution(request: HttpRequest, execution_id: str):
+@api.get("/executions/{execution_id}", response={200: ExecutionOut, **READ_ONE}, tags=["executions"])
+def get_execution(request: HttpRequest, execution_id: ExecutionRef):
     return selectors.execution_payload(services.execution_for(execution_id))
 
 
-@api.post("/executions/{execution_id}/events", response={202: DecisionOut, **ERRORS}, tags=["approvals"])
-def post_event(request: HttpRequest, execution_id: str, payload: DecisionEventIn):
-    """Deliver a person's decision on the pending approval. Idempotent by ``event_id``."""
+@api.post(
+    "/executions/{execution_id}/events",
+    response={202: DecisionOut, **WRITE_ONE, 429: RateLimitedOut},
+    tags=["approvals"],
+)
+def post_event(request: HttpRequest, execution_id: ExecutionRef, payload: DecisionEventIn):
+    """Deliver a person's decision on the pending approval. Idempotent by ``event_id``.
+
+    Refused attempts are audited; past a burst of them, further refused attempts are
+    answered 429 and summarised in one audit entry."""
     result = approval_decide(
         user=request.user,
         execution_ref=execution_id,
@@ -198,33 +220,24 @@ def post_event(request: HttpRequest, execution_id: str, payload: DecisionEventIn
     return 202, result.as_dict()
 
 
-@api.post("/executions/{execution_id}/cancel", response={200: ExecutionOut, **ERRORS}, tags=["executions"])
-def cancel_execution(request: HttpRequest, execution_id: str, payload: ReasonIn):
+@api.post("/executions/{execution_id}/cancel", response={200: ExecutionOut, **WRITE_ONE}, tags=["executions"])
+def cancel_execution(request: HttpRequest, execution_id: ExecutionRef, payload: ReasonIn):
     execution = services.execution_cancel(ref=execution_id, user=request.user, reason=payload.reason)
     return selectors.execution_payload(execution)
 
 
-class RedraftIn(Schema):
-    instruction: str = Field(min_length=1, max_length=4000)
-
-
-@api.post("/executions/{execution_id}/redraft", response={200: ExecutionOut, **ERRORS}, tags=["approvals"])
-def redraft_execution(request: HttpRequest, execution_id: str, payload: RedraftIn):
+@api.post("/executions/{execution_id}/redraft", response={200: ExecutionOut, **WRITE_ONE}, tags=["approvals"])
+def redraft_execution(request: HttpRequest, execution_id: ExecutionRef, payload: RedraftIn):
     """The starter (or an operator) asks for a new draft while approval is pending: the
     pending request is superseded and the new version needs its own decision."""
     execution = execution_redraft(ref=execution_id, user=request.user, instruction=payload.instruction)
     return selectors.execution_payload(execution)
 
 
-@api.post("/executions/{execution_id}/resume", response={200: ExecutionOut, **ERRORS}, tags=["executions"])
-def resume_execution(request: HttpRequest, execution_id: str, payload: ReasonIn):
+@api.post("/executions/{execution_id}/resume", response={200: ExecutionOut, **WRITE_ONE}, tags=["executions"])
+def resume_execution(request: HttpRequest, execution_id: ExecutionRef, payload: ReasonIn):
     execution = services.execution_resume(ref=execution_id, user=request.user, reason=payload.reason)
     return selectors.execution_payload(execution)
-
-
-class ResolveIn(Schema):
-    outcome: Literal["succeeded", "failed"]
-    evidence: str = Field(min_length=1, max_length=4000)
 
 
 class ActionDetailOut(Schema):
@@ -236,7 +249,43 @@ class ActionDetailOut(Schema):
     last_error: str
 
 
-@api.post("/actions/{key}/resolve", response={200: ActionDetailOut, **ERRORS}, tags=["actions"])
-def resolve_action(request: HttpRequest, key: str, payload: ResolveIn):
+@api.post("/actions/{key}/resolve", response={200: ActionDetailOut, **WRITE_ONE}, tags=["actions"])
+def resolve_action(request: HttpRequest, key: ActionKey, payload: ResolveIn):
     """Operators: establish the outcome of an action the runtime could not (audited)."""
     return services.action_resolve(key=key, user=request.user, outcome=payload.outcome, evidence=payload.evidence)
+
+
+# The stored bytes of any content type, or an error as JSON.
+CONTENT_RESPONSES = {
+    200: {
+        "description": "The version's bytes, in its content type; `X-Content-SHA256` is their verified sha256.",
+        "headers": {
+            "X-Content-SHA256": {"schema": {"type": "string", "pattern": "^[0-9a-f]{64}$"}},
+        },
+        "content": {"*/*": {"schema": {"type": "string", "format": "binary"}}},
+    }
+}
+
+
+@api.get(
+    "/artifacts/{artifact_id}/versions/{n}/content",
+    response={200: None, **READ_ONE, 409: ErrorOut},
+    openapi_extra={"responses": CONTENT_RESPONSES},
+    tags=["artifacts"],
+)
+def artifact_content(request: HttpRequest, artifact_id: ArtifactRef, n: DbInt):
+    """The bytes of version ``n`` of an artifact, verified against their sha256 before they
+    leave (409 if the stored bytes no longer match). Any authenticated user may read."""
+    version = artifact_selectors.version_for(artifact_ref=artifact_id, number=n)
+    if version is None:
+        raise NotFound(f"no version {n} of {artifact_id}")
+    try:
+        content = artifact_version_content(version)
+    except CorruptArtifact as exc:
+        log.error("artifact %s V%s failed verification: %s", artifact_id, n, exc)
+        raise Conflict(f"the stored bytes of {artifact_id} V{n} do not match their sha256; not served") from None
+    response = HttpResponse(content, content_type=version.content_type)
+    response["X-Content-SHA256"] = version.sha256
+    response["X-Content-Type-Options"] = "nosniff"
+    response["Content-Security-Policy"] = "sandbox"  # model-made bytes never run as a page of ours
+    return response

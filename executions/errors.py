@@ -27,6 +27,16 @@ class Conflict(ServiceError):
     status_code = 409
 
 
+class RateLimited(ServiceError):
+    """Too many attempts of one kind by one user: try again after ``retry_after`` seconds."""
+
+    status_code = 429
+
+    def __init__(self, message: str, *, retry_after: int) -> None:
+        super().__init__(message, retry_after=retry_after)
+        self.retry_after = retry_after
+
+
 class InvalidInput(ServiceError):
     """Malformed input: names the field and the reason."""
 

@@ -22,6 +22,7 @@ from django.db.models.functions import Now
 from django.utils import timezone
 
 from approvals import audit
+from approvals import policy as approval_policy
 from approvals.models import ApprovalRequest, AuditEntry
 from approvals.services import supersede_older
 from artifacts.models import ArtifactVersion
@@ -281,6 +282,8 @@ def _effect(lease: Lease, ctx: StepContext, workflow: Workflow, step: Step, star
     if step.requires_approval:
         _check_approval_binding(ctx.execution, workflow, step)
     effect = step.fn(ctx)
+    if step.requires_approval and not Action.objects.filter(key=effect.key, status=Action.State.SUCCEEDED).exists():
+        _check_approver_authority(ctx.execution, workflow, step)
     with call_timeout(step.retry.timeout):
         action, receipt = ledger.perform(lease=lease, step=step.name, action_type=step.action, effect=effect)
     return _checkpoint(lease, ctx, workflow, step, receipt, started, action=action)
@@ -301,6 +304,22 @@ def _check_approval_binding(execution: Execution, workflow: Workflow, step: Step
             FailureKind.PERMISSION,
             f"approved V{approval['artifact_version']} ({approval['content_sha256'][:12]}) "
             f"but the current artifact is V{version.number} ({version.sha256[:12]})",
+        )
+
+
+def _check_approver_authority(execution: Execution, workflow: Workflow, step: Step) -> None:
+    """Right before a call goes out: the approver still may decide the request, by the one
+    approver rule (approvals.policy). Skipped only once the effect is recorded as done,
+    when nothing will be sent. Refused: PERMISSION, so needs_attention (permission_denied)."""
+    approval = execution.context["state"][workflow.get_step(step.requires_approval).name]
+    request = ApprovalRequest.objects.select_related("decision__decided_by").get(pk=approval["approval_id"])
+    approver = request.decision.decided_by
+    refused = approval_policy.refusal(approver, request)
+    if refused:
+        raise StepFailure(
+            FailureKind.PERMISSION,
+            f"the approver lost the authority: the approval of V{request.version} by {approver.get_username()} "
+            f"no longer holds ({refused})",
         )
 
 

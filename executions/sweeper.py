@@ -1,9 +1,10 @@
 """The sweeper (Celery beat, every ``RUNTIME_SWEEP_SECONDS``): re-rings the doorbell.
 
-It expires approval requests past their expiry, fails or flags executions waiting
-past their deadline, and dispatches executions that are runnable but that nobody works on: pending or
-running with no live lease (lost message, dead worker), and retry/wait timers that
-came due. A dispatch is repeated only after ``redispatch_after`` seconds, so a busy
+It expires approval requests past their expiry, summarises closed bursts of refused
+decisions (approvals.throttle), fails or flags executions waiting past their
+deadline, and dispatches executions that are runnable but that nobody works on:
+pending or running with no live lease (lost message, dead worker), and retry/wait
+timers that came due. A dispatch is repeated only after ``redispatch_after`` seconds, so a busy
 queue isn't flooded; duplicates are harmless anyway (the lease decides).
 """
 
@@ -50,8 +51,10 @@ def sweep() -> SweepReport:
             dispatched.append(pk)
     if dispatched:
         log.info("sweeper re-dispatched %d execution(s): %s", len(dispatched), dispatched)
-    from approvals.services import expire_due  # approvals builds on executions, not the reverse
+    from approvals import throttle  # approvals builds on executions, not the reverse
+    from approvals.services import expire_due
 
+    throttle.flush_closed()
     return SweepReport(
         dispatched=tuple(dispatched), past_deadline=_enforce_deadlines(), expired_approvals=tuple(expire_due())
     )

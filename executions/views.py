@@ -15,7 +15,7 @@ from approvals import services as approval_services
 from approvals.models import ApprovalRequest
 from artifacts.rendering import render_artifact
 
-from . import registry, selectors, services
+from . import inputs, registry, selectors, services
 from .errors import NotFound, ServiceError
 from .models import Execution, Status
 
@@ -33,9 +33,13 @@ def execution_list(request: HttpRequest) -> HttpResponse:
     status = request.GET.get("status") or None
     workflow = request.GET.get("workflow") or None
     try:
-        page, following = selectors.execution_page(status=status, workflow=workflow, cursor=request.GET.get("cursor"))
+        filters = inputs.parse(
+            inputs.ListFilters, {"status": status, "workflow": workflow, "cursor": request.GET.get("cursor") or None}
+        )
+        page, following = selectors.execution_page(status=status, workflow=workflow, cursor=filters.cursor)
     except ServiceError as exc:
         messages.error(request, exc.message)
+        status = workflow = None
         page, following = selectors.execution_page()
     return render(
         request,
@@ -65,10 +69,10 @@ def status_cell(request: HttpRequest, ref: str) -> HttpResponse:
 @login_required
 @require_POST
 def execution_start(request: HttpRequest) -> HttpResponse:
-    workflow = request.POST.get("workflow", "")
     data = {"month": request.POST["month"]} if request.POST.get("month") else {}
     try:
-        execution, _ = services.execution_start(user=request.user, workflow=workflow, input=data)
+        start = inputs.parse(inputs.StartIn, {"workflow": request.POST.get("workflow", ""), "input": data})
+        execution, _ = services.execution_start(user=request.user, workflow=start.workflow, input=start.input)
     except ServiceError as exc:
         messages.error(request, f"Could not start: {exc.message}")
         return redirect("executions:list")
@@ -128,7 +132,7 @@ def execution_cancel(request: HttpRequest, ref: str) -> HttpResponse:
     return _operate(
         request,
         ref,
-        lambda: services.execution_cancel(ref=ref, user=request.user, reason=_field(request, "reason")),
+        lambda: services.execution_cancel(ref=ref, user=request.user, reason=_form(request, inputs.ReasonIn).reason),
         lambda execution: f"Cancelled {execution.ref}.",
     )
 
@@ -139,7 +143,7 @@ def execution_resume(request: HttpRequest, ref: str) -> HttpResponse:
     return _operate(
         request,
         ref,
-        lambda: services.execution_resume(ref=ref, user=request.user, reason=_field(request, "reason")),
+        lambda: services.execution_resume(ref=ref, user=request.user, reason=_form(request, inputs.ReasonIn).reason),
         lambda execution: f"Resumed {execution.ref}.",
     )
 
@@ -147,17 +151,11 @@ def execution_resume(request: HttpRequest, ref: str) -> HttpResponse:
 @login_required
 @require_POST
 def action_resolve(request: HttpRequest, ref: str) -> HttpResponse:
-    return _operate(
-        request,
-        ref,
-        lambda: services.action_resolve(
-            key=_field(request, "key"),
-            user=request.user,
-            outcome=_field(request, "outcome"),
-            evidence=_field(request, "evidence"),
-        ),
-        lambda action: f"Resolved {action.key} as {action.status}.",
-    )
+    def resolve():
+        form = _form(request, inputs.ResolveFormIn)
+        return services.action_resolve(key=form.key, user=request.user, outcome=form.outcome, evidence=form.evidence)
+
+    return _operate(request, ref, resolve, lambda action: f"Resolved {action.key} as {action.status}.")
 
 
 @login_required
@@ -167,14 +165,15 @@ def execution_redraft(request: HttpRequest, ref: str) -> HttpResponse:
         request,
         ref,
         lambda: approval_services.execution_redraft(
-            ref=ref, user=request.user, instruction=_field(request, "instruction")
+            ref=ref, user=request.user, instruction=_form(request, inputs.RedraftIn).instruction
         ),
         lambda execution: f"Asked for a new draft of {execution.ref}; the pending approval was superseded.",
     )
 
 
-def _field(request: HttpRequest, name: str) -> str:
-    return request.POST.get(name, "").strip()
+def _form(request: HttpRequest, schema: type[inputs.S]) -> inputs.S:
+    """The form's fields named in ``schema``, stripped and checked like the API's body."""
+    return inputs.parse(schema, {name: request.POST.get(name, "").strip() for name in schema.model_fields})
 
 
 def _operate(request: HttpRequest, ref: str, call, success) -> HttpResponse:

@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from .errors import InvalidInput
+from .inputs import MAX_CONSTRAINT_LENGTH, MAX_CONSTRAINTS, text_refusal
 from .retry import DEFAULT as DEFAULT_RETRY
 from .retry import RetryPolicy
 
@@ -38,12 +40,19 @@ class StepKind(StrEnum):
 
 def parse_constraints(raw: JSON) -> list[str]:
     """The optional ``constraints`` input every workflow accepts: extra mandatory
-    instructions for the agent. Raises InvalidInput naming ``input.constraints``."""
-    from .errors import InvalidInput
-
+    instructions for the agent, at most ``MAX_CONSTRAINTS`` of at most
+    ``MAX_CONSTRAINT_LENGTH`` characters. Raises InvalidInput naming ``input.constraints``."""
     constraints = raw.get("constraints", [])
     if not isinstance(constraints, list) or not all(isinstance(c, str) and c.strip() for c in constraints):
         raise InvalidInput("input.constraints", "must be a list of non-empty strings")
+    if len(constraints) > MAX_CONSTRAINTS:
+        raise InvalidInput("input.constraints", f"at most {MAX_CONSTRAINTS} constraints (got {len(constraints)})")
+    for index, constraint in enumerate(constraints):
+        if len(constraint) > MAX_CONSTRAINT_LENGTH:
+            raise InvalidInput(f"input.constraints.{index}", f"at most {MAX_CONSTRAINT_LENGTH} characters")
+        reason = text_refusal(constraint)
+        if reason:
+            raise InvalidInput(f"input.constraints.{index}", reason)
     return [c.strip() for c in constraints]
 
 

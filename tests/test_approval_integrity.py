@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import Permission
+from django.contrib.auth.models import Group, Permission
 from django.db import connection, transaction
 
 from approvals.models import ApprovalRequest, AuditEntry, Decision
@@ -14,7 +14,7 @@ from artifacts import store
 from artifacts.models import ArtifactVersion
 from artifacts.services import artifact_version_create
 from executions.auth import api_token_create
-from executions.models import Action, Execution, ExecutionEvent
+from executions.models import Action, Execution, ExecutionEvent, StepRun
 from tests.conftest import ApiClient
 from tests.support.stack import http, pk, wait_for, wait_status
 
@@ -99,6 +99,31 @@ def test_s06_a_version_created_after_the_approval_is_refused_before_the_effect(s
     flagged = wait_status(requester, ref, "needs_attention")
     assert "approved V1" in flagged["status_reason"] and "V2" in flagged["status_reason"]
     assert "/reports/publish" not in stack.sandbox_stats()["endpoints"]  # nothing published
+
+
+def test_an_approver_removed_while_the_publish_waits_no_longer_authorises_it(stack, people, api_as):
+    """Authority is re-checked at the effect: the manager approves, the publish fails
+    (500) and waits in retry_pending, the manager leaves the managers group; the next
+    attempt refuses before calling: needs_attention naming the lost authority."""
+    requester, ref, v1 = start_and_wait(stack, people, api_as)
+    faults = f"{stack.sandbox_url}/_faults"
+    spec = {"endpoint": "/reports/publish", "fault": "error_500", "count": 100}
+    assert http().post(faults, json=spec, timeout=5).status_code in (200, 201)
+    assert api_as(people["manager"]).decide(ref, v1).status_code == 202
+    wait_status(requester, ref, "retry_pending")
+
+    people["manager"].user.groups.remove(Group.objects.get(name="managers"))
+    assert http().delete(faults, timeout=5).status_code in (200, 204)
+
+    flagged = wait_status(requester, ref, "needs_attention")
+    reason = flagged["status_reason"]
+    assert "approver lost the authority" in reason and "manager" in reason, reason
+    assert "approvals.approve_publish_report" in reason
+    publish = stack.sandbox_stats()["endpoints"]["/reports/publish"]
+    assert publish["effects"] == 0  # every call before the removal failed; none after it was made
+    assert Action.objects.get(key=f"{ref}:publish:v1").status != Action.State.SUCCEEDED
+    refused = StepRun.objects.filter(execution_id=pk(ref), step="publish").order_by("id").last()
+    assert refused.outcome == "failed" and "permission" in refused.error
 
 
 def test_s17_approval_expires_then_needs_attention_and_nothing_is_published(stack, people, api_as):

@@ -1,0 +1,98 @@
+"""The HTTP edge, before any view: body size, content type, and JSON errors under /api/.
+
+* A body over ``MAX_BODY_BYTES`` (by its Content-Length) is refused before it is
+  read: 413 JSON on the API, 413 with a sentence on the screens.
+* A body-carrying request (POST, PUT, PATCH) in the wrong content type is a 415: on
+  the API anything but JSON, on the screens anything but a form encoding (a declared
+  other type, or a body with no type at all).
+* Every error the API answers is JSON: Django's own 404 (no such endpoint), 405, 400
+  and the 500 of an unhandled exception are rewritten as ``{"detail": "…"}`` with the
+  same status (the exception itself is still logged by Django).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from django.http import HttpRequest, HttpResponse, JsonResponse
+
+MAX_BODY_BYTES = 1_000_000
+API_PREFIX = "/api/"
+BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
+FORM_TYPES = frozenset({"application/x-www-form-urlencoded", "multipart/form-data"})
+
+_GENERIC = {
+    400: "bad request",
+    403: "forbidden",
+    404: "no such API endpoint",
+    405: "method not allowed",
+    413: f"the request body is over {MAX_BODY_BYTES:,} bytes",
+    500: "internal error: it was logged; the request may not have been applied",
+}
+
+
+def _content_length(request: HttpRequest) -> int:
+    try:
+        return max(0, int(request.META.get("CONTENT_LENGTH") or 0))
+    except ValueError:
+        return 0
+
+
+def _is_json(content_type: str) -> bool:
+    return content_type == "application/json" or (
+        content_type.startswith("application/") and content_type.endswith("+json")
+    )
+
+
+class EdgeMiddleware:
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        api = request.path_info.startswith(API_PREFIX)
+        refused = self._refusal(request, api=api)
+        if refused is not None:
+            return refused
+        response = self.get_response(request)
+        return _as_json_error(response) if api else response
+
+    def _refusal(self, request: HttpRequest, *, api: bool) -> HttpResponse | None:
+        length = _content_length(request)
+        if length > MAX_BODY_BYTES:
+            message = f"the request body is {length:,} bytes; at most {MAX_BODY_BYTES:,} are accepted"
+            if api:
+                return JsonResponse({"detail": message}, status=413)
+            return HttpResponse(
+                f"This form sent too much data: {message}. Go back and shorten what you entered.",
+                status=413,
+                content_type="text/plain; charset=utf-8",
+            )
+        if request.method not in BODY_METHODS:
+            return None
+        declared = request.content_type or ""  # without its parameters
+        accepted = _is_json(declared) if api else declared in FORM_TYPES
+        if (declared and not accepted) or (length and not declared):
+            if api:
+                return JsonResponse(
+                    {"detail": f"send the body as application/json, not {declared or 'an undeclared type'}"},
+                    status=415,
+                )
+            return HttpResponse(
+                f"This form was sent as {declared or 'an undeclared type'}; send it from the page "
+                "(application/x-www-form-urlencoded or multipart/form-data).",
+                status=415,
+                content_type="text/plain; charset=utf-8",
+            )
+        return None
+
+
+def _as_json_error(response: HttpResponse) -> HttpResponse:
+    """An API answer of 400 or more that isn't JSON becomes JSON, keeping status and Allow."""
+    if response.status_code < 400 or response.get("Content-Type", "").startswith("application/json"):
+        return response
+    message = _GENERIC.get(response.status_code) or response.reason_phrase.lower()
+    answer = JsonResponse({"detail": message}, status=response.status_code)
+    for header in ("Allow", "Retry-After", "WWW-Authenticate"):
+        if header in response:
+            answer[header] = response[header]
+    return answer
