@@ -225,6 +225,8 @@ def resume_execution(request: HttpRequest, execution_id: str, payload: ReasonIn)
 class ResolveIn(Schema):
     outcome: Literal["succeeded", "failed"]
     evidence: str = Field(min_length=1, max_length=4000)
+    # The receipt fields the effect declares (e.g. order_id); required for succeeded when declared.
+    receipt: dict[str, Any] | None = None
 
 
 class ActionDetailOut(Schema):
@@ -239,4 +241,6 @@ class ActionDetailOut(Schema):
 @api.post("/actions/{key}/resolve", response={200: ActionDetailOut, **ERRORS}, tags=["actions"])
 def resolve_action(request: HttpRequest, key: str, payload: ResolveIn):
     """Operators: establish the outcome of an action the runtime could not (audited)."""
-    return services.action_resolve(key=key, user=request.user, outcome=payload.outcome, evidence=payload.evidence)
+    return services.action_resolve(
+        key=key, user=request.user, outcome=payload.outcome, evidence=payload.evidence, receipt=payload.receipt
+    )

@@ -2,21 +2,20 @@
 
 from __future__ import annotations
 
-import uuid
+from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from approvals import policy
 from approvals import services as approval_services
-from approvals.models import ApprovalRequest
 from artifacts.rendering import render_artifact
 
-from . import registry, selectors, services
-from .errors import NotFound, ServiceError
+from . import page, registry, selectors, services
+from .errors import InvalidInput, NotFound, ServiceError
 from .models import Execution, Status
 
 
@@ -27,39 +26,82 @@ def _execution_or_404(ref: str) -> Execution:
         raise Http404(f"no execution {ref}") from None
 
 
+def _live_url(name: str, stamps: dict[str, str], *args: str, **query: str) -> str:
+    params = {k: v for k, v in query.items() if v}
+    params["stamp"] = page.make_token(stamps)
+    return f"{reverse(name, args=args)}?{urlencode(params)}"
+
+
+def _no_change() -> HttpResponse:
+    return HttpResponse(status=204)
+
+
+# --- the list
+
+
+def _list_filters(request: HttpRequest) -> dict[str, str]:
+    return {name: request.GET.get(name, "")[:200] for name in ("status", "workflow", "cursor")}
+
+
+def _list_rows(request: HttpRequest, filters: dict[str, str]) -> tuple[list[Execution], str | None]:
+    try:
+        return selectors.execution_page(
+            status=filters["status"] or None, workflow=filters["workflow"] or None, cursor=filters["cursor"] or None
+        )
+    except ServiceError as exc:
+        if not request.htmx:
+            messages.error(request, exc.message)
+        return selectors.execution_page()
+
+
+def _list_context(request: HttpRequest, filters: dict[str, str], rows, following, nav) -> dict:
+    stamps = {**page.list_stamps(rows), **nav.stamps()}
+    return {
+        "executions": [(e, selectors.step_label(e)) for e in rows],
+        "next_cursor": following,
+        "statuses": Status.choices,
+        "status": filters["status"],
+        "workflow": filters["workflow"],
+        "workflows": registry.names(),
+        "nav": nav,
+        "live_url": _live_url("executions:live_list", stamps, **filters),
+        "stamps": stamps,
+    }
+
+
 @login_required
 @require_GET
 def execution_list(request: HttpRequest) -> HttpResponse:
-    status = request.GET.get("status") or None
-    workflow = request.GET.get("workflow") or None
-    try:
-        page, following = selectors.execution_page(status=status, workflow=workflow, cursor=request.GET.get("cursor"))
-    except ServiceError as exc:
-        messages.error(request, exc.message)
-        page, following = selectors.execution_page()
+    filters = _list_filters(request)
+    rows, following = _list_rows(request, filters)
     return render(
-        request,
-        "executions/list.html",
-        {
-            "executions": [(e, selectors.step_label(e)) for e in page],
-            "next_cursor": following,
-            "statuses": Status.choices,
-            "status": status or "",
-            "workflows": registry.names(),
-            "workflow": workflow or "",
-        },
+        request, "executions/list.html", _list_context(request, filters, rows, following, page.Nav(request.user))
     )
 
 
 @login_required
 @require_GET
-def status_cell(request: HttpRequest, ref: str) -> HttpResponse:
-    execution = _execution_or_404(ref)
-    return render(
-        request,
-        "executions/list.html#status_cell",
-        {"execution": execution, "label": selectors.step_label(execution)},
-    )
+def list_live(request: HttpRequest) -> HttpResponse:
+    """The list's poll: the visible rows (new ones included) and the nav, when they changed."""
+    filters = _list_filters(request)
+    rows, following = _list_rows(request, filters)
+    context = _list_context(request, filters, rows, following, page.Nav(request.user))
+    changed = page.changed_panels(context["stamps"], request.GET.get("stamp"))
+    if not changed:
+        return _no_change()
+    return render(request, "executions/list.html#live_update", {**context, "changed": changed})
+
+
+@login_required
+@require_GET
+def nav_live(request: HttpRequest) -> HttpResponse:
+    """The poll of pages without live panels of their own: the nav's inbox count."""
+    nav = page.Nav(request.user)
+    stamps = nav.stamps()
+    changed = page.changed_panels(stamps, request.GET.get("stamp"))
+    if not changed:
+        return _no_change()
+    return render(request, "_live_update.html", {"nav": nav, "changed": changed, "live_url": nav.poll_url})
 
 
 @login_required
@@ -76,50 +118,51 @@ def execution_start(request: HttpRequest) -> HttpResponse:
     return redirect("executions:detail", ref=execution.ref)
 
 
+# --- the execution page
+
+
 def detail_context(request: HttpRequest, execution: Execution) -> dict:
-    request_obj = selectors.pending_approval(execution)
-    versions = list(selectors.artifact_versions(execution))
-    latest = versions[-1] if versions else None
-    return {
-        "execution": execution,
-        "label": selectors.step_label(execution),
-        "events": execution.events.select_related("actor").all(),
-        "actions": execution.actions.all(),
-        "versions": versions,
-        "latest": latest,
-        "approval": request_obj,
-        "decisions": ApprovalRequest.objects.filter(execution=execution).select_related("decision__decided_by"),
-        "can_decide": _can_decide(request.user, request_obj),
-        "can_cancel": not execution.is_terminal
-        and (request.user.has_perm(services.OPERATE) or execution.created_by_id == request.user.pk),
-        "can_resume": execution.status == Status.NEEDS_ATTENTION and request.user.has_perm(services.OPERATE),
-        "can_resolve": execution.status == Status.NEEDS_ATTENTION and request.user.has_perm(services.OPERATE),
-        "can_redraft": request_obj is not None
-        and (request.user.has_perm(services.OPERATE) or execution.created_by_id == request.user.pk),
-        "event_id": uuid.uuid4().hex,
-    }
+    """What the approval card needs (the decide view re-renders the card with it)."""
+    return page.panel_context(request, page.snapshot(execution), ("approval",))
 
 
-def _can_decide(user, approval: ApprovalRequest | None) -> bool:
-    return approval is not None and policy.can_decide(user, approval)
+def _render_detail(
+    request: HttpRequest, execution: Execution, *, status: int = 200, resolve_form: page.ResolveForm | None = None
+) -> HttpResponse:
+    snap = page.snapshot(execution)  # before any panel is read: a panel is never older than its stamp
+    nav = page.Nav(request.user)
+    stamps = {**page.execution_stamps(snap), **nav.stamps()}
+    context = page.panel_context(request, snap, page.EXECUTION_PANELS, resolve_form=resolve_form)
+    context.update(
+        nav=nav,
+        latest_html=render_artifact(context["latest"]) if context["latest"] else "",
+        live_url=_live_url("executions:live", stamps, execution.ref),
+    )
+    return render(request, "executions/detail.html", context, status=status)
 
 
 @login_required
 @require_GET
 def execution_detail(request: HttpRequest, ref: str) -> HttpResponse:
-    execution = _execution_or_404(ref)
-    context = detail_context(request, execution)
-    # Rendered for the full page only: the live partials poll and never show it.
-    context["latest_html"] = render_artifact(context["latest"]) if context["latest"] else ""
-    return render(request, "executions/detail.html", context)
+    return _render_detail(request, _execution_or_404(ref))
 
 
 @login_required
 @require_GET
 def execution_live(request: HttpRequest, ref: str) -> HttpResponse:
+    """The page's poll: 204 when nothing changed, else the changed panels (out of band)."""
     execution = _execution_or_404(ref)
-    part = "live_panels" if request.GET.get("part") == "panels" else "live_head"
-    return render(request, f"executions/detail.html#{part}", detail_context(request, execution))
+    snap = page.snapshot(execution)
+    nav = page.Nav(request.user)
+    stamps = {**page.execution_stamps(snap), **nav.stamps()}
+    changed = page.changed_panels(stamps, request.GET.get("stamp"))
+    if not changed:
+        return _no_change()
+    context = page.panel_context(request, snap, changed)
+    if "artifact" in changed:
+        context["latest_html"] = render_artifact(context["latest"]) if context["latest"] else ""
+    context.update(nav=nav, changed=changed, live_url=_live_url("executions:live", stamps, execution.ref))
+    return render(request, "executions/detail.html#live_update", context)
 
 
 @login_required
@@ -147,17 +190,26 @@ def execution_resume(request: HttpRequest, ref: str) -> HttpResponse:
 @login_required
 @require_POST
 def action_resolve(request: HttpRequest, ref: str) -> HttpResponse:
-    return _operate(
-        request,
-        ref,
-        lambda: services.action_resolve(
-            key=_field(request, "key"),
-            user=request.user,
-            outcome=_field(request, "outcome"),
-            evidence=_field(request, "evidence"),
-        ),
-        lambda action: f"Resolved {action.key} as {action.status}.",
-    )
+    """The operator's Resolve form. Bad input re-renders the page with the message
+    beside the form and what was typed kept (422); other refusals are messages."""
+    key, outcome, evidence = _field(request, "key"), _field(request, "outcome"), _field(request, "evidence")
+    receipt = {
+        name.removeprefix("receipt."): value.strip()
+        for name, value in request.POST.items()
+        if name.startswith("receipt.")
+    }
+    try:
+        action = services.action_resolve(
+            key=key, user=request.user, outcome=outcome, evidence=evidence, receipt=receipt or None
+        )
+    except InvalidInput as exc:
+        form = page.ResolveForm(key=key, outcome=outcome, evidence=evidence, receipt=receipt, error=exc.message)
+        return _render_detail(request, _execution_or_404(ref), status=422, resolve_form=form)
+    except ServiceError as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(request, f"Resolved {action.key} as {action.status}.")
+    return redirect("executions:detail", ref=ref)
 
 
 @login_required
