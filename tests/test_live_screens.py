@@ -148,7 +148,7 @@ def test_a_receipt_with_an_items_key_renders_for_every_role(people, completed_or
 def test_the_timeline_is_newest_first_with_dates_and_readable_names(people, unknown_order):
     execution, _ = unknown_order
     body = logged_in(people["operator"]).get(f"/executions/{execution.ref}/").content.decode()
-    timeline = body[body.index('id="timeline-card"') : body.index('id="ledger-card"')]
+    timeline = body[body.index('id="timeline-card"') : body.index('id="approvals-card"')]
     titles = re.findall(r'class="ev-title">([^<]+)<', timeline)
     assert titles[:3] == ["Needs attention", "Outcome unknown", "Claimed by a worker"], titles
     text = re.sub(r"<[^>]+>", " ", timeline)
@@ -171,7 +171,7 @@ def test_the_ledger_says_superseded_not_failed_for_a_plan_that_never_ran(people,
         last_error=f"approval {request.pk} superseded",
     )
     body = logged_in(people["manager"]).get(f"/executions/{execution.ref}/").content.decode()
-    ledger = body[body.index('id="ledger"') : body.index('id="approvals-card"')]
+    ledger = body[body.index('id="ledger"') : body.index('id="timeline-card"')]
     assert "superseded — never sent" in ledger and "tone-neutral" in ledger
     assert "tone-danger" not in ledger
 
