@@ -11,5 +11,5 @@ def runtime(request) -> dict:
         "model_offline": client.offline,
         "poll_ms": settings.DASHBOARD_POLL_MS,
         # Read only when a template shows it (the nav's inbox count and the page's poll).
-        "nav": Nav(request.user),
+        "nav": Nav(getattr(request, "user", None)),
     }

@@ -40,7 +40,14 @@ def _no_change() -> HttpResponse:
 
 
 def _list_filters(request: HttpRequest) -> dict[str, str]:
-    return {name: request.GET.get(name, "")[:200] for name in ("status", "workflow", "cursor")}
+    """The list's filters; a value the database can't hold is dropped (the list shows unfiltered)."""
+    out = {}
+    for name in ("status", "workflow", "cursor"):
+        try:
+            out[name] = _clean(name, request.GET.get(name, "")[:200])
+        except InvalidInput:
+            out[name] = ""
+    return out
 
 
 def _list_rows(request: HttpRequest, filters: dict[str, str]) -> tuple[list[Execution], str | None]:
@@ -192,19 +199,24 @@ def execution_resume(request: HttpRequest, ref: str) -> HttpResponse:
 def action_resolve(request: HttpRequest, ref: str) -> HttpResponse:
     """The operator's Resolve form. Bad input re-renders the page with the message
     beside the form and what was typed kept (422); other refusals are messages."""
-    key, outcome, evidence = _field(request, "key"), _field(request, "outcome"), _field(request, "evidence")
-    receipt = {
-        name.removeprefix("receipt."): value.strip()
-        for name, value in request.POST.items()
-        if name.startswith("receipt.")
-    }
+    key = outcome = evidence = ""
+    receipt: dict[str, str] = {}
     try:
+        key, outcome, evidence = _field(request, "key"), _field(request, "outcome"), _field(request, "evidence")
+        receipt = {
+            _clean("receipt", name.removeprefix("receipt.")): _clean(name, value)
+            for name, value in request.POST.items()
+            if name.startswith("receipt.")
+        }
         action = services.action_resolve(
             key=key, user=request.user, outcome=outcome, evidence=evidence, receipt=receipt or None
         )
     except InvalidInput as exc:
-        form = page.ResolveForm(key=key, outcome=outcome, evidence=evidence, receipt=receipt, error=exc.message)
-        return _render_detail(request, _execution_or_404(ref), status=422, resolve_form=form)
+        execution = _execution_or_404(ref)
+        if key and execution.actions.filter(key=key).exists():  # shown beside that action's form
+            form = page.ResolveForm(key=key, outcome=outcome, evidence=evidence, receipt=receipt, error=exc.message)
+            return _render_detail(request, execution, status=422, resolve_form=form)
+        messages.error(request, exc.message)
     except ServiceError as exc:
         messages.error(request, exc.message)
     else:
@@ -225,8 +237,20 @@ def execution_redraft(request: HttpRequest, ref: str) -> HttpResponse:
     )
 
 
+MAX_FIELD = 4000
+
+
 def _field(request: HttpRequest, name: str) -> str:
-    return request.POST.get(name, "").strip()
+    """A form field, stripped; InvalidInput (a message on the page) for what the database can't hold."""
+    return _clean(name, request.POST.get(name, ""))
+
+
+def _clean(name: str, value: str) -> str:
+    if "\x00" in value or any("\ud800" <= c <= "\udfff" for c in value):
+        raise InvalidInput(name, "contains characters that can't be stored (NUL or lone surrogates)")
+    if len(value) > MAX_FIELD:
+        raise InvalidInput(name, f"at most {MAX_FIELD} characters")
+    return value.strip()
 
 
 def _operate(request: HttpRequest, ref: str, call, success) -> HttpResponse:

@@ -463,3 +463,35 @@ def test_every_badge_and_text_colour_meets_aa_contrast():
             if contrast(variables[text], variables[ground]) < 4.5:
                 failures.append(f"--{text} on --{ground}")
     assert checked > 20 and not failures, failures
+
+
+@pytest.mark.parametrize("bad", ["\x00", "x" * 5000])  # a form can't carry a lone surrogate (browsers send U+FFFD)
+def test_operator_forms_refuse_what_the_database_cannot_hold_with_a_message(people, unknown_order, bad):
+    execution, action = unknown_order
+    operator = logged_in(people["operator"])
+    for path, form in [
+        ("cancel", {"reason": bad}),
+        ("resume", {"reason": bad}),
+        ("resolve", {"key": action.key, "outcome": "failed", "evidence": bad}),
+        ("resolve", {"key": action.key, "outcome": "succeeded", "evidence": "seen", "receipt.order_id": bad}),
+        ("resolve", {"key": bad, "outcome": "failed", "evidence": "seen"}),
+    ]:
+        response = operator.post(f"/executions/{execution.ref}/{path}/", form, follow=True)
+        assert response.status_code in (200, 422), (path, response.status_code)
+        body = response.content.decode()
+        assert "be stored (NUL or lone surrogates)" in body or "at most 4000" in body, path
+    assert Execution.objects.get(pk=execution.pk).status == Status.NEEDS_ATTENTION
+    action.refresh_from_db()
+    assert action.status == Action.State.UNKNOWN
+    listed = operator.get("/", {"workflow": "\x00", "status": "\x00", "cursor": "\x00"})
+    assert listed.status_code == 200 and execution.ref in listed.content.decode()
+
+
+def test_the_403_page_is_styled_with_navigation(rf, people):
+    from config.error_views import permission_denied
+
+    request = rf.get("/somewhere/")
+    request.user = people["manager"].user
+    response = permission_denied(request)
+    body = response.content.decode()
+    assert response.status_code == 403 and 'class="card narrow error-page"' in body and 'id="nav-inbox"' in body
