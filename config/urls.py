@@ -13,3 +13,9 @@ urlpatterns = [
     path("approvals/", include("approvals.urls")),
     path("", include("executions.urls")),
 ]
+
+# Styled error pages with navigation (JSON under /api/).
+handler400 = "config.error_views.bad_request"
+handler403 = "config.error_views.permission_denied"
+handler404 = "config.error_views.page_not_found"
+handler500 = "config.error_views.server_error"

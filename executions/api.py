@@ -252,7 +252,9 @@ class ActionDetailOut(Schema):
 @api.post("/actions/{key}/resolve", response={200: ActionDetailOut, **WRITE_ONE}, tags=["actions"])
 def resolve_action(request: HttpRequest, key: ActionKey, payload: ResolveIn):
     """Operators: establish the outcome of an action the runtime could not (audited)."""
-    return services.action_resolve(key=key, user=request.user, outcome=payload.outcome, evidence=payload.evidence)
+    return services.action_resolve(
+        key=key, user=request.user, outcome=payload.outcome, evidence=payload.evidence, receipt=payload.receipt
+    )
 
 
 # The stored bytes of any content type, or an error as JSON.

@@ -1,8 +1,15 @@
 from django.conf import settings
 
 from .modelclient import get_model_client
+from .page import Nav
 
 
 def runtime(request) -> dict:
     client = get_model_client()
-    return {"model_label": client.label, "model_offline": client.offline, "poll_ms": settings.DASHBOARD_POLL_MS}
+    return {
+        "model_label": client.label,
+        "model_offline": client.offline,
+        "poll_ms": settings.DASHBOARD_POLL_MS,
+        # Read only when a template shows it (the nav's inbox count and the page's poll).
+        "nav": Nav(getattr(request, "user", None)),
+    }

@@ -144,9 +144,15 @@ class RedraftIn(Schema):
     instruction: Instruction
 
 
+ReceiptName = Text(min_length=1, max_length=100)
+ReceiptValue = Text(max_length=500)
+
+
 class ResolveIn(Schema):
     outcome: Literal["succeeded", "failed"]
     evidence: Evidence
+    # The receipt fields the effect declares (e.g. order_id); required for succeeded when declared.
+    receipt: dict[ReceiptName, ReceiptValue] | None = None
 
 
 class ResolveFormIn(ResolveIn):

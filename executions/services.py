@@ -157,20 +157,31 @@ def execution_resume(*, ref: str, user: AbstractBaseUser, reason: str) -> Execut
     return execution
 
 
-def action_resolve(*, key: str, user: AbstractBaseUser, outcome: str, evidence: str) -> Action:
+def action_resolve(
+    *, key: str, user: AbstractBaseUser, outcome: str, evidence: str, receipt: dict[str, Any] | None = None
+) -> Action:
     """Operators: establish the outcome of an action the runtime could not, with evidence.
 
     Only for an ``unknown`` (or stranded ``executing``) action of an execution that
     needs attention, so no worker is reconciling it at the same time. ``succeeded``
-    records the evidence as the receipt and resumes the execution (the effect step
-    completes without calling again); ``failed`` fails the execution.
+    records the receipt (the fields the effect declares as read by later steps, each
+    required and validated, plus the evidence and who resolved it) and resumes the
+    execution: the effect step completes with that receipt without calling again.
+    ``failed`` fails the execution. Raises InvalidInput naming ``receipt.<field>``
+    (nothing written), Forbidden, NotFound, Conflict.
     """
     if not user.has_perm(OPERATE):
         raise Forbidden("only operators may resolve actions")
     if outcome not in (Action.State.SUCCEEDED, Action.State.FAILED):
         raise InvalidInput("outcome", "must be succeeded or failed")
-    if not evidence.strip():
+    evidence = evidence.strip()
+    if not evidence:
         raise InvalidInput("evidence", "say how you established the outcome")
+    if receipt is not None and not isinstance(receipt, dict):
+        raise InvalidInput("receipt", "must be an object of receipt fields")
+    given = {k: v for k, v in (receipt or {}).items() if v not in (None, "")}
+    if given and outcome != Action.State.SUCCEEDED:
+        raise InvalidInput("receipt", "a receipt goes with outcome succeeded only")
     found = Action.objects.filter(key=key).values_list("execution_id", flat=True).first()
     if found is None:
         raise NotFound(f"no action {key}")
@@ -183,12 +194,13 @@ def action_resolve(*, key: str, user: AbstractBaseUser, outcome: str, evidence: 
             raise Conflict(
                 f"{execution.ref} is {execution.status}; resolve while it needs attention", status=execution.status
             )
+        fields = _resolved_receipt_fields(execution, action, given) if outcome == Action.State.SUCCEEDED else {}
         before = action.status
         action.status = outcome
         if outcome == Action.State.SUCCEEDED:
-            action.receipt = {"resolved_by": user.get_username(), "evidence": evidence.strip()}
+            action.receipt = {**fields, "resolved_by": user.get_username(), "evidence": evidence}
         else:
-            action.last_error = f"resolved as failed by {user.get_username()}: {evidence.strip()}"
+            action.last_error = f"resolved as failed by {user.get_username()}: {evidence}"
         action.save(update_fields=["status", "receipt", "last_error", "updated_at"])
         lifecycle.record(
             execution,
@@ -201,12 +213,38 @@ def action_resolve(*, key: str, user: AbstractBaseUser, outcome: str, evidence: 
                 "from": before,
                 "to": outcome,
                 "resolved": True,
-                "evidence": evidence.strip(),
+                "evidence": evidence,
+                **({"receipt": fields} if fields else {}),
             },
         )
         if outcome == Action.State.SUCCEEDED:
             lifecycle.apply(execution, "resume", actor=user, reason=f"{key} resolved as succeeded")
             dispatch.dispatch_on_commit(execution.pk)
         else:
-            lifecycle.apply(execution, "fail", actor=user, reason=f"{key} resolved as failed: {evidence.strip()}")
+            lifecycle.apply(execution, "fail", actor=user, reason=f"{key} resolved as failed: {evidence}")
     return action
+
+
+def receipt_fields_for(execution: Execution, action: Action) -> tuple:
+    """The receipt fields the effect behind ``action`` declares (empty if none, or undeployed)."""
+    try:
+        step = registry.get(execution.workflow, execution.workflow_version).get_step(action.step)
+    except (registry.UnknownWorkflow, KeyError):
+        return ()
+    return step.receipt_fields
+
+
+def _resolved_receipt_fields(execution: Execution, action: Action, given: dict[str, Any]) -> dict[str, str]:
+    """Validate an operator's receipt against what the effect declares; InvalidInput names the field."""
+    declared = {f.name: f for f in receipt_fields_for(execution, action)}
+    for name in sorted(given):
+        if name not in declared:
+            takes = ", ".join(declared) or "none"
+            raise InvalidInput(f"receipt.{name}"[:120], f"not a receipt field of {action.step} (it takes: {takes})")
+    fields = {}
+    for name, spec in declared.items():
+        problem = spec.problem(given.get(name))
+        if problem:
+            raise InvalidInput(f"receipt.{name}", problem)
+        fields[name] = given[name].strip()
+    return fields

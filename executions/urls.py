@@ -8,10 +8,11 @@ app_name = "executions"
 
 urlpatterns = [
     path("", views.execution_list, name="list"),
+    path("live/", views.nav_live, name="live_nav"),
+    path("live/executions/", views.list_live, name="live_list"),
     path("executions/start/", views.execution_start, name="start"),
     path("executions/<str:ref>/", views.execution_detail, name="detail"),
     path("executions/<str:ref>/live/", views.execution_live, name="live"),
-    path("executions/<str:ref>/status-cell/", views.status_cell, name="status_cell"),
     path("executions/<str:ref>/cancel/", views.execution_cancel, name="cancel"),
     path("executions/<str:ref>/resume/", views.execution_resume, name="resume"),
     path("executions/<str:ref>/resolve/", views.action_resolve, name="resolve"),

@@ -2,21 +2,20 @@
 
 from __future__ import annotations
 
-import uuid
+from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from approvals import policy
 from approvals import services as approval_services
-from approvals.models import ApprovalRequest
 from artifacts.rendering import render_artifact
 
-from . import inputs, registry, selectors, services
-from .errors import NotFound, ServiceError
+from . import inputs, page, registry, selectors, services
+from .errors import InvalidInput, NotFound, ServiceError
 from .models import Execution, Status
 
 
@@ -27,52 +26,100 @@ def _execution_or_404(ref: str) -> Execution:
         raise Http404(f"no execution {ref}") from None
 
 
+def _live_url(name: str, stamps: dict[str, str], *args: str, **query: str) -> str:
+    params = {k: v for k, v in query.items() if v}
+    params["stamp"] = page.make_token(stamps)
+    return f"{reverse(name, args=args)}?{urlencode(params)}"
+
+
+def _no_change() -> HttpResponse:
+    return HttpResponse(status=204)
+
+
+# --- the list
+
+
+def _list_filters(request: HttpRequest) -> dict[str, str]:
+    """The list's filters; a value the database can't hold is refused with a message (the
+    list shows unfiltered)."""
+    raw = {name: request.GET.get(name) or None for name in ("status", "workflow", "cursor")}
+    try:
+        filters = inputs.parse(inputs.ListFilters, raw)
+    except InvalidInput as exc:
+        if not request.htmx:
+            messages.error(request, exc.message)
+        return {"status": "", "workflow": "", "cursor": ""}
+    return {name: getattr(filters, name) or "" for name in raw}
+
+
+def _list_rows(request: HttpRequest, filters: dict[str, str]) -> tuple[list[Execution], str | None]:
+    try:
+        return selectors.execution_page(
+            status=filters["status"] or None, workflow=filters["workflow"] or None, cursor=filters["cursor"] or None
+        )
+    except ServiceError as exc:
+        if not request.htmx:
+            messages.error(request, exc.message)
+        return selectors.execution_page()
+
+
+def _list_context(request: HttpRequest, filters: dict[str, str], rows, following, nav) -> dict:
+    stamps = {**page.list_stamps(rows), **nav.stamps()}
+    return {
+        "executions": [(e, selectors.step_label(e)) for e in rows],
+        "next_cursor": following,
+        "statuses": Status.choices,
+        "status": filters["status"],
+        "workflow": filters["workflow"],
+        "workflows": registry.names(),
+        "nav": nav,
+        "live_url": _live_url("executions:live_list", stamps, **filters),
+        "stamps": stamps,
+    }
+
+
 @login_required
 @require_GET
 def execution_list(request: HttpRequest) -> HttpResponse:
-    status = request.GET.get("status") or None
-    workflow = request.GET.get("workflow") or None
-    try:
-        filters = inputs.parse(
-            inputs.ListFilters, {"status": status, "workflow": workflow, "cursor": request.GET.get("cursor") or None}
-        )
-        page, following = selectors.execution_page(status=status, workflow=workflow, cursor=filters.cursor)
-    except ServiceError as exc:
-        messages.error(request, exc.message)
-        status = workflow = None
-        page, following = selectors.execution_page()
+    filters = _list_filters(request)
+    rows, following = _list_rows(request, filters)
     return render(
-        request,
-        "executions/list.html",
-        {
-            "executions": [(e, selectors.step_label(e)) for e in page],
-            "next_cursor": following,
-            "statuses": Status.choices,
-            "status": status or "",
-            "workflows": registry.names(),
-            "workflow": workflow or "",
-        },
+        request, "executions/list.html", _list_context(request, filters, rows, following, page.Nav(request.user))
     )
 
 
 @login_required
 @require_GET
-def status_cell(request: HttpRequest, ref: str) -> HttpResponse:
-    execution = _execution_or_404(ref)
-    return render(
-        request,
-        "executions/list.html#status_cell",
-        {"execution": execution, "label": selectors.step_label(execution)},
-    )
+def list_live(request: HttpRequest) -> HttpResponse:
+    """The list's poll: the visible rows (new ones included) and the nav, when they changed."""
+    filters = _list_filters(request)
+    rows, following = _list_rows(request, filters)
+    context = _list_context(request, filters, rows, following, page.Nav(request.user))
+    changed = page.changed_panels(context["stamps"], request.GET.get("stamp"))
+    if not changed:
+        return _no_change()
+    return render(request, "executions/list.html#live_update", {**context, "changed": changed})
+
+
+@login_required
+@require_GET
+def nav_live(request: HttpRequest) -> HttpResponse:
+    """The poll of pages without live panels of their own: the nav's inbox count."""
+    nav = page.Nav(request.user)
+    stamps = nav.stamps()
+    changed = page.changed_panels(stamps, request.GET.get("stamp"))
+    if not changed:
+        return _no_change()
+    return render(request, "_live_update.html", {"nav": nav, "changed": changed, "live_url": nav.poll_url})
 
 
 @login_required
 @require_POST
 def execution_start(request: HttpRequest) -> HttpResponse:
+    workflow = request.POST.get("workflow", "")
     data = {"month": request.POST["month"]} if request.POST.get("month") else {}
     try:
-        start = inputs.parse(inputs.StartIn, {"workflow": request.POST.get("workflow", ""), "input": data})
-        execution, _ = services.execution_start(user=request.user, workflow=start.workflow, input=start.input)
+        execution, _ = services.execution_start(user=request.user, workflow=workflow, input=data)
     except ServiceError as exc:
         messages.error(request, f"Could not start: {exc.message}")
         return redirect("executions:list")
@@ -80,50 +127,51 @@ def execution_start(request: HttpRequest) -> HttpResponse:
     return redirect("executions:detail", ref=execution.ref)
 
 
+# --- the execution page
+
+
 def detail_context(request: HttpRequest, execution: Execution) -> dict:
-    request_obj = selectors.pending_approval(execution)
-    versions = list(selectors.artifact_versions(execution))
-    latest = versions[-1] if versions else None
-    return {
-        "execution": execution,
-        "label": selectors.step_label(execution),
-        "events": execution.events.select_related("actor").all(),
-        "actions": execution.actions.all(),
-        "versions": versions,
-        "latest": latest,
-        "approval": request_obj,
-        "decisions": ApprovalRequest.objects.filter(execution=execution).select_related("decision__decided_by"),
-        "can_decide": _can_decide(request.user, request_obj),
-        "can_cancel": not execution.is_terminal
-        and (request.user.has_perm(services.OPERATE) or execution.created_by_id == request.user.pk),
-        "can_resume": execution.status == Status.NEEDS_ATTENTION and request.user.has_perm(services.OPERATE),
-        "can_resolve": execution.status == Status.NEEDS_ATTENTION and request.user.has_perm(services.OPERATE),
-        "can_redraft": request_obj is not None
-        and (request.user.has_perm(services.OPERATE) or execution.created_by_id == request.user.pk),
-        "event_id": uuid.uuid4().hex,
-    }
+    """What the approval card needs (the decide view re-renders the card with it)."""
+    return page.panel_context(request, page.snapshot(execution), ("approval",))
 
 
-def _can_decide(user, approval: ApprovalRequest | None) -> bool:
-    return approval is not None and policy.can_decide(user, approval)
+def _render_detail(
+    request: HttpRequest, execution: Execution, *, status: int = 200, resolve_form: page.ResolveForm | None = None
+) -> HttpResponse:
+    snap = page.snapshot(execution)  # before any panel is read: a panel is never older than its stamp
+    nav = page.Nav(request.user)
+    stamps = {**page.execution_stamps(snap), **nav.stamps()}
+    context = page.panel_context(request, snap, page.EXECUTION_PANELS, resolve_form=resolve_form)
+    context.update(
+        nav=nav,
+        latest_html=render_artifact(context["latest"]) if context["latest"] else "",
+        live_url=_live_url("executions:live", stamps, execution.ref),
+    )
+    return render(request, "executions/detail.html", context, status=status)
 
 
 @login_required
 @require_GET
 def execution_detail(request: HttpRequest, ref: str) -> HttpResponse:
-    execution = _execution_or_404(ref)
-    context = detail_context(request, execution)
-    # Rendered for the full page only: the live partials poll and never show it.
-    context["latest_html"] = render_artifact(context["latest"]) if context["latest"] else ""
-    return render(request, "executions/detail.html", context)
+    return _render_detail(request, _execution_or_404(ref))
 
 
 @login_required
 @require_GET
 def execution_live(request: HttpRequest, ref: str) -> HttpResponse:
+    """The page's poll: 204 when nothing changed, else the changed panels (out of band)."""
     execution = _execution_or_404(ref)
-    part = "live_panels" if request.GET.get("part") == "panels" else "live_head"
-    return render(request, f"executions/detail.html#{part}", detail_context(request, execution))
+    snap = page.snapshot(execution)
+    nav = page.Nav(request.user)
+    stamps = {**page.execution_stamps(snap), **nav.stamps()}
+    changed = page.changed_panels(stamps, request.GET.get("stamp"))
+    if not changed:
+        return _no_change()
+    context = page.panel_context(request, snap, changed)
+    if "artifact" in changed:
+        context["latest_html"] = render_artifact(context["latest"]) if context["latest"] else ""
+    context.update(nav=nav, changed=changed, live_url=_live_url("executions:live", stamps, execution.ref))
+    return render(request, "executions/detail.html#live_update", context)
 
 
 @login_required
@@ -151,11 +199,34 @@ def execution_resume(request: HttpRequest, ref: str) -> HttpResponse:
 @login_required
 @require_POST
 def action_resolve(request: HttpRequest, ref: str) -> HttpResponse:
-    def resolve():
-        form = _form(request, inputs.ResolveFormIn)
-        return services.action_resolve(key=form.key, user=request.user, outcome=form.outcome, evidence=form.evidence)
-
-    return _operate(request, ref, resolve, lambda action: f"Resolved {action.key} as {action.status}.")
+    """The operator's Resolve form. Bad input re-renders the page with the message
+    beside the form and what was typed kept (422); other refusals are messages."""
+    key, outcome, evidence = (request.POST.get(name, "").strip() for name in ("key", "outcome", "evidence"))
+    receipt = {
+        name.removeprefix("receipt."): value.strip()
+        for name, value in request.POST.items()
+        if name.startswith("receipt.")
+    }
+    try:
+        form = inputs.parse(
+            inputs.ResolveFormIn,
+            {"key": key, "outcome": outcome, "evidence": evidence, "receipt": receipt or None},
+        )
+        action = services.action_resolve(
+            key=form.key, user=request.user, outcome=form.outcome, evidence=form.evidence, receipt=form.receipt
+        )
+    except InvalidInput as exc:
+        execution = _execution_or_404(ref)
+        if key and inputs.text_refusal(key) is None and execution.actions.filter(key=key).exists():
+            # shown beside that action's form
+            form = page.ResolveForm(key=key, outcome=outcome, evidence=evidence, receipt=receipt, error=exc.message)
+            return _render_detail(request, execution, status=422, resolve_form=form)
+        messages.error(request, exc.message)
+    except ServiceError as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(request, f"Resolved {action.key} as {action.status}.")
+    return redirect("executions:detail", ref=ref)
 
 
 @login_required

@@ -18,6 +18,7 @@ Leases, checkpoints, the ledger, retries and recording happen underneath (runner
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -75,6 +76,34 @@ class Effect:
 
 
 @dataclass(frozen=True, kw_only=True)
+class ReceiptField:
+    """A receipt field the steps after an effect read (``order_id`` of a submitted order).
+
+    When an operator resolves an unknown outcome as succeeded, the runtime can't ask
+    the provider, so the operator gives these fields; each must match ``pattern``
+    (whole value). ``label`` and ``example`` are what the form shows.
+    """
+
+    name: str
+    label: str
+    pattern: str = r".+"
+    example: str = ""
+    max_length: int = 200
+
+    def problem(self, value: object) -> str:
+        """Why ``value`` is not acceptable for this field, or "" when it is."""
+        if not isinstance(value, str) or not value.strip():
+            example = f", e.g. {self.example}" if self.example else ""
+            return f"required when the outcome is succeeded: {self.label}{example}"
+        if len(value) > self.max_length:
+            return f"at most {self.max_length} characters"
+        if "\x00" in value or not re.fullmatch(self.pattern, value.strip()):
+            example = f" (e.g. {self.example})" if self.example else ""
+            return f"{self.label} must match {self.pattern}{example}"
+        return ""
+
+
+@dataclass(frozen=True, kw_only=True)
 class Step:
     name: str
     label: str
@@ -86,6 +115,7 @@ class Step:
     requires_approval: str = ""  # effect: the gate whose approved version it must use
     retry: RetryPolicy = DEFAULT_RETRY
     approver: ApproverPolicy | None = None  # approval: who may decide, and for how long
+    receipt_fields: tuple[ReceiptField, ...] = ()  # effect: what the next steps read from its receipt
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -132,8 +162,17 @@ class Workflow:
         return self._decorator(name=name, label=label, kind=StepKind.MODEL, prompt_version=prompt_version, retry=retry)
 
     def effect(
-        self, name: str, *, label: str, action: str, requires_approval: str = "", retry: RetryPolicy = DEFAULT_RETRY
+        self,
+        name: str,
+        *,
+        label: str,
+        action: str,
+        requires_approval: str = "",
+        retry: RetryPolicy = DEFAULT_RETRY,
+        receipt: tuple[ReceiptField, ...] = (),
     ) -> Callable:
+        """An external side effect. ``receipt`` names the receipt fields later steps
+        read, so an operator resolving an unknown outcome must supply them."""
         return self._decorator(
             name=name,
             label=label,
@@ -141,6 +180,7 @@ class Workflow:
             action=action,
             requires_approval=requires_approval,
             retry=retry,
+            receipt_fields=tuple(receipt),
         )
 
     def approval(

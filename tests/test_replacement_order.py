@@ -334,3 +334,60 @@ def test_s16_idempotent_mode_resends_with_the_same_key_when_the_lookup_finds_not
     resent = [e for e in action_history(ref, key) if e.type == "action.executing" and e.payload.get("attempt") == 2]
     assert resent and resent[0].payload["evidence"]["lookup"] == "not found"
     assert reconciled_without_an_operator(ref)
+
+
+def test_s16_operator_resolves_an_unknown_order_with_its_order_id_and_the_customer_is_told_once(stack, people, api_as):
+    """S16: an order service without idempotency drops the connection after creating the order.
+
+    The lookups fail too, so nobody can tell: the execution waits for an operator. The
+    operator finds the order at the service by its reference and resolves the submission
+    as succeeded with the order id: the workflow continues from the receipt, the run
+    completes, one order exists and the customer is notified exactly once.
+    """
+    up(stack, ORDER_SERVICE_HONORS_KEYS="false")
+    orders_mode(stack, idempotent=False)
+    requester, manager, operator = api_as(people["requester"]), api_as(people["manager"]), api_as(people["operator"])
+    ref, approval = approve(people, api_as)
+    key, confirm_key = f"{ref}:submit_order:v1", f"{ref}:confirm:v1"
+
+    add_fault(stack, endpoint="/orders", method="POST", fault="commit_then_hang", count=1, hang_seconds=6)
+    add_fault(stack, endpoint="/orders", method="GET", fault="error_500", count=50)
+    assert manager.decide(ref, approval).status_code == 202
+
+    settled = wait_settled(requester, ref, timeout=120)
+    assert settled["status"] == "needs_attention", f"{settled['status']}: {settled.get('status_reason')}"
+    assert {a["key"]: a["status"] for a in settled["actions"]} == {key: "unknown"}
+    assert stack.sandbox_stats()["keys"][key] == {"calls": 1, "effects": 1}  # it did happen
+
+    # "It happened" without the order id the next step needs: refused, naming the field.
+    refused = operator.post(f"/actions/{key}/resolve", {"outcome": "succeeded", "evidence": "seen at the service"})
+    assert refused.status_code == 422, refused.text
+    assert refused.json()["detail"][0]["loc"] == ["body", "receipt", "order_id"]
+    assert Action.objects.get(key=key).status == Action.State.UNKNOWN
+
+    # The operator looks the order up at the service by its reference (the ledger key).
+    assert http().delete(f"{stack.sandbox_url}/_faults", timeout=5).status_code == 200
+    [order] = orders_with_reference(stack, key)
+    resolved = operator.post(
+        f"/actions/{key}/resolve",
+        {
+            "outcome": "succeeded",
+            "evidence": f"GET /orders?reference={key} at the order service lists {order['order_id']}",
+            "receipt": {"order_id": order["order_id"]},
+        },
+    )
+    assert resolved.status_code == 200, resolved.text
+    assert resolved.json()["receipt"]["order_id"] == order["order_id"]
+
+    done = wait_settled(requester, ref)
+    assert done["status"] == "completed", f"{done['status']}: {done.get('status_reason')}"
+    assert {a["key"]: a["status"] for a in done["actions"]} == {key: "succeeded", confirm_key: "succeeded"}
+    stats = stack.sandbox_stats()
+    assert stats["endpoints"]["/orders"]["effects"] == 1 and stats["keys"][key] == {"calls": 1, "effects": 1}
+    assert stats["endpoints"]["/notify"]["effects"] == 1 and stats["keys"][confirm_key] == {"calls": 1, "effects": 1}
+    [note] = (
+        http().get(f"{stack.sandbox_url}/notifications", params={"key": confirm_key}, timeout=5).json()["notifications"]
+    )
+    assert order["order_id"] in note["body"]
+    execution = Execution.objects.get(pk=pk(ref))
+    assert execution.context["state"]["record_order"] == {"order_id": order["order_id"], "reference": key}

@@ -93,13 +93,14 @@ def test_list_and_detail_render_for_any_user(people, awaiting):
     page = client.get(f"/executions/{execution.ref}/").content.decode()
     assert request.content_sha256 in page and "V1" in page
     assert "Approve V1" not in page  # not a manager
-    assert client.get(f"/executions/{execution.ref}/live/?part=panels").status_code == 200
-    assert client.get(f"/executions/{execution.ref}/status-cell/").status_code == 200
+    assert client.get(f"/executions/{execution.ref}/live/", HTTP_HX_REQUEST="true").status_code == 200
+    assert client.get("/live/executions/", HTTP_HX_REQUEST="true").status_code == 200
+    assert client.get("/live/", HTTP_HX_REQUEST="true").status_code in (200, 204)
 
 
 def test_unknown_execution_is_404_everywhere(people):
     client = logged_in(people["manager"])
-    for url in ["/executions/RUN_4242/", "/executions/RUN_²/live/", "/executions/RUN_4242/status-cell/"]:
+    for url in ["/executions/RUN_4242/", "/executions/RUN_²/live/", "/executions/RUN_4242/live/"]:
         assert client.get(url).status_code == 404
     response = client.post("/executions/RUN_4242/approvals/1/decide/", {"decision": "approve"}, HTTP_HX_REQUEST="true")
     assert response.status_code == 404

@@ -20,7 +20,7 @@ from django.conf import settings
 
 from executions import registry
 from executions.errors import FailureKind, InvalidInput, StepFailure
-from executions.workflow import ApproverPolicy, Effect, Workflow, parse_constraints
+from executions.workflow import ApproverPolicy, Effect, ReceiptField, Workflow, parse_constraints
 
 from . import orders, services_client
 
@@ -111,8 +111,19 @@ flow.approval(
 )
 
 
+# What ``record_order`` reads from the order service's receipt. An operator who resolves
+# an unknown submission as succeeded gives it (found at the order service by reference).
+ORDER_ID = ReceiptField(
+    name="order_id", label="the order id at the order service", pattern=r"ORD-\d{1,12}", example="ORD-9001"
+)
+
+
 @flow.effect(
-    "submit_order", label="Submitting the approved replacement order", action="submit_order", requires_approval="review"
+    "submit_order",
+    label="Submitting the approved replacement order",
+    action="submit_order",
+    requires_approval="review",
+    receipt=(ORDER_ID,),
 )
 def submit_order(ctx) -> Effect:
     key = _submit_key(ctx)

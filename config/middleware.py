@@ -1,4 +1,7 @@
-"""The HTTP edge, before any view: body size, content type, and JSON errors under /api/.
+"""HTTP middleware of the project, each with one job.
+
+``EdgeMiddleware`` — the HTTP edge, before any view: body size, content type, and JSON
+errors under /api/.
 
 * A body over ``MAX_BODY_BYTES`` (by its Content-Length) is refused before it is
   read: 413 JSON on the API, 413 with a sentence on the screens.
@@ -8,13 +11,22 @@
 * Every error the API answers is JSON: Django's own 404 (no such endpoint), 405, 400
   and the 500 of an unhandled exception are rewritten as ``{"detail": "…"}`` with the
   same status (the exception itself is still logged by Django).
+
+``HtmxLoginRedirectMiddleware`` — an htmx request from an ended session goes to the
+login page, whole. ``login_required`` answers 302 to the login page; an XHR follows it
+silently and htmx would swap the login page into the panel it was refreshing. This
+turns that redirect into ``HX-Redirect``, so the browser itself navigates to the login
+page, with ``next`` pointing back at the page the person was on.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from urllib.parse import urlencode, urlsplit
 
+from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import resolve_url
 
 MAX_BODY_BYTES = 1_000_000
 API_PREFIX = "/api/"
@@ -96,3 +108,20 @@ def _as_json_error(response: HttpResponse) -> HttpResponse:
         if header in response:
             answer[header] = response[header]
     return answer
+
+
+class HtmxLoginRedirectMiddleware:
+    def __init__(self, get_response) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        response = self.get_response(request)
+        if not getattr(request, "htmx", False) or response.status_code not in (301, 302, 303, 307, 308):
+            return response
+        login = resolve_url(settings.LOGIN_URL)
+        if urlsplit(response.get("Location", "")).path != login:
+            return response
+        current = request.htmx.current_url_abs_path or "/"
+        answer = HttpResponse(status=204)
+        answer["HX-Redirect"] = f"{login}?{urlencode({'next': current})}"
+        return answer

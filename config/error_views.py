@@ -1,0 +1,55 @@
+"""Error pages: styled, with a way back, and JSON under ``/api/``.
+
+``server_error`` renders without the request's context processors: whatever broke
+(the database, a template) must not break the error page too.
+"""
+
+from __future__ import annotations
+
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.template import loader
+
+API_PREFIX = "/api/"
+
+_DETAIL = {
+    400: "the request could not be understood",
+    403: "you don't have permission for this",
+    404: "not found",
+    500: "internal error: the problem is logged",
+}
+
+
+def _api(request: HttpRequest) -> bool:
+    return request.path.startswith(API_PREFIX)
+
+
+def _page(request: HttpRequest, status: int, title: str, message: str) -> HttpResponse:
+    if _api(request):
+        return JsonResponse({"detail": _DETAIL[status]}, status=status)
+    template = loader.get_template("error.html")
+    context = {"status": status, "title": title, "message": message, "path": request.path[:200]}
+    return HttpResponse(template.render(context, request), status=status)
+
+
+def bad_request(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    return _page(request, 400, "Bad request", "The request could not be understood.")
+
+
+def permission_denied(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    return _page(
+        request,
+        403,
+        "Not allowed",
+        "Your account doesn't have the permission this page needs. Ask an administrator to add you to the right group.",
+    )
+
+
+def page_not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    return _page(request, 404, "Not found", "There is nothing at this address. It may have been mistyped.")
+
+
+def server_error(request: HttpRequest) -> HttpResponse:
+    if _api(request):
+        return JsonResponse({"detail": _DETAIL[500]}, status=500)
+    template = loader.get_template("500.html")
+    return HttpResponse(template.render({}), status=500)  # no request: no context processors

@@ -1,0 +1,355 @@
+"""The execution page and the executions list as live panels.
+
+One mechanism keeps every screen current: the page holds a *stamp* per panel (a
+short hash of exactly what the panel shows), and one poller sends them back every
+``DASHBOARD_POLL_MS``. The answer is 204 when nothing changed, or the panels whose
+stamp differs (htmx out-of-band swaps) plus a poller carrying the new stamps. The
+stamps come from a few small reads (the ``Snapshot``), taken *before* any panel is
+rendered, so a panel is never older than its stamp says.
+
+This is screen code: it reads through the runtime's selectors and the approvals
+app (the approval card, the inbox count), like the views.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlencode
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db.models import Max
+from django.urls import reverse
+
+from approvals import audit, policy
+from approvals import selectors as approval_selectors
+from approvals.models import ApprovalRequest, AuditEntry
+from artifacts.models import ArtifactVersion
+
+from . import presenters, selectors, services
+from .models import Action, Execution, ExecutionEvent, Status
+
+EXECUTION_PANELS = ("head", "approval", "operate", "artifact", "timeline", "ledger", "approvals")
+NAV = "nav"
+MAX_TOKEN = 600
+
+
+def digest(*parts: Any) -> str:
+    return hashlib.sha256(repr(parts).encode()).hexdigest()[:10]
+
+
+def parse_token(raw: str | None) -> dict[str, str]:
+    """``head:ab12,ledger:cd34`` → {"head": "ab12", …}; anything malformed reads as "nothing known"."""
+    out: dict[str, str] = {}
+    for part in (raw or "")[:MAX_TOKEN].split(","):
+        name, _, value = part.partition(":")
+        if name and value:
+            out[name] = value
+    return out
+
+
+def make_token(stamps: dict[str, str]) -> str:
+    return ",".join(f"{name}:{value}" for name, value in stamps.items())
+
+
+def changed_panels(stamps: dict[str, str], token: str | None) -> list[str]:
+    held = parse_token(token)
+    return [name for name, value in stamps.items() if held.get(name) != value]
+
+
+# --- the nav's inbox count (every page)
+
+
+class Nav:
+    """The inbox count in the nav, read only when a template or a poll asks."""
+
+    def __init__(self, user: AbstractBaseUser) -> None:
+        self.user = user
+        self._count: int | None = None
+
+    @property
+    def shows_inbox(self) -> bool:
+        return bool(getattr(self.user, "is_authenticated", False)) and self.user.has_perm("approvals.decide_approval")
+
+    @property
+    def inbox_count(self) -> int:
+        if self._count is None:
+            self._count = len(approval_selectors.inbox_for(self.user)) if self.shows_inbox else 0
+        return self._count
+
+    def stamps(self) -> dict[str, str]:
+        return {NAV: digest(self.inbox_count)} if self.shows_inbox else {}
+
+    @property
+    def poll_url(self) -> str:
+        """The poll of a page without live panels of its own (the nav alone)."""
+        return f"{reverse('executions:live_nav')}?{urlencode({'stamp': make_token(self.stamps())})}"
+
+
+def next_inbox_item(user: AbstractBaseUser) -> ApprovalRequest | None:
+    """The oldest request still waiting for ``user`` (offered after a decision)."""
+    items = approval_selectors.inbox_for(user)
+    return items[0].request if items else None
+
+
+# --- the execution page
+
+
+@dataclass
+class Snapshot:
+    """The small reads every stamp of the execution page is computed from."""
+
+    execution: Execution
+    last_event_id: int
+    actions: list[Action]
+    requests: list[ApprovalRequest]
+    latest_version_id: int | None
+
+    @property
+    def pending(self) -> ApprovalRequest | None:
+        pending = [r for r in self.requests if r.status == ApprovalRequest.State.PENDING]
+        return pending[-1] if pending else None
+
+
+def snapshot(execution: Execution) -> Snapshot:
+    return Snapshot(
+        execution=execution,
+        last_event_id=ExecutionEvent.objects.filter(execution=execution).aggregate(m=Max("id"))["m"] or 0,
+        actions=list(execution.actions.select_related("approval_request").order_by("id")),
+        requests=list(
+            ApprovalRequest.objects.filter(execution=execution)
+            .select_related("artifact_version__artifact", "requested_by", "decision__decided_by")
+            .order_by("id")
+        ),
+        latest_version_id=ArtifactVersion.objects.filter(artifact__execution=execution)
+        .order_by("-artifact_id", "-number")
+        .values_list("id", flat=True)
+        .first(),
+    )
+
+
+def execution_stamps(snap: Snapshot) -> dict[str, str]:
+    e = snap.execution
+    pending = snap.pending
+    unresolved = [(a.key, a.status, a.attempts) for a in snap.actions if a.status in _UNRESOLVED]
+    return {
+        "head": digest(
+            e.status,
+            e.status_reason,
+            e.current_step,
+            e.due_at,
+            e.deadline,
+            e.lease_owner,
+            e.lease_token,
+            e.lease_expires_at,
+        ),
+        "approval": digest(pending.pk if pending else None, e.status, e.current_step),
+        "operate": digest(e.status, unresolved, snap.last_event_id if unresolved else 0),
+        "artifact": digest(snap.latest_version_id),
+        "timeline": digest(snap.last_event_id),
+        "ledger": digest(
+            e.status,
+            e.current_step,
+            [
+                (a.key, a.status, a.attempts, a.receipt is not None, a.approval_request.status)
+                if a.approval_request
+                else (a.key, a.status, a.attempts, a.receipt is not None)
+                for a in snap.actions
+            ],
+            snap.last_event_id if unresolved else 0,
+        ),
+        "approvals": digest([(r.pk, r.status, bool(approval_row(r).decided_by)) for r in snap.requests]),
+    }
+
+
+_UNRESOLVED = (Action.State.UNKNOWN, Action.State.EXECUTING)
+
+
+def _action_events(execution: Execution) -> list[ExecutionEvent]:
+    return list(
+        ExecutionEvent.objects.filter(execution=execution, type__startswith="action.")
+        .only("id", "type", "payload", "actor_label")
+        .order_by("id")
+    )
+
+
+@dataclass(frozen=True)
+class FormField:
+    name: str
+    label: str
+    pattern: str
+    example: str
+    max_length: int
+    value: str = ""
+
+
+@dataclass(frozen=True)
+class ResolveForm:
+    """What an operator typed into a Resolve form that was refused, to show it again."""
+
+    key: str
+    outcome: str
+    evidence: str
+    receipt: dict[str, str]
+    error: str
+
+
+@dataclass(frozen=True)
+class ResolveCard:
+    """One unknown outcome and the form that resolves it."""
+
+    row: presenters.LedgerRow
+    fields: list[FormField]
+    outcome: str = "succeeded"
+    evidence: str = ""
+    error: str = ""
+
+
+def resolve_cards(rows: list[presenters.LedgerRow], form: ResolveForm | None) -> list[ResolveCard]:
+    cards = []
+    for row in rows:
+        if not row.unresolved:
+            continue
+        typed = form if form is not None and form.key == row.key else None
+        fields = [
+            FormField(
+                name=f.name,
+                label=f.label,
+                pattern=f.pattern,
+                example=f.example,
+                max_length=f.max_length,
+                value=typed.receipt.get(f.name, "") if typed else "",
+            )
+            for f in row.fields
+        ]
+        if typed:
+            cards.append(
+                ResolveCard(row=row, fields=fields, outcome=typed.outcome, evidence=typed.evidence, error=typed.error)
+            )
+        else:
+            cards.append(ResolveCard(row=row, fields=fields))
+    return cards
+
+
+def panel_context(
+    request,
+    snap: Snapshot,
+    panels: list[str] | tuple[str, ...],
+    *,
+    record_view: bool = True,
+    resolve_form: ResolveForm | None = None,
+) -> dict[str, Any]:
+    """What the named panels need. ``record_view``: a decidable approval card rendered
+    for this user is recorded as ``viewed`` (version and hash), once per render.
+    ``resolve_form``: a refused Resolve form, shown again with its message."""
+    user = request.user
+    execution = snap.execution
+    ctx: dict[str, Any] = {"execution": execution, "label": selectors.step_label(execution)}
+    operator = user.has_perm(services.OPERATE)
+    ctx["can_cancel"] = not execution.is_terminal and (operator or execution.created_by_id == user.pk)
+    ctx["can_resume"] = execution.status == Status.NEEDS_ATTENTION and operator
+    ctx["can_resolve"] = execution.status == Status.NEEDS_ATTENTION and operator
+    ledger_rows = None
+    if {"ledger", "operate"} & set(panels):
+        ledger_rows = presenters.ledger_rows(execution, snap.actions, _action_events(execution))
+        ctx["ledger"] = ledger_rows
+        ctx["resolve_cards"] = resolve_cards(ledger_rows, resolve_form)
+    if "head" in panels:
+        ctx["input_items"] = input_items(execution.input)
+    if "approval" in panels:
+        ctx.update(approval_context(user, snap, record_view=record_view))
+    if "timeline" in panels:
+        events = ExecutionEvent.objects.filter(execution=execution).order_by("-id")
+        ctx["timeline"] = presenters.timeline_rows(execution, events)
+    if "approvals" in panels:
+        ctx["approval_rows"] = [approval_row(r) for r in snap.requests]
+    if "artifact" in panels:
+        versions = list(selectors.artifact_versions(execution).order_by("artifact_id", "number"))
+        ctx["versions"] = versions
+        ctx["latest"] = next((v for v in versions if v.pk == snap.latest_version_id), None)
+    return ctx
+
+
+def approval_context(user: AbstractBaseUser, snap: Snapshot, *, record_view: bool) -> dict[str, Any]:
+    approval = snap.pending
+    execution = snap.execution
+    is_open = approval is not None and approval_selectors.is_open(approval)
+    can_decide = is_open and policy.can_decide(user, approval)
+    event_id = uuid.uuid4().hex
+    if can_decide and record_view:
+        # What the approver saw, as on the approval page: the version, its hash, and the
+        # form token that ties a later decision to this view.
+        audit.record(
+            AuditEntry.Kind.VIEWED,
+            request=approval,
+            actor=user,
+            artifact_version=approval.version,
+            content_sha256=approval.content_sha256,
+            status=approval.status,
+            form_token=event_id,
+            via="execution page",
+        )
+    return {
+        "approval": approval,
+        "approval_open": is_open,
+        "can_decide": can_decide,
+        "can_redraft": approval is not None and (user.has_perm(services.OPERATE) or execution.created_by_id == user.pk),
+        "event_id": event_id,
+        # Between versions (a redraft): say the next one will appear here.
+        "approval_expected": approval is None
+        and not execution.is_terminal
+        and (bool(snap.requests) or execution.status == Status.AWAITING_APPROVAL),
+        "next_inbox": lambda: next_inbox_item(user),
+    }
+
+
+@dataclass(frozen=True)
+class ApprovalRow:
+    pk: int
+    action: str
+    version: int
+    sha256: str
+    status: str
+    status_label: str
+    decided_by: str = ""
+    decided_at: Any = None
+    comment: str = ""
+
+
+def approval_row(request: ApprovalRequest) -> ApprovalRow:
+    decision = approval_selectors.decision_of(request)
+    return ApprovalRow(
+        pk=request.pk,
+        action=request.action,
+        version=request.version,
+        sha256=request.content_sha256,
+        status=request.status,
+        status_label=request.get_status_display().lower(),
+        decided_by=decision.decided_by.get_username() if decision else "",
+        decided_at=decision.created_at if decision else None,
+        comment=decision.comment if decision else "",
+    )
+
+
+def input_items(data: Any) -> list[presenters.Item]:
+    if not isinstance(data, dict):
+        return []
+    out = []
+    for key in sorted(data):
+        value = data[key]
+        if value in (None, "", [], {}):
+            continue
+        if isinstance(value, list) and all(isinstance(v, str) for v in value):
+            out.append(presenters.Item(key, "; ".join(value)))
+        else:
+            out.append(presenters.Item(key, presenters._clip(value), code=True))
+    return out
+
+
+# --- the list
+
+
+def list_stamps(rows: list[Execution]) -> dict[str, str]:
+    return {"rows": digest([(e.pk, e.status, e.current_step, e.updated_at) for e in rows])}

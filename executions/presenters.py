@@ -1,0 +1,332 @@
+"""What the execution page shows, as plain values.
+
+Templates never reach into JSON payloads or receipts (a receipt with an ``items``
+key once shadowed ``dict.items`` and broke the page): every row here is built in
+Python from the record, with words for states and events a person can read.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import registry
+from .models import Action, Execution, ExecutionEvent, Status
+
+# Receipt fields worth a line of their own; the whole receipt is a click away.
+RECEIPT_HEADLINE = ("reference", "status", "resolved_by", "evidence")
+MAX_VALUE = 300
+MAX_JSON = 6000
+
+
+@dataclass(frozen=True)
+class Item:
+    """One labelled value of a row (``code`` renders it monospace)."""
+
+    label: str
+    value: str
+    code: bool = False
+
+
+def _clip(value: Any, limit: int = MAX_VALUE) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def pretty_json(value: Any) -> str:
+    """Indented JSON for a details box, clipped so a huge receipt can't swamp the page."""
+    return _clip(json.dumps(value, indent=2, sort_keys=True, default=str), MAX_JSON)
+
+
+def receipt_items(receipt: Any) -> list[Item]:
+    """The identifying fields of a provider receipt: ids, reference, status, who resolved it."""
+    if not isinstance(receipt, dict):
+        return [Item("receipt", _clip(receipt))] if receipt not in (None, "") else []
+    out = []
+    for key in sorted(receipt):
+        value = receipt[key]
+        if isinstance(value, dict | list) or value in (None, ""):
+            continue
+        if key.endswith("_id") or key in RECEIPT_HEADLINE:
+            out.append(Item(key.replace("_", " "), _clip(value), code=key != "evidence"))
+    return out
+
+
+def evidence_items(evidence: Any) -> list[Item]:
+    """A reconciliation's evidence (lookup result or lookup error) as readable lines."""
+    if not isinstance(evidence, dict):
+        return [Item("evidence", _clip(evidence))] if evidence not in (None, "") else []
+    out = []
+    if evidence.get("lookup_error"):
+        out.append(Item("lookup failed", _clip(evidence["lookup_error"])))
+    elif evidence.get("lookup"):
+        out.append(Item("lookup", _clip(evidence["lookup"])))
+    if evidence.get("previous_status"):
+        out.append(Item("before the lookup", _clip(evidence["previous_status"])))
+    return out
+
+
+def actor_name(label: str) -> str:
+    return label.removeprefix("user:") if label else "system"
+
+
+# --- the ledger
+
+
+@dataclass(frozen=True)
+class LedgerRow:
+    key: str
+    type: str
+    status: str  # the ledger's own status, for machines and tests
+    label: str  # what it means now, in words
+    tone: str  # ok, info, warn, neutral, danger: the badge colour
+    attempts: int
+    note: str = ""
+    receipt: list[Item] = field(default_factory=list)
+    receipt_json: str = ""
+    lookup: list[Item] = field(default_factory=list)  # the last reconciliation's evidence
+    resolution: Item | None = None  # an operator's resolution and its evidence
+    fields: list = field(default_factory=list)  # receipt fields a resolution must give (ReceiptField)
+
+    @property
+    def unresolved(self) -> bool:
+        return self.status in (Action.State.UNKNOWN, Action.State.EXECUTING)
+
+
+_NEVER_SENT = {
+    "superseded": ("superseded — never sent", "a newer version replaced the one it was planned for"),
+    "withdrawn": ("withdrawn — never sent", "the execution was cancelled before it ran"),
+    "rejected": ("not approved — never sent", "the manager rejected it"),
+    "changes_requested": ("changes requested — never sent", "a new version was asked for"),
+    "expired": ("approval expired — never sent", "nobody decided in time"),
+}
+
+
+def _ledger_state(action: Action, execution: Execution) -> tuple[str, str, str]:
+    """(label, tone, note) for one action as things stand now."""
+    status, here = action.status, execution.current_step == action.step
+    if status == Action.State.SUCCEEDED:
+        return "succeeded", "ok", ""
+    if status == Action.State.PLANNED:
+        return "planned — waits for approval", "info", ""
+    if status == Action.State.APPROVED:
+        return "approved — not sent yet", "info", ""
+    if status == Action.State.EXECUTING:
+        if execution.status == Status.RUNNING and here:
+            return "sending", "info", ""
+        return "in flight — outcome not recorded yet", "warn", ""
+    if status == Action.State.UNKNOWN:
+        if execution.status == Status.RETRY_PENDING and here:
+            return "unknown — looked up again at the next attempt", "warn", ""
+        if execution.status == Status.NEEDS_ATTENTION:
+            return "unknown — an operator must establish it", "warn", ""
+        return "unknown", "warn", ""
+    # failed
+    if action.attempts == 0:
+        request = action.approval_request
+        if request is not None and request.status in _NEVER_SENT:
+            label, note = _NEVER_SENT[request.status]
+            return label, "neutral", note
+        if execution.status == Status.CANCELLED:
+            return "cancelled — never sent", "neutral", action.last_error
+        return "not sent", "neutral", action.last_error
+    if execution.status == Status.RETRY_PENDING and here:
+        return "failed — retrying", "warn", action.last_error
+    return "failed", "danger", action.last_error
+
+
+def ledger_rows(execution: Execution, actions: Iterable[Action], events: Iterable[ExecutionEvent]) -> list[LedgerRow]:
+    """``actions`` with ``approval_request`` loaded; ``events``: the execution's ``action.*`` events, oldest first."""
+    lookups: dict[str, list[Item]] = {}
+    resolutions: dict[str, Item] = {}
+    for ev in events:
+        payload = ev.payload if isinstance(ev.payload, dict) else {}
+        key = payload.get("key")
+        if not isinstance(key, str):
+            continue
+        if isinstance(payload.get("evidence"), dict):
+            lookups[key] = evidence_items(payload["evidence"])
+        if payload.get("resolved"):
+            resolutions[key] = Item(
+                f"resolved as {payload.get('to', '?')} by {actor_name(ev.actor_label)}",
+                _clip(payload.get("evidence", "")),
+            )
+    fields = receipt_fields_by_step(execution)
+    rows = []
+    for action in actions:
+        label, tone, note = _ledger_state(action, execution)
+        rows.append(
+            LedgerRow(
+                key=action.key,
+                type=action.type,
+                status=action.status,
+                label=label,
+                tone=tone,
+                attempts=action.attempts,
+                note=note,
+                receipt=receipt_items(action.receipt),
+                receipt_json=pretty_json(action.receipt) if action.receipt else "",
+                lookup=lookups.get(action.key, []),
+                resolution=resolutions.get(action.key),
+                fields=list(fields.get(action.step, ())),
+            )
+        )
+    return rows
+
+
+def receipt_fields_by_step(execution: Execution) -> dict[str, tuple]:
+    """Step name → the receipt fields its effect declares (what later steps read)."""
+    try:
+        flow = registry.get(execution.workflow, execution.workflow_version)
+    except registry.UnknownWorkflow:
+        return {}
+    return {s.name: s.receipt_fields for s in flow.steps if s.receipt_fields}
+
+
+# --- the timeline
+
+_TRANSITIONS = {
+    "start": "Claimed by a worker",
+    "await_approval": "Waiting for approval",
+    "wait": "Waiting",
+    "schedule_retry": "Retry scheduled",
+    "flag": "Needs attention",
+    "complete": "Completed",
+    "fail": "Failed",
+    "cancel": "Cancelled",
+    "resume_after_decision": "Continued after the decision",
+    "wake": "Woken up",
+    "retry": "Retrying",
+    "resume": "Resumed",
+}
+
+EVENT_TITLES = {
+    "execution.created": "Started",
+    "step.completed": "Step completed",
+    "action.planned": "Effect planned",
+    "action.approved": "Effect approved",
+    "action.executing": "Effect sent",
+    "action.succeeded": "Effect succeeded",
+    "action.failed": "Effect failed",
+    "action.unknown": "Outcome unknown",
+    "approval.requested": "Approval requested",
+    "approval.decided": "Decision recorded",
+    "approval.superseded": "Approval superseded",
+    "lease.taken_over": "Taken over by another worker",
+}
+
+_DECISIONS = {"approve": "Approved", "reject": "Rejected", "request_changes": "Changes requested"}
+
+
+@dataclass(frozen=True)
+class TimelineRow:
+    at: Any
+    title: str
+    kind: str  # a CSS-safe family: transition, step, action, approval, lease, other
+    actor: str
+    step: str = ""
+    move: str = ""
+    details: list[Item] = field(default_factory=list)
+    tone: str = ""
+
+
+def event_title(ev: ExecutionEvent) -> str:
+    payload = ev.payload if isinstance(ev.payload, dict) else {}
+    if ev.type == "transition":
+        return _TRANSITIONS.get(str(payload.get("transition", "")), "Status changed")
+    if ev.type == "action.succeeded":
+        if payload.get("resolved"):
+            return "Resolved by an operator: it happened"
+        if payload.get("reconciled"):
+            return "Effect found by lookup"
+    if ev.type == "action.failed" and payload.get("resolved"):
+        return "Resolved by an operator: it did not happen"
+    if ev.type == "action.executing" and (payload.get("attempt") or 1) > 1:
+        return "Effect sent again (same key)"
+    if ev.type == "approval.decided":
+        return _DECISIONS.get(str(payload.get("decision", "")), "Decision recorded")
+    return EVENT_TITLES.get(ev.type, ev.type.replace(".", " ").replace("_", " ").capitalize())
+
+
+def _event_details(ev: ExecutionEvent) -> list[Item]:
+    payload = ev.payload if isinstance(ev.payload, dict) else {}
+    out: list[Item] = []
+
+    def add(label: str, value: Any, *, code: bool = False) -> None:
+        if value not in (None, "", [], {}):
+            out.append(Item(label, _clip(value), code=code))
+
+    add("reason", payload.get("reason"))
+    if ev.type.startswith("action."):
+        add("key", payload.get("key"), code=True)
+        add("attempt", payload.get("attempt"))
+        add("error", payload.get("error"))
+        if isinstance(payload.get("evidence"), dict):
+            out.extend(evidence_items(payload["evidence"]))
+        elif payload.get("resolved"):
+            add("evidence", payload.get("evidence"))
+        out.extend(receipt_items(payload.get("receipt")))
+        add("compensates", payload.get("compensates"), code=True)
+    elif ev.type.startswith("approval."):
+        version = payload.get("artifact_version")
+        add("version", f"V{version}" if version else "")
+        add("sha256", str(payload.get("content_sha256", ""))[:12], code=True)
+        add("comment", payload.get("comment"))
+    elif ev.type == "step.completed":
+        add("attempt", payload.get("attempt") if (payload.get("attempt") or 1) > 1 else None)
+        if payload.get("model"):
+            add("model", f"{payload['model']} · prompt {payload.get('prompt_version', '?')}")
+    elif ev.type == "lease.taken_over":
+        add("from", payload.get("previous_owner"))
+        add("token", payload.get("token"))
+    elif ev.type == "transition":
+        add("error", payload.get("error"))
+        add("verdict", payload.get("verdict") if payload.get("verdict") != payload.get("reason") else None)
+    return out
+
+
+_STATUS_LABELS = dict(Status.choices)
+
+
+def timeline_rows(execution: Execution, events: Iterable[ExecutionEvent]) -> list[TimelineRow]:
+    """``events`` newest first → rows with readable titles, dates and who did it."""
+    try:
+        flow = registry.get(execution.workflow, execution.workflow_version)
+        label_for = flow.label_for
+    except registry.UnknownWorkflow:
+        label_for = str
+    rows = []
+    for ev in events:
+        payload = ev.payload if isinstance(ev.payload, dict) else {}
+        title = event_title(ev)
+        if ev.type == "step.completed":
+            title = f"{title}: {payload.get('label') or label_for(ev.step)}"
+        move = ""
+        if ev.from_status or ev.to_status:
+            before = _STATUS_LABELS.get(ev.from_status, ev.from_status) or "·"
+            move = f"{before} → {_STATUS_LABELS.get(ev.to_status, ev.to_status)}"
+        rows.append(
+            TimelineRow(
+                at=ev.created_at,
+                title=title,
+                kind=ev.type.split(".")[0] if "." in ev.type else ev.type,
+                actor=actor_name(ev.actor_label),
+                step=label_for(ev.step) if ev.step and ev.type != "step.completed" else "",
+                move=move,
+                details=_event_details(ev),
+                tone=_event_tone(ev),
+            )
+        )
+    return rows
+
+
+def _event_tone(ev: ExecutionEvent) -> str:
+    if ev.type == "action.unknown" or ev.to_status in (Status.NEEDS_ATTENTION, Status.RETRY_PENDING):
+        return "warn"
+    if ev.to_status == Status.FAILED:
+        return "danger"
+    if ev.to_status == Status.COMPLETED or ev.type == "action.succeeded":
+        return "ok"
+    return ""
