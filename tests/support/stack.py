@@ -2,6 +2,9 @@
 
 Each process runs ``config.settings`` against the *test* database pytest-django
 created (its URL goes through the environment) and a Redis database the tests own.
+The web server, workers and beat connect as the application's role (``APP_DB_ROLE``,
+set up by ``grant_app_role`` in tests/conftest.py), as in production: they may only
+SELECT and INSERT the append-only tables. The pytest process stays the owner.
 Crash tests SIGKILL these processes; nothing here is mocked.
 """
 
@@ -24,6 +27,8 @@ from django.db import connection
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
+# The PostgreSQL role the application's processes run as (docs/operations.md, Security).
+APP_DB_ROLE = "keel_app"
 
 
 def free_port() -> int:
@@ -97,7 +102,7 @@ class Stack:
         self.env = {
             **os.environ,
             "DJANGO_SETTINGS_MODULE": "config.settings",
-            "DATABASE_URL": f"postgres://{db['USER'] or 'postgres'}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}",
+            "DATABASE_URL": f"postgres://{APP_DB_ROLE}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}",
             "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
             "SANDBOX_URL": self.sandbox_url,
             "KEEL_VAR_DIR": str(tmp / "var"),
