@@ -7,6 +7,7 @@ bare machine can run web, worker and beat. Production sets ``DATABASE_URL``
 """
 
 import os
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -41,6 +42,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "django.contrib.humanize",
+    "axes",
     "django_htmx",
     "template_partials",
     "pgtrigger",
@@ -59,6 +61,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Last: turns a locked-out login into the lockout page (django-axes).
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "config.urls"
@@ -102,6 +106,22 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
 ]
+# --- Login throttling (django-axes): after KEEL_LOGIN_FAILURE_LIMIT failed logins for one
+# username from one address, that pair is locked out for KEEL_LOGIN_COOLOFF_MINUTES (each
+# attempt meanwhile restarts the wait). Every failure is recorded in the database
+# (axes' AccessAttempt and AccessFailureLog; successful logins in AccessLog).
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = env_int("KEEL_LOGIN_FAILURE_LIMIT", 5)
+AXES_COOLOFF_TIME = timedelta(minutes=env_int("KEEL_LOGIN_COOLOFF_MINUTES", 15))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_ENABLE_ACCESS_FAILURE_LOG = True
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+AXES_VERBOSE = False
+
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "executions:list"
 LOGOUT_REDIRECT_URL = "login"
