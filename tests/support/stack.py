@@ -106,6 +106,8 @@ class Stack:
             "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
             "SANDBOX_URL": self.sandbox_url,
             "KEEL_VAR_DIR": str(tmp / "var"),
+            # One key for this process and the stack's (each var dir would otherwise make its own).
+            "DJANGO_SECRET_KEY": settings.SECRET_KEY,
             "KEEL_ARTIFACTS_ROOT": str(settings.ARTIFACTS_ROOT),
             "RUNTIME_LEASE_SECONDS": "3",
             "RUNTIME_SWEEP_SECONDS": "1",
@@ -182,7 +184,19 @@ class Stack:
         port = free_port()
         proc = self._start(
             "web",
-            [str(BIN / "python"), "manage.py", "runserver", f"127.0.0.1:{port}", "--noreload", "--insecure"],
+            # The production web server (docs/operations.md); static files come from WhiteNoise.
+            [
+                str(BIN / "gunicorn"),
+                "config.wsgi",
+                "--bind",
+                f"127.0.0.1:{port}",
+                "--workers",
+                "1",
+                "--threads",
+                "8",
+                "--graceful-timeout",
+                "3",
+            ],
             **env,
         )
         self.web_url = f"http://127.0.0.1:{port}"
