@@ -13,7 +13,7 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from .secret_key import secret_key_in
+from config.secret_key import secret_key_in
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("KEEL_VAR_DIR", BASE_DIR / "var"))
