@@ -88,6 +88,7 @@ def test_demo_execution_completes_on_sqlite_and_the_filesystem_broker(embedded_e
                 "2",
                 "--threads",
                 "4",
+                "--no-control-socket",  # as the Procfile
             ],
             env,
             tmp_path / "web.log",

@@ -196,6 +196,7 @@ class Stack:
                 "8",
                 "--graceful-timeout",
                 "3",
+                "--no-control-socket",  # its default path is shared by every gunicorn of the machine
             ],
             **env,
         )
