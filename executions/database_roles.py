@@ -54,8 +54,9 @@ def append_only_tables() -> list[str]:
 def app_role_grant(*, role: str, using: str = DEFAULT_DB_ALIAS) -> GrantReport:
     """Create ``role`` if missing (LOGIN, no other attribute) and set its rights.
 
-    Runs as the owner of the tables. Refuses a role that is the owner, a superuser
-    or a member of the owner (any of those could rewrite the append-only tables).
+    Runs as the owner of the tables. Refuses a role that is the owner, a superuser,
+    one that may create roles, or a member of the owner (any of those could rewrite
+    the append-only tables).
     """
     connection = connections[using]
     if connection.vendor != "postgresql":
@@ -69,13 +70,17 @@ def app_role_grant(*, role: str, using: str = DEFAULT_DB_ALIAS) -> GrantReport:
         owner, database, schema = cursor.fetchone()
         if role == owner:
             raise RoleError(f"{role!r} is the owner running this command; the application needs a role of its own")
-        cursor.execute("SELECT rolsuper FROM pg_roles WHERE rolname = %s", [role])
+        cursor.execute("SELECT rolsuper, rolcreaterole FROM pg_roles WHERE rolname = %s", [role])
         row = cursor.fetchone()
         created = row is None
         if created:
             _create_role(cursor, quoted, role)
         elif row[0]:
             raise RoleError(f"{role!r} is a superuser: it bypasses every privilege; use a plain role")
+        elif row[1]:
+            raise RoleError(
+                f"{role!r} may create roles (and so grant itself the owner's); ALTER ROLE {role} NOCREATEROLE"
+            )
         cursor.execute("SELECT pg_has_role(%s, %s, 'MEMBER')", [role, owner])
         if cursor.fetchone()[0]:
             raise RoleError(f"{role!r} is a member of the owner {owner!r} and would inherit its rights; revoke that")

@@ -12,6 +12,7 @@ import io
 import os
 import subprocess
 import sys
+import uuid
 
 import psycopg
 import pytest
@@ -178,6 +179,17 @@ def test_grant_app_role_is_idempotent_and_refuses_unsafe_roles(transactional_db)
         call_command("grant_app_role", owner, stdout=out)
     with pytest.raises(CommandError, match="not a plain role name"):
         call_command("grant_app_role", "app; DROP TABLE x", stdout=out)
+    probe = f"keel_probe_{uuid.uuid4().hex[:8]}"  # roles are cluster-wide: a name of its own, dropped below
+    try:
+        for attribute, reason in [("SUPERUSER", "is a superuser"), ("CREATEROLE", "may create roles")]:
+            with connection.cursor() as cursor:
+                cursor.execute(f"DROP ROLE IF EXISTS {probe}")
+                cursor.execute(f"CREATE ROLE {probe} LOGIN {attribute}")
+            with pytest.raises(CommandError, match=reason):
+                call_command("grant_app_role", probe, stdout=out)
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute(f"DROP ROLE IF EXISTS {probe}")
 
 
 def test_grant_app_role_on_sqlite_says_there_is_nothing_to_do(tmp_path):
