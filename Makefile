@@ -22,6 +22,7 @@ $(VENV)/.installed-test: $(VENV)/.installed
 
 run: install
 	$(BIN)/python manage.py migrate --noinput
+	$(BIN)/python manage.py collectstatic --noinput -v 0
 	$(BIN)/python manage.py seed_demo
 	@echo "Dashboard: http://127.0.0.1:8000/  (log in as manager to approve the demo report)"
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/honcho start -f Procfile

@@ -1,5 +1,8 @@
 """HTTP middleware of the project, each with one job.
 
+``NoStoreMiddleware`` — site-wide ``Cache-Control: no-store``: a policy, not a
+feature of one view.
+
 ``EdgeMiddleware`` — the HTTP edge, before any view: body size, content type, and JSON
 errors under /api/.
 
@@ -27,6 +30,24 @@ from urllib.parse import urlencode, urlsplit
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import resolve_url
+from django.utils.cache import add_never_cache_headers
+
+
+class NoStoreMiddleware:
+    """Every response the application renders (pages of signed-in users, every API answer,
+    the login page) carries ``Cache-Control: no-store``: nothing private is kept by a browser
+    or a proxy. Static files are served by WhiteNoise before this runs, with long caching."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+        self.static_prefix = "/" + settings.STATIC_URL.lstrip("/")
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        response = self.get_response(request)
+        if not request.path.startswith(self.static_prefix):
+            add_never_cache_headers(response)
+        return response
+
 
 MAX_BODY_BYTES = 1_000_000
 API_PREFIX = "/api/"

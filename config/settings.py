@@ -7,9 +7,13 @@ bare machine can run web, worker and beat. Production sets ``DATABASE_URL``
 """
 
 import os
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+from config.secret_key import secret_key_in
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("KEEL_VAR_DIR", BASE_DIR / "var"))
@@ -28,10 +32,42 @@ def env_int(name: str, default: int) -> int:
     return default if value in (None, "") else int(value)
 
 
-SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "insecure-dev-key-change-me-in-production")
+def env_list(name: str, default: str = "") -> list[str]:
+    return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
+
+
+# --- Security (docs/operations.md, "Security"). KEEL_ENV=production is the production
+# switch: it refuses to start without DJANGO_SECRET_KEY and DJANGO_ALLOWED_HOSTS or with
+# DEBUG on, and turns on HTTPS-only defaults (each still overridable by its variable).
+KEEL_ENV = os.environ.get("KEEL_ENV", "development").strip().lower()
+if KEEL_ENV not in ("development", "production"):
+    raise ImproperlyConfigured(f"KEEL_ENV must be 'development' or 'production', not {KEEL_ENV!r}.")
+PRODUCTION = KEEL_ENV == "production"
 DEBUG = env_bool("DJANGO_DEBUG", False)
-ALLOWED_HOSTS = os.environ.get("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost,testserver").split(",")
-CSRF_TRUSTED_ORIGINS = [o for o in os.environ.get("DJANGO_CSRF_TRUSTED_ORIGINS", "").split(",") if o]
+if PRODUCTION and DEBUG:
+    raise ImproperlyConfigured("KEEL_ENV=production refuses DJANGO_DEBUG=on: debug pages show settings and data.")
+if os.environ.get("DJANGO_SECRET_KEY"):
+    SECRET_KEY = os.environ["DJANGO_SECRET_KEY"]
+elif PRODUCTION:
+    raise ImproperlyConfigured(
+        "KEEL_ENV=production needs DJANGO_SECRET_KEY: one long random value shared by every process."
+    )
+else:
+    SECRET_KEY = secret_key_in(VAR_DIR)  # made once, kept in the var dir (0600), never in the repository
+if PRODUCTION and not os.environ.get("DJANGO_ALLOWED_HOSTS"):
+    raise ImproperlyConfigured("KEEL_ENV=production needs DJANGO_ALLOWED_HOSTS: the host names this site answers to.")
+ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost,testserver")
+CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS")
+SECURE_SSL_REDIRECT = env_bool("DJANGO_SECURE_SSL_REDIRECT", PRODUCTION)
+SECURE_HSTS_SECONDS = env_int("DJANGO_SECURE_HSTS_SECONDS", 31536000 if PRODUCTION else 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS", PRODUCTION)
+SECURE_HSTS_PRELOAD = env_bool("DJANGO_SECURE_HSTS_PRELOAD", PRODUCTION)
+if env_bool("DJANGO_TRUST_X_FORWARDED_PROTO", False):
+    # Only behind a proxy that terminates TLS and always sets (or strips) this header.
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SESSION_COOKIE_SECURE = env_bool("DJANGO_SESSION_COOKIE_SECURE", PRODUCTION)
+CSRF_COOKIE_SECURE = env_bool("DJANGO_CSRF_COOKIE_SECURE", PRODUCTION)
+SESSION_COOKIE_AGE = env_int("DJANGO_SESSION_COOKIE_AGE", 12 * 3600 if PRODUCTION else 14 * 24 * 3600)
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -39,8 +75,10 @@ INSTALLED_APPS = [
     "django.contrib.contenttypes",
     "django.contrib.sessions",
     "django.contrib.messages",
+    "whitenoise.runserver_nostatic",  # runserver leaves static files to WhiteNoise, as gunicorn does
     "django.contrib.staticfiles",
     "django.contrib.humanize",
+    "axes",
     "django_htmx",
     "template_partials",
     "ninja",  # django-ninja's bundled Swagger UI (static files), never the CDN copy
@@ -53,6 +91,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "config.middleware.NoStoreMiddleware",
     "config.middleware.EdgeMiddleware",  # body size, content type, JSON errors under /api/
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -62,6 +102,8 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "config.middleware.HtmxLoginRedirectMiddleware",
+    # Last: turns a locked-out login into the lockout page (django-axes).
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "config.urls"
@@ -105,6 +147,22 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
 ]
+# --- Login throttling (django-axes): after KEEL_LOGIN_FAILURE_LIMIT failed logins for one
+# username from one address, that pair is locked out for KEEL_LOGIN_COOLOFF_MINUTES (each
+# attempt meanwhile restarts the wait). Every failure is recorded in the database
+# (axes' AccessAttempt and AccessFailureLog; successful logins in AccessLog).
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = env_int("KEEL_LOGIN_FAILURE_LIMIT", 5)
+AXES_COOLOFF_TIME = timedelta(minutes=env_int("KEEL_LOGIN_COOLOFF_MINUTES", 15))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_ENABLE_ACCESS_FAILURE_LOG = True
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+AXES_VERBOSE = False
+
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "executions:list"
 LOGOUT_REDIRECT_URL = "login"
@@ -114,15 +172,20 @@ TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
 
+# Static files: `collectstatic` hashes and compresses them into STATIC_ROOT and WhiteNoise
+# serves them from the application's own origin (far-future caching for hashed names).
+# Until collectstatic has run, WhiteNoise serves the source folders (config/staticfiles.py).
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
-STATIC_ROOT = VAR_DIR / "static"
+STATIC_ROOT = Path(os.environ.get("KEEL_STATIC_ROOT", VAR_DIR / "static"))
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)
+WHITENOISE_USE_FINDERS = not (STATIC_ROOT / "staticfiles.json").exists()
 
 # --- Artifacts: one storage alias, filesystem by default, S3 through django-storages.
 ARTIFACTS_ROOT = Path(os.environ.get("KEEL_ARTIFACTS_ROOT", VAR_DIR / "artifacts"))
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
-    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    "staticfiles": {"BACKEND": "config.staticfiles.StaticFilesStorage"},
     "artifacts": {
         "BACKEND": "django.core.files.storage.FileSystemStorage",
         "OPTIONS": {"location": str(ARTIFACTS_ROOT)},

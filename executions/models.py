@@ -246,12 +246,18 @@ class Action(models.Model):
 
 
 class ApiToken(models.Model):
-    """A bearer token for the Task API. Only its sha256 is stored."""
+    """A bearer token for the Task API. Only its sha256 is stored, with the first
+    characters (``prefix``) so a person can tell their tokens apart and revoke one."""
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
     digest = models.CharField(max_length=64, unique=True)
+    prefix = models.CharField(max_length=12, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField()
     last_used_at = models.DateTimeField(null=True, blank=True)
 
+    class Meta:
+        ordering = ["id"]
+
     def __str__(self) -> str:
-        return f"token of {self.user_id} ({self.digest[:8]}…)"
+        return f"token #{self.pk} of {self.user_id} ({self.prefix}…)"

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import io
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -7,10 +8,11 @@ from typing import Any
 import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
+from django.core.management import call_command
 
 from approvals.roles import ensure_roles
 from executions.auth import api_token_create
-from tests.support.stack import Stack, http
+from tests.support.stack import APP_DB_ROLE, Stack, http
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
@@ -18,6 +20,14 @@ def pytest_runtest_makereport(item, call):
     report = yield
     setattr(item, f"rep_{report.when}", report)
     return report
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup, django_db_blocker):
+    """The test database, plus the application's role with exactly its production rights:
+    the processes of tests/support/stack.py connect as it (docs/operations.md, Security)."""
+    with django_db_blocker.unblock():
+        call_command("grant_app_role", APP_DB_ROLE, stdout=io.StringIO())
 
 
 @dataclass

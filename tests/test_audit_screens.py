@@ -28,7 +28,7 @@ ROLES = ["requester", "operator", "auditor", "outsider", "manager"]
 
 def logged_in(person) -> Client:
     client = Client()
-    assert client.login(username=person.user.username, password=person.password)
+    client.force_login(person.user)  # the login form itself is tested in tests/test_accounts.py
     return client
 
 

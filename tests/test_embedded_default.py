@@ -6,6 +6,7 @@ This is what `make run` uses; the demo execution must go end to end on it.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 
@@ -44,6 +45,7 @@ def manage(env, *args) -> str:
 def test_demo_execution_completes_on_sqlite_and_the_filesystem_broker(embedded_env, tmp_path):
     env, sandbox_port = embedded_env
     manage(env, "migrate", "--noinput")
+    manage(env, "collectstatic", "--noinput", "-v", "0")  # as `make run` does
     seeded = manage(env, "seed_demo")
     assert "Started demo execution RUN_0001" in seeded
     assert (tmp_path / "var" / "keel.sqlite3").exists()
@@ -77,7 +79,17 @@ def test_demo_execution_completes_on_sqlite_and_the_filesystem_broker(embedded_e
         Proc("beat", [f"{bin_dir}/celery", "-A", "config", "beat", "-l", "INFO"], env, tmp_path / "beat.log"),
         Proc(
             "web",
-            [PY, "manage.py", "runserver", f"127.0.0.1:{web_port}", "--noreload", "--insecure"],
+            [
+                f"{bin_dir}/gunicorn",
+                "config.wsgi",
+                "--bind",
+                f"127.0.0.1:{web_port}",
+                "--workers",
+                "2",
+                "--threads",
+                "4",
+                "--no-control-socket",  # as the Procfile
+            ],
             env,
             tmp_path / "web.log",
         ),
@@ -113,6 +125,17 @@ def test_demo_execution_completes_on_sqlite_and_the_filesystem_broker(embedded_e
         assert {a["status"] for a in done["actions"]} == {"succeeded"}
         stats = http().get(f"http://127.0.0.1:{sandbox_port}/_stats", timeout=5).json()
         assert stats["keys"]["RUN_0001:publish:v1"]["effects"] == 1
+
+        # gunicorn + WhiteNoise: pages are never stored; styles come hashed, compressed, cached for good.
+        login = http().get(f"http://127.0.0.1:{web_port}/login/", timeout=5)
+        assert "no-store" in login.headers["Cache-Control"]
+        css = re.search(r'href="(/static/css/app\.[0-9a-f]{12}\.css)"', login.text)
+        assert css, login.text
+        served = http().get(
+            f"http://127.0.0.1:{web_port}{css.group(1)}", headers={"Accept-Encoding": "gzip"}, timeout=5
+        )
+        assert served.status_code == 200 and "immutable" in served.headers["Cache-Control"]
+        assert served.headers.get("Content-Encoding") == "gzip"
     except BaseException:
         for p in procs:
             print(f"===== {p.name} =====\n{p.output()[-3000:]}")

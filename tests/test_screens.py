@@ -16,7 +16,7 @@ from executions.models import Execution, Status
 
 def logged_in(person, **kwargs) -> Client:
     client = Client(**kwargs)
-    assert client.login(username=person.user.username, password=person.password)
+    client.force_login(person.user)  # the login form itself is tested in tests/test_accounts.py
     return client
 
 

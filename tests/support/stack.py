@@ -2,6 +2,9 @@
 
 Each process runs ``config.settings`` against the *test* database pytest-django
 created (its URL goes through the environment) and a Redis database the tests own.
+The web server, workers and beat connect as the application's role (``APP_DB_ROLE``,
+set up by ``grant_app_role`` in tests/conftest.py), as in production: they may only
+SELECT and INSERT the append-only tables. The pytest process stays the owner.
 Crash tests SIGKILL these processes; nothing here is mocked.
 """
 
@@ -24,6 +27,8 @@ from django.db import connection
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
+# The PostgreSQL role the application's processes run as (docs/operations.md, Security).
+APP_DB_ROLE = "keel_app"
 
 
 def free_port() -> int:
@@ -97,10 +102,12 @@ class Stack:
         self.env = {
             **os.environ,
             "DJANGO_SETTINGS_MODULE": "config.settings",
-            "DATABASE_URL": f"postgres://{db['USER'] or 'postgres'}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}",
+            "DATABASE_URL": f"postgres://{APP_DB_ROLE}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}",
             "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
             "SANDBOX_URL": self.sandbox_url,
             "KEEL_VAR_DIR": str(tmp / "var"),
+            # One key for this process and the stack's (each var dir would otherwise make its own).
+            "DJANGO_SECRET_KEY": settings.SECRET_KEY,
             "KEEL_ARTIFACTS_ROOT": str(settings.ARTIFACTS_ROOT),
             "RUNTIME_LEASE_SECONDS": "3",
             "RUNTIME_SWEEP_SECONDS": "1",
@@ -177,7 +184,20 @@ class Stack:
         port = free_port()
         proc = self._start(
             "web",
-            [str(BIN / "python"), "manage.py", "runserver", f"127.0.0.1:{port}", "--noreload", "--insecure"],
+            # The production web server (docs/operations.md); static files come from WhiteNoise.
+            [
+                str(BIN / "gunicorn"),
+                "config.wsgi",
+                "--bind",
+                f"127.0.0.1:{port}",
+                "--workers",
+                "1",
+                "--threads",
+                "8",
+                "--graceful-timeout",
+                "3",
+                "--no-control-socket",  # its default path is shared by every gunicorn of the machine
+            ],
             **env,
         )
         self.web_url = f"http://127.0.0.1:{port}"

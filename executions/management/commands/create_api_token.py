@@ -1,21 +1,32 @@
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from executions.auth import api_token_create
+from executions.auth import DEFAULT_DAYS, api_token_issue
+from executions.errors import ServiceError
 
 
 class Command(BaseCommand):
-    help = "Create a Task API bearer token for USERNAME; prints the token alone on the last line."
+    help = (
+        f"Create a Task API bearer token for USERNAME, valid --days days (default {DEFAULT_DAYS}); "
+        "prints the token alone on the last line."
+    )
 
     def add_arguments(self, parser):
         parser.add_argument("username")
+        parser.add_argument("--days", type=int, default=DEFAULT_DAYS, help=f"validity in days (default {DEFAULT_DAYS})")
 
-    def handle(self, *args, username: str, **options):
+    def handle(self, *args, username: str, days: int, **options):
         user = get_user_model().objects.filter(username=username).first()
         if user is None:
             raise CommandError(f"no user named {username!r}; create it first (manage.py createsuperuser or seed_demo)")
         if not user.is_active:
             raise CommandError(f"user {username!r} is inactive; tokens are only issued to active users")
-        token = api_token_create(user=user)
-        self.stderr.write(f"Token for {username} (shown once; store it safely):")
-        self.stdout.write(token)
+        try:
+            issued = api_token_issue(user=user, days=days)
+        except ServiceError as exc:
+            raise CommandError(exc.message) from exc
+        self.stderr.write(
+            f"Token #{issued.id} for {username}, expires {issued.expires_at:%Y-%m-%d %H:%M} UTC "
+            f"(shown once; store it safely; revoke with: manage.py revoke_api_token {username} --id {issued.id}):"
+        )
+        self.stdout.write(issued.token)
