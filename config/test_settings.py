@@ -20,3 +20,32 @@ PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 DASHBOARD_POLL_MS = 500
 # Close connections after each request, so the live server leaves none behind.
 DATABASES["default"]["CONN_MAX_AGE"] = 0  # noqa: F405
+
+
+class UnknownTemplateVariable(str):
+    """``string_if_invalid`` that fails the render where Django would print nothing.
+
+    A variable missing from the context, or a lookup that fails silently (a missing
+    related object), raises when printed. It is falsy, so ``{% if %}`` and
+    ``|default`` behave exactly as with the usual "".
+    """
+
+    def __bool__(self) -> bool:
+        return False
+
+    def __str__(self) -> str:
+        import sys
+
+        from django.template import TemplateSyntaxError
+
+        frame, where = sys._getframe(1), "?"
+        while frame is not None:  # name the {{ … }} being printed, and its template
+            node = frame.f_locals.get("self")
+            if hasattr(node, "filter_expression") and hasattr(node, "origin"):
+                where = f"{{{{ {node.filter_expression.token} }}}} in {node.origin.template_name}"
+                break
+            frame = frame.f_back
+        raise TemplateSyntaxError(f"a template printed a variable that does not resolve: {where}")
+
+
+TEMPLATES[0]["OPTIONS"]["string_if_invalid"] = UnknownTemplateVariable("")  # noqa: F405
