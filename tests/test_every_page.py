@@ -84,13 +84,11 @@ def world(django_db_setup, django_db_blocker, tmp_path_factory):
     with django_db_blocker.unblock():
         stack = Stack(tmp_path_factory.mktemp("world"))
         try:
-            people = make_people()
-            refs = build_world(stack, people)
-        except BaseException:
-            stack.close()
-            print(stack.logs())
-            raise
-        try:
+            try:
+                refs = build_world(stack, people := make_people())
+            except BaseException:
+                print(stack.logs())
+                raise
             yield World(stack=stack, people=people, refs=refs)
         finally:
             stack.close()
