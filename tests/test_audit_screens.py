@@ -342,6 +342,23 @@ def test_deciding_from_a_plain_form_without_then_goes_to_the_execution(people):
     assert response.status_code == 302 and response.url == f"/executions/{request.execution.ref}/"
 
 
+def test_the_approval_pages_status_is_live_until_the_request_closes(people):
+    request = make_gate(people)
+    manager = logged_in(people["manager"])
+    state_url = f"/approvals/{request.pk}/state/"
+    page = manager.get(f"/approvals/{request.pk}/").content.decode()
+    assert 'role="status" aria-live="polite"' in page and f'hx-get="{state_url}"' in page
+    pending = manager.get(state_url).content.decode()
+    assert f'hx-get="{state_url}"' in pending and ">Pending<" in pending and "approval-closed" not in pending
+
+    decide_directly(request, people["manager2"], "reject")  # decided elsewhere while the page is open
+    closed = manager.get(state_url).content.decode()
+    assert "hx-get" not in closed  # polling stops
+    assert "This request is rejected: a decision here would be refused." in closed
+    assert Client().get(state_url).status_code == 302  # login first
+    assert manager.get("/approvals/999999/state/").status_code == 404
+
+
 # --- The audit history ------------------------------------------------------------
 
 

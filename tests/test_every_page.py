@@ -249,6 +249,60 @@ def test_every_page_and_live_partial_answers_without_a_server_error(world, role)
     assert len(ok) > 50, f"only {len(ok)} pages answered 200 for {role}"
 
 
+def story(world: World, name: str, role: str = "auditor") -> str:
+    """The audit story of the state's first approval request, as ``role`` sees it."""
+    request = ApprovalRequest.objects.filter(execution_id=pk(world.refs[name])).order_by("id").first()
+    response = client_for(world, role).get(f"/approvals/audit/{request.pk}/")
+    assert response.status_code == 200
+    return response.content.decode()
+
+
+def after_decision(page: str) -> str:
+    return page.split('id="after-decision"')[1].split("</section>")[0]
+
+
+def test_the_audit_tells_what_followed_each_decision(world):
+    """Issue 13: the effect's outcome after each decision, from the ledger and the events."""
+    refs = world.refs
+    done = after_decision(story(world, "report_completed"))
+    assert f"{refs['report_completed']}:publish:v1" in done and "succeeded" in done
+    assert re.search(r"publication_id <code>PUB-\w+</code>", done)
+    assert f"{refs['report_completed']}:notify:v1" in done and "a later step" in done
+    order = after_decision(story(world, "order_completed"))
+    assert re.search(r"order_id <code>[\w-]+</code>", order) and "succeeded" in order
+
+    unknown = after_decision(story(world, "report_unknown_outcome"))
+    assert "outcome unknown" in unknown and "Lookup:" in unknown and "lookup_error" in unknown
+    resolved = after_decision(story(world, "report_resolved"))
+    assert "succeeded (resolved by operator)" in resolved
+    assert "Resolved as succeeded by operator" in resolved and "PUB found on the report portal" in resolved
+    assert "outcome unknown" not in resolved  # worded as it ended, the lookup kept as evidence
+    assert "retrying (attempt 1 did not succeed)" in after_decision(story(world, "report_retrying"))
+    rejected = after_decision(story(world, "report_rejected"))
+    assert "not run: approval" in rejected and "rejected" in rejected and ">failed<" not in rejected
+    assert "Not decided yet" in after_decision(story(world, "order_awaiting_approval"))
+
+    # The same section on the approval page, for the manager who decided.
+    request = ApprovalRequest.objects.get(execution_id=pk(refs["report_resolved"]))
+    page = client_for(world, "manager").get(f"/approvals/{request.pk}/").content.decode()
+    assert "Resolved as succeeded by operator" in after_decision(page)
+
+    # The history: one line per request with the outcome of what it unlocked.
+    history = client_for(world, "auditor").get("/approvals/audit/?workflow=replacement_order").content.decode()
+    row = history[history.index(f">{refs['order_completed']}<") :].split("</tr>")[0]
+    assert "succeeded" in row and "ORD-" in row
+
+
+def test_a_proposal_reads_as_an_order_on_the_approval_page(world):
+    request = ApprovalRequest.objects.get(execution_id=pk(world.refs["order_awaiting_approval"]), status="pending")
+    page = client_for(world, "manager").get(f"/approvals/{request.pk}/").content.decode()
+    rendered = page.split('class="rendered"')[1]
+    for text in ("Ana Pereira", "Stoneware mug, blue", "43.90 EUR", "Rua das Flores 12", "Shipping address"):
+        assert text in rendered, text
+    details = rendered.split('<details class="canonical-json">')[1].split("</details>")[0]
+    assert request.content_sha256 in details and "&quot;original_order&quot;: &quot;ORD-1001&quot;" in details
+
+
 # --- Accessibility ----------------------------------------------------------------
 
 AXE = Path(__file__).parent / "vendor" / "axe-core" / "axe.min.js"
