@@ -5,9 +5,11 @@ from __future__ import annotations
 import pytest
 from django.test import Client, override_settings
 from django.urls import include, path
+from playwright.sync_api import expect
 
 from config.csp import DEFAULT_POLICY, HEADER, header_value
 from tests.test_audit_screens import logged_in, make_gate
+from tests.test_browser import browser, login  # noqa: F401 - fixtures
 
 POLICY = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
@@ -73,3 +75,34 @@ def test_json_and_raw_bytes_keep_their_own_headers(people):
 def test_the_server_error_page_carries_the_policy():
     response = Client(raise_request_exception=False).get("/crash/")
     assert response.status_code == 500 and response[HEADER] == POLICY
+
+
+@pytest.mark.browser
+def test_our_pages_run_under_the_policy_without_a_violation(live_server, people, browser):  # noqa: F811
+    """Chromium reports no CSP violation on the pages, the admin's login and the API docs:
+    htmx, the page script, styles and Swagger UI all come from our origin."""
+    request = make_gate(people)
+    base = live_server.url
+    context = browser.new_context()
+    page = context.new_page()
+    violations = []
+    page.on(
+        "console", lambda m: violations.append(f"{page.url}: {m.text}") if "Content Security Policy" in m.text else None
+    )
+    page.goto(f"{base}/api/docs")
+    expect(page.locator("#swagger-ui .opblock").first).to_be_visible(timeout=15_000)
+    page.goto(f"{base}/admin/login/")
+    expect(page.locator("#id_username")).to_be_visible()
+    login(page, base, people["manager"])
+    for url in (
+        "/",
+        f"/executions/{request.execution.ref}/",
+        f"/approvals/{request.pk}/",
+        f"/artifacts/{request.artifact_version.artifact.ref}/v2/",
+        "/approvals/inbox/",
+        "/executions/RUN_9999/",
+    ):
+        page.goto(f"{base}{url}")
+        page.wait_for_timeout(300)  # a poll or two
+    assert violations == []
+    context.close()
