@@ -12,7 +12,7 @@ from django.shortcuts import render
 from django.utils.http import urlencode
 from django.views.decorators.http import require_GET
 
-from . import selectors
+from . import outcomes, selectors
 
 VIEW_AUDIT = "approvals.view_audit"
 
@@ -55,11 +55,13 @@ def audit_list(request: HttpRequest) -> HttpResponse:
     filters = _filters(request)
     page = Paginator(selectors.approval_history(filters), selectors.HISTORY_PAGE_SIZE).get_page(request.GET.get("page"))
     query = filters.as_query()
+    effects = outcomes.authorised_effects(page.object_list)
     return render(
         request,
         "approvals/audit_list.html",
         {
             "page": page,
+            "rows": [(r, effects.get(r.pk, [])) for r in page.object_list],
             "filters": filters,
             "query": urlencode(query),
             "workflows": selectors.history_workflows(),
@@ -81,6 +83,7 @@ def audit_story(request: HttpRequest, pk: int) -> HttpResponse:
             "approval": approval,
             "decision": selectors.decision_of(approval),
             "story": selectors.approval_story(approval),
+            "effects": outcomes.effects_after(approval, window=selectors.event_window(approval)),
         },
     )
 

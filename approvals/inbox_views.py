@@ -1,7 +1,7 @@
 """The managers' inbox and the approval page. Thin: reads through ``approvals.selectors``.
 
-Deciding is not here: the approval page's form posts to ``executions:decide``, which
-calls ``approvals.services.approval_decide``.
+Deciding is not here: the approval page's form posts to ``executions:decide``
+(``approvals.views.decide``) with ``then=inbox``, so the manager lands on the next item.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from django.views.decorators.http import require_GET
 
 from artifacts.rendering import render_artifact, version_diff
 
-from . import audit, policy, selectors
+from . import audit, outcomes, policy, selectors
 from .models import AuditEntry
 
 
@@ -55,11 +55,13 @@ def approval_detail(request: HttpRequest, pk: int) -> HttpResponse:
             **({"form_token": event_id} if event_id else {}),
         )
     version = approval.artifact_version
+    decision = selectors.decision_of(approval)
     context = {
         "approval": approval,
         "execution": approval.execution,
         "version": version,
-        "decision": selectors.decision_of(approval),
+        "decision": decision,
+        "effects": outcomes.effects_after(approval, window=selectors.event_window(approval)) if decision else [],
         "diff": version_diff(version),
         "artifact_html": render_artifact(version),
         "refusal": refusal,
@@ -69,3 +71,14 @@ def approval_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "event_id": event_id,
     }
     return render(request, "approvals/detail.html", context)
+
+
+@login_required
+@require_GET
+def approval_state(request: HttpRequest, pk: int) -> HttpResponse:
+    """The approval page's live status (polled while the request is pending)."""
+    approval = selectors.approval_for(pk)
+    if approval is None:
+        raise Http404(f"no approval request {pk}")
+    context = {"approval": approval, "execution": approval.execution, "is_open": selectors.is_open(approval)}
+    return render(request, "approvals/detail.html#approval_state", context)

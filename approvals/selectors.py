@@ -22,6 +22,7 @@ from executions.models import ExecutionEvent, Status
 
 from . import policy
 from .models import ApprovalRequest, AuditEntry, Decision
+from .outcomes import receipt_fields
 
 HISTORY_PAGE_SIZE = 50
 EXPIRES_SOON = dt.timedelta(hours=1)
@@ -89,6 +90,15 @@ def inbox_for(user: AbstractBaseUser) -> list[InboxItem]:
         for r in candidates
         if is_open(r, now=now) and policy.can_decide(user, r)
     ]
+
+
+def next_in_inbox(user: AbstractBaseUser, *, after: ApprovalRequest) -> ApprovalRequest | None:
+    """Where a manager goes after deciding ``after``: the next item of their inbox in its
+    order (oldest first), wrapping round to the first; None when nothing is left."""
+    others = [item.request for item in inbox_for(user) if item.request.pk != after.pk]
+    position = (after.created_at, after.pk)
+    later = [r for r in others if (r.created_at, r.pk) > position]
+    return (later or others or [None])[0]
 
 
 # --- One request ------------------------------------------------------------------
@@ -221,8 +231,27 @@ class StoryItem:
                 return str(self.detail[key])
         return ""
 
+    @property
+    def receipt(self) -> list[tuple[str, str]]:
+        """The identifiers in an ``action.succeeded`` event's receipt."""
+        return receipt_fields(self.detail.get("receipt"))
 
-def _event_window(request: ApprovalRequest) -> QuerySet[ExecutionEvent]:
+    @property
+    def evidence(self) -> str:
+        """An operator's evidence, or what a lookup found (or failed to find)."""
+        evidence = self.detail.get("evidence")
+        if isinstance(evidence, dict):
+            return "; ".join(f"{k}: {v}" for k, v in evidence.items() if k != "found" and v not in (None, ""))
+        return str(evidence) if evidence else ""
+
+    @property
+    def extra(self) -> list[tuple[str, str]]:
+        """The audit entry's other details, as (name, value) pairs (never looked up by name in a template)."""
+        shown = {"reason", "decision", "comment", "evidence", "receipt"}
+        return [(str(k), str(v)) for k, v in self.detail.items() if k not in shown]
+
+
+def event_window(request: ApprovalRequest) -> QuerySet[ExecutionEvent]:
     """The execution's events from this request being made until the next request is made."""
     events = ExecutionEvent.objects.filter(execution_id=request.execution_id)
     asked = events.filter(type="approval.requested", payload__approval_id=request.pk).order_by("id").first()
@@ -293,7 +322,7 @@ def approval_story(request: ApprovalRequest) -> list[StoryItem]:
             )
         )
     skip = {"approval.requested", "approval.decided"}
-    for ev in _event_window(request):
+    for ev in event_window(request):
         if ev.type in skip and ev.payload.get("approval_id") == request.pk:
             continue
         items.append(

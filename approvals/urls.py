@@ -11,4 +11,5 @@ urlpatterns = [
     path("audit/export.csv", audit_views.audit_export, name="audit_export"),
     path("audit/<int:pk>/", audit_views.audit_story, name="audit_story"),
     path("<int:pk>/", inbox_views.approval_detail, name="detail"),
+    path("<int:pk>/state/", inbox_views.approval_state, name="state"),
 ]

@@ -1,5 +1,13 @@
-"""The approval card's POST: the form checked like the API's body, then one call to
-approvals.services.approval_decide; any refusal is a message on the card."""
+"""The decision POST of the approval card and the approval page: the form checked like
+the API's body, then one call to approvals.services.approval_decide.
+
+Where the manager goes next depends on where they decided:
+- the execution page's card (htmx): the card, re-rendered with the outcome;
+- the approval page (its form sends ``then=inbox``): on success the next pending
+  item of their inbox, or the inbox saying nothing is left; on a refusal back to
+  the approval page, which says why;
+- a plain form without ``then``: the execution page.
+"""
 
 from __future__ import annotations
 
@@ -14,7 +22,10 @@ from executions.errors import NotFound, ServiceError
 from executions.services import execution_for
 from executions.views import detail_context
 
+from . import selectors
 from .services import approval_decide
+
+THEN_INBOX = "inbox"
 
 
 @login_required
@@ -51,8 +62,11 @@ def decide(request: HttpRequest, ref: str, approval_id: int) -> HttpResponse:
             messages.error(request, error)
         else:
             messages.success(
-                request, f"Recorded: {outcome.get_decision_display().lower()} V{outcome.artifact_version}."
+                request,
+                f"Recorded: {outcome.get_decision_display().lower()} V{outcome.artifact_version} of {ref}.",
             )
+        if request.POST.get("then") == THEN_INBOX:
+            return _to_inbox(request, approval_id=approval_id, decided=error is None)
         return redirect("executions:detail", ref=ref)
     try:
         execution = execution_for(ref)
@@ -62,3 +76,16 @@ def decide(request: HttpRequest, ref: str, approval_id: int) -> HttpResponse:
     context.update(decision_error=error, decision_made=outcome)
     # Always 200: htmx swaps only successful answers, and the card carries the message.
     return render(request, "executions/detail.html#approval_card", context)
+
+
+def _to_inbox(request: HttpRequest, *, approval_id: int, decided: bool) -> HttpResponse:
+    """After a decision on the approval page: the next item, or the inbox when none is left."""
+    approval = selectors.approval_for(approval_id)
+    if not decided or approval is None:
+        return redirect("approvals:detail", pk=approval_id) if approval else redirect("approvals:inbox")
+    following = selectors.next_in_inbox(request.user, after=approval)
+    if following is None:
+        messages.info(request, "Nothing else is waiting for your decision.")
+        return redirect("approvals:inbox")
+    messages.info(request, f"Next in your inbox: approval #{following.pk} for {following.execution.ref}.")
+    return redirect("approvals:detail", pk=following.pk)

@@ -1,18 +1,28 @@
-"""Artifact content as HTML for the screens: Markdown rendered, raw HTML in it escaped.
+"""Artifact content as HTML for the screens.
 
 ``render_artifact`` is the one place that turns a version's bytes into HTML; the
-execution page and the version page both use it.
+execution page, the approval page and the version page all use it. By content type:
+
+- ``text/markdown``: ``artifacts.sanitize.render_markdown`` (rendered as written,
+  raw HTML shown as text, sanitised by nh3, no off-site images);
+- JSON (``application/json``, ``…+json``): a readable summary from the artifact
+  kind's presenter (``artifacts.presenters``), with the exact stored bytes and their
+  sha256 a click away;
+- anything else: the text verbatim in ``<pre>``, escaped.
 """
 
 from __future__ import annotations
 
-import html
+import json
 from dataclasses import dataclass, field
 
-import markdown
-from django.utils.safestring import SafeString, mark_safe
+from django.template.loader import render_to_string
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
 
+from . import presenters
 from .models import ArtifactVersion
+from .sanitize import render_markdown
 from .services import artifact_version_content, artifact_version_diff, previous_version
 from .store import CorruptArtifact
 
@@ -28,20 +38,44 @@ def unavailable_message(exc: Exception) -> str:
     return f"Content unavailable: {exc}"
 
 
-def render_source(content_type: str, source: str) -> SafeString:
-    """Markdown as HTML (raw HTML in the source escaped, never rendered); anything else verbatim."""
-    if content_type != "text/markdown":
-        return mark_safe(f"<pre>{html.escape(source)}</pre>")
-    return mark_safe(markdown.markdown(html.escape(source, quote=False), extensions=["tables"]))
+def is_json(content_type: str) -> bool:
+    media = content_type.split(";", 1)[0].strip().lower()
+    return media == "application/json" or media.endswith("+json")
 
 
-def render_artifact(version) -> SafeString:
+def render_source(
+    *, content_type: str, source: str, kind: str = "", sha256: str = "", number: int | None = None
+) -> SafeString:
+    """``source`` (the decoded bytes) as HTML for its content type; never raises on odd content."""
+    if content_type.split(";", 1)[0].strip().lower() == "text/markdown":
+        return render_markdown(source)
+    if is_json(content_type):
+        try:
+            data = json.loads(source)
+        except ValueError as exc:
+            summary, error = None, f"Not valid JSON ({exc}): shown as stored."
+        else:
+            summary, error = presenters.summary_for(kind, data), ""
+        return render_to_string(
+            "artifacts/_json.html",
+            {"summary": summary, "error": error, "source": source, "sha256": sha256, "number": number},
+        )
+    return format_html("<pre>{}</pre>", source)
+
+
+def render_artifact(version: ArtifactVersion) -> SafeString:
     """The version's verified content as HTML, or an error paragraph (never an exception)."""
     try:
         source = artifact_version_content(version).decode()
     except Exception as exc:  # corrupt, missing or binary blob: say so, don't 500
-        return mark_safe(f'<p class="error" role="alert">{html.escape(unavailable_message(exc))}</p>')
-    return render_source(version.content_type, source)
+        return format_html('<p class="error" role="alert">{}</p>', unavailable_message(exc))
+    return render_source(
+        content_type=version.content_type,
+        source=source,
+        kind=version.artifact.kind,
+        sha256=version.sha256,
+        number=version.number,
+    )
 
 
 @dataclass(frozen=True)

@@ -93,6 +93,8 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "config.middleware.NoStoreMiddleware",
+    # Every HTML page, error pages included (config/csp.py; settings.CONTENT_SECURITY_POLICY overrides it).
+    "config.csp.ContentSecurityPolicyMiddleware",
     "config.middleware.EdgeMiddleware",  # body size, content type, JSON errors under /api/
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",

@@ -22,21 +22,30 @@ DASHBOARD_POLL_MS = 500
 DATABASES["default"]["CONN_MAX_AGE"] = 0  # noqa: F405
 
 
-class InvalidTemplateVariable:
-    """``string_if_invalid`` for tests: a variable a template can't resolve fails the test.
+class UnknownTemplateVariable(str):
+    """``string_if_invalid`` that fails the render where Django would print nothing.
 
-    Django formats the setting with the variable's name when it contains ``%s``;
-    formatting raises instead, so ``{{ a.missing }}`` is an error, never a blank.
-    (``{% if %}`` and ``{% for %}`` ignore failures by design and stay usable.)
+    A variable missing from the context, or a lookup that fails silently (a missing
+    related object), raises when printed. It is falsy, so ``{% if %}`` and
+    ``|default`` behave exactly as with the usual "".
     """
 
-    def __contains__(self, item: str) -> bool:
-        return item == "%s"
+    def __bool__(self) -> bool:
+        return False
 
-    def __mod__(self, name: object):
+    def __str__(self) -> str:
+        import sys
+
         from django.template import TemplateSyntaxError
 
-        raise TemplateSyntaxError(f"template variable {name!r} does not resolve")
+        frame, where = sys._getframe(1), "?"
+        while frame is not None:  # name the {{ … }} being printed, and its template
+            node = frame.f_locals.get("self")
+            if hasattr(node, "filter_expression") and hasattr(node, "origin"):
+                where = f"{{{{ {node.filter_expression.token} }}}} in {node.origin.template_name}"
+                break
+            frame = frame.f_back
+        raise TemplateSyntaxError(f"a template printed a variable that does not resolve: {where}")
 
 
-TEMPLATES[0]["OPTIONS"]["string_if_invalid"] = InvalidTemplateVariable()  # noqa: F405
+TEMPLATES[0]["OPTIONS"]["string_if_invalid"] = UnknownTemplateVariable("")  # noqa: F405

@@ -280,23 +280,83 @@ def test_each_view_by_a_decider_is_audited_once_and_others_are_not(people):
         assert view.detail["form_token"] == token
 
 
-def test_deciding_from_the_approval_page_is_a_plain_post_to_the_execution(people):
-    request = make_gate(people)
-    manager = logged_in(people["manager"])
-    page = manager.get(f"/approvals/{request.pk}/").content.decode()
+def decide_form(page: str) -> tuple[str, dict[str, str]]:
+    """The approval page's decide form: its action and hidden fields."""
     form = page.split('id="decide-form"')[1].split("</form>")[0]
     action = re.search(r'<form method="post" action="([^"]+)" class="decide-form"', page).group(1)
-    fields = dict(re.findall(r'<input type="hidden" name="(\w+)" value="([^"]*)"', form))
-    assert action == f"/executions/{request.execution.ref}/approvals/{request.pk}/decide/"
-    assert fields["artifact_version"] == "2" and fields["content_sha256"] == request.content_sha256
+    return action, dict(re.findall(r'<input type="hidden" name="(\w+)" value="([^"]*)"', form))
+
+
+def test_deciding_from_the_approval_page_lands_on_the_next_item_of_the_inbox(people):
+    first, second, third = make_gate(people), make_gate(people), make_gate(people)
+    for request, day in ((first, "2026-03-01"), (second, "2026-03-02"), (third, "2026-03-03")):
+        created_on(request, day)
+    manager = logged_in(people["manager"])
+
+    # Deciding the middle one goes on to the one after it, then wraps round to the first.
+    action, fields = decide_form(manager.get(f"/approvals/{second.pk}/").content.decode())
+    assert action == f"/executions/{second.execution.ref}/approvals/{second.pk}/decide/"
+    assert fields["artifact_version"] == "2" and fields["content_sha256"] == second.content_sha256
+    assert fields["then"] == "inbox"
     response = manager.post(action, {**fields, "decision": "approve", "comment": "looks right"})
-    assert response.status_code == 302 and response.url == f"/executions/{request.execution.ref}/"
-    decision = Decision.objects.get(request=request)
+    assert response.status_code == 302 and response.url == f"/approvals/{third.pk}/"
+    decision = Decision.objects.get(request=second)
     assert decision.event_id == fields["event_id"] and decision.decided_by == people["manager"].user
-    view = AuditEntry.objects.get(kind=AuditEntry.Kind.VIEWED, request=request)
+    view = AuditEntry.objects.get(kind=AuditEntry.Kind.VIEWED, request=second)
     assert view.detail["form_token"] == decision.event_id  # what they saw is what they decided on
-    after = manager.get(f"/approvals/{request.pk}/").content.decode()
+    landed = manager.get(response.url).content.decode()
+    assert f"Recorded: approve V2 of {second.execution.ref}." in landed and f"approval #{third.pk}" in landed
+
+    action, fields = decide_form(landed)
+    response = manager.post(action, {**fields, "decision": "reject", "comment": "no"})
+    assert response.status_code == 302 and response.url == f"/approvals/{first.pk}/"
+
+    action, fields = decide_form(manager.get(response.url).content.decode())
+    response = manager.post(action, {**fields, "decision": "approve"})
+    assert response.status_code == 302 and response.url == "/approvals/inbox/"
+    inbox = manager.get(response.url).content.decode()
+    assert "Nothing else is waiting for your decision." in inbox and rows_in(inbox, "inbox") == []
+
+    after = manager.get(f"/approvals/{second.pk}/").content.decode()
     assert 'id="decide-form"' not in after and "looks right" in after and "Approved" in after
+
+
+def test_a_refused_decision_on_the_approval_page_stays_there_and_says_why(people):
+    request = make_gate(people)
+    manager = logged_in(people["manager"])
+    action, fields = decide_form(manager.get(f"/approvals/{request.pk}/").content.decode())
+    response = manager.post(action, {**fields, "content_sha256": "0" * 64, "decision": "approve"})
+    assert response.status_code == 302 and response.url == f"/approvals/{request.pk}/"
+    page = manager.get(response.url).content.decode()
+    assert 'class="msg error"' in page and not Decision.objects.filter(request=request).exists()
+
+
+def test_deciding_from_a_plain_form_without_then_goes_to_the_execution(people):
+    request = make_gate(people)
+    manager = logged_in(people["manager"])
+    _, fields = decide_form(manager.get(f"/approvals/{request.pk}/").content.decode())
+    fields.pop("then")
+    response = manager.post(
+        f"/executions/{request.execution.ref}/approvals/{request.pk}/decide/", {**fields, "decision": "approve"}
+    )
+    assert response.status_code == 302 and response.url == f"/executions/{request.execution.ref}/"
+
+
+def test_the_approval_pages_status_is_live_until_the_request_closes(people):
+    request = make_gate(people)
+    manager = logged_in(people["manager"])
+    state_url = f"/approvals/{request.pk}/state/"
+    page = manager.get(f"/approvals/{request.pk}/").content.decode()
+    assert 'role="status" aria-live="polite"' in page and f'hx-get="{state_url}"' in page
+    pending = manager.get(state_url).content.decode()
+    assert f'hx-get="{state_url}"' in pending and ">Pending<" in pending and "approval-closed" not in pending
+
+    decide_directly(request, people["manager2"], "reject")  # decided elsewhere while the page is open
+    closed = manager.get(state_url).content.decode()
+    assert "hx-get" not in closed  # polling stops
+    assert "This request is rejected: a decision here would be refused." in closed
+    assert Client().get(state_url).status_code == 302  # login first
+    assert manager.get("/approvals/999999/state/").status_code == 404
 
 
 # --- The audit history ------------------------------------------------------------

@@ -18,12 +18,15 @@ from copy import deepcopy
 from decimal import Decimal
 from typing import Any
 
+from artifacts.presenters import Field, Section, Summary, Table
+
 __all__ = [
     "CATALOGUE_ID",
     "UnknownOrder",
     "get_order",
     "known_orders",
     "order_facts",
+    "proposal_summary",
     "render_proposal",
     "replacement_proposal",
 ]
@@ -185,6 +188,63 @@ def replacement_proposal(order: dict[str, Any], *, reference: str, version: int)
 def render_proposal(proposal: dict[str, Any]) -> str:
     """The proposal as the artifact's bytes: pretty, key-sorted JSON, newline-terminated."""
     return json.dumps(proposal, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def proposal_summary(proposal: dict[str, Any]) -> Summary:
+    """A proposal (the parsed artifact) as an approver reads it: what, for whom, where, how much.
+
+    Raises KeyError/TypeError/ValueError on another shape (the caller falls back to a
+    field-by-field summary).
+    """
+    currency = proposal["currency"]
+    customer = proposal["customer"]
+    address = proposal["shipping_address"]
+    rows = []
+    for item in proposal["items"]:
+        line_total = _money(Decimal(item["unit_price"]) * int(item["qty"]))
+        rows.append(
+            [
+                item["sku"],
+                item["name"],
+                str(item["qty"]),
+                f"{item['unit_price']} {currency}",
+                f"{line_total} {currency}",
+            ]
+        )
+    place = " ".join(p for p in (address.get("postcode", ""), address.get("city", "")) if p)
+    lines = [address.get("line1", ""), address.get("line2", ""), place, address.get("country", "")]
+    return Summary(
+        title=f"Replacement order for {proposal['original_order']}",
+        sections=[
+            Section(
+                title="Replacement",
+                fields=[
+                    Field("Original order", proposal["original_order"]),
+                    Field("Reason", proposal["reason"]),
+                    Field("Replacement value", f"{proposal['replacement_value']} {currency}"),
+                    Field("Charged to the customer", f"{proposal['charge_to_customer']} {currency}"),
+                    Field("Client reference", proposal["reference"]),
+                ],
+            ),
+            Section(
+                title="Customer",
+                fields=[
+                    Field("Name", customer["name"]),
+                    Field("Customer id", customer["id"]),
+                    Field("Email", customer["email"]),
+                ],
+            ),
+            Section(title="Shipping address", fields=[Field("Ship to", "\n".join(line for line in lines if line))]),
+            Section(
+                title="Items",
+                table=Table(
+                    columns=["SKU", "Item", "Quantity", "Unit price", "Line total"],
+                    rows=rows,
+                    numeric=frozenset({2, 3, 4}),
+                ),
+            ),
+        ],
+    )
 
 
 def order_facts(order: dict[str, Any]) -> list[dict[str, Any]]:

@@ -18,6 +18,7 @@ from typing import Any
 
 from django.conf import settings
 
+from artifacts import presenters
 from executions import registry
 from executions.errors import FailureKind, InvalidInput, StepFailure
 from executions.workflow import ApproverPolicy, Effect, ReceiptField, Workflow, parse_constraints
@@ -25,6 +26,9 @@ from executions.workflow import ApproverPolicy, Effect, ReceiptField, Workflow, 
 from . import orders, services_client
 
 ALLOWED_FIELDS = ("original_order", "constraints")
+PROPOSAL_KIND = "order"  # Artifact.kind of the proposal; its presenter shows it to the approver
+
+presenters.register(PROPOSAL_KIND, orders.proposal_summary)
 
 
 def parse_input(raw: dict[str, Any]) -> dict[str, Any]:
@@ -85,7 +89,7 @@ def propose_replacement(ctx) -> dict[str, Any]:
         raise StepFailure(FailureKind.INVALID_INPUT, str(exc)) from None
     ctx.save_artifact(
         "proposal",
-        kind="order",
+        kind=PROPOSAL_KIND,
         title=f"Replacement for {order['order_id']} — {order['customer']['name']}",
         content=orders.render_proposal(proposal),
         content_type="application/json",
