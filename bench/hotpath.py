@@ -16,6 +16,9 @@ eager). Two passes on a database of its own (``BENCH_PROFILE_DB``, default
    functions by cumulative time.
 
 Writes the "profile" section of docs/BENCHMARKS.md; ``--json`` prints the numbers.
+
+``--loop N`` only runs N workflows (after the warm-up) in ``measured_loop``, for a
+sampling profiler without cProfile's overhead (bench/pyspy_summary.py says how).
 """
 
 from __future__ import annotations
@@ -261,6 +264,16 @@ def profile_pass(n: int, user) -> dict:
 # --- the report -------------------------------------------------------------------
 
 
+def measured_loop(n: int, user) -> float:
+    """N workflows, nothing else; returns the wall time per workflow in ms."""
+    from executions.services import execution_start
+
+    t = time.perf_counter()
+    for i in range(n):
+        execution_start(user=user, workflow=WORKFLOW, input={"n": i})
+    return (time.perf_counter() - t) / n * 1000
+
+
 def main() -> None:
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
     n = int(args[-1]) if args else int(os.environ.get("BENCH_PROFILE_N", "200"))
@@ -277,6 +290,9 @@ def main() -> None:
     user = get_user_model().objects.create_user("bench")
     for i in range(WARMUP):
         execution_start(user=user, workflow=WORKFLOW, input={"n": -1 - i})
+    if "--loop" in sys.argv:
+        print(f"measured_loop: {measured_loop(n, user):.1f} ms per workflow", file=sys.stderr)
+        return
     counts = count_pass(n, user)
     profile = profile_pass(n, user)
     result = {
