@@ -30,7 +30,11 @@ The Postgres costs per workflow are the peers' own ``common.snapshot`` and
 ``common.per_workflow`` (loaded from ``BENCH_PEERS_DIR``, default
 ``../shared/bench-peers``), each snapshot taken with this process's connections
 closed and the workers idle for ``IDLE_SECONDS`` (PostgreSQL 15 publishes an idle
-backend's counters within a second, an exiting one's at exit).
+backend's counters within a second, an exiting one's at exit). Their write
+transactions and WAL are cluster-wide, so other work on the same PostgreSQL counts
+in them; keel's rows add ``own_write_txns_per_wf`` and ``own_wal_bytes_per_wf``:
+the committed transactions and WAL records of this database alone, read back from
+the WAL with pg_walinspect (needs a superuser, as creating the database does).
 """
 
 from __future__ import annotations
@@ -160,16 +164,54 @@ def in_process(n: int, user) -> dict:
         n,
         seconds,
         latencies,
-        **peers.per_workflow(before, after, n),
+        **costs(before, after, n),
         checked={"completed": done, "step_runs": steps},
     )
 
 
 def quiet_snapshot(connections) -> dict:
-    """The peers' snapshot, with this process's connections closed and the workers idle."""
+    """The peers' snapshot, with this process's connections closed and the workers idle,
+    plus the WAL position (bytes) for ``costs``."""
+    import psycopg
+
     connections.close_all()
     time.sleep(IDLE_SECONDS)
-    return peers.snapshot(DB, "public")
+    snapshot = peers.snapshot(DB, "public")
+    with psycopg.connect(f"{harness.PG}/postgres", autocommit=True) as conn:
+        (snapshot["lsn"],) = conn.execute("SELECT pg_current_wal_lsn() - '0/0'").fetchone()
+    return snapshot
+
+
+# The WAL records between two positions that belong to this database: those touching
+# its relations, and every record (commits included) of a transaction that did.
+OWN_WAL = """
+WITH r AS (
+    SELECT xid, resource_manager, record_type, record_length, block_ref
+      FROM pg_get_wal_records_info('0/0'::pg_lsn + %(start)s, '0/0'::pg_lsn + %(end)s)
+), mine AS (
+    SELECT DISTINCT xid FROM r WHERE xid <> 0 AND block_ref LIKE %(pattern)s
+)
+SELECT (SELECT count(*) FROM r WHERE resource_manager = 'Transaction' AND record_type LIKE 'COMMIT%%'
+                                 AND xid IN (SELECT xid FROM mine)),
+       (SELECT coalesce(sum(record_length), 0) FROM r
+         WHERE xid IN (SELECT xid FROM mine) OR block_ref LIKE %(pattern)s)
+"""
+
+
+def costs(before: dict, after: dict, n: int) -> dict:
+    """The peers' per-workflow costs, and keel's own write transactions and WAL bytes,
+    exact whatever else writes to the cluster (pg_walinspect, PostgreSQL 15+)."""
+    import psycopg
+
+    out = peers.per_workflow(before, after, n)
+    with psycopg.connect(f"{harness.PG}/{DB}", autocommit=True) as conn:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS pg_walinspect")
+        (oid,) = conn.execute("SELECT oid FROM pg_database WHERE datname = current_database()").fetchone()
+        commits, wal = conn.execute(
+            OWN_WAL, {"start": before["lsn"], "end": after["lsn"], "pattern": f"% rel %/{oid}/%"}
+        ).fetchone()
+    out.update(own_write_txns_per_wf=round(commits / n, 2), own_wal_bytes_per_wf=round(wal / n))
+    return out
 
 
 class E2E:
@@ -244,7 +286,7 @@ class E2E:
             n,
             seconds,
             latencies,
-            **peers.per_workflow(before, after, n),
+            **costs(before, after, n),
             checked=self.check(),
         )
 
@@ -275,7 +317,7 @@ class E2E:
             "all N",
             n,
             seconds,
-            **peers.per_workflow(before, after, n),
+            **costs(before, after, n),
             send_seconds=round(sent, 3),
             checked=self.check(),
         )
