@@ -103,11 +103,11 @@ def main() -> None:
     manager = User.objects.create_user("bench-manager")
     manager.groups.add(Group.objects.get(name="managers"))
 
-    rows = [in_process(n, requester)]
-    peers.log(rows[-1])
-
+    hold_wal()
     bench = E2E(r, requester)
     try:
+        rows = [in_process(n, requester)]
+        peers.log(rows[-1])
         bench.start()
         for concurrency in (1, 8):
             rows.append(bench.closed_loop(n, concurrency))
@@ -121,6 +121,7 @@ def main() -> None:
         peers.log({"worker_rss": rss})
     finally:
         bench.stop()
+        release_wal()
         r.flushdb()
     peers.emit(
         "keel",
@@ -198,6 +199,31 @@ SELECT (SELECT count(*) FROM r WHERE resource_manager = 'Transaction' AND record
 """
 
 
+# Keeps the WAL of a measured window until ``costs`` has read it (advanced after each).
+SLOT = f"keel_bench_{os.getpid()}"
+
+
+def hold_wal() -> None:
+    """Create this run's slot; drop the slots of earlier runs that died before dropping theirs."""
+    import psycopg
+
+    with psycopg.connect(f"{harness.PG}/postgres", autocommit=True) as conn:
+        stale = conn.execute("SELECT slot_name FROM pg_replication_slots WHERE slot_name LIKE 'keel_bench_%'")
+        for (name,) in stale.fetchall():
+            if not Path(f"/proc/{name.removeprefix('keel_bench_')}").exists():
+                conn.execute("SELECT pg_drop_replication_slot(%s)", (name,))
+        conn.execute("SELECT pg_create_physical_replication_slot(%s, true)", (SLOT,))
+
+
+def release_wal() -> None:
+    import psycopg
+
+    with psycopg.connect(f"{harness.PG}/postgres", autocommit=True) as conn:
+        conn.execute(
+            "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = %s", (SLOT,)
+        )
+
+
 def costs(before: dict, after: dict, n: int) -> dict:
     """The peers' per-workflow costs, and keel's own write transactions and WAL bytes,
     exact whatever else writes to the cluster (pg_walinspect, PostgreSQL 15+)."""
@@ -210,6 +236,7 @@ def costs(before: dict, after: dict, n: int) -> dict:
         commits, wal = conn.execute(
             OWN_WAL, {"start": before["lsn"], "end": after["lsn"], "pattern": f"% rel %/{oid}/%"}
         ).fetchone()
+        conn.execute("SELECT pg_replication_slot_advance(%s, '0/0'::pg_lsn + %s)", (SLOT, after["lsn"]))
     out.update(own_write_txns_per_wf=round(commits / n, 2), own_wal_bytes_per_wf=round(wal / n))
     return out
 
