@@ -46,12 +46,72 @@ def recreate_database(db: str) -> None:
     )
 
 
-def xid(db: str) -> int:
-    """The next transaction id of the cluster (only writing transactions take one)."""
-    import psycopg
+# The WAL records between two positions that belong to one database: those touching
+# its relations, and every record (commits included) of a transaction that did.
+OWN_WAL = """
+WITH r AS (
+    SELECT xid, resource_manager, record_type, record_length, block_ref
+      FROM pg_get_wal_records_info('0/0'::pg_lsn + %(start)s, '0/0'::pg_lsn + %(end)s)
+), mine AS (
+    SELECT DISTINCT xid FROM r WHERE xid <> 0 AND block_ref LIKE %(pattern)s
+)
+SELECT (SELECT count(*) FROM r WHERE resource_manager = 'Transaction' AND record_type LIKE 'COMMIT%%'
+                                 AND xid IN (SELECT xid FROM mine)),
+       (SELECT coalesce(sum(record_length), 0) FROM r
+         WHERE xid IN (SELECT xid FROM mine) OR block_ref LIKE %(pattern)s)
+"""
 
-    with psycopg.connect(f"{PG}/{db}", autocommit=True) as conn:
-        return conn.execute("SELECT txid_current()").fetchone()[0]
+
+class OwnWal:
+    """A database's own write transactions and WAL bytes, exact whatever else writes to
+    the cluster: its records read back with pg_walinspect (PostgreSQL 15+, superuser).
+
+    A physical replication slot keeps the WAL from ``hold`` until ``between`` has read
+    it (each read advances the slot); ``release`` drops it. Slots of earlier runs that
+    died without dropping theirs are dropped by the next ``hold``.
+    """
+
+    def __init__(self, db: str) -> None:
+        self.db = db
+        self.slot = f"keel_bench_{os.getpid()}"
+
+    def hold(self) -> None:
+        import psycopg
+
+        with psycopg.connect(f"{PG}/postgres", autocommit=True) as conn:
+            stale = conn.execute("SELECT slot_name FROM pg_replication_slots WHERE slot_name LIKE 'keel_bench_%'")
+            for (name,) in stale.fetchall():
+                if not Path(f"/proc/{name.removeprefix('keel_bench_')}").exists():
+                    conn.execute("SELECT pg_drop_replication_slot(%s)", (name,))
+            conn.execute("SELECT pg_create_physical_replication_slot(%s, true)", (self.slot,))
+
+    def release(self) -> None:
+        import psycopg
+
+        with psycopg.connect(f"{PG}/postgres", autocommit=True) as conn:
+            conn.execute(
+                "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = %s",
+                (self.slot,),
+            )
+
+    @staticmethod
+    def position() -> int:
+        """The current WAL position, in bytes."""
+        import psycopg
+
+        with psycopg.connect(f"{PG}/postgres", autocommit=True) as conn:
+            return int(conn.execute("SELECT pg_current_wal_lsn() - '0/0'").fetchone()[0])
+
+    def between(self, start: int, end: int) -> tuple[int, int]:
+        """(committed write transactions, WAL bytes) of this database between two positions."""
+        import psycopg
+
+        with psycopg.connect(f"{PG}/{self.db}", autocommit=True) as conn:
+            conn.execute("CREATE EXTENSION IF NOT EXISTS pg_walinspect")
+            (oid,) = conn.execute("SELECT oid FROM pg_database WHERE datname = current_database()").fetchone()
+            commits, wal = conn.execute(OWN_WAL, {"start": start, "end": end, "pattern": f"% rel %/{oid}/%"}).fetchone()
+            conn.execute("SELECT pg_replication_slot_advance(%s, '0/0'::pg_lsn + %s)", (self.slot, end))
+        return int(commits), int(wal)
 
 
 def start_worker(*, name: str, log: Path, args: list[str], env: dict[str, str] | None = None) -> subprocess.Popen:

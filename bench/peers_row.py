@@ -103,7 +103,7 @@ def main() -> None:
     manager = User.objects.create_user("bench-manager")
     manager.groups.add(Group.objects.get(name="managers"))
 
-    hold_wal()
+    OWN.hold()
     bench = E2E(r, requester)
     try:
         rows = [in_process(n, requester)]
@@ -121,7 +121,7 @@ def main() -> None:
         peers.log({"worker_rss": rss})
     finally:
         bench.stop()
-        release_wal()
+        OWN.release()
         r.flushdb()
     peers.emit(
         "keel",
@@ -173,70 +173,20 @@ def in_process(n: int, user) -> dict:
 def quiet_snapshot(connections) -> dict:
     """The peers' snapshot, with this process's connections closed and the workers idle,
     plus the WAL position (bytes) for ``costs``."""
-    import psycopg
-
     connections.close_all()
     time.sleep(IDLE_SECONDS)
     snapshot = peers.snapshot(DB, "public")
-    with psycopg.connect(f"{harness.PG}/postgres", autocommit=True) as conn:
-        (snapshot["lsn"],) = conn.execute("SELECT pg_current_wal_lsn() - '0/0'").fetchone()
+    snapshot["lsn"] = harness.OwnWal.position()
     return snapshot
 
 
-# The WAL records between two positions that belong to this database: those touching
-# its relations, and every record (commits included) of a transaction that did.
-OWN_WAL = """
-WITH r AS (
-    SELECT xid, resource_manager, record_type, record_length, block_ref
-      FROM pg_get_wal_records_info('0/0'::pg_lsn + %(start)s, '0/0'::pg_lsn + %(end)s)
-), mine AS (
-    SELECT DISTINCT xid FROM r WHERE xid <> 0 AND block_ref LIKE %(pattern)s
-)
-SELECT (SELECT count(*) FROM r WHERE resource_manager = 'Transaction' AND record_type LIKE 'COMMIT%%'
-                                 AND xid IN (SELECT xid FROM mine)),
-       (SELECT coalesce(sum(record_length), 0) FROM r
-         WHERE xid IN (SELECT xid FROM mine) OR block_ref LIKE %(pattern)s)
-"""
-
-
-# Keeps the WAL of a measured window until ``costs`` has read it (advanced after each).
-SLOT = f"keel_bench_{os.getpid()}"
-
-
-def hold_wal() -> None:
-    """Create this run's slot; drop the slots of earlier runs that died before dropping theirs."""
-    import psycopg
-
-    with psycopg.connect(f"{harness.PG}/postgres", autocommit=True) as conn:
-        stale = conn.execute("SELECT slot_name FROM pg_replication_slots WHERE slot_name LIKE 'keel_bench_%'")
-        for (name,) in stale.fetchall():
-            if not Path(f"/proc/{name.removeprefix('keel_bench_')}").exists():
-                conn.execute("SELECT pg_drop_replication_slot(%s)", (name,))
-        conn.execute("SELECT pg_create_physical_replication_slot(%s, true)", (SLOT,))
-
-
-def release_wal() -> None:
-    import psycopg
-
-    with psycopg.connect(f"{harness.PG}/postgres", autocommit=True) as conn:
-        conn.execute(
-            "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = %s", (SLOT,)
-        )
+OWN = harness.OwnWal(DB)
 
 
 def costs(before: dict, after: dict, n: int) -> dict:
-    """The peers' per-workflow costs, and keel's own write transactions and WAL bytes,
-    exact whatever else writes to the cluster (pg_walinspect, PostgreSQL 15+)."""
-    import psycopg
-
+    """The peers' per-workflow costs, and keel's own write transactions and WAL bytes."""
     out = peers.per_workflow(before, after, n)
-    with psycopg.connect(f"{harness.PG}/{DB}", autocommit=True) as conn:
-        conn.execute("CREATE EXTENSION IF NOT EXISTS pg_walinspect")
-        (oid,) = conn.execute("SELECT oid FROM pg_database WHERE datname = current_database()").fetchone()
-        commits, wal = conn.execute(
-            OWN_WAL, {"start": before["lsn"], "end": after["lsn"], "pattern": f"% rel %/{oid}/%"}
-        ).fetchone()
-        conn.execute("SELECT pg_replication_slot_advance(%s, '0/0'::pg_lsn + %s)", (SLOT, after["lsn"]))
+    commits, wal = OWN.between(before["lsn"], after["lsn"])
     out.update(own_write_txns_per_wf=round(commits / n, 2), own_wal_bytes_per_wf=round(wal / n))
     return out
 

@@ -2,8 +2,8 @@
 
 Writes the "keel" section of docs/BENCHMARKS.md (bench/doc.py). Measures
 1. write transactions per step (the design's floor: one per compute step, one claim
-   per slice), counted exactly by the growth of PostgreSQL's transaction id, which
-   only write transactions consume;
+   per slice), counted exactly from this database's own WAL records (pg_walinspect),
+   whatever else writes to the same PostgreSQL;
 2. in-process runner throughput (steps/s, one worker, no broker);
 3. end-to-end throughput with real Celery worker processes over Redis.
 """
@@ -37,10 +37,6 @@ harness.configure(
 
 def recreate_database() -> None:
     harness.recreate_database(DB)
-
-
-def xid() -> int:
-    return harness.xid(DB)
 
 
 def main() -> None:
@@ -87,14 +83,18 @@ def main() -> None:
                 },
             )
             started.append(execution.pk)
-    before = xid()
-    t0 = time.perf_counter()
-    for pk in started:
-        assert runner.advance(pk, worker="bench") == "stopped"
-    elapsed = time.perf_counter() - t0
-    after = xid()
+    own = harness.OwnWal(DB)
+    own.hold()
+    try:
+        before = own.position()
+        t0 = time.perf_counter()
+        for pk in started:
+            assert runner.advance(pk, worker="bench") == "stopped"
+        elapsed = time.perf_counter() - t0
+        writes, _ = own.between(before, own.position())
+    finally:
+        own.release()
     assert Execution.objects.filter(pk__in=started, status=Status.COMPLETED).count() == EXECUTIONS
-    writes = after - before - 1
     steps = EXECUTIONS * STEPS
     in_process = {
         "executions": EXECUTIONS,
@@ -156,8 +156,8 @@ runtime's own cost (checkpoint, event, lease), not the work.
 
 ### Write transactions per step (exact)
 
-Counted by the growth of PostgreSQL's transaction id (only write transactions take
-one) while the runner advanced {p["executions"]} executions in this process.
+Counted exactly from this database's own commit records in the WAL (pg_walinspect)
+while the runner advanced {p["executions"]} executions in this process.
 
 | | measured | design floor |
 |---|---|---|
