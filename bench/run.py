@@ -180,8 +180,8 @@ commits for N steps.
 Celery message on commit): all completed in {e["seconds"]:.1f} s —
 **{e["executions_per_s"]:.1f} executions/s, {e["steps_per_s"]:.0f} steps/s**.
 
-Numbers are from one run on a shared 2-core machine; compare runs on the same
-machine only.
+Numbers are from one run on a shared 2-core machine (1-minute load average
+{os.getloadavg()[0]:.1f} when it ended); compare runs on the same machine only.
 """
     doc.write_section("keel", text)
     print("wrote the keel section of docs/BENCHMARKS.md")
