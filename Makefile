@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/keel
 TEST_BROKER_URL ?= redis://127.0.0.1:6379/15
 
-.PHONY: run test lint install install-test services bench chaos clean
+.PHONY: run test lint install install-test services bench bench-peers chaos clean
 
 install: $(VENV)/.installed
 install-test: $(VENV)/.installed-test
@@ -38,8 +38,25 @@ lint: install-test
 test: install-test lint services
 	DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_BROKER_URL) $(BIN)/python -m pytest $(PYTEST_ARGS)
 
+# keel's own tables and the hot-path profile into docs/BENCHMARKS.md; with BENCH_PEERS=1,
+# then the side-by-side run with the peers (bench-peers).
 bench: install-test services
 	$(BIN)/python bench/run.py
+	$(BIN)/python bench/hotpath.py
+	$(if $(BENCH_PEERS),$(MAKE) bench-peers)
+
+# keel next to DBOS, LangGraph, a bare Celery chain and pgbench, in one run (docs/BENCHMARKS.md
+# "Side by side"). Needs the peers' venv outside the repository (PEERS_PY), see docs/BENCHMARKS.md.
+PEERS_DIR ?= ../shared/bench-peers
+PEERS_PY ?= /tmp/peers-venv/bin/python
+PEERS_RESULTS ?= /tmp/keel-bench-peers
+PEERS_N ?= 1000
+bench-peers: install-test services
+	@test -x "$(PEERS_PY)" || { echo "bench-peers: no peers venv at $(PEERS_PY); make one outside the repository: python3 -m venv /tmp/peers-venv && /tmp/peers-venv/bin/pip install dbos 'celery[redis]' langgraph langgraph-checkpoint-postgres 'psycopg[binary,pool]' (or set PEERS_PY)" >&2; exit 1; }
+	@test -x "$(PEERS_DIR)/run_all.sh" || { echo "bench-peers: no $(PEERS_DIR)/run_all.sh (set PEERS_DIR)" >&2; exit 1; }
+	mkdir -p "$(PEERS_RESULTS)"
+	PEERS_PY="$(PEERS_PY)" RESULTS_DIR="$(PEERS_RESULTS)" N=$(PEERS_N) OURS_CMD="$(BIN)/python bench/peers_row.py" "$(PEERS_DIR)/run_all.sh"
+	$(BIN)/python bench/side_by_side.py "$(PEERS_RESULTS)"
 
 # Kill workers, restart Redis, duplicate messages under N executions (CHAOS_ARGS="--executions 500 --seed 1").
 chaos: install-test services

@@ -1,9 +1,20 @@
-"""A synthetic workflow for benchmarks: N trivial compute steps, so the runtime's cost shows."""
+"""Synthetic workflows for benchmarks: trivial steps, so the runtime's own cost shows.
 
+- ``bench_compute``: ten compute steps (`make bench`, bench/run.py);
+- ``bench_noop5``: five no-op compute steps, the peers' workload (bench/peers_row.py,
+  ``/work/shared/bench-peers``: DBOS, LangGraph, a bare Celery chain);
+- ``bench_gate``: a draft artifact, an approval gate on it, one no-op step after it,
+  for the resume latency (decision committed → the step after the gate done).
+
+Registered through ``RUNTIME_WORKFLOW_MODULES`` (add ``bench.flows``).
+"""
+
+from bench import marks
 from executions import registry
 from executions.workflow import Workflow
 
 STEPS = 10
+NOOP_STEPS = 5
 
 flow = registry.register(
     Workflow(
@@ -25,3 +36,55 @@ def _make(index: int):
 
 for i in range(STEPS):
     flow.step(f"s{i}", label=f"Step {i}")(_make(i))
+
+
+noop5 = registry.register(
+    Workflow(
+        name="bench_noop5",
+        version=1,
+        title="Benchmark: five no-op compute steps",
+        parse_input=lambda raw: {"n": int(raw.get("n", 0))},
+        goal=lambda data: "measure the runtime",
+    )
+)
+
+
+def _noop(index: int):
+    def step(ctx):
+        return {"i": index}
+
+    return step
+
+
+for i in range(1, NOOP_STEPS + 1):
+    noop5.step(f"step{i}", label=f"No-op {i}")(_noop(i))
+
+
+gate = registry.register(
+    Workflow(
+        name="bench_gate",
+        version=1,
+        title="Benchmark: a draft, an approval gate, one step after it",
+        parse_input=lambda raw: {"n": int(raw.get("n", 0))},
+        goal=lambda data: "measure the resume latency",
+    )
+)
+
+
+@gate.step("draft", label="Drafting")
+def draft(ctx):
+    ctx.save_artifact(
+        "doc", kind="bench", title="Benchmark draft", content=f"draft {ctx.input['n']}", content_type="text/plain"
+    )
+    return {"drafted": True}
+
+
+gate.approval("review", label="Awaiting approval", artifact="doc", action="bench_publish")
+
+
+@gate.step("after", label="After the gate")
+def after(ctx):
+    return {"after": True}
+
+
+marks.connect()

@@ -1,9 +1,9 @@
 """`make bench`: what a step costs the runtime, on PostgreSQL and Redis.
 
-Writes docs/BENCHMARKS.md. Measures
+Writes the "keel" section of docs/BENCHMARKS.md (bench/doc.py). Measures
 1. write transactions per step (the design's floor: one per compute step, one claim
-   per slice), counted exactly by the growth of PostgreSQL's transaction id, which
-   only write transactions consume;
+   per slice), counted exactly from this database's own WAL records (pg_walinspect),
+   whatever else writes to the same PostgreSQL;
 2. in-process runner throughput (steps/s, one worker, no broker);
 3. end-to-end throughput with real Celery worker processes over Redis.
 """
@@ -11,47 +11,32 @@ Writes docs/BENCHMARKS.md. Measures
 from __future__ import annotations
 
 import os
-import platform
-import subprocess
 import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-DB = "keel_bench"
-PG = os.environ.get("BENCH_PG", "postgres://postgres@127.0.0.1:5432")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench import doc, harness  # noqa: E402
+
+ROOT = harness.ROOT
+DB = os.environ.get("BENCH_DB", "keel_bench")
 BROKER = os.environ.get("BENCH_BROKER_URL", "redis://127.0.0.1:6379/14")
 EXECUTIONS = int(os.environ.get("BENCH_EXECUTIONS", "200"))
 E2E_EXECUTIONS = int(os.environ.get("BENCH_E2E_EXECUTIONS", "200"))
 WORKERS = int(os.environ.get("BENCH_WORKERS", "2"))
 
-os.environ.update(
-    DJANGO_SETTINGS_MODULE="config.settings",
-    DATABASE_URL=f"{PG}/{DB}",
-    CELERY_BROKER_URL=BROKER,
-    RUNTIME_WORKFLOW_MODULES="workflows.monthly_report,bench.flows",
+harness.configure(
+    db=DB,
+    broker=BROKER,
     RUNTIME_LEASE_SECONDS="300",  # no heartbeat commits during the measurement
     RUNTIME_SLICE_SECONDS="60",
-    KEEL_LOG_LEVEL="WARNING",
 )
 
 
 def recreate_database() -> None:
-    import psycopg
-
-    with psycopg.connect(f"{PG}/postgres", autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {DB} WITH (FORCE)")
-        conn.execute(f"CREATE DATABASE {DB}")
-    subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, check=True)
-
-
-def xid() -> int:
-    import psycopg
-
-    with psycopg.connect(f"{PG}/{DB}", autocommit=True) as conn:
-        return conn.execute("SELECT txid_current()").fetchone()[0]
+    harness.recreate_database(DB)
 
 
 def main() -> None:
@@ -98,14 +83,18 @@ def main() -> None:
                 },
             )
             started.append(execution.pk)
-    before = xid()
-    t0 = time.perf_counter()
-    for pk in started:
-        assert runner.advance(pk, worker="bench") == "stopped"
-    elapsed = time.perf_counter() - t0
-    after = xid()
+    own = harness.OwnWal(DB)
+    own.hold()
+    try:
+        before = own.position()
+        t0 = time.perf_counter()
+        for pk in started:
+            assert runner.advance(pk, worker="bench") == "stopped"
+        elapsed = time.perf_counter() - t0
+        writes, _ = own.between(before, own.position())
+    finally:
+        own.release()
     assert Execution.objects.filter(pk__in=started, status=Status.COMPLETED).count() == EXECUTIONS
-    writes = after - before - 1
     steps = EXECUTIONS * STEPS
     in_process = {
         "executions": EXECUTIONS,
@@ -122,30 +111,8 @@ def main() -> None:
     import redis
 
     redis.Redis.from_url(BROKER).flushdb()
-    env = {**os.environ}
-    logs = ROOT / "var" / "bench"
-    logs.mkdir(parents=True, exist_ok=True)
     workers = [
-        subprocess.Popen(
-            [
-                str(Path(sys.executable).parent / "celery"),
-                "-A",
-                "config",
-                "worker",
-                "--pool=solo",
-                "-l",
-                "WARNING",
-                "-n",
-                f"bench{i}@%h",
-                "--without-gossip",
-                "--without-mingle",
-                "--without-heartbeat",
-            ],
-            cwd=ROOT,
-            env=env,
-            stdout=open(logs / f"worker{i}.log", "w"),  # noqa: SIM115 - lives as long as the worker
-            stderr=subprocess.STDOUT,
-        )
+        harness.start_worker(name=f"bench{i}", log=ROOT / "var" / "bench" / f"worker{i}.log", args=["--pool=solo"])
         for i in range(WORKERS)
     ]
     try:
@@ -163,9 +130,7 @@ def main() -> None:
         e2e_elapsed = time.perf_counter() - t0
     finally:
         for w in workers:
-            w.terminate()
-        for w in workers:
-            w.wait(timeout=20)
+            harness.stop_worker(w)
     e2e = {
         "executions": E2E_EXECUTIONS,
         "workers": WORKERS,
@@ -178,39 +143,21 @@ def main() -> None:
 
 
 def machine() -> str:
-    cpu = "unknown CPU"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    mem = ""
-    try:
-        kb = int(Path("/proc/meminfo").read_text().split()[1])
-        mem = f", {kb / 1024 / 1024:.0f} GiB RAM"
-    except (OSError, ValueError, IndexError):
-        pass
-    import psycopg
-
-    with psycopg.connect(f"{PG}/{DB}", autocommit=True) as conn:
-        pg = conn.execute("SHOW server_version").fetchone()[0]
-    return f"{os.cpu_count()} cores ({cpu}){mem}; Linux {platform.release()}; Python {platform.python_version()}; PostgreSQL {pg}; Redis broker"
+    return harness.machine(DB)
 
 
 def write_report(p: dict, e: dict, steps: int) -> None:
     today = datetime.now(UTC).strftime("%Y-%m-%d")
-    text = f"""# Benchmarks
+    text = f"""## keel alone: write transactions and throughput (`make bench`)
 
-`make bench` (bench/run.py) on {today}, on {machine()}.
+`bench/run.py` on {today}, on {machine()}.
 Workflow `bench_compute`: {steps} trivial compute steps, so what is measured is the
 runtime's own cost (checkpoint, event, lease), not the work.
 
-## Write transactions per step (exact)
+### Write transactions per step (exact)
 
-Counted by the growth of PostgreSQL's transaction id (only write transactions take
-one) while the runner advanced {p["executions"]} executions in this process.
+Counted exactly from this database's own commit records in the WAL (pg_walinspect)
+while the runner advanced {p["executions"]} executions in this process.
 
 | | measured | design floor |
 |---|---|---|
@@ -222,22 +169,22 @@ together) and one claim per slice; the last step's commit also completes the
 execution and releases the lease. Durable engines such as DBOS pay about N+2
 commits for N steps.
 
-## Throughput, one worker in-process (no broker)
+### Throughput, one worker in-process (no broker)
 
 {p["steps"]} steps in total: **{p["steps_per_s"]:.0f} steps/s**, {p["ms_per_step"]:.2f} ms per step
 (one commit, one event row, one step-run row, a fenced UPDATE, a JSON context write).
 
-## End to end: {e["workers"]} Celery worker processes over Redis
+### End to end: {e["workers"]} Celery worker processes over Redis
 
 {e["executions"]} executions started through `execution_start` (commit, then the
 Celery message on commit): all completed in {e["seconds"]:.1f} s —
 **{e["executions_per_s"]:.1f} executions/s, {e["steps_per_s"]:.0f} steps/s**.
 
-Numbers are from one run on a shared 2-core machine; compare runs on the same
-machine only.
+Numbers are from one run on a shared 2-core machine (1-minute load average
+{os.getloadavg()[0]:.1f} when it ended); compare runs on the same machine only.
 """
-    (ROOT / "docs" / "BENCHMARKS.md").write_text(text)
-    print("wrote docs/BENCHMARKS.md")
+    doc.write_section("keel", text)
+    print("wrote the keel section of docs/BENCHMARKS.md")
 
 
 if __name__ == "__main__":

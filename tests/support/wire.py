@@ -1,0 +1,85 @@
+"""What one database connection sends, read from libpq's own trace of the protocol.
+
+``wire_trace`` traces this thread's Django connection: every message it sends and
+every answer. SQL sent any way at all (the ORM, a raw cursor, psycopg directly on
+that connection) is seen, and so is what no wrapper sees: psycopg's BEGIN and
+COMMIT. Counted:
+
+- ``statements``: the SQL of every simple-protocol query other than transaction
+  control (BEGIN, COMMIT, ROLLBACK, SAVEPOINT, RELEASE), and one per extended-protocol
+  Execute;
+- ``round_trips``: the server's ReadyForQuery answers (one per query sent);
+- ``commits``: transactions the server committed: a COMMIT, or a statement run
+  outside a transaction block (autocommit), that ended without an error.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from django.db import connection
+from psycopg import pq
+
+CONTROL = {"BEGIN", "COMMIT", "ROLLBACK", "SAVEPOINT", "RELEASE"}
+
+
+@dataclass
+class Wire:
+    statements: list[str] = field(default_factory=list)
+    round_trips: int = 0
+    commits: int = 0
+
+    @property
+    def kinds(self) -> Counter:
+        return Counter(sql.split(None, 1)[0].upper() for sql in self.statements)
+
+    def summary(self) -> str:
+        kinds = ", ".join(f"{n} {kind}" for kind, n in sorted(self.kinds.items()))
+        return f"{len(self.statements)} statements ({kinds}), {self.commits} commits, {self.round_trips} round trips"
+
+
+@contextmanager
+def wire_trace(path: Path) -> Iterator[Wire]:
+    """Trace this thread's connection inside the block; the Wire is filled in when it ends."""
+    wire = Wire()
+    connection.ensure_connection()
+    pgconn = connection.connection.pgconn
+    with open(path, "w") as out:
+        pgconn.trace(out.fileno())
+        pgconn.set_trace_flags(pq.Trace.SUPPRESS_TIMESTAMPS | pq.Trace.REGRESS_MODE)
+        try:
+            yield wire
+        finally:
+            pgconn.untrace()
+    _parse(path.read_text(errors="replace"), wire)
+
+
+def _parse(trace: str, wire: Wire) -> None:
+    last_command = ""
+    failed = False
+    for line in trace.splitlines():
+        parts = line.split("\t", 3)
+        if len(parts) < 3 or parts[0] not in ("F", "B"):
+            continue
+        direction, message = parts[0], parts[2]
+        payload = parts[3].strip() if len(parts) > 3 else ""
+        if direction == "F" and message == "Query":
+            sql = payload.strip('"')
+            last_command = sql.split(None, 1)[0].upper() if sql else ""
+            if last_command not in CONTROL:
+                wire.statements.append(sql)
+        elif direction == "F" and message == "Execute":
+            last_command = "EXECUTE"
+            wire.statements.append("EXECUTE (extended protocol)")
+        elif direction == "B" and message == "ErrorResponse":
+            failed = True
+        elif direction == "B" and message == "ReadyForQuery":
+            wire.round_trips += 1
+            if payload == "I" and not failed and last_command not in ("ROLLBACK", ""):
+                wire.commits += 1
+            failed = False
+            last_command = ""
