@@ -30,10 +30,11 @@ run: install
 services:
 	scripts/ensure-services
 
-# The house rules, checked by tools: formatting and lint (ruff).
+# The house rules, checked by tools: formatting and lint (ruff), the layers (import-linter).
 lint: install-test
 	$(BIN)/ruff format --check .
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports
 
 test: install-test lint services
 	DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_BROKER_URL) $(BIN)/python -m pytest $(PYTEST_ARGS)

@@ -5,10 +5,15 @@ from __future__ import annotations
 import pgtrigger
 from django.conf import settings
 from django.db import models
+from django_fsm import ConcurrentTransitionMixin, FSMField, transition
 
 
-class ApprovalRequest(models.Model):
-    """A person is asked to decide one action on one exact artifact version (and its hash)."""
+class ApprovalRequest(ConcurrentTransitionMixin, models.Model):
+    """A person is asked to decide one action on one exact artifact version (and its hash).
+
+    ``status`` is protected: it changes only through the transitions below, applied,
+    saved and audited together by ``approvals.services.close_request``.
+    """
 
     class State(models.TextChoices):
         PENDING = "pending"
@@ -32,7 +37,7 @@ class ApprovalRequest(models.Model):
     separation_of_duties = models.BooleanField(default=True)
     on_expiry = models.CharField(max_length=20, default="needs_attention")  # or "cancel"
     requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
-    status = models.CharField(max_length=20, choices=State.choices, default=State.PENDING, db_index=True)
+    status = FSMField(default=State.PENDING, choices=State.choices, protected=True, db_index=True)
     expires_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     closed_at = models.DateTimeField(null=True, blank=True)
@@ -55,6 +60,50 @@ class ApprovalRequest(models.Model):
     @property
     def is_pending(self) -> bool:
         return self.status == self.State.PENDING
+
+    @property
+    def gate_ref(self) -> str:
+        """How the ledger names this request on the actions it authorises (``Action.gate_ref``)."""
+        return gate_ref_for(self.pk)
+
+    # --- Every request is closed exactly once, from pending.
+
+    @transition(field=status, source=State.PENDING, target=State.APPROVED)
+    def approve(self) -> None:
+        """The approver approved this version."""
+
+    @transition(field=status, source=State.PENDING, target=State.REJECTED)
+    def reject(self) -> None:
+        """The approver rejected it; the execution is cancelled."""
+
+    @transition(field=status, source=State.PENDING, target=State.CHANGES_REQUESTED)
+    def request_changes(self) -> None:
+        """The approver asked for a new draft."""
+
+    @transition(field=status, source=State.PENDING, target=State.SUPERSEDED)
+    def supersede(self) -> None:
+        """A newer version of the artifact exists (or a redraft was asked)."""
+
+    @transition(field=status, source=State.PENDING, target=State.WITHDRAWN)
+    def withdraw(self) -> None:
+        """The execution was cancelled while it waited."""
+
+    @transition(field=status, source=State.PENDING, target=State.EXPIRED)
+    def expire(self) -> None:
+        """Nobody decided before ``expires_at``."""
+
+
+GATE_REF_PREFIX = "approval:"
+
+
+def gate_ref_for(pk: int) -> str:
+    return f"{GATE_REF_PREFIX}{pk}"
+
+
+def request_id_from(ref: str) -> int | None:
+    """``approval:12`` → 12; another gate's reference → None."""
+    raw = ref.removeprefix(GATE_REF_PREFIX)
+    return int(raw) if ref.startswith(GATE_REF_PREFIX) and raw.isdecimal() else None
 
 
 class Decision(models.Model):

@@ -20,7 +20,7 @@ from django.db.models import Q
 
 from executions.models import Action, Execution, ExecutionEvent, Status
 
-from .models import ApprovalRequest
+from .models import ApprovalRequest, gate_ref_for, request_id_from
 
 
 @dataclass(frozen=True)
@@ -126,7 +126,7 @@ def _outcomes(
                 wording=wording,
                 tone=tone,
                 attempts=action.attempts,
-                authorised=authorised_by is not None and action.approval_request_id == authorised_by,
+                authorised=authorised_by is not None and action.gate_ref == gate_ref_for(authorised_by),
                 receipt=receipt_fields(action.receipt),
                 error=action.last_error,
                 lookup=lookups.get(action.key, []) if action.status != Action.State.SUCCEEDED or resolution else [],
@@ -157,20 +157,21 @@ def effects_after(request: ApprovalRequest, *, window: Iterable[ExecutionEvent])
     """
     keys = {ev.payload.get("key") for ev in window if ev.type.startswith("action.") and ev.payload.get("key")}
     actions = list(
-        Action.objects.filter(Q(approval_request=request) | Q(execution_id=request.execution_id, key__in=keys))
+        Action.objects.filter(Q(gate_ref=request.gate_ref) | Q(execution_id=request.execution_id, key__in=keys))
         .select_related("execution")
         .order_by("id")
     )
-    actions.sort(key=lambda a: (a.approval_request_id != request.pk, a.pk))
+    actions.sort(key=lambda a: (a.gate_ref != request.gate_ref, a.pk))
     return _outcomes(actions, _action_events(a.key for a in actions), authorised_by=request.pk)
 
 
 def authorised_effects(requests: Iterable[ApprovalRequest]) -> dict[int, list[EffectOutcome]]:
     """For a page of requests: the effects each one's decision unlocked (two queries)."""
     ids = [r.pk for r in requests]
-    actions = list(Action.objects.filter(approval_request_id__in=ids).select_related("execution").order_by("id"))
+    refs = [gate_ref_for(pk) for pk in ids]
+    actions = list(Action.objects.filter(gate_ref__in=refs).select_related("execution").order_by("id"))
     by_request: dict[int, list[Action]] = defaultdict(list)
     for action in actions:
-        by_request[action.approval_request_id].append(action)
+        by_request[request_id_from(action.gate_ref)].append(action)
     events = _action_events(a.key for a in actions)
     return {pk: _outcomes(rows, events, authorised_by=pk) for pk, rows in by_request.items()}

@@ -20,7 +20,8 @@ from django.db.models.functions import Now
 from django.utils import timezone
 
 from artifacts.models import ArtifactVersion
-from executions import dispatch, ledger, lifecycle
+from executions import ledger, lifecycle
+from executions import services as runtime
 from executions.errors import Conflict, Forbidden, InvalidInput, NotFound, RateLimited
 from executions.inputs import clip_int, clip_text, text_refusal
 from executions.models import Execution, Status, ref_for
@@ -29,11 +30,50 @@ from executions.services import OPERATE, execution_for
 from . import audit, policy, throttle
 from .models import ApprovalRequest, AuditEntry, Decision
 
-OUTCOME = {
-    Decision.Verdict.APPROVE: ApprovalRequest.State.APPROVED,
-    Decision.Verdict.REJECT: ApprovalRequest.State.REJECTED,
-    Decision.Verdict.REQUEST_CHANGES: ApprovalRequest.State.CHANGES_REQUESTED,
+# A decision → the request's transition.
+CLOSE = {
+    Decision.Verdict.APPROVE: "approve",
+    Decision.Verdict.REJECT: "reject",
+    Decision.Verdict.REQUEST_CHANGES: "request_changes",
 }
+
+
+def close_request(
+    request: ApprovalRequest,
+    transition: str,
+    kind: str,
+    *,
+    actor: AbstractBaseUser | None = None,
+    actor_label: str = "",
+    reason: str = "",
+    **detail,
+) -> None:
+    """The one writer of ``ApprovalRequest.status``, inside the caller's transaction
+    (the request read or locked in it): apply ``transition`` from pending, save it,
+    authorise or void the effects the request guards, and append the audit entry
+    ``kind`` with ``reason`` and ``detail``."""
+    getattr(request, transition)()
+    request.closed_at = timezone.now()
+    request.save(update_fields=["status", "closed_at"])
+    approved = request.status == ApprovalRequest.State.APPROVED
+    why = f"approval {request.pk} was {request.status}" + (f" ({reason})" if reason else "")
+    ledger.authorise(
+        gate_ref=request.gate_ref,
+        approved=approved,
+        actor_label=actor_label or (f"user:{actor.get_username()}" if actor is not None else ""),
+        reason="" if approved else why,
+        approval_id=request.pk,
+    )
+    audit.record(
+        kind,
+        request=request,
+        actor=actor,
+        actor_label=actor_label,
+        artifact_version=request.version,
+        content_sha256=request.content_sha256,
+        **({"reason": reason} if reason else {}),
+        **detail,
+    )
 
 
 @dataclass(frozen=True)
@@ -191,9 +231,6 @@ def _decide(*, user, execution_ref, approval_id, decision, artifact_version, con
         content_sha256=content_sha256,
         comment=comment,
     )
-    request.status = OUTCOME[decision]
-    request.closed_at = timezone.now()
-    request.save(update_fields=["status", "closed_at"])
     payload = {
         "approval_id": request.pk,
         "decision": decision,
@@ -203,31 +240,23 @@ def _decide(*, user, execution_ref, approval_id, decision, artifact_version, con
         "comment": comment,
     }
     lifecycle.record(execution, "approval.decided", step=request.step, actor=user, payload=payload)
-    ledger.authorise(
+    close_request(
         request,
-        approved=decision == Decision.Verdict.APPROVE,
-        actor_label=f"user:{user.get_username()}",
-        reason=f"approval {request.pk} was {request.status}",
-    )
-    audit.record(
+        CLOSE[decision],
         AuditEntry.Kind.DECIDED,
-        request=request,
         actor=user,
-        artifact_version=artifact_version,
-        content_sha256=content_sha256,
         decision=decision,
         event_id=event_id,
         comment=comment,
     )
     if decision == Decision.Verdict.APPROVE:
-        lifecycle.apply(execution, "resume_after_decision", actor=user, payload={"approval_id": request.pk})
-        dispatch.dispatch_on_commit(execution.pk)
+        runtime.execution_continue(execution, actor=user, payload={"approval_id": request.pk})
     elif decision == Decision.Verdict.REQUEST_CHANGES:
         _back_to_drafting(
             execution, request, user=user, instruction=comment, transition_payload={"approval_id": request.pk}
         )
     else:
-        lifecycle.apply(execution, "cancel", actor=user, reason=f"rejected: {comment}".strip(": "))
+        runtime.cancel_locked(execution, actor=user, reason=f"rejected: {comment}".strip(": "))
     made.execution_status = execution.status
     made.save()
     return DecisionResult(decision=made, execution_status=execution.status, replayed=False)
@@ -272,41 +301,24 @@ def _back_to_drafting(
     execution: Execution, request: ApprovalRequest, *, user, instruction: str, transition_payload: dict
 ) -> None:
     """Inside the caller's transaction (execution locked, awaiting ``request``'s gate):
-    the next draft V(n+1) is made with ``instruction`` as a mandatory constraint."""
-    notes = execution.context["notes"]
-    notes["constraints"].append(f"Requested by {user.get_username()} on V{request.version}: {instruction.strip()}")
-    execution.context["notes"] = notes
-    execution.round += 1
-    execution.current_step = request.artifact_version.produced_by_step
-    lifecycle.apply(
+    the runtime goes back to the step that drafted the version, in a new round, with
+    ``instruction`` as a mandatory constraint for the next draft V(n+1)."""
+    runtime.execution_rewind(
         execution,
-        "resume_after_decision",
+        to_step=request.artifact_version.produced_by_step,
+        constraint=f"Requested by {user.get_username()} on V{request.version}: {instruction.strip()}",
         actor=user,
         reason=f"changes requested on V{request.version}",
         payload=transition_payload,
-        update_fields=("context", "round", "current_step"),
     )
-    dispatch.dispatch_on_commit(execution.pk)
 
 
 def approval_supersede(request: ApprovalRequest, *, actor_label: str, reason: str, actor=None) -> None:
     """Inside the caller's transaction: a pending request for an older version stops counting."""
-    updated = ApprovalRequest.objects.filter(pk=request.pk, status=ApprovalRequest.State.PENDING).update(
-        status=ApprovalRequest.State.SUPERSEDED, closed_at=timezone.now()
-    )
-    if not updated:
+    request = ApprovalRequest.objects.select_for_update().filter(pk=request.pk).select_related("execution").first()
+    if request is None or not request.is_pending:
         return
-    request.status = ApprovalRequest.State.SUPERSEDED
-    ledger.authorise(request, approved=False, actor_label=actor_label, reason=f"approval {request.pk} superseded")
-    audit.record(
-        AuditEntry.Kind.SUPERSEDED,
-        request=request,
-        actor=actor,
-        actor_label=actor_label,
-        artifact_version=request.version,
-        content_sha256=request.content_sha256,
-        reason=reason,
-    )
+    close_request(request, "supersede", AuditEntry.Kind.SUPERSEDED, actor=actor, actor_label=actor_label, reason=reason)
     lifecycle.record(
         request.execution,
         "approval.superseded",
@@ -366,23 +378,14 @@ def expire_due() -> list[int]:
             request = ApprovalRequest.objects.select_for_update().get(pk=pk)
             if not request.is_pending:
                 continue
-            request.status, request.closed_at = ApprovalRequest.State.EXPIRED, timezone.now()
-            request.save(update_fields=["status", "closed_at"])
-            ledger.authorise(request, approved=False, actor_label="sweeper", reason=f"approval {request.pk} expired")
-            audit.record(
-                AuditEntry.Kind.EXPIRED,
-                request=request,
-                actor_label="sweeper",
-                artifact_version=request.version,
-                content_sha256=request.content_sha256,
-                on_expiry=request.on_expiry,
+            close_request(
+                request, "expire", AuditEntry.Kind.EXPIRED, actor_label="sweeper", on_expiry=request.on_expiry
             )
             if execution.status == Status.AWAITING_APPROVAL and execution.current_step == request.step:
                 reason = f"approval request {request.pk} for V{request.version} expired unanswered"
                 if request.on_expiry == "cancel":
-                    ledger.abandon_unstarted(execution, actor_label="sweeper", reason="approval expired")
-                    lifecycle.apply(execution, "cancel", actor_label="sweeper", reason=reason)
+                    runtime.cancel_locked(execution, actor_label="sweeper", reason=reason)
                 else:
-                    lifecycle.apply(execution, "flag", actor_label="sweeper", reason=reason)
+                    lifecycle.apply(execution, "flag", actor_label="sweeper", reason=reason, code="approval_lapsed")
         expired.append(pk)
     return expired

@@ -9,6 +9,7 @@
 Registered through ``RUNTIME_WORKFLOW_MODULES`` (add ``bench.flows``).
 """
 
+from approvals.gate import Approval
 from bench import marks
 from executions import registry
 from executions.workflow import Workflow
@@ -79,7 +80,7 @@ def draft(ctx):
     return {"drafted": True}
 
 
-gate.approval("review", label="Awaiting approval", artifact="doc", action="bench_publish")
+gate.gate("review", label="Awaiting approval", spec=Approval(artifact="doc", action="bench_publish"))
 
 
 @gate.step("after", label="After the gate")

@@ -86,6 +86,7 @@ INSTALLED_APPS = [
     "executions",
     "approvals",
     "artifacts",
+    "console",
     "sandbox",
 ]
 
@@ -121,7 +122,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
-                "executions.context_processors.runtime",
+                "console.context_processors.runtime",
             ],
         },
     },
@@ -240,9 +241,10 @@ RUNTIME_SWEEP_SECONDS = env_int("RUNTIME_SWEEP_SECONDS", 5)
 RUNTIME_SLICE_SECONDS = env_int("RUNTIME_SLICE_SECONDS", max(1, RUNTIME_LEASE_SECONDS // 3))
 RUNTIME_WORKFLOW_MODULES = [
     m
-    for m in os.environ.get("RUNTIME_WORKFLOW_MODULES", "workflows.monthly_report,workflows.replacement_order").split(
-        ","
-    )
+    for m in os.environ.get(
+        "RUNTIME_WORKFLOW_MODULES",
+        "workflows.monthly_report,workflows.replacement_order,workflows.replacement_order_v2",
+    ).split(",")
     if m
 ]
 RUNTIME_MODEL_CLIENT = os.environ.get("RUNTIME_MODEL_CLIENT", "executions.modelclient.OfflineModelClient")

@@ -2,7 +2,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from executions.api import api
+from config.api import api
 
 urlpatterns = [
     path("login/", auth_views.LoginView.as_view(), name="login"),
@@ -11,7 +11,7 @@ urlpatterns = [
     path("api/", api.urls),
     path("artifacts/", include("artifacts.urls")),
     path("approvals/", include("approvals.urls")),
-    path("", include("executions.urls")),
+    path("", include("console.urls")),
 ]
 
 # Styled error pages with navigation (JSON under /api/).

@@ -1,7 +1,6 @@
-"""The Task API (django-ninja). Thin: parse, call one service or selector, answer.
-
-401 without credentials, 403 without authority, 409 when the state doesn't allow it,
-422 naming the field for malformed input (nothing is written in that case).
+"""The runtime's part of the Task API (django-ninja): executions, actions, artifact
+content. Thin: parse, call one service or selector, answer. ``config.api`` assembles
+it with approvals' part and maps errors (401, 403, 409, 422 naming the field).
 """
 
 from __future__ import annotations
@@ -11,27 +10,23 @@ from datetime import datetime
 from typing import Any
 
 from django.http import HttpRequest, HttpResponse
-from ninja import NinjaAPI, Schema
-from ninja.errors import AuthenticationError, HttpError
+from ninja import Router, Schema
 from ninja.security import HttpBearer, SessionAuth
 
-from approvals.services import approval_decide, execution_redraft
 from artifacts import selectors as artifact_selectors
 from artifacts.services import artifact_version_content
 from artifacts.store import CorruptArtifact
 
 from . import selectors, services
 from .auth import user_for_token
-from .errors import Conflict, InvalidInput, NotFound, RateLimited, ServiceError
+from .errors import Conflict, NotFound
 from .inputs import (
     ActionKey,
     ArtifactRef,
     Cursor,
     DbInt,
-    DecisionEventIn,
     ExecutionRef,
     ReasonIn,
-    RedraftIn,
     ResolveIn,
     StartIn,
     WorkflowName,
@@ -59,40 +54,7 @@ class BrowserSession(SessionAuth):
         return super()._get_key(request)
 
 
-api = NinjaAPI(
-    title="keel Task API",
-    version="1",
-    description="Start, follow, decide and cancel durable agent executions.",
-    auth=[BearerToken(), BrowserSession()],
-    urls_namespace="api",
-)
-
-
-@api.exception_handler(ServiceError)
-def _service_error(request: HttpRequest, exc: ServiceError):
-    if isinstance(exc, InvalidInput):
-        loc = ["body", *exc.field.split(".")]
-        return api.create_response(
-            request, {"detail": [{"loc": loc, "msg": exc.reason, "type": "value_error"}]}, status=422
-        )
-    response = api.create_response(request, {"detail": exc.message, **exc.detail}, status=exc.status_code)
-    if isinstance(exc, RateLimited):
-        response["Retry-After"] = str(exc.retry_after)
-    return response
-
-
-@api.exception_handler(HttpError)
-def _http_error(request: HttpRequest, exc: HttpError):
-    if exc.status_code == 400 and str(exc).startswith("Cannot parse request body"):
-        # Malformed input is a 422 everywhere in this API, an unparseable body included.
-        detail = [{"loc": ["body"], "msg": "the request body is not valid JSON", "type": "json_invalid"}]
-        return api.create_response(request, {"detail": detail}, status=422)
-    return api.create_response(request, {"detail": str(exc)}, status=exc.status_code)
-
-
-@api.exception_handler(AuthenticationError)
-def _unauthenticated(request: HttpRequest, exc: AuthenticationError):
-    return api.create_response(request, {"detail": "authentication required: a session or a Bearer token"}, status=401)
+router = Router()
 
 
 # --- schemas (bodies live in .inputs, shared with the screens)
@@ -105,6 +67,14 @@ class PendingApprovalOut(Schema):
     content_sha256: str
     action: str
     expires_at: datetime | None
+
+
+class PendingGateOut(Schema):
+    kind: str
+    step: str
+    waiting_for: str
+    since: datetime | None
+    until: datetime | None
 
 
 class ActionOut(Schema):
@@ -134,6 +104,7 @@ class ExecutionOut(Schema):
     input: dict[str, Any]
     created_by: str
     pending_approval: PendingApprovalOut | None
+    pending_gate: PendingGateOut | None
     actions: list[ActionOut]
     artifacts: list[ArtifactOut]
     created_at: datetime
@@ -145,21 +116,8 @@ class ExecutionPage(Schema):
     next: str | None
 
 
-class DecisionOut(Schema):
-    approval_id: int
-    decision: str
-    event_id: str
-    decided_by: str
-    execution_status: str
-
-
 class ErrorOut(Schema):
     detail: Any
-
-
-class RateLimitedOut(Schema):
-    detail: str
-    retry_after: int
 
 
 # The answers each kind of operation can give besides its success (docs/api.md).
@@ -172,7 +130,7 @@ WRITE_ONE = {**WRITE, 404: ErrorOut}
 # --- endpoints
 
 
-@api.post("/executions", response={200: ExecutionOut, 201: ExecutionOut, **WRITE}, tags=["executions"])
+@router.post("/executions", response={200: ExecutionOut, 201: ExecutionOut, **WRITE}, tags=["executions"])
 def start_execution(request: HttpRequest, payload: StartIn):
     """Start an execution. With ``idempotency_key``, retries return the original (200)."""
     execution, created = services.execution_start(
@@ -181,7 +139,7 @@ def start_execution(request: HttpRequest, payload: StartIn):
     return (201 if created else 200), selectors.execution_payload(execution)
 
 
-@api.get("/executions", response={200: ExecutionPage, **READ}, tags=["executions"])
+@router.get("/executions", response={200: ExecutionPage, **READ}, tags=["executions"])
 def list_executions(
     request: HttpRequest,
     status: Status | None = None,
@@ -192,49 +150,18 @@ def list_executions(
     return {"items": [selectors.execution_payload(e) for e in selectors.prefetch_payloads(page)], "next": following}
 
 
-@api.get("/executions/{execution_id}", response={200: ExecutionOut, **READ_ONE}, tags=["executions"])
+@router.get("/executions/{execution_id}", response={200: ExecutionOut, **READ_ONE}, tags=["executions"])
 def get_execution(request: HttpRequest, execution_id: ExecutionRef):
     return selectors.execution_payload(services.execution_for(execution_id))
 
 
-@api.post(
-    "/executions/{execution_id}/events",
-    response={202: DecisionOut, **WRITE_ONE, 429: RateLimitedOut},
-    tags=["approvals"],
-)
-def post_event(request: HttpRequest, execution_id: ExecutionRef, payload: DecisionEventIn):
-    """Deliver a person's decision on the pending approval. Idempotent by ``event_id``.
-
-    Refused attempts are audited; past a burst of them, further refused attempts are
-    answered 429 and summarised in one audit entry."""
-    result = approval_decide(
-        user=request.user,
-        execution_ref=execution_id,
-        approval_id=payload.approval_id,
-        decision=payload.decision,
-        artifact_version=payload.artifact_version,
-        content_sha256=payload.content_sha256,
-        event_id=payload.event_id,
-        comment=payload.comment,
-    )
-    return 202, result.as_dict()
-
-
-@api.post("/executions/{execution_id}/cancel", response={200: ExecutionOut, **WRITE_ONE}, tags=["executions"])
+@router.post("/executions/{execution_id}/cancel", response={200: ExecutionOut, **WRITE_ONE}, tags=["executions"])
 def cancel_execution(request: HttpRequest, execution_id: ExecutionRef, payload: ReasonIn):
     execution = services.execution_cancel(ref=execution_id, user=request.user, reason=payload.reason)
     return selectors.execution_payload(execution)
 
 
-@api.post("/executions/{execution_id}/redraft", response={200: ExecutionOut, **WRITE_ONE}, tags=["approvals"])
-def redraft_execution(request: HttpRequest, execution_id: ExecutionRef, payload: RedraftIn):
-    """The starter (or an operator) asks for a new draft while approval is pending: the
-    pending request is superseded and the new version needs its own decision."""
-    execution = execution_redraft(ref=execution_id, user=request.user, instruction=payload.instruction)
-    return selectors.execution_payload(execution)
-
-
-@api.post("/executions/{execution_id}/resume", response={200: ExecutionOut, **WRITE_ONE}, tags=["executions"])
+@router.post("/executions/{execution_id}/resume", response={200: ExecutionOut, **WRITE_ONE}, tags=["executions"])
 def resume_execution(request: HttpRequest, execution_id: ExecutionRef, payload: ReasonIn):
     execution = services.execution_resume(ref=execution_id, user=request.user, reason=payload.reason)
     return selectors.execution_payload(execution)
@@ -249,7 +176,7 @@ class ActionDetailOut(Schema):
     last_error: str
 
 
-@api.post("/actions/{key}/resolve", response={200: ActionDetailOut, **WRITE_ONE}, tags=["actions"])
+@router.post("/actions/{key}/resolve", response={200: ActionDetailOut, **WRITE_ONE}, tags=["actions"])
 def resolve_action(request: HttpRequest, key: ActionKey, payload: ResolveIn):
     """Operators: establish the outcome of an action the runtime could not (audited)."""
     return services.action_resolve(
@@ -269,7 +196,7 @@ CONTENT_RESPONSES = {
 }
 
 
-@api.get(
+@router.get(
     "/artifacts/{artifact_id}/versions/{n}/content",
     response={200: None, **READ_ONE, 409: ErrorOut},
     openapi_extra={"responses": CONTENT_RESPONSES},

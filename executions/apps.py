@@ -6,6 +6,6 @@ class ExecutionsConfig(AppConfig):
     verbose_name = "Executions"
 
     def ready(self) -> None:
-        from . import registry
+        from . import registry, waits  # noqa: F401 - importing waits registers the wait gate
 
         registry.load_configured_workflows()

@@ -128,6 +128,32 @@ class DecisionEventIn(DecisionIn):
     type: Literal["approval.decision"]
 
 
+SignalName = Text(min_length=1, max_length=100)
+
+
+class SignalIn(Schema):
+    name: SignalName
+    payload: Any = Field(default=None, description="any JSON; recorded as the wait step's output")
+    event_id: EventId
+
+    @pydantic.field_validator("payload")
+    @classmethod
+    def _storable(cls, value: Any) -> Any:
+        return _safe_json(value)
+
+
+class SignalEventIn(SignalIn):
+    type: Literal["signal"]
+
+
+class SignalFormIn(Schema):
+    """The operator's signal form on the execution page."""
+
+    name: SignalName
+    payload: Text(max_length=MAX_COMMENT) = ""
+    reason: Text(min_length=1, max_length=2000)
+
+
 class ListFilters(Schema):
     """The execution list's query string (the screen's; the API declares its own)."""
 

@@ -6,7 +6,9 @@ process; the caller commits ``succeeded`` with the receipt together with the ste
 checkpoint (``mark_succeeded``). Two commits per effect.
 
 Statuses: planned → approved (by the gate's decision) → executing → succeeded, or
-failed / unknown; every change is an ``action.<status>`` event on the execution.
+failed / unknown. ``_move`` is the one writer of ``Action.status``: it applies the
+model's transition and appends the ``action.<status>`` event in the caller's
+transaction.
 
 An action found ``executing`` or ``unknown`` from an earlier attempt (or ``failed`` at
 a provider that doesn't deduplicate) is reconciled before anything else: looked up at
@@ -57,8 +59,8 @@ def perform(*, lease: Lease, step: str, action_type: str, effect: Effect) -> tup
     return action, receipt
 
 
-def plan(execution: Execution, *, step, effect: Effect, approval, actor_label: str) -> Action:
-    """Inside the gate's fenced transaction: record the effect the approval will authorise."""
+def plan(execution: Execution, *, step, effect: Effect, gate_ref: str, actor_label: str) -> Action:
+    """Inside the gate's fenced transaction: record the effect the gate will authorise."""
     action, created = Action.objects.get_or_create(
         key=effect.key,
         defaults={
@@ -67,35 +69,29 @@ def plan(execution: Execution, *, step, effect: Effect, approval, actor_label: s
             "type": step.action,
             "args": effect.args,
             "status": Action.State.PLANNED,
-            "approval_request": approval,
+            "gate_ref": gate_ref,
         },
     )
     if created:
-        _history(execution, action, "", Action.State.PLANNED, actor_label, approval_id=approval.pk)
+        _history(execution, action, "", Action.State.PLANNED, actor_label, gate=gate_ref)
     return action
 
 
-def authorise(approval, *, approved: bool, actor_label: str, reason: str = "") -> None:
-    """Inside the decision's transaction: planned actions become approved, or fail unrun."""
-    for action in Action.objects.filter(approval_request=approval, status=Action.State.PLANNED):
-        after = Action.State.APPROVED if approved else Action.State.FAILED
-        Action.objects.filter(pk=action.pk).update(status=after, last_error="" if approved else reason)
-        _history(
-            action.execution,
-            action,
-            action.status,
-            after,
-            actor_label,
-            approval_id=approval.pk,
-            **({} if approved else {"error": reason}),
-        )
+def authorise(*, gate_ref: str, approved: bool, actor_label: str, reason: str = "", **details: Any) -> None:
+    """Inside the gate's transaction: the planned actions it guards become approved, or
+    will never run (failed, with ``reason``)."""
+    for action in Action.objects.select_for_update().filter(gate_ref=gate_ref, status=Action.State.PLANNED):
+        if approved:
+            _move(action, "approve", actor_label, gate=gate_ref, **details)
+        else:
+            _move(action, "void", actor_label, fields={"last_error": reason}, gate=gate_ref, error=reason, **details)
 
 
 def abandon_unstarted(execution: Execution, *, actor_label: str, reason: str) -> None:
     """Inside a cancel's transaction: actions that never started will never start."""
-    for action in Action.objects.filter(execution=execution, status__in=[Action.State.PLANNED, Action.State.APPROVED]):
-        Action.objects.filter(pk=action.pk).update(status=Action.State.FAILED, last_error=reason)
-        _history(execution, action, action.status, Action.State.FAILED, actor_label, error=reason)
+    unstarted = [Action.State.PLANNED, Action.State.APPROVED]
+    for action in Action.objects.select_for_update().filter(execution=execution, status__in=unstarted):
+        _move(action, "void", actor_label, execution=execution, fields={"last_error": reason}, error=reason)
 
 
 def record_compensations(execution: Execution, *, compensations: dict, actor_label: str) -> list[str]:
@@ -127,11 +123,26 @@ def mark_succeeded(action: Action, receipt: dict[str, Any], *, execution: Execut
 
     A no-op for an action already recorded as succeeded (found by reconciliation).
     """
-    before = action.status
-    if before == Action.State.SUCCEEDED:
+    if action.status == Action.State.SUCCEEDED:
         return
-    Action.objects.filter(pk=action.pk).update(status=Action.State.SUCCEEDED, receipt=receipt, last_error="")
-    _history(execution, action, before, Action.State.SUCCEEDED, actor_label, receipt=receipt)
+    fields = {"receipt": receipt, "last_error": ""}
+    _move(action, "succeed", actor_label, execution=execution, fields=fields, receipt=receipt)
+
+
+def resolve(
+    action: Action, *, execution: Execution, outcome: str, fields: dict[str, str], actor, evidence: str
+) -> None:
+    """Inside the operator's transaction (action locked): the outcome an operator
+    established. ``succeeded`` stores the receipt ``fields`` the effect declares, with
+    who resolved it and the evidence; ``failed`` stores why."""
+    who = actor.get_username()
+    event = {"resolved": True, "evidence": evidence, **({"receipt": fields} if fields else {})}
+    if outcome == Action.State.SUCCEEDED:
+        stored = {"receipt": {**fields, "resolved_by": who, "evidence": evidence}}
+        _move(action, "succeed", "", execution=execution, actor=actor, fields=stored, **event)
+    else:
+        stored = {"last_error": f"resolved as failed by {who}: {evidence}"}
+        _move(action, "fail", "", execution=execution, actor=actor, fields=stored, **event)
 
 
 def _begin(*, lease: Lease, step: str, action_type: str, effect: Effect) -> tuple[Action, dict[str, Any] | None]:
@@ -170,10 +181,9 @@ def _begin(*, lease: Lease, step: str, action_type: str, effect: Effect) -> tupl
         if action.status == Action.State.SUCCEEDED:
             return action, action.receipt
         if evidence.get("found") is not None:
-            before, found = action.status, evidence["found"]
-            action.status, action.receipt = Action.State.SUCCEEDED, found
-            action.save(update_fields=["status", "receipt", "updated_at"])
-            _history(execution, action, before, action.status, lease.owner, receipt=found, reconciled=True)
+            found = evidence["found"]
+            fields = {"receipt": found}
+            _move(action, "succeed", lease.owner, execution=execution, fields=fields, receipt=found, reconciled=True)
             return action, found
         if effect.honors_key and "lookup_error" not in evidence:
             _resend(action, execution, lease, evidence=evidence)  # same key: the provider deduplicates
@@ -218,38 +228,63 @@ def _lookup(action: Action, effect: Effect) -> dict[str, Any]:
 
 
 def _resend(action: Action, execution: Execution, lease: Lease, evidence: dict | None = None) -> None:
-    before = action.status
-    action.status = Action.State.EXECUTING
-    action.attempts += 1
-    action.save(update_fields=["status", "attempts", "updated_at"])
-    details = {"attempt": action.attempts}
+    details: dict[str, Any] = {}
     if evidence:
         details["evidence"] = {k: v for k, v in evidence.items() if k != "found"}
-    _history(execution, action, before, Action.State.EXECUTING, lease.owner, **details)
+    attempts = action.attempts + 1
+    _move(action, "begin", lease.owner, execution=execution, fields={"attempts": attempts}, attempt=attempts, **details)
 
 
 def _record_failure(*, lease: Lease, key: str, failure: StepFailure) -> None:
     unknown = failure.kind == FailureKind.OUTCOME_UNKNOWN
-    status = Action.State.UNKNOWN if unknown else Action.State.FAILED
     with transaction.atomic():
         fence(lease)
         execution = Execution.objects.get(pk=lease.execution_id)
         action = Action.objects.filter(key=key, execution=execution).first()
         if action is None:
             return
-        before = action.status
-        Action.objects.filter(pk=action.pk).update(status=status, last_error=f"{failure.kind}: {failure.message}")
         details = {"error": failure.message, "kind": str(failure.kind)}
         if failure.evidence is not None:
             details["evidence"] = failure.evidence
-        _history(execution, action, before, status, lease.owner, **details)
+        _move(
+            action,
+            "lose" if unknown else "fail",
+            lease.owner,
+            execution=execution,
+            fields={"last_error": f"{failure.kind}: {failure.message}"},
+            **details,
+        )
 
 
-def _history(execution: Execution, action: Action, before: str, after: str, actor_label: str, **details: Any) -> None:
+def _move(
+    action: Action,
+    transition: str,
+    actor_label: str,
+    *,
+    execution: Execution | None = None,
+    actor=None,
+    fields: dict[str, Any] | None = None,
+    **event: Any,
+) -> None:
+    """The one writer of ``Action.status``: apply ``transition`` (TransitionNotAllowed
+    from a state it doesn't leave), save it with the other ``fields`` it sets, and
+    append the ``action.<status>`` event with ``event`` in its payload."""
+    before = action.status
+    getattr(action, transition)()
+    for name, value in (fields or {}).items():
+        setattr(action, name, value)
+    action.save(update_fields=["status", "updated_at", *(fields or {})])
+    _history(execution or action.execution, action, before, action.status, actor_label, actor=actor, **event)
+
+
+def _history(
+    execution: Execution, action: Action, before: str, after: str, actor_label: str, *, actor=None, **details: Any
+) -> None:
     lifecycle.record(
         execution,
         f"action.{after}",
         step=action.step,
+        actor=actor,
         actor_label=actor_label,
         payload={"key": action.key, "type": action.type, "from": before, "to": after, **details},
     )

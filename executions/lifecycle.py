@@ -43,14 +43,17 @@ def apply(
     actor: AbstractBaseUser | None = None,
     actor_label: str = "",
     reason: str = "",
+    code: str = "",
     step: str = "",
     payload: dict[str, Any] | None = None,
     update_fields: tuple[str, ...] = (),
 ) -> ExecutionEvent:
     """Run transition ``name``, save it, and append the event. Raises TransitionNotAllowed.
 
-    ``update_fields`` names other fields the caller changed on ``execution`` that
-    must be saved in the same UPDATE.
+    ``reason`` is a sentence for people; ``code`` the same reason as a word of the
+    stuck vocabulary (``waiting_overdue``, ``approval_lapsed``…), for filters and
+    counts. ``update_fields`` names other fields the caller changed on ``execution``
+    that must be saved in the same UPDATE.
     """
     if name not in TRANSITIONS:
         raise ValueError(f"unknown transition {name!r}")
@@ -59,7 +62,8 @@ def apply(
     getattr(execution, name)()
     execution.status_changed_at = timezone.now()
     execution.status_reason = reason  # the reason for *this* status; none clears the last one
-    fields = {"status", "status_changed_at", "status_reason", "updated_at", *update_fields}
+    execution.reason_code = code
+    fields = {"status", "status_changed_at", "status_reason", "reason_code", "updated_at", *update_fields}
     execution.save(update_fields=sorted(fields))
     return record(
         execution,
@@ -69,7 +73,12 @@ def apply(
         step=step or execution.current_step,
         actor=actor,
         actor_label=actor_label,
-        payload={"transition": name, **({"reason": reason} if reason else {}), **(payload or {})},
+        payload={
+            "transition": name,
+            **({"reason": reason} if reason else {}),
+            **({"code": code} if code else {}),
+            **(payload or {}),
+        },
     )
 
 

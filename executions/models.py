@@ -1,7 +1,11 @@
-"""The runtime's record: executions, their events, step runs, the action ledger, API tokens.
+"""The runtime's record: executions, their events, step runs, the action ledger,
+waits for signals, API tokens.
 
-Nothing writes ``Execution.status`` except the FSM transitions below (the field is
-protected), applied and saved by ``executions.lifecycle``.
+One writer per status: ``Execution.status`` changes only through the transitions
+below, applied and saved by ``executions.lifecycle``; ``Action.status`` only through
+its transitions, applied and saved with their event by ``executions.ledger``;
+``Wait.status`` only through its transitions, by ``executions.waits``. The fields
+are protected: assigning them directly raises.
 """
 
 from __future__ import annotations
@@ -47,6 +51,9 @@ class Execution(ConcurrentTransitionMixin, models.Model):
     status = FSMField(default=Status.PENDING, choices=Status.choices, protected=True, db_index=True)
     status_changed_at = models.DateTimeField(auto_now_add=True)
     status_reason = models.TextField(blank=True, default="")
+    # Why it stopped, as a word from the stuck vocabulary (DESIGN §4): waiting_overdue,
+    # approval_lapsed, unknown_outcome…; "" when the status needs no reason.
+    reason_code = models.CharField(max_length=40, blank=True, default="")
     current_step = models.CharField(max_length=100, blank=True, default="")
     round = models.PositiveIntegerField(default=1)
     context = models.JSONField(default=dict)
@@ -207,11 +214,13 @@ class StepRun(models.Model):
         return f"{self.execution_id}:{self.step}#{self.attempt}"
 
 
-class Action(models.Model):
+class Action(ConcurrentTransitionMixin, models.Model):
     """The ledger: one external side effect, keyed by its business identity.
 
     Committed as ``executing`` before the call, ``succeeded`` with the receipt after.
-    A lost answer after sending is ``unknown``, never ``failed``.
+    A lost answer after sending is ``unknown``, never ``failed``. ``status`` changes
+    only through the transitions below, each saved with its ``action.<status>``
+    event by ``executions.ledger``.
     """
 
     class State(models.TextChoices):
@@ -227,14 +236,13 @@ class Action(models.Model):
     step = models.CharField(max_length=100)
     type = models.CharField(max_length=60)
     args = models.JSONField(default=dict)
-    status = models.CharField(max_length=20, choices=State.choices, default=State.PLANNED)
+    status = FSMField(default=State.PLANNED, choices=State.choices, protected=True)
     attempts = models.PositiveIntegerField(default=0)
     receipt = models.JSONField(null=True, blank=True)
     last_error = models.TextField(blank=True, default="")
-    # The approval that authorises it (planned → approved), when one is required.
-    approval_request = models.ForeignKey(
-        "approvals.ApprovalRequest", null=True, blank=True, on_delete=models.PROTECT, related_name="actions"
-    )
+    # What authorises it (planned → approved), when a gate guards it: the gate's own
+    # reference, e.g. "approval:12" (executions.gates).
+    gate_ref = models.CharField(max_length=100, blank=True, default="", db_index=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -243,6 +251,84 @@ class Action(models.Model):
 
     def __str__(self) -> str:
         return self.key
+
+    # --- The ledger's states (DESIGN §4). executions.ledger applies and records them.
+
+    @transition(field=status, source=State.PLANNED, target=State.APPROVED)
+    def approve(self) -> None:
+        """The gate guarding it passed: it may run."""
+
+    @transition(field=status, source=[State.PLANNED, State.APPROVED], target=State.FAILED)
+    def void(self) -> None:
+        """It will never run: refused, superseded or expired approval, or a cancel."""
+
+    @transition(
+        field=status,
+        source=[State.PLANNED, State.APPROVED, State.EXECUTING, State.FAILED, State.UNKNOWN],
+        target=State.EXECUTING,
+    )
+    def begin(self) -> None:
+        """About to be sent (again, with the same key), committed before the call."""
+
+    @transition(field=status, source=[State.EXECUTING, State.UNKNOWN, State.FAILED], target=State.SUCCEEDED)
+    def succeed(self) -> None:
+        """The provider's receipt is known: from the call, a lookup, or an operator."""
+
+    @transition(field=status, source=[State.EXECUTING, State.UNKNOWN, State.FAILED], target=State.FAILED)
+    def fail(self) -> None:
+        """The provider refused it (or an operator established that it failed)."""
+
+    @transition(field=status, source=[State.EXECUTING, State.UNKNOWN, State.FAILED], target=State.UNKNOWN)
+    def lose(self) -> None:
+        """Sent, and the answer was lost: the outcome can't be established yet."""
+
+
+class Wait(ConcurrentTransitionMixin, models.Model):
+    """One visit of a wait gate (executions.waits): the execution waits for the signal
+    ``signal`` (or, without one, for ``due_at``). Closed exactly once: received,
+    timed out, or withdrawn by a cancel."""
+
+    class State(models.TextChoices):
+        WAITING = "waiting"
+        RECEIVED = "received"
+        TIMED_OUT = "timed_out"
+        WITHDRAWN = "withdrawn"
+
+    execution = models.ForeignKey(Execution, on_delete=models.PROTECT, related_name="waits")
+    step = models.CharField(max_length=100)
+    round = models.PositiveIntegerField(default=1)
+    signal = models.CharField(max_length=100, blank=True, default="")  # "": a timer
+    status = FSMField(default=State.WAITING, choices=State.choices, protected=True, db_index=True)
+    opened_at = models.DateTimeField(auto_now_add=True)
+    due_at = models.DateTimeField(null=True, blank=True)  # the timeout (or the timer)
+    closed_at = models.DateTimeField(null=True, blank=True)
+    # The signal that closed it, and what the sender was answered (replayed for the same event_id).
+    event_id = models.CharField(max_length=100, null=True, blank=True, unique=True)  # noqa: DJ001 - NULL: not received
+    payload = models.JSONField(null=True, blank=True)
+    sent_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    reason = models.TextField(blank=True, default="")
+    execution_status = models.CharField(max_length=30, blank=True, default="")
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [models.UniqueConstraint(fields=["execution", "step", "round"], name="one_wait_per_step_round")]
+
+    def __str__(self) -> str:
+        return f"wait {self.pk} for {self.signal or 'a timer'} ({self.status})"
+
+    @transition(field=status, source=State.WAITING, target=State.RECEIVED)
+    def receive(self) -> None:
+        """The signal arrived (or the timer fired)."""
+
+    @transition(field=status, source=State.WAITING, target=State.TIMED_OUT)
+    def time_out(self) -> None:
+        """The timeout passed without the signal."""
+
+    @transition(field=status, source=State.WAITING, target=State.WITHDRAWN)
+    def withdraw(self) -> None:
+        """The execution was cancelled while waiting."""
 
 
 class ApiToken(models.Model):

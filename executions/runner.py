@@ -21,14 +21,9 @@ from django.db.models import DateTimeField, ExpressionWrapper, Value
 from django.db.models.functions import Now
 from django.utils import timezone
 
-from approvals import audit
-from approvals import policy as approval_policy
-from approvals.models import ApprovalRequest, AuditEntry
-from approvals.services import supersede_older
-from artifacts.models import ArtifactVersion
 from artifacts.services import artifact_version_create
 
-from . import dispatch, failpoints, ledger, lifecycle, registry, retry
+from . import dispatch, failpoints, gates, ledger, lifecycle, registry, retry
 from .context import StepContext
 from .errors import FailureKind, StepFailure
 from .http import call_timeout
@@ -89,8 +84,8 @@ def _run_step(lease: Lease, execution: Execution, workflow: Workflow, step: Step
     started = timezone.now()
     ctx = StepContext(execution=execution, workflow=workflow)
     try:
-        if step.kind == StepKind.APPROVAL:
-            return _approval_gate(lease, execution, workflow, step, started)
+        if step.is_gate:
+            return _gate(lease, execution, workflow, step, started)
         if step.kind == StepKind.EFFECT:
             return _effect(lease, ctx, workflow, step, started)
         if step.kind == StepKind.MODEL:
@@ -155,7 +150,7 @@ def _commit_step(lease, execution, ctx, workflow, step, output, started, action)
             step=step.name,
         )
         state.setdefault("artifacts", {})[staged.name] = version.as_ref()
-        supersede_older(version, actor_label=lease.owner)
+        gates.new_version(version, actor_label=lease.owner)
     state.setdefault("state", {})[step.name] = output
     notes = state["notes"]
     notes["facts"] = _merge_facts(notes["facts"], ctx.new_facts)
@@ -182,95 +177,49 @@ def _commit_step(lease, execution, ctx, workflow, step, output, started, action)
     return following
 
 
-def _approval_gate(lease: Lease, execution: Execution, workflow: Workflow, step: Step, started) -> str:
-    """First visit: ask (and release the worker). After a decision: record it and go on."""
-    request = ApprovalRequest.objects.filter(execution=execution, step=step.name, round=execution.round).first()
-    closed = (ApprovalRequest.State.EXPIRED, ApprovalRequest.State.WITHDRAWN, ApprovalRequest.State.SUPERSEDED)
-    if request is None or request.status in closed:  # first visit, or resumed after the request lapsed
-        planned = _plan_guarded_effects(execution, workflow, step)
-        policy = step.approver
-        with transaction.atomic():
-            fence(lease)
-            execution = Execution.objects.get(pk=lease.execution_id)
-            if execution.status != Status.RUNNING:
-                raise ledger.ExecutionStopped(f"{execution.ref} is {execution.status}")
-            if request is not None:  # a fresh request needs a fresh round
-                execution.round += 1
-                execution.save(update_fields=["round", "updated_at"])
-            ref = execution.context["artifacts"][step.artifact]
-            version = ArtifactVersion.objects.get(pk=ref["version_pk"])
-            expires = policy.expires_after_seconds
-            request = ApprovalRequest.objects.create(
-                execution=execution,
-                step=step.name,
-                round=execution.round,
-                artifact_version=version,
-                version=version.number,
-                content_sha256=version.sha256,
-                action=step.action,
-                requested_by=execution.created_by,
-                permission=policy.permission,
-                group=policy.group,
-                separation_of_duties=policy.separation_of_duties,
-                on_expiry=policy.on_expiry,
-                expires_at=ExpressionWrapper(Now() + Value(timedelta(seconds=expires)), output_field=DateTimeField())
-                if expires
-                else None,
-            )
-            audit.record(
-                AuditEntry.Kind.REQUESTED,
-                request=request,
-                actor_label=lease.owner,
-                artifact_version=version.number,
-                content_sha256=version.sha256,
-                requested_by=execution.created_by.get_username(),
-                permission=policy.permission,
-                group=policy.group,
-            )
-            lifecycle.record(
-                execution,
-                "approval.requested",
-                step=step.name,
-                actor_label=lease.owner,
-                payload={
-                    "approval_id": request.pk,
-                    "artifact_id": ref["artifact_id"],
-                    "artifact_version": version.number,
-                    "content_sha256": version.sha256,
-                    "action": step.action,
-                },
-            )
-            for effect_step, effect in planned:
-                ledger.plan(execution, step=effect_step, effect=effect, approval=request, actor_label=lease.owner)
-            lifecycle.apply(execution, "await_approval", actor_label=lease.owner, step=step.name)
-            release(lease)
-        log.info("%s: awaiting approval %s of %s V%d", execution.ref, request.pk, ref["artifact_id"], version.number)
-        failpoints.hit(f"after_step:{step.name}")
+def _gate(lease: Lease, execution: Execution, workflow: Workflow, step: Step, started) -> str:
+    """Ask the step's gate. First visit (or what was asked lapsed): it opens, the
+    execution parks without a worker. Coming back: its outcome is the step's output,
+    or a person must look."""
+    gate = gates.get(step.spec.kind)
+    outcome = gate.visit(execution, step)
+    if isinstance(outcome, gates.Passed):
+        ctx = StepContext(execution=execution, workflow=workflow)
+        return _checkpoint(lease, ctx, workflow, step, outcome.output, started)
+    if isinstance(outcome, gates.Attention):
+        _flag_outside_step(lease, outcome.reason, code=outcome.code)
         return STOP
-    if request.status != ApprovalRequest.State.APPROVED:
-        # Running at a gate whose request isn't approved (e.g. resumed by an operator
-        # after it was withdrawn or expired): a person has to decide what happens.
-        _flag_outside_step(lease, f"approval request {request.pk} is {request.status}; no approval to act on")
-        return STOP
-    decision = request.decision
-    output = {
-        "approval_id": request.pk,
-        "decision": decision.decision,
-        "decided_by": decision.decided_by.get_username(),
-        "artifact_version": request.version,
-        "content_sha256": request.content_sha256,
-        "action": request.action,
-    }
-    ctx = StepContext(execution=execution, workflow=workflow)
-    return _checkpoint(lease, ctx, workflow, step, output, started)
+    planned = _plan_guarded_effects(execution, workflow, step)
+    with transaction.atomic():
+        fence(lease)
+        execution = Execution.objects.get(pk=lease.execution_id)
+        if execution.status != Status.RUNNING:
+            raise ledger.ExecutionStopped(f"{execution.ref} is {execution.status}")
+        fields = []
+        if isinstance(outcome, gates.Reopen):  # a fresh ask needs a fresh round
+            execution.round += 1
+            fields.append("round")
+        opened = gate.open(execution, step, workflow, actor_label=lease.owner)
+        if opened.event:
+            lifecycle.record(execution, opened.event, step=step.name, actor_label=lease.owner, payload=opened.payload)
+        for effect_step, effect in planned:
+            ledger.plan(execution, step=effect_step, effect=effect, gate_ref=opened.ref, actor_label=lease.owner)
+        if opened.due_at is not None:
+            execution.due_at = opened.due_at
+            fields.append("due_at")
+        lifecycle.apply(execution, opened.transition, actor_label=lease.owner, step=step.name, update_fields=fields)
+        release(lease)
+    log.info("%s: %s opened at %s (%s)", execution.ref, gate.kind, step.name, opened.ref)
+    failpoints.hit(f"after_step:{step.name}")
+    return STOP
 
 
 def _plan_guarded_effects(execution: Execution, workflow: Workflow, gate: Step) -> list[tuple[Step, Any]]:
-    """The effects this gate authorises, described now so the ledger shows them as planned."""
+    """The effects this gate guards, described now so the ledger shows them as planned."""
     ctx = StepContext(execution=execution, workflow=workflow)
     planned = []
     for effect_step in workflow.steps:
-        if effect_step.kind == StepKind.EFFECT and effect_step.requires_approval == gate.name:
+        if effect_step.kind == StepKind.EFFECT and effect_step.guarded_by == gate.name:
             try:
                 planned.append((effect_step, effect_step.fn(ctx)))
             except Exception:  # describing it early is a courtesy; the step itself decides later
@@ -279,48 +228,13 @@ def _plan_guarded_effects(execution: Execution, workflow: Workflow, gate: Step) 
 
 
 def _effect(lease: Lease, ctx: StepContext, workflow: Workflow, step: Step, started) -> str:
-    if step.requires_approval:
-        _check_approval_binding(ctx.execution, workflow, step)
     effect = step.fn(ctx)
-    if step.requires_approval and not Action.objects.filter(key=effect.key, status=Action.State.SUCCEEDED).exists():
-        _check_approver_authority(ctx.execution, workflow, step)
+    if step.guarded_by:
+        gate_step = workflow.get_step(step.guarded_by)
+        gates.get(gate_step.spec.kind).check_effect(ctx.execution, workflow, gate_step, effect)
     with call_timeout(step.retry.timeout):
         action, receipt = ledger.perform(lease=lease, step=step.name, action_type=step.action, effect=effect)
     return _checkpoint(lease, ctx, workflow, step, receipt, started, action=action)
-
-
-def _check_approval_binding(execution: Execution, workflow: Workflow, step: Step) -> None:
-    """Right before the effect: the artifact it will use is the version and hash approved."""
-    gate = workflow.get_step(step.requires_approval)
-    approval = execution.context.get("state", {}).get(gate.name)
-    ref = execution.context.get("artifacts", {}).get(gate.artifact)
-    if not approval or approval.get("decision") != "approve" or ref is None:
-        raise StepFailure(FailureKind.PERMISSION, f"{step.name} needs an approval from {gate.name}")
-    # The newest version of the artifact, whoever made it: an edit after the approval
-    # must not ride on it.
-    version = ArtifactVersion.objects.filter(artifact_id=ref["artifact_pk"]).order_by("-number").first()
-    if (version.number, version.sha256) != (approval["artifact_version"], approval["content_sha256"]):
-        raise StepFailure(
-            FailureKind.PERMISSION,
-            f"approved V{approval['artifact_version']} ({approval['content_sha256'][:12]}) "
-            f"but the current artifact is V{version.number} ({version.sha256[:12]})",
-        )
-
-
-def _check_approver_authority(execution: Execution, workflow: Workflow, step: Step) -> None:
-    """Right before a call goes out: the approver still may decide the request, by the one
-    approver rule (approvals.policy). Skipped only once the effect is recorded as done,
-    when nothing will be sent. Refused: PERMISSION, so needs_attention (permission_denied)."""
-    approval = execution.context["state"][workflow.get_step(step.requires_approval).name]
-    request = ApprovalRequest.objects.select_related("decision__decided_by").get(pk=approval["approval_id"])
-    approver = request.decision.decided_by
-    refused = approval_policy.refusal(approver, request)
-    if refused:
-        raise StepFailure(
-            FailureKind.PERMISSION,
-            f"the approver lost the authority: the approval of V{request.version} by {approver.get_username()} "
-            f"no longer holds ({refused})",
-        )
 
 
 def _step_failed(lease: Lease, step: Step, failure: StepFailure, started, *, unexpected: bool = False) -> str:
@@ -383,12 +297,25 @@ def _step_failed(lease: Lease, step: Step, failure: StepFailure, started, *, une
                 "fail" if verdict.verdict == retry.Verdict.FAIL else "flag",
                 actor_label=lease.owner,
                 reason=f"{step.label}: {failure.message} ({verdict.reason})",
+                code=_stop_code(failure, verdict, unexpected=unexpected),
                 step=step.name,
                 payload=payload,
             )
         release(lease)
     log.warning("%s: %s failed (%s): %s", execution.ref, step.name, failure.kind, verdict.reason)
     return STOP
+
+
+# Why a failed step stopped, as a word of the stuck vocabulary (DESIGN §4).
+_CODES = {FailureKind.OUTCOME_UNKNOWN: "unknown_outcome", FailureKind.PERMISSION: "permission_denied"}
+
+
+def _stop_code(failure: StepFailure, verdict: retry.Decision, *, unexpected: bool) -> str:
+    if unexpected:
+        return "step_error"
+    if failure.kind in _CODES:
+        return _CODES[failure.kind]
+    return "retries_exhausted" if failure.kind in (FailureKind.TRANSIENT, FailureKind.RATE_LIMITED) else ""
 
 
 def _stop_at_deadline(lease: Lease) -> str:
@@ -400,19 +327,20 @@ def _stop_at_deadline(lease: Lease) -> str:
             "fail",
             actor_label=lease.owner,
             reason=f"deadline {execution.deadline:%Y-%m-%d %H:%M:%S} UTC passed",
+            code="deadline_passed",
         )
         release(lease)
     return "stopped"
 
 
-def _flag_outside_step(lease: Lease, reason: str) -> str:
+def _flag_outside_step(lease: Lease, reason: str, *, code: str = "step_error") -> str:
     """Send the execution to needs_attention with ``reason`` and give the lease up."""
     try:
         with transaction.atomic():
             fence(lease)
             execution = Execution.objects.get(pk=lease.execution_id)
             if execution.status == Status.RUNNING:
-                lifecycle.apply(execution, "flag", actor_label=lease.owner, reason=reason)
+                lifecycle.apply(execution, "flag", actor_label=lease.owner, reason=reason, code=code)
             release(lease)
     except LeaseLost:
         return "lease lost"

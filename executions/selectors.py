@@ -6,10 +6,9 @@ from typing import Any
 
 from django.db.models import Prefetch, QuerySet, prefetch_related_objects
 
-from approvals.models import ApprovalRequest
 from artifacts.models import ArtifactVersion
 
-from . import registry
+from . import gates, registry
 from .errors import InvalidInput
 from .models import Execution, Status, pk_from_ref
 
@@ -29,26 +28,22 @@ def step_label(execution: Execution) -> str:
     return flow.label_for(execution.current_step) if execution.current_step else ""
 
 
-def pending_approval(execution: Execution) -> ApprovalRequest | None:
-    return (
-        ApprovalRequest.objects.filter(execution=execution, status=ApprovalRequest.State.PENDING)
-        .select_related("artifact_version__artifact")
-        .order_by("-id")
-        .first()
-    )
-
-
-def approval_payload(request: ApprovalRequest | None) -> dict[str, Any] | None:
-    if request is None:
+def gate_payload(pending: gates.PendingGate | None) -> dict[str, Any] | None:
+    """The open gate an execution waits at, for the API: kind, step, a sentence, since/until."""
+    if pending is None:
         return None
     return {
-        "id": request.pk,
-        "artifact_id": request.artifact_version.artifact.ref,
-        "artifact_version": request.version,
-        "content_sha256": request.content_sha256,
-        "action": request.action,
-        "expires_at": request.expires_at,
+        "kind": pending.kind,
+        "step": pending.step,
+        "waiting_for": pending.waiting_for,
+        "since": pending.since,
+        "until": pending.until,
     }
+
+
+def approval_payload(pending: gates.PendingGate | None) -> dict[str, Any] | None:
+    """``pending_approval`` of the API (DESIGN §6): the open approval gate's details."""
+    return pending.details if pending is not None and pending.kind == "approval" else None
 
 
 def artifact_versions(execution: Execution) -> QuerySet[ArtifactVersion]:
@@ -58,16 +53,12 @@ def artifact_versions(execution: Execution) -> QuerySet[ArtifactVersion]:
 def prefetch_payloads(executions: list[Execution]) -> list[Execution]:
     """Load what ``execution_payload`` reads for a whole page at once, so the page
     costs a fixed number of queries instead of a few per execution."""
+    pending = gates.pending_for(executions)
+    for execution in executions:
+        execution.pending_gate = pending.get(execution.pk)
     prefetch_related_objects(
         executions,
         "actions",
-        Prefetch(
-            "approval_requests",
-            queryset=ApprovalRequest.objects.filter(status=ApprovalRequest.State.PENDING)
-            .select_related("artifact_version__artifact")
-            .order_by("-id"),
-            to_attr="pending_requests",
-        ),
         Prefetch(
             "artifacts__versions",
             queryset=ArtifactVersion.objects.select_related("artifact").order_by("number"),
@@ -77,11 +68,11 @@ def prefetch_payloads(executions: list[Execution]) -> list[Execution]:
 
 
 def execution_payload(execution: Execution) -> dict[str, Any]:
-    if hasattr(execution, "pending_requests"):  # loaded by prefetch_payloads
-        pending = execution.pending_requests[0] if execution.pending_requests else None
+    if hasattr(execution, "pending_gate"):  # loaded by prefetch_payloads
+        pending = execution.pending_gate
         versions = [v for artifact in execution.artifacts.all() for v in artifact.versions.all()]
     else:
-        pending, versions = pending_approval(execution), list(artifact_versions(execution))
+        pending, versions = gates.pending_of(execution), list(artifact_versions(execution))
     return {
         "id": execution.ref,
         "workflow": execution.workflow,
@@ -93,6 +84,7 @@ def execution_payload(execution: Execution) -> dict[str, Any]:
         "input": execution.input,
         "created_by": execution.created_by.get_username(),
         "pending_approval": approval_payload(pending),
+        "pending_gate": gate_payload(pending),
         "actions": [
             {"key": a.key, "type": a.type, "status": a.status, "attempts": a.attempts} for a in execution.actions.all()
         ],

@@ -1,4 +1,6 @@
-"""Writes on executions: start, cancel, resume. Shared by the API, the screens and the CLI."""
+"""Writes on executions: start, cancel, resume, resolve; and the runtime services gates
+use to move an execution on (continue, rewind, cancel). Shared by the API, the screens,
+the CLI and the gates."""
 
 from __future__ import annotations
 
@@ -11,9 +13,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from approvals.models import ApprovalRequest
-
-from . import dispatch, ledger, lifecycle, notes, registry
+from . import dispatch, gates, ledger, lifecycle, notes, registry
 from .errors import Conflict, Forbidden, InvalidInput, NotFound
 from .models import TERMINAL, Action, Execution, Status, pk_from_ref
 
@@ -101,7 +101,7 @@ def _locked(ref: str) -> Execution:
 
 
 def execution_cancel(*, ref: str, user: AbstractBaseUser, reason: str) -> Execution:
-    """Cancel from any non-terminal state; pending approvals are withdrawn.
+    """Cancel from any non-terminal state; what its gates wait for is withdrawn.
 
     Operators, and the user who started it. Once this commits, no new effect starts:
     a worker commits an action as ``executing`` only under its fence with the
@@ -114,25 +114,57 @@ def execution_cancel(*, ref: str, user: AbstractBaseUser, reason: str) -> Execut
             raise Forbidden("only operators or the user who started it may cancel it")
         if execution.status in TERMINAL:
             raise Conflict(f"{execution.ref} is already {execution.status}", status=execution.status)
-        withdrawn = list(
-            ApprovalRequest.objects.filter(execution=execution, status=ApprovalRequest.State.PENDING).values_list(
-                "pk", flat=True
-            )
-        )
-        ApprovalRequest.objects.filter(pk__in=withdrawn).update(status=ApprovalRequest.State.WITHDRAWN)
-        actor = f"user:{user.get_username()}"
-        ledger.abandon_unstarted(execution, actor_label=actor, reason="cancelled before it started")
-        compensations = ledger.record_compensations(
-            execution, compensations=_compensations_of(execution), actor_label=actor
-        )
-        lifecycle.apply(
-            execution,
-            "cancel",
-            actor=user,
-            reason=reason or "cancelled",
-            payload={"withdrawn_approvals": withdrawn, "compensations": compensations},
-        )
+        cancel_locked(execution, actor=user, reason=reason or "cancelled")
     return execution
+
+
+def cancel_locked(execution: Execution, *, actor: AbstractBaseUser | None = None, actor_label: str = "", reason: str):
+    """Inside a transaction, ``execution`` locked and not terminal: withdraw what its
+    gates wait for, void the effects that never started, record the compensations
+    of those that did, and cancel."""
+    label = actor_label or f"user:{actor.get_username()}"
+    withdrawn = gates.withdraw_all(execution, actor=actor, actor_label=label, reason=f"cancelled: {reason}")
+    ledger.abandon_unstarted(execution, actor_label=label, reason="cancelled before it started")
+    compensations = ledger.record_compensations(
+        execution, compensations=_compensations_of(execution), actor_label=label
+    )
+    lifecycle.apply(
+        execution,
+        "cancel",
+        actor=actor,
+        actor_label=actor_label,
+        reason=reason,
+        payload={**withdrawn, "compensations": compensations},
+    )
+
+
+def execution_continue(execution: Execution, *, actor: AbstractBaseUser, payload: dict[str, Any]) -> None:
+    """Inside a transaction, ``execution`` locked at a gate that let it through: back to
+    work at the same step (the gate's visit records the outcome)."""
+    lifecycle.apply(execution, "resume_after_decision", actor=actor, payload=payload)
+    dispatch.dispatch_on_commit(execution.pk)
+
+
+def execution_rewind(
+    execution: Execution, *, to_step: str, constraint: str, actor: AbstractBaseUser, reason: str, payload: dict
+) -> None:
+    """Inside a transaction, ``execution`` locked at a gate: go back to ``to_step`` in a
+    new round (its steps run again; finished rounds stay recorded), with ``constraint``
+    added to the mandatory constraints the next steps must follow."""
+    state = execution.context
+    state["notes"]["constraints"].append(constraint)
+    execution.context = state
+    execution.round += 1
+    execution.current_step = to_step
+    lifecycle.apply(
+        execution,
+        "resume_after_decision",
+        actor=actor,
+        reason=reason,
+        payload=payload,
+        update_fields=("context", "round", "current_step"),
+    )
+    dispatch.dispatch_on_commit(execution.pk)
 
 
 def _compensations_of(execution: Execution) -> dict:
@@ -195,28 +227,7 @@ def action_resolve(
                 f"{execution.ref} is {execution.status}; resolve while it needs attention", status=execution.status
             )
         fields = _resolved_receipt_fields(execution, action, given) if outcome == Action.State.SUCCEEDED else {}
-        before = action.status
-        action.status = outcome
-        if outcome == Action.State.SUCCEEDED:
-            action.receipt = {**fields, "resolved_by": user.get_username(), "evidence": evidence}
-        else:
-            action.last_error = f"resolved as failed by {user.get_username()}: {evidence}"
-        action.save(update_fields=["status", "receipt", "last_error", "updated_at"])
-        lifecycle.record(
-            execution,
-            f"action.{outcome}",
-            step=action.step,
-            actor=user,
-            payload={
-                "key": key,
-                "type": action.type,
-                "from": before,
-                "to": outcome,
-                "resolved": True,
-                "evidence": evidence,
-                **({"receipt": fields} if fields else {}),
-            },
-        )
+        ledger.resolve(action, execution=execution, outcome=outcome, fields=fields, actor=user, evidence=evidence)
         if outcome == Action.State.SUCCEEDED:
             lifecycle.apply(execution, "resume", actor=user, reason=f"{key} resolved as succeeded")
             dispatch.dispatch_on_commit(execution.pk)

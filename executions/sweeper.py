@@ -1,8 +1,8 @@
 """The sweeper (Celery beat, every ``RUNTIME_SWEEP_SECONDS``): re-rings the doorbell.
 
-It expires approval requests past their expiry, summarises closed bursts of refused
-decisions (approvals.throttle), fails or flags executions waiting past their
-deadline, and dispatches executions that are runnable but that nobody works on:
+It runs every gate's sweep hook (approvals expire, waits time out; executions.gates),
+fails or flags executions waiting past their deadline, and dispatches executions that
+are runnable but that nobody works on:
 pending or running with no live lease (lost message, dead worker), and retry/wait
 timers that came due. A dispatch is repeated only after ``redispatch_after`` seconds, so a busy
 queue isn't flooded; duplicates are harmless anyway (the lease decides).
@@ -19,7 +19,7 @@ from django.db import transaction
 from django.db.models import DateTimeField, ExpressionWrapper, Q, Value
 from django.db.models.functions import Now
 
-from . import dispatch, lifecycle
+from . import dispatch, gates, lifecycle
 from .models import Execution, Status
 
 log = logging.getLogger(__name__)
@@ -29,7 +29,7 @@ log = logging.getLogger(__name__)
 class SweepReport:
     dispatched: tuple[int, ...]
     past_deadline: tuple[int, ...] = ()
-    expired_approvals: tuple[int, ...] = ()
+    closed_by_gates: dict[str, list[int]] | None = None  # gate kind → what its sweep closed
 
 
 def redispatch_after() -> timedelta:
@@ -51,12 +51,8 @@ def sweep() -> SweepReport:
             dispatched.append(pk)
     if dispatched:
         log.info("sweeper re-dispatched %d execution(s): %s", len(dispatched), dispatched)
-    from approvals import throttle  # approvals builds on executions, not the reverse
-    from approvals.services import expire_due
-
-    throttle.flush_closed()
     return SweepReport(
-        dispatched=tuple(dispatched), past_deadline=_enforce_deadlines(), expired_approvals=tuple(expire_due())
+        dispatched=tuple(dispatched), past_deadline=_enforce_deadlines(), closed_by_gates=gates.sweep_all()
     )
 
 
@@ -81,6 +77,7 @@ def _enforce_deadlines() -> tuple[int, ...]:
                 DEADLINE[execution.status],
                 actor_label="sweeper",
                 reason=f"deadline {execution.deadline:%Y-%m-%d %H:%M:%S} UTC passed while {execution.status}",
+                code="deadline_passed",
             )
         stopped.append(pk)
     return tuple(stopped)

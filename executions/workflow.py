@@ -1,19 +1,24 @@
 """The small API a workflow is written in.
 
 A workflow reads as the business process: named steps with labels, a model step,
-an approval gate bound to an artifact, effects with business keys::
+gates (an approval bound to an artifact, a wait for a signal), effects with business
+keys::
 
     flow = Workflow("monthly_report", version=1, title="Monthly report", parse_input=..., goal=...)
 
     @flow.step("retrieve_figures", label="Retrieving figures")
     def retrieve(ctx): return {...}
 
-    flow.approval("review", label="Awaiting approval", artifact="report", action="publish_report")
+    flow.gate("review", label="Awaiting approval", spec=Approval(artifact="report", action="publish_report"))
 
-    @flow.effect("publish", label="Publishing", action="publish_report", requires_approval="review")
+    @flow.effect("publish", label="Publishing", action="publish_report", guarded_by="review")
     def publish(ctx): return Effect(key=f"{ctx.ref}:publish:v{...}", args={...}, call=..., lookup=...)
 
-Leases, checkpoints, the ledger, retries and recording happen underneath (runner).
+    flow.wait("confirmation", label="Waiting for the shipment", signal="shipment_confirmed",
+              timeout=lambda input: input["confirm_within_seconds"])
+
+Leases, checkpoints, the ledger, retries and recording happen underneath (runner);
+gates are run by the gate of their spec's kind (executions.gates).
 """
 
 from __future__ import annotations
@@ -22,9 +27,10 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Any, ClassVar
 
 from .errors import InvalidInput
+from .gates import GateSpec
 from .inputs import MAX_CONSTRAINT_LENGTH, MAX_CONSTRAINTS, text_refusal
 from .retry import DEFAULT as DEFAULT_RETRY
 from .retry import RetryPolicy
@@ -35,8 +41,10 @@ JSON = dict[str, Any]
 class StepKind(StrEnum):
     COMPUTE = "compute"  # safe to rerun until checkpointed
     MODEL = "model"  # the response is recorded and never asked again once checkpointed
-    APPROVAL = "approval"  # a person decides on one artifact version
     EFFECT = "effect"  # an external side effect, only through the ledger
+    # Gates (executions.gates): the execution stops until something outside happens.
+    APPROVAL = "approval"  # a person decides on one artifact version (approvals.gate)
+    WAIT = "wait"  # a named signal, or a timer (executions.waits)
 
 
 def parse_constraints(raw: JSON) -> list[str]:
@@ -107,37 +115,36 @@ class ReceiptField:
 class Step:
     name: str
     label: str
-    kind: StepKind
+    kind: str  # a StepKind
     fn: Callable[..., Any] | None = None
     prompt_version: str = ""
-    action: str = ""  # approval: the action it unlocks; effect: the ledger action type
-    artifact: str = ""  # approval: the artifact (by name) the decision binds to
-    requires_approval: str = ""  # effect: the gate whose approved version it must use
+    action: str = ""  # effect: the ledger action type
+    guarded_by: str = ""  # effect: the gate step that must let it through (checked right before the call)
     retry: RetryPolicy = DEFAULT_RETRY
-    approver: ApproverPolicy | None = None  # approval: who may decide, and for how long
+    spec: GateSpec | None = None  # gate: what the gate of kind ``spec.kind`` needs
     receipt_fields: tuple[ReceiptField, ...] = ()  # effect: what the next steps read from its receipt
+
+    @property
+    def is_gate(self) -> bool:
+        return self.spec is not None
 
 
 @dataclass(frozen=True, kw_only=True)
-class ApproverPolicy:
-    """Who may decide an approval gate's request, and what happens when nobody does.
+class WaitFor(GateSpec):
+    """A wait gate's spec: the signal ``signal`` (or, with ``signal=""``, only a timer),
+    for at most ``timeout`` seconds: a number, or a function of the execution's input.
+    Past the timeout, a signal wait needs attention (``waiting_overdue``); a timer
+    simply goes on."""
 
-    ``permission``: the Django permission an approver needs (one per action type).
-    ``group``: optionally, a group the approver must belong to. ``separation_of_duties``:
-    the user who started the execution may not approve it. ``expires_after_seconds``:
-    None for never; on expiry the execution goes to ``needs_attention`` or is
-    cancelled (``on_expiry``).
-    """
+    kind: ClassVar[str] = "wait"
+    signal: str
+    timeout: float | Callable[[JSON], float]
 
-    permission: str = "approvals.decide_approval"
-    group: str = ""
-    separation_of_duties: bool = True
-    expires_after_seconds: float | None = None
-    on_expiry: str = "needs_attention"
-
-    def __post_init__(self) -> None:
-        if self.on_expiry not in ("needs_attention", "cancel"):
-            raise ValueError("on_expiry must be needs_attention or cancel")
+    def timeout_seconds(self, input: JSON) -> float:
+        seconds = self.timeout(input) if callable(self.timeout) else self.timeout
+        if not seconds or seconds <= 0:
+            raise ValueError(f"a wait's timeout must be positive (got {seconds!r})")
+        return float(seconds)
 
 
 @dataclass(kw_only=True)
@@ -167,35 +174,32 @@ class Workflow:
         *,
         label: str,
         action: str,
-        requires_approval: str = "",
+        guarded_by: str = "",
         retry: RetryPolicy = DEFAULT_RETRY,
         receipt: tuple[ReceiptField, ...] = (),
     ) -> Callable:
-        """An external side effect. ``receipt`` names the receipt fields later steps
-        read, so an operator resolving an unknown outcome must supply them."""
+        """An external side effect. ``guarded_by`` names the gate step that must let it
+        through (its gate's ``check_effect`` runs right before the call). ``receipt``
+        names the receipt fields later steps read, so an operator resolving an unknown
+        outcome must supply them."""
         return self._decorator(
             name=name,
             label=label,
             kind=StepKind.EFFECT,
             action=action,
-            requires_approval=requires_approval,
+            guarded_by=guarded_by,
             retry=retry,
             receipt_fields=tuple(receipt),
         )
 
-    def approval(
-        self, name: str, *, label: str, artifact: str, action: str, approver: ApproverPolicy | None = None
-    ) -> None:
-        self._add(
-            Step(
-                name=name,
-                label=label,
-                kind=StepKind.APPROVAL,
-                artifact=artifact,
-                action=action,
-                approver=approver or ApproverPolicy(),
-            )
-        )
+    def gate(self, name: str, *, label: str, spec: GateSpec) -> None:
+        """A gate step, run by the registered gate of kind ``spec.kind``."""
+        self._add(Step(name=name, label=label, kind=spec.kind, spec=spec))
+
+    def wait(self, name: str, *, label: str, signal: str, timeout: float | Callable[[JSON], float]) -> None:
+        """Wait for the signal ``signal`` (``POST …/events`` with ``type: "signal"``) for
+        at most ``timeout`` seconds (a function of the input, or a number)."""
+        self.gate(name, label=label, spec=WaitFor(signal=signal, timeout=timeout))
 
     def compensation(self, action: str) -> Callable:
         """Declare how a done ``action`` would be undone if the execution is cancelled after it.
@@ -218,6 +222,10 @@ class Workflow:
         return register
 
     def _add(self, step: Step) -> None:
+        if step.guarded_by and not any(s.name == step.guarded_by and s.is_gate for s in self.steps):
+            raise ValueError(
+                f"{self.name} v{self.version}: {step.name} is guarded by {step.guarded_by!r}, no gate before it"
+            )
         if any(s.name == step.name for s in self.steps):
             raise ValueError(f"{self.name} v{self.version}: step {step.name!r} declared twice")
         self.steps.append(step)

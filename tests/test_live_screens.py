@@ -167,7 +167,7 @@ def test_the_ledger_says_superseded_not_failed_for_a_plan_that_never_ran(people,
         type="publish_report",
         status=Action.State.FAILED,
         attempts=0,
-        approval_request=request,
+        gate_ref=request.gate_ref,
         last_error=f"approval {request.pk} superseded",
     )
     body = logged_in(people["manager"]).get(f"/executions/{execution.ref}/").content.decode()

@@ -11,10 +11,11 @@ from typing import Any
 
 from django.conf import settings
 
+from approvals.gate import Approval, ApproverPolicy
 from executions import registry
 from executions.errors import InvalidInput
 from executions.retry import RetryPolicy
-from executions.workflow import ApproverPolicy, Effect, Workflow, parse_constraints
+from executions.workflow import Effect, Workflow, parse_constraints
 
 from . import retail, services_client
 
@@ -89,15 +90,17 @@ def draft_report(ctx) -> dict[str, Any]:
     return {"report_version": version, "characters": len(markdown)}
 
 
-flow.approval(
+flow.gate(
     "review",
     label="Awaiting manager approval",
-    artifact="report",
-    action="publish_report",
-    approver=ApproverPolicy(
-        permission="approvals.approve_publish_report",
-        expires_after_seconds=settings.APPROVAL_TTL_SECONDS,
-        on_expiry="needs_attention",  # an operator decides whether to ask again
+    spec=Approval(
+        artifact="report",
+        action="publish_report",
+        approver=ApproverPolicy(
+            permission="approvals.approve_publish_report",
+            expires_after_seconds=settings.APPROVAL_TTL_SECONDS,
+            on_expiry="needs_attention",  # an operator decides whether to ask again
+        ),
     ),
 )
 
@@ -111,7 +114,7 @@ EFFECT_RETRY = RetryPolicy(max_attempts=4, initial_backoff_seconds=1, max_backof
     "publish",
     label="Publishing the approved report",
     action="publish_report",
-    requires_approval="review",
+    guarded_by="review",
     retry=EFFECT_RETRY,
 )
 def publish(ctx) -> Effect:

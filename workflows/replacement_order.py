@@ -18,10 +18,11 @@ from typing import Any
 
 from django.conf import settings
 
+from approvals.gate import Approval, ApproverPolicy
 from artifacts import presenters
 from executions import registry
 from executions.errors import FailureKind, InvalidInput, StepFailure
-from executions.workflow import ApproverPolicy, Effect, ReceiptField, Workflow, parse_constraints
+from executions.workflow import Effect, ReceiptField, Workflow, parse_constraints
 
 from . import orders, services_client
 
@@ -102,15 +103,17 @@ def propose_replacement(ctx) -> dict[str, Any]:
     }
 
 
-flow.approval(
+flow.gate(
     "review",
     label="Awaiting approval of the proposal",
-    artifact="proposal",
-    action="submit_order",
-    approver=ApproverPolicy(
-        permission="approvals.approve_submit_order",
-        expires_after_seconds=settings.APPROVAL_TTL_SECONDS,
-        on_expiry="cancel",  # a stale replacement proposal is dropped, not kept waiting
+    spec=Approval(
+        artifact="proposal",
+        action="submit_order",
+        approver=ApproverPolicy(
+            permission="approvals.approve_submit_order",
+            expires_after_seconds=settings.APPROVAL_TTL_SECONDS,
+            on_expiry="cancel",  # a stale replacement proposal is dropped, not kept waiting
+        ),
     ),
 )
 
@@ -126,7 +129,7 @@ ORDER_ID = ReceiptField(
     "submit_order",
     label="Submitting the approved replacement order",
     action="submit_order",
-    requires_approval="review",
+    guarded_by="review",
     receipt=(ORDER_ID,),
 )
 def submit_order(ctx) -> Effect:

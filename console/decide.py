@@ -17,13 +17,13 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
+from approvals import selectors
+from approvals.services import approval_decide
 from executions import inputs
 from executions.errors import NotFound, ServiceError
 from executions.services import execution_for
-from executions.views import detail_context
 
-from . import selectors
-from .services import approval_decide
+from .views import detail_context
 
 THEN_INBOX = "inbox"
 

@@ -13,10 +13,11 @@ from django.views.decorators.http import require_GET, require_POST
 
 from approvals import services as approval_services
 from artifacts.rendering import render_artifact
+from executions import inputs, registry, selectors, services
+from executions.errors import InvalidInput, NotFound, ServiceError
+from executions.models import Execution, Status
 
-from . import inputs, page, registry, selectors, services
-from .errors import InvalidInput, NotFound, ServiceError
-from .models import Execution, Status
+from . import page
 
 
 def _execution_or_404(ref: str) -> Execution:

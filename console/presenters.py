@@ -12,8 +12,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import registry
-from .models import Action, Execution, ExecutionEvent, Status
+from executions import registry
+from executions.models import Action, Execution, ExecutionEvent, Status
 
 # Receipt fields worth a line of their own; the whole receipt is a click away.
 RECEIPT_HEADLINE = ("reference", "status", "resolved_by", "evidence")
@@ -104,7 +104,7 @@ _NEVER_SENT = {
 }
 
 
-def _ledger_state(action: Action, execution: Execution) -> tuple[str, str, str]:
+def _ledger_state(action: Action, execution: Execution, authoriser: Any) -> tuple[str, str, str]:
     """(label, tone, note) for one action as things stand now."""
     status, here = action.status, execution.current_step == action.step
     if status == Action.State.SUCCEEDED:
@@ -125,9 +125,8 @@ def _ledger_state(action: Action, execution: Execution) -> tuple[str, str, str]:
         return "unknown", "warn", ""
     # failed
     if action.attempts == 0:
-        request = action.approval_request
-        if request is not None and request.status in _NEVER_SENT:
-            label, note = _NEVER_SENT[request.status]
+        if authoriser is not None and authoriser.status in _NEVER_SENT:
+            label, note = _NEVER_SENT[authoriser.status]
             return label, "neutral", note
         if execution.status == Status.CANCELLED:
             return "cancelled — never sent", "neutral", action.last_error
@@ -137,8 +136,14 @@ def _ledger_state(action: Action, execution: Execution) -> tuple[str, str, str]:
     return "failed", "danger", action.last_error
 
 
-def ledger_rows(execution: Execution, actions: Iterable[Action], events: Iterable[ExecutionEvent]) -> list[LedgerRow]:
-    """``actions`` with ``approval_request`` loaded; ``events``: the execution's ``action.*`` events, oldest first."""
+def ledger_rows(
+    execution: Execution,
+    actions: Iterable[Action],
+    events: Iterable[ExecutionEvent],
+    authorisers: dict[str, Any] | None = None,
+) -> list[LedgerRow]:
+    """``events``: the execution's ``action.*`` events, oldest first; ``authorisers``:
+    what authorises actions (approval requests), by ``Action.gate_ref``."""
     lookups: dict[str, list[Item]] = {}
     resolutions: dict[str, Item] = {}
     for ev in events:
@@ -156,7 +161,7 @@ def ledger_rows(execution: Execution, actions: Iterable[Action], events: Iterabl
     fields = receipt_fields_by_step(execution)
     rows = []
     for action in actions:
-        label, tone, note = _ledger_state(action, execution)
+        label, tone, note = _ledger_state(action, execution, (authorisers or {}).get(action.gate_ref))
         rows.append(
             LedgerRow(
                 key=action.key,

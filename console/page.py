@@ -27,9 +27,10 @@ from approvals import audit, policy
 from approvals import selectors as approval_selectors
 from approvals.models import ApprovalRequest, AuditEntry
 from artifacts.models import ArtifactVersion
+from executions import selectors, services
+from executions.models import Action, Execution, ExecutionEvent, Status
 
-from . import presenters, selectors, services
-from .models import Action, Execution, ExecutionEvent, Status
+from . import presenters
 
 EXECUTION_PANELS = ("head", "approval", "operate", "artifact", "timeline", "ledger", "approvals")
 NAV = "nav"
@@ -108,6 +109,11 @@ class Snapshot:
     latest_version_id: int | None
 
     @property
+    def authorisers(self) -> dict[str, ApprovalRequest]:
+        """The approval requests, by the reference the ledger knows them by."""
+        return {r.gate_ref: r for r in self.requests}
+
+    @property
     def pending(self) -> ApprovalRequest | None:
         pending = [r for r in self.requests if r.status == ApprovalRequest.State.PENDING]
         return pending[-1] if pending else None
@@ -117,7 +123,7 @@ def snapshot(execution: Execution) -> Snapshot:
     return Snapshot(
         execution=execution,
         last_event_id=ExecutionEvent.objects.filter(execution=execution).aggregate(m=Max("id"))["m"] or 0,
-        actions=list(execution.actions.select_related("approval_request").order_by("id")),
+        actions=list(execution.actions.order_by("id")),
         requests=list(
             ApprovalRequest.objects.filter(execution=execution)
             .select_related("artifact_version__artifact", "requested_by", "decision__decided_by")
@@ -153,9 +159,13 @@ def execution_stamps(snap: Snapshot) -> dict[str, str]:
             e.status,
             e.current_step,
             [
-                (a.key, a.status, a.attempts, a.receipt is not None, a.approval_request.status)
-                if a.approval_request
-                else (a.key, a.status, a.attempts, a.receipt is not None)
+                (
+                    a.key,
+                    a.status,
+                    a.attempts,
+                    a.receipt is not None,
+                    getattr(snap.authorisers.get(a.gate_ref), "status", ""),
+                )
                 for a in snap.actions
             ],
             snap.last_event_id if unresolved else 0,
@@ -253,7 +263,7 @@ def panel_context(
     ctx["can_resolve"] = execution.status == Status.NEEDS_ATTENTION and operator
     ledger_rows = None
     if {"ledger", "operate"} & set(panels):
-        ledger_rows = presenters.ledger_rows(execution, snap.actions, _action_events(execution))
+        ledger_rows = presenters.ledger_rows(execution, snap.actions, _action_events(execution), snap.authorisers)
         ctx["ledger"] = ledger_rows
         ctx["resolve_cards"] = resolve_cards(ledger_rows, resolve_form)
     if "head" in panels:

@@ -1,6 +1,7 @@
 from django.conf import settings
 
-from .modelclient import get_model_client
+from executions.modelclient import get_model_client
+
 from .page import Nav
 
 

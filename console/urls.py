@@ -1,8 +1,6 @@
 from django.urls import path
 
-from approvals import views as approval_views
-
-from . import views
+from . import decide, views
 
 app_name = "executions"
 
@@ -17,5 +15,5 @@ urlpatterns = [
     path("executions/<str:ref>/resume/", views.execution_resume, name="resume"),
     path("executions/<str:ref>/resolve/", views.action_resolve, name="resolve"),
     path("executions/<str:ref>/redraft/", views.execution_redraft, name="redraft"),
-    path("executions/<str:ref>/approvals/<int:approval_id>/decide/", approval_views.decide, name="decide"),
+    path("executions/<str:ref>/approvals/<int:approval_id>/decide/", decide.decide, name="decide"),
 ]

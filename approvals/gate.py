@@ -1,0 +1,228 @@
+"""The approval gate: a person decides one action on one exact artifact version.
+
+A workflow declares it with ``flow.gate(name, label=…, spec=Approval(artifact=…,
+action=…, approver=ApproverPolicy(…)))`` and guards its effects with
+``guarded_by=name``. The runtime (``executions.gates``) calls it; everything about
+requests, decisions, audit entries and expiry lives in this app.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import ClassVar
+
+from django.db.models import DateTimeField, ExpressionWrapper, Value
+from django.db.models.functions import Now
+
+from artifacts.models import ArtifactVersion
+from executions import gates
+from executions.errors import FailureKind, StepFailure
+from executions.models import Action, Execution
+from executions.workflow import Effect, Step, Workflow
+
+from . import audit, policy, services, throttle
+from .models import ApprovalRequest, AuditEntry
+
+LAPSED = (ApprovalRequest.State.EXPIRED, ApprovalRequest.State.WITHDRAWN, ApprovalRequest.State.SUPERSEDED)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ApproverPolicy:
+    """Who may decide an approval gate's request, and what happens when nobody does.
+
+    ``permission``: the Django permission an approver needs (one per action type).
+    ``group``: optionally, a group the approver must belong to. ``separation_of_duties``:
+    the user who started the execution may not approve it. ``expires_after_seconds``:
+    None for never; on expiry the execution goes to ``needs_attention`` or is
+    cancelled (``on_expiry``).
+    """
+
+    permission: str = "approvals.decide_approval"
+    group: str = ""
+    separation_of_duties: bool = True
+    expires_after_seconds: float | None = None
+    on_expiry: str = "needs_attention"
+
+    def __post_init__(self) -> None:
+        if self.on_expiry not in ("needs_attention", "cancel"):
+            raise ValueError("on_expiry must be needs_attention or cancel")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Approval(gates.GateSpec):
+    """An approval gate's spec: the artifact (by name) the decision binds to, the action
+    it unlocks, and who may decide."""
+
+    kind: ClassVar[str] = "approval"
+    artifact: str
+    action: str
+    approver: ApproverPolicy = field(default_factory=ApproverPolicy)
+
+
+class ApprovalGate(gates.Gate):
+    kind = Approval.kind
+
+    def visit(self, execution: Execution, step: Step):
+        request = (
+            ApprovalRequest.objects.filter(execution=execution, step=step.name, round=execution.round)
+            .select_related("decision__decided_by")
+            .first()
+        )
+        if request is None:
+            return None
+        if request.status in LAPSED:  # resumed after the request lapsed: ask again
+            return gates.Reopen()
+        if request.status != ApprovalRequest.State.APPROVED:
+            # e.g. resumed by an operator while nothing approves it: a person decides.
+            return gates.Attention(
+                f"approval request {request.pk} is {request.status}; no approval to act on", code="approval_lapsed"
+            )
+        decision = request.decision
+        return gates.Passed(
+            {
+                "approval_id": request.pk,
+                "decision": decision.decision,
+                "decided_by": decision.decided_by.get_username(),
+                "artifact_version": request.version,
+                "content_sha256": request.content_sha256,
+                "action": request.action,
+            }
+        )
+
+    def open(self, execution: Execution, step: Step, workflow: Workflow, *, actor_label: str) -> gates.Opened:
+        spec: Approval = step.spec
+        approver = spec.approver
+        ref = execution.context["artifacts"][spec.artifact]
+        version = ArtifactVersion.objects.get(pk=ref["version_pk"])
+        expires = approver.expires_after_seconds
+        request = ApprovalRequest.objects.create(
+            execution=execution,
+            step=step.name,
+            round=execution.round,
+            artifact_version=version,
+            version=version.number,
+            content_sha256=version.sha256,
+            action=spec.action,
+            requested_by=execution.created_by,
+            permission=approver.permission,
+            group=approver.group,
+            separation_of_duties=approver.separation_of_duties,
+            on_expiry=approver.on_expiry,
+            expires_at=ExpressionWrapper(Now() + Value(timedelta(seconds=expires)), output_field=DateTimeField())
+            if expires
+            else None,
+        )
+        audit.record(
+            AuditEntry.Kind.REQUESTED,
+            request=request,
+            actor_label=actor_label,
+            artifact_version=version.number,
+            content_sha256=version.sha256,
+            requested_by=execution.created_by.get_username(),
+            permission=approver.permission,
+            group=approver.group,
+        )
+        return gates.Opened(
+            transition="await_approval",
+            ref=request.gate_ref,
+            event="approval.requested",
+            payload={
+                "approval_id": request.pk,
+                "artifact_id": ref["artifact_id"],
+                "artifact_version": version.number,
+                "content_sha256": version.sha256,
+                "action": spec.action,
+            },
+        )
+
+    def withdraw(self, execution: Execution, *, actor, actor_label: str, reason: str) -> dict:
+        withdrawn = []
+        for request in ApprovalRequest.objects.select_for_update().filter(
+            execution=execution, status=ApprovalRequest.State.PENDING
+        ):
+            services.close_request(
+                request, "withdraw", AuditEntry.Kind.WITHDRAWN, actor=actor, actor_label=actor_label, reason=reason
+            )
+            withdrawn.append(request.pk)
+        return {"withdrawn_approvals": withdrawn}
+
+    def on_new_version(self, version: ArtifactVersion, *, actor_label: str) -> None:
+        services.supersede_older(version, actor_label=actor_label)
+
+    def sweep(self) -> list[int]:
+        throttle.flush_closed()
+        return services.expire_due()
+
+    def pending(self, execution: Execution) -> gates.PendingGate | None:
+        request = (
+            ApprovalRequest.objects.filter(execution=execution, status=ApprovalRequest.State.PENDING)
+            .select_related("artifact_version__artifact")
+            .order_by("-id")
+            .first()
+        )
+        return _pending(request) if request is not None else None
+
+    def pending_many(self, executions: list[Execution]) -> dict[int, gates.PendingGate]:
+        found: dict[int, gates.PendingGate] = {}
+        requests = (
+            ApprovalRequest.objects.filter(execution__in=executions, status=ApprovalRequest.State.PENDING)
+            .select_related("artifact_version__artifact")
+            .order_by("-id")
+        )
+        for request in requests:
+            found.setdefault(request.execution_id, _pending(request))
+        return found
+
+    def check_effect(self, execution: Execution, workflow: Workflow, gate_step: Step, effect: Effect) -> None:
+        """The version about to be used is the one approved (version and sha256), and the
+        approver still holds the authority (skipped once the effect is recorded as done,
+        when nothing will be sent). Refused: PERMISSION, so needs_attention."""
+        spec: Approval = gate_step.spec
+        approval = execution.context.get("state", {}).get(gate_step.name)
+        ref = execution.context.get("artifacts", {}).get(spec.artifact)
+        if not approval or approval.get("decision") != "approve" or ref is None:
+            raise StepFailure(FailureKind.PERMISSION, f"an approval from {gate_step.name} is needed first")
+        # The newest version of the artifact, whoever made it: an edit after the
+        # approval must not ride on it.
+        version = ArtifactVersion.objects.filter(artifact_id=ref["artifact_pk"]).order_by("-number").first()
+        if (version.number, version.sha256) != (approval["artifact_version"], approval["content_sha256"]):
+            raise StepFailure(
+                FailureKind.PERMISSION,
+                f"approved V{approval['artifact_version']} ({approval['content_sha256'][:12]}) "
+                f"but the current artifact is V{version.number} ({version.sha256[:12]})",
+            )
+        if Action.objects.filter(key=effect.key, status=Action.State.SUCCEEDED).exists():
+            return
+        request = ApprovalRequest.objects.select_related("decision__decided_by").get(pk=approval["approval_id"])
+        approver = request.decision.decided_by
+        refused = policy.refusal(approver, request)
+        if refused:
+            raise StepFailure(
+                FailureKind.PERMISSION,
+                f"the approver lost the authority: the approval of V{request.version} by "
+                f"{approver.get_username()} no longer holds ({refused})",
+            )
+
+
+def _pending(request: ApprovalRequest) -> gates.PendingGate:
+    artifact = request.artifact_version.artifact.ref
+    return gates.PendingGate(
+        kind=Approval.kind,
+        step=request.step,
+        ref=request.gate_ref,
+        waiting_for=f"a decision to {request.action.replace('_', ' ')} {artifact} V{request.version}",
+        since=request.created_at,
+        until=request.expires_at,
+        details={
+            "id": request.pk,
+            "artifact_id": artifact,
+            "artifact_version": request.version,
+            "content_sha256": request.content_sha256,
+            "action": request.action,
+            "expires_at": request.expires_at,
+        },
+    )
+
+
+gates.register(ApprovalGate())

@@ -1,0 +1,76 @@
+"""The Task API, assembled: the runtime's endpoints (executions.api) and approvals'
+(approvals.api) under one schema at /api/, with one error contract.
+
+401 without credentials, 403 without authority, 409 when the state doesn't allow it,
+422 naming the field for malformed input (nothing is written in that case), 429 with
+``Retry-After`` past a burst of refused decisions. docs/api.md has the whole contract.
+"""
+
+from __future__ import annotations
+
+from django.http import HttpRequest
+from ninja import NinjaAPI
+from ninja.errors import AuthenticationError, HttpError, ValidationError
+
+from approvals.api import router as approvals_router
+from executions.api import BearerToken, BrowserSession
+from executions.api import router as executions_router
+from executions.errors import InvalidInput, RateLimited, ServiceError
+
+api = NinjaAPI(
+    title="keel Task API",
+    version="1",
+    description="Start, follow, decide, signal and cancel durable agent executions.",
+    auth=[BearerToken(), BrowserSession()],
+    urls_namespace="api",
+)
+api.add_router("", executions_router)
+api.add_router("", approvals_router)
+
+
+@api.exception_handler(ServiceError)
+def _service_error(request: HttpRequest, exc: ServiceError):
+    if isinstance(exc, InvalidInput):
+        loc = ["body", *exc.field.split(".")]
+        return api.create_response(
+            request, {"detail": [{"loc": loc, "msg": exc.reason, "type": "value_error"}]}, status=422
+        )
+    response = api.create_response(request, {"detail": exc.message, **exc.detail}, status=exc.status_code)
+    if isinstance(exc, RateLimited):
+        response["Retry-After"] = str(exc.retry_after)
+    return response
+
+
+@api.exception_handler(ValidationError)
+def _validation_error(request: HttpRequest, exc: ValidationError):
+    """422 with ``loc`` naming the field from the body's root (``["body", "receipt",
+    "order_id"]``), the same shape a service's InvalidInput answers: django-ninja's
+    name for the body parameter (``payload``) is ours, not the client's, and so is the
+    name of the variant of a tagged union (``DecisionEventIn``)."""
+    detail = []
+    for error in exc.errors:
+        loc = list(error.get("loc", []))
+        if loc[:2] == ["body", "payload"]:
+            loc = ["body", *loc[2:]]
+            if len(loc) > 1 and loc[1] in _EVENT_TAGS:
+                loc = ["body", *loc[2:]]
+        detail.append({**error, "loc": loc})
+    return api.create_response(request, {"detail": detail}, status=422)
+
+
+# The tags pydantic puts in ``loc`` for a tagged union's variant (the events endpoint).
+_EVENT_TAGS = {"approval.decision", "signal"}
+
+
+@api.exception_handler(HttpError)
+def _http_error(request: HttpRequest, exc: HttpError):
+    if exc.status_code == 400 and str(exc).startswith("Cannot parse request body"):
+        # Malformed input is a 422 everywhere in this API, an unparseable body included.
+        detail = [{"loc": ["body"], "msg": "the request body is not valid JSON", "type": "json_invalid"}]
+        return api.create_response(request, {"detail": detail}, status=422)
+    return api.create_response(request, {"detail": str(exc)}, status=exc.status_code)
+
+
+@api.exception_handler(AuthenticationError)
+def _unauthenticated(request: HttpRequest, exc: AuthenticationError):
+    return api.create_response(request, {"detail": "authentication required: a session or a Bearer token"}, status=401)

@@ -1,0 +1,231 @@
+"""The wait gate: an execution waits for a named signal, or a timer, without a worker.
+
+``flow.wait(name, label=…, signal="shipment_confirmed", timeout=…)`` parks the
+execution in ``waiting`` with a ``Wait`` row. A signal (``POST /api/executions/{id}/
+events`` with ``type: "signal"``, or an operator's form) wakes it exactly once: the
+same ``event_id`` again answers the same and changes nothing; a name it isn't waiting
+for, or a wait that already timed out, is a Conflict (signals are never buffered).
+The payload becomes the step's output. Past the timeout the sweeper closes the wait:
+a signal wait needs attention (``waiting_overdue``), a timer goes on.
+
+``Wait.status`` changes only in ``_close``, with its event, in the caller's transaction.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
+from django.db.models import DateTimeField, ExpressionWrapper, Value
+from django.db.models.functions import Now
+from django.utils import timezone
+
+from . import dispatch, gates, lifecycle
+from .errors import Conflict, Forbidden
+from .models import Execution, Status, Wait
+from .services import OPERATE, execution_for
+from .workflow import Step, WaitFor, Workflow
+
+SWEEP_BATCH = 200
+
+
+class WaitGate(gates.Gate):
+    kind = WaitFor.kind
+
+    def visit(self, execution: Execution, step: Step):
+        wait = Wait.objects.filter(execution=execution, step=step.name, round=execution.round).first()
+        if wait is None:
+            return None
+        if wait.status == Wait.State.RECEIVED:
+            return gates.Passed(
+                {
+                    "signal": wait.signal,
+                    "payload": wait.payload,
+                    "event_id": wait.event_id,
+                    "sent_by": wait.sent_by.get_username() if wait.sent_by else "",
+                    "received_at": wait.closed_at.isoformat() if wait.closed_at else None,
+                }
+            )
+        # Timed out, withdrawn, or left open by a deadline, and an operator resumed it: wait again.
+        return gates.Reopen()
+
+    def open(self, execution: Execution, step: Step, workflow: Workflow, *, actor_label: str) -> gates.Opened:
+        spec: WaitFor = step.spec
+        seconds = spec.timeout_seconds(execution.input)
+        for stale in Wait.objects.select_for_update().filter(execution=execution, status=Wait.State.WAITING):
+            _close(stale, "withdraw", execution, actor_label=actor_label, reason="a new wait replaced it")
+        wait = Wait.objects.create(
+            execution=execution,
+            step=step.name,
+            round=execution.round,
+            signal=spec.signal,
+            due_at=ExpressionWrapper(Now() + Value(timedelta(seconds=seconds)), output_field=DateTimeField()),
+        )
+        return gates.Opened(
+            transition="wait",
+            ref=f"wait:{wait.pk}",
+            event="wait.opened",
+            payload={"wait_id": wait.pk, "signal": spec.signal, "timeout_seconds": seconds},
+        )
+
+    def withdraw(self, execution: Execution, *, actor, actor_label: str, reason: str) -> dict:
+        withdrawn = []
+        for wait in Wait.objects.select_for_update().filter(execution=execution, status=Wait.State.WAITING):
+            _close(wait, "withdraw", execution, actor=actor, actor_label=actor_label, reason=reason)
+            withdrawn.append(wait.pk)
+        return {"withdrawn_waits": withdrawn} if withdrawn else {}
+
+    def sweep(self) -> list[int]:
+        """Waits past their timeout: a signal wait → needs_attention (waiting_overdue); a timer → on."""
+        closed = []
+        due = Wait.objects.filter(status=Wait.State.WAITING, due_at__lte=Now()).order_by("due_at")
+        for pk, execution_id in due.values_list("pk", "execution_id")[:SWEEP_BATCH]:
+            with transaction.atomic():
+                execution = Execution.objects.select_for_update(no_key=True).get(pk=execution_id)
+                wait = Wait.objects.select_for_update().get(pk=pk)
+                if wait.status != Wait.State.WAITING:
+                    continue
+                here = execution.status == Status.WAITING and execution.current_step == wait.step
+                if not wait.signal:
+                    _close(wait, "receive", execution, actor_label="sweeper", payload={"timer": True})
+                    if here:
+                        lifecycle.apply(execution, "wake", actor_label="sweeper", payload={"wait_id": wait.pk})
+                        dispatch.dispatch_on_commit(execution.pk)
+                    closed.append(pk)
+                    continue
+                reason = f"no signal {wait.signal} by {wait.due_at:%Y-%m-%d %H:%M:%S} UTC (the wait's timeout)"
+                _close(wait, "time_out", execution, actor_label="sweeper", reason=reason)
+                if here:
+                    lifecycle.apply(execution, "flag", actor_label="sweeper", reason=reason, code="waiting_overdue")
+            closed.append(pk)
+        return closed
+
+    def pending(self, execution: Execution) -> gates.PendingGate | None:
+        wait = Wait.objects.filter(execution=execution, status=Wait.State.WAITING).order_by("-id").first()
+        return _pending(wait) if wait is not None else None
+
+    def pending_many(self, executions: list[Execution]) -> dict[int, gates.PendingGate]:
+        found: dict[int, gates.PendingGate] = {}
+        for wait in Wait.objects.filter(execution__in=executions, status=Wait.State.WAITING).order_by("-id"):
+            found.setdefault(wait.execution_id, _pending(wait))
+        return found
+
+
+def _pending(wait: Wait) -> gates.PendingGate:
+    return gates.PendingGate(
+        kind=WaitFor.kind,
+        step=wait.step,
+        ref=f"wait:{wait.pk}",
+        waiting_for=f"the signal {wait.signal}" if wait.signal else "a timer",
+        since=wait.opened_at,
+        until=wait.due_at,
+        details={"wait_id": wait.pk, "signal": wait.signal, "due_at": wait.due_at},
+    )
+
+
+def signal_deliver(
+    *,
+    ref: str,
+    user: AbstractBaseUser,
+    name: str,
+    payload: Any,
+    event_id: str,
+    reason: str = "",
+) -> dict[str, str]:
+    """Deliver the signal ``name`` to execution ``ref``: operators and the user who
+    started it. Wakes it exactly once; the same ``event_id`` again answers the same
+    body and changes nothing. Raises Forbidden, NotFound, Conflict (not waiting for
+    ``name``, or the event_id was used for another signal)."""
+    execution = execution_for(ref)
+    if not (user.has_perm(OPERATE) or execution.created_by_id == user.pk):
+        raise Forbidden("only operators or the user who started it may signal it")
+    replayed = _replay(event_id, execution, name)
+    if replayed is not None:
+        return replayed
+    with transaction.atomic():
+        execution = Execution.objects.select_for_update(no_key=True).get(pk=execution.pk)
+        replayed = _replay(event_id, execution, name)  # the same post, raced in
+        if replayed is not None:
+            return replayed
+        wait = (
+            Wait.objects.select_for_update()
+            .filter(execution=execution, step=execution.current_step, status=Wait.State.WAITING)
+            .first()
+        )
+        if execution.status != Status.WAITING or wait is None or wait.signal != name:
+            raise Conflict(_not_waiting(execution, name), status=execution.status)
+        _close(
+            wait,
+            "receive",
+            execution,
+            actor=user,
+            payload=payload,
+            event_id=event_id,
+            sent_by=user,
+            reason=reason,
+        )
+        lifecycle.apply(execution, "wake", actor=user, payload={"signal": name, "event_id": event_id})
+        wait.execution_status = execution.status
+        wait.save(update_fields=["execution_status"])
+        dispatch.dispatch_on_commit(execution.pk)
+    return {"event_id": event_id, "execution_status": execution.status}
+
+
+def _replay(event_id: str, execution: Execution, name: str) -> dict[str, str] | None:
+    previous = Wait.objects.filter(event_id=event_id).first()
+    if previous is None:
+        return None
+    if previous.execution_id != execution.pk or previous.signal != name:
+        raise Conflict(f"event_id {event_id} was already used for another signal")
+    return {"event_id": event_id, "execution_status": previous.execution_status}
+
+
+def _not_waiting(execution: Execution, name: str) -> str:
+    waiting = Wait.objects.filter(execution=execution, status=Wait.State.WAITING).order_by("-id").first()
+    if execution.status == Status.WAITING and waiting is not None:
+        now = f"it waits for {waiting.signal}" if waiting.signal else "it waits for a timer"
+        return f"{execution.ref} is not waiting for the signal {name} ({now})"
+    last = Wait.objects.filter(execution=execution, signal=name).order_by("-id").first()
+    if last is not None and last.status == Wait.State.TIMED_OUT:
+        return f"{execution.ref} stopped waiting for {name}: the wait timed out (signals are not kept for later)"
+    return f"{execution.ref} is {execution.status}, not waiting for the signal {name}"
+
+
+def _close(
+    wait: Wait,
+    transition: str,
+    execution: Execution,
+    *,
+    actor: AbstractBaseUser | None = None,
+    actor_label: str = "",
+    reason: str = "",
+    **fields: Any,
+) -> None:
+    """The one writer of ``Wait.status``: apply ``transition``, save, append the event."""
+    before = wait.status
+    getattr(wait, transition)()
+    wait.closed_at = timezone.now()
+    wait.reason = reason
+    for name, value in fields.items():
+        setattr(wait, name, value)
+    wait.save(update_fields=["status", "closed_at", "reason", *fields])
+    lifecycle.record(
+        execution,
+        f"wait.{wait.status}",
+        step=wait.step,
+        actor=actor,
+        actor_label=actor_label,
+        payload={
+            "wait_id": wait.pk,
+            "signal": wait.signal,
+            "from": before,
+            "to": wait.status,
+            **({"reason": reason} if reason else {}),
+            **({"event_id": wait.event_id} if wait.event_id else {}),
+        },
+    )
+
+
+gates.register(WaitGate())

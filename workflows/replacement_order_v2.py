@@ -1,0 +1,92 @@
+"""Version 2 of the replacement order: the customer hears only once the shipment is confirmed.
+
+load the original order → propose the replacement → a manager approves that exact
+version → submit it through the ledger → record the order id → **wait for the signal
+``shipment_confirmed``** (at most ``confirm_within_seconds``, default 7 days; past it
+the execution needs attention, ``waiting_overdue``) → tell the customer, with the
+tracking reference the signal carried → completed.
+
+New executions pin version 2; those started on version 1 finish on version 1 (both
+stay registered). Every step but the wait and the confirmation is version 1's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from executions import registry
+from executions.errors import InvalidInput
+from executions.inputs import DB_INT_MAX
+from executions.workflow import Effect, Workflow
+
+from . import replacement_order as v1
+from . import services_client
+
+CONFIRM_WITHIN_DEFAULT = 7 * 24 * 3600
+SIGNAL = "shipment_confirmed"
+ALLOWED_FIELDS = (*v1.ALLOWED_FIELDS, "confirm_within_seconds")
+
+
+def parse_input(raw: dict[str, Any]) -> dict[str, Any]:
+    unknown = set(raw) - set(ALLOWED_FIELDS)
+    if unknown:
+        raise InvalidInput(f"input.{min(unknown)}", f"unknown field (allowed: {', '.join(ALLOWED_FIELDS)})")
+    within = raw.get("confirm_within_seconds", CONFIRM_WITHIN_DEFAULT)
+    if isinstance(within, bool) or not isinstance(within, int) or not 1 <= within <= DB_INT_MAX:
+        raise InvalidInput(
+            "input.confirm_within_seconds",
+            f"an integer number of seconds from 1 to {DB_INT_MAX} (default {CONFIRM_WITHIN_DEFAULT}, 7 days)",
+        )
+    parsed = v1.parse_input({k: v for k, v in raw.items() if k != "confirm_within_seconds"})
+    return {**parsed, "confirm_within_seconds": within}
+
+
+flow = registry.register(
+    Workflow(
+        name=v1.flow.name,
+        version=2,
+        title=v1.flow.title,
+        parse_input=parse_input,
+        deadline_seconds=v1.flow.deadline_seconds,
+        goal=v1.flow.goal,
+        constraints=lambda data: [
+            *v1.flow.constraints(data),
+            "Tell the customer only after the shipment is confirmed, with its tracking reference.",
+        ],
+        steps=[s for s in v1.flow.steps if s.name != "confirm"],
+        compensations=dict(v1.flow.compensations),
+    )
+)
+
+flow.wait(
+    "shipment",
+    label="Waiting for the shipment confirmation",
+    signal=SIGNAL,
+    timeout=lambda data: data["confirm_within_seconds"],
+)
+
+
+@flow.effect("confirm", label="Confirming the replacement to the customer", action="notify_customer")
+def confirm(ctx) -> Effect:
+    proposal = ctx.artifact("proposal")
+    order = ctx.state["load_order"]
+    order_id = ctx.state["record_order"]["order_id"]
+    shipment = ctx.state["shipment"].get("payload")
+    tracking = shipment.get("tracking") if isinstance(shipment, dict) else None
+    lines = [f"{i['qty']} × {i['name']}" for i in ctx.state["propose_replacement"]["items"]]
+    shipped = f" It has shipped (tracking {tracking})." if tracking else " It has shipped."
+    return Effect(
+        key=f"{ctx.ref}:confirm:v{proposal['version']}",
+        args={
+            "channel": "email",
+            "to": [order["customer"]["email"]],
+            "subject": f"Your replacement order {order_id} for {order['order_id']}",
+            "body": (
+                f"Dear {order['customer']['name']}, we are sorry some items of order {order['order_id']} arrived "
+                f"damaged. Replacement order {order_id} ({', '.join(lines)}) ships to your address at no charge."
+                f"{shipped}"
+            ),
+        },
+        call=services_client.notify,
+        lookup=services_client.find_notification,
+    )
