@@ -12,7 +12,7 @@ from typing import Any
 
 from django.http import HttpRequest, HttpResponse
 from ninja import NinjaAPI, Schema
-from ninja.errors import AuthenticationError, HttpError
+from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.security import HttpBearer, SessionAuth
 
 from approvals.services import approval_decide, execution_redraft
@@ -88,6 +88,20 @@ def _http_error(request: HttpRequest, exc: HttpError):
         detail = [{"loc": ["body"], "msg": "the request body is not valid JSON", "type": "json_invalid"}]
         return api.create_response(request, {"detail": detail}, status=422)
     return api.create_response(request, {"detail": str(exc)}, status=exc.status_code)
+
+
+@api.exception_handler(ValidationError)
+def _validation_error(request: HttpRequest, exc: ValidationError):
+    """422 with ``loc`` naming the field from the body's root (``["body", "receipt",
+    "order_id"]``), the same shape a service's InvalidInput answers: django-ninja's
+    name for the body parameter (``payload``) is ours, not the client's."""
+    detail = []
+    for error in exc.errors:
+        loc = list(error.get("loc", []))
+        if loc[:1] == ["body"] and loc[1:2] == ["payload"]:
+            loc = ["body", *loc[2:]]
+        detail.append({**error, "loc": loc})
+    return api.create_response(request, {"detail": detail}, status=422)
 
 
 @api.exception_handler(AuthenticationError)
