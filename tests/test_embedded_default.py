@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from tests.support.stack import ROOT, Proc, free_port, http, wait_for
+from tests.support.procs import ROOT, Proc, free_port, http, wait_for
 
 PY = sys.executable
 

@@ -18,7 +18,8 @@ import anthropic
 import openai
 import pytest
 
-from tests.support.stack import Stack, http
+from tests.support.procs import http
+from tests.support.stack import Stack
 from workflows import orders as order_catalogue
 
 TICKETS = ["TCK-1001", "TCK-1002", "TCK-1003", "TCK-1004", "TCK-1005"]
