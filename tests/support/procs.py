@@ -71,7 +71,7 @@ def responds(url: str) -> bool:
 
 def keel_env(**values: str) -> dict[str, str]:
     """This process's environment for keel's processes: ``config.settings``, unbuffered
-    output, 3 s leases swept every second (a dead worker's execution is taken over in
+    output, 3 s leases swept every second and 3 s effect timeouts (a crash is noticed in
     seconds), then ``values``. Never pytest's async switch nor this process's failpoints."""
     env = {k: v for k, v in os.environ.items() if k not in ("DJANGO_ALLOW_ASYNC_UNSAFE", "RUNTIME_FAILPOINTS")}
     return {
