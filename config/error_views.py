@@ -1,4 +1,5 @@
-"""Error pages: styled, with a way back, and JSON under ``/api/``.
+"""Error pages: styled, with a way back. Under ``/api/`` the edge middleware answers
+JSON instead (config.middleware), so these render HTML only.
 
 ``server_error`` renders without the request's context processors: whatever broke
 (the database, a template) must not break the error page too.
@@ -6,26 +7,11 @@
 
 from __future__ import annotations
 
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse
 from django.template import loader
-
-API_PREFIX = "/api/"
-
-_DETAIL = {
-    400: "the request could not be understood",
-    403: "you don't have permission for this",
-    404: "not found",
-    500: "internal error: the problem is logged",
-}
-
-
-def _api(request: HttpRequest) -> bool:
-    return request.path.startswith(API_PREFIX)
 
 
 def _page(request: HttpRequest, status: int, title: str, message: str) -> HttpResponse:
-    if _api(request):
-        return JsonResponse({"detail": _DETAIL[status]}, status=status)
     template = loader.get_template("error.html")
     context = {"status": status, "title": title, "message": message, "path": request.path[:200]}
     return HttpResponse(template.render(context, request), status=status)
@@ -49,7 +35,5 @@ def page_not_found(request: HttpRequest, exception: Exception | None = None) -> 
 
 
 def server_error(request: HttpRequest) -> HttpResponse:
-    if _api(request):
-        return JsonResponse({"detail": _DETAIL[500]}, status=500)
     template = loader.get_template("500.html")
     return HttpResponse(template.render({}), status=500)  # no request: no context processors

@@ -38,10 +38,8 @@ import contextlib
 import os
 import random
 import re
-import shutil
 import signal
 import socket
-import subprocess
 import sys
 import tempfile
 import threading
@@ -54,8 +52,10 @@ from typing import Any
 import psycopg
 import requests
 
-ROOT = Path(__file__).resolve().parents[1]
-BIN = Path(sys.executable).parent
+# Run as `python scripts/chaos.py`: the repository's root holds the shared process harness.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tests.support.procs import Proc, Processes, free_port, http, keel_env, manage, worker_ready  # noqa: E402
 
 TERMINAL = {"completed", "failed", "cancelled"}
 # Statuses an execution may legitimately rest in at the end of a run.
@@ -73,39 +73,6 @@ def log(msg: str) -> None:
     print(f"[chaos {time.strftime('%H:%M:%S')}] {msg}", flush=True)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def http(token: str | None = None) -> requests.Session:
-    session = requests.Session()
-    session.trust_env = False
-    if token:
-        session.headers["Authorization"] = f"Bearer {token}"
-    return session
-
-
-def responds(url: str) -> bool:
-    try:
-        http().get(url, timeout=1)
-        return True
-    except requests.RequestException:
-        return False
-
-
-def wait_for(predicate, *, timeout: float, what: str, interval: float = 0.2):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(interval)
-
-
 def pk(ref: str) -> int:
     """RUN_0042 → 42."""
     return int(ref.removeprefix("RUN_"))
@@ -114,124 +81,42 @@ def pk(ref: str) -> int:
 # --- child processes
 
 
-_SETPRIV = shutil.which("setpriv")
+class Stack(Processes):
+    """keel's processes (tests/support/procs.py) on a Redis of their own, which the run
+    SIGKILLs and restarts, with ``workers`` workers replaced as a supervisor would."""
 
-
-class Proc:
-    """One child process, its output in a log file. Started from the main thread only."""
-
-    def __init__(self, name: str, args: list[str], env: dict[str, str], log_path: Path) -> None:
-        self.name, self.log_path = name, log_path
-        self.killed = False  # by us (chaos or cleanup), as opposed to exiting on its own
-        self.noticed = False
-        self._out = open(log_path, "ab")  # noqa: SIM115 (closed in kill())
-        # setpriv --pdeathsig: the child is SIGKILLed if this script dies without cleaning up.
-        prefix = [_SETPRIV, "--pdeathsig", "KILL", "--"] if _SETPRIV else []
-        self.popen = subprocess.Popen(
-            prefix + args, cwd=ROOT, env=env, stdout=self._out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
-        )
-
-    @property
-    def pid(self) -> int:
-        return self.popen.pid
-
-    def alive(self) -> bool:
-        return self.popen.poll() is None
-
-    def kill(self) -> None:
-        self.killed = True
-        if self.alive():
-            self.popen.send_signal(signal.SIGKILL)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.popen.wait(timeout=10)
-        self._out.close()
-
-    def terminate(self) -> None:
-        self.killed = True
-        if self.alive():
-            self.popen.terminate()
-
-    def output(self) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")
-        except OSError:
-            return ""
-
-
-class Stack:
     def __init__(self, tmp: Path, database_url: str, workers: int) -> None:
-        self.tmp = tmp
-        self.logs = tmp / "logs"
-        self.logs.mkdir()
-        self.procs: list[Proc] = []
         self.workers: list[Proc] = []
         self.n_workers = workers
         self.worker_serial = 0
+        self.noticed: set[int] = set()  # pids of workers already reported as exited on their own
         self.redis: Proc | None = None
-        self.redis_serial = 0
         self.redis_port = free_port()
-        self.sandbox_port = free_port()
-        self.web_port = free_port()
         self.broker_url = f"redis://127.0.0.1:{self.redis_port}/0"
-        self.sandbox_url = f"http://127.0.0.1:{self.sandbox_port}"
-        self.web_url = f"http://127.0.0.1:{self.web_port}"
-        env = dict(os.environ)
-        # Whatever the caller runs under (pytest's settings, failpoints, another
-        # database) must not leak into the chaos stack.
-        for name in (
-            "DJANGO_ALLOW_ASYNC_UNSAFE",
-            "RUNTIME_FAILPOINTS",
-            "RUNTIME_FAILPOINT_DIR",
-            "KEEL_TEST_DB_NAME",
-            "KEEL_ARTIFACTS_S3_BUCKET",
-            "RUNTIME_SLICE_SECONDS",
-        ):
-            env.pop(name, None)
-        env.update(
-            DJANGO_SETTINGS_MODULE="config.settings",
+        env = keel_env(
             DATABASE_URL=database_url,
             CELERY_BROKER_URL=self.broker_url,
-            SANDBOX_URL=self.sandbox_url,
             KEEL_VAR_DIR=str(tmp / "var"),
             KEEL_ARTIFACTS_ROOT=str(tmp / "var" / "artifacts"),
-            RUNTIME_LEASE_SECONDS="3",
-            RUNTIME_SWEEP_SECONDS="1",
-            RUNTIME_EFFECT_TIMEOUT_SECONDS="3",
-            PYTHONUNBUFFERED="1",
         )
-        self.env = env
-
-    def _start(self, name: str, args: list[str]) -> Proc:
-        proc = Proc(name, args, self.env, self.logs / f"{name}.log")
-        self.procs.append(proc)
-        return proc
+        # Whatever the caller runs under (pytest's settings, another database) must not
+        # leak into the chaos stack.
+        for name in ("RUNTIME_FAILPOINT_DIR", "KEEL_TEST_DB_NAME", "KEEL_ARTIFACTS_S3_BUCKET", "RUNTIME_SLICE_SECONDS"):
+            env.pop(name, None)
+        (tmp / "logs").mkdir()
+        super().__init__(tmp, env, log_dir=tmp / "logs")
 
     def manage(self, *args: str) -> str:
-        """Run a management command to completion; its stdout, or an error with its output."""
-        result = subprocess.run(
-            [str(BIN / "python"), "manage.py", *args],
-            cwd=ROOT,
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
-        )
-        with open(self.logs / "manage.log", "a") as f:
-            f.write(f"$ manage.py {' '.join(args)}\n{result.stdout}{result.stderr}\n")
-        if result.returncode != 0:
-            raise RuntimeError(f"manage.py {' '.join(args)} failed:\n{result.stdout}{result.stderr}")
-        return result.stdout
+        return manage(*args, env=self.env, log=self.log_dir / "manage.log")
 
     # redis
 
     def start_redis(self) -> None:
-        self.redis_serial += 1
-        self.redis = self._start(
-            f"redis-{self.redis_serial}",
+        self.redis = self.start(
+            "redis",
             ["redis-server", "--port", str(self.redis_port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
         )
-        wait_for(self._redis_pings, timeout=20, what="redis to answer")
+        self.redis.wait_until(self._redis_pings, timeout=20, what="redis to answer")
 
     def _redis_pings(self) -> bool:
         try:
@@ -247,55 +132,11 @@ class Stack:
         time.sleep(down_seconds)
         self.start_redis()
 
-    # the rest
-
-    def start_sandbox(self) -> None:
-        self._start(
-            "sandbox",
-            [
-                str(BIN / "python"),
-                "manage.py",
-                "runsandbox",
-                "--port",
-                str(self.sandbox_port),
-                "--db",
-                str(self.tmp / "sandbox.sqlite3"),
-            ],
-        )
-        wait_for(lambda: responds(f"{self.sandbox_url}/_health"), timeout=60, what="the sandbox to listen")
-
-    def start_web(self) -> None:
-        self._start(
-            "web",
-            [str(BIN / "python"), "manage.py", "runserver", f"127.0.0.1:{self.web_port}", "--noreload", "--insecure"],
-        )
-        wait_for(lambda: responds(f"{self.web_url}/login/"), timeout=60, what="the web server to listen")
-
-    def start_beat(self) -> None:
-        self._start(
-            "beat", [str(BIN / "celery"), "-A", "config", "beat", "--loglevel=INFO", "-s", str(self.tmp / "beat")]
-        )
+    # workers
 
     def start_worker(self) -> Proc:
         self.worker_serial += 1
-        name = f"chaos{self.worker_serial}"
-        # INFO (not WARNING) so a log shows "ready." and what each worker was doing when it died.
-        proc = self._start(
-            f"worker-{name}",
-            [
-                str(BIN / "celery"),
-                "-A",
-                "config",
-                "worker",
-                "--pool=solo",
-                "-n",
-                f"{name}@%h",
-                "--without-gossip",
-                "--without-mingle",
-                "--without-heartbeat",
-                "--loglevel=INFO",
-            ],
-        )
+        proc = self.worker(f"chaos{self.worker_serial}", ready=False)
         self.workers.append(proc)
         return proc
 
@@ -304,23 +145,13 @@ class Stack:
 
     def exited_on_their_own(self) -> list[Proc]:
         """Workers that died without our SIGKILL, each reported once (a supervisor restarts them)."""
-        found = [w for w in self.workers if not w.killed and not w.noticed and not w.alive()]
-        for w in found:
-            w.noticed = True
+        found = [w for w in self.workers if not w.killed and w.pid not in self.noticed and not w.alive()]
+        self.noticed.update(w.pid for w in found)
         return found
 
     def top_up_workers(self) -> None:
         for _ in range(self.n_workers - len(self.live_workers())):
             self.start_worker()
-
-    def close(self) -> None:
-        for proc in self.procs:
-            proc.terminate()
-        deadline = time.monotonic() + 10
-        for proc in self.procs:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.popen.wait(timeout=max(0.1, deadline - time.monotonic()))
-            proc.kill()
 
 
 # --- database
@@ -574,18 +405,13 @@ def run(args: argparse.Namespace) -> int:
             u: stack.manage("create_api_token", u).strip().splitlines()[-1].strip() for u in ("requester", "manager")
         }
         stack.start_redis()
-        stack.start_sandbox()
-        stack.start_web()
-        stack.start_beat()
+        stack.sandbox()
+        stack.web()
+        stack.beat()
         for _ in range(args.workers):
             stack.start_worker()
-        wait_for(
-            lambda: all("ready." in w.output() for w in stack.workers) or not all(w.alive() for w in stack.workers),
-            timeout=60,
-            what="the workers to be ready",
-        )
-        if not all(w.alive() for w in stack.workers):
-            raise RuntimeError("a worker died on startup:\n" + "\n".join(w.output()[-3000:] for w in stack.workers))
+        for worker in stack.workers:
+            worker_ready(worker)
         log(
             f"stack up in {time.monotonic() - t0:.1f}s: web {stack.web_url}, sandbox {stack.sandbox_url}, redis {stack.broker_url}"
         )
@@ -754,7 +580,7 @@ def report(
         if body["status"] not in RESTING:
             odd.append(body)
 
-    stats = http().get(f"{stack.sandbox_url}/_stats", timeout=30).json()
+    stats = stack.sandbox_stats()
     keys = stats.get("keys", {})
     duplicates = {k: v["effects"] for k, v in keys.items() if v.get("effects", 0) > 1}
     duplicate_effects = sum(max(0, v.get("effects", 0) - 1) for v in keys.values())
@@ -795,7 +621,7 @@ def report(
         f"time: {time.monotonic() - t0:.0f}s total, {chaos_seconds:.0f}s under chaos, {grace_seconds:.0f}s grace"
         + (" (timed out)" if timed_out else "")
     )
-    print(f"logs: {stack.logs}")
+    print(f"logs: {stack.log_dir}")
     print(f"database: {stack.env['DATABASE_URL']}")
 
     for line in lost:
@@ -818,7 +644,7 @@ def report(
         print(f"  exited on its own: {line}")
     if not redis_restarted:
         print("  note: redis was never restarted (the run ended first)")
-    worker_problems = scan_logs(stack.logs)
+    worker_problems = scan_logs(stack.log_dir)
     if worker_problems:
         print("log lines at ERROR/CRITICAL or with a traceback (distinct messages, most frequent first):")
         for message, n in worker_problems.most_common(15):
@@ -841,7 +667,7 @@ def scan_logs(logs: Path) -> Counter[str]:
     for path in sorted(logs.glob("*.log")):
         if path.name.startswith("redis") or path.name == "manage.log":
             continue
-        kind = re.sub(r"\d+$", "", path.stem)
+        kind = re.sub(r"[\d-]+$", "", path.stem)  # worker-chaos3-7 -> worker-chaos
         for line in path.read_text(errors="replace").splitlines():
             if (
                 " ERROR " in line

@@ -12,7 +12,8 @@ from django.core.management import call_command
 
 from approvals.roles import ensure_roles
 from executions.auth import api_token_create
-from tests.support.stack import APP_DB_ROLE, Stack, http
+from tests.support.procs import http
+from tests.support.stack import APP_DB_ROLE, Stack
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
@@ -74,8 +75,7 @@ class ApiClient:
 
     def __init__(self, base_url: str, token: str) -> None:
         self.base = base_url.rstrip("/") + "/api"
-        self.session = http()
-        self.session.headers["Authorization"] = f"Bearer {token}"
+        self.session = http(token)
 
     def post(self, path: str, body: dict) -> Any:
         return self.session.post(self.base + path, json=body, timeout=15)

@@ -24,7 +24,8 @@ from approvals.models import ApprovalRequest
 from artifacts.models import Artifact, ArtifactVersion
 from executions.database_roles import append_only_tables
 from executions.models import Execution
-from tests.support.stack import APP_DB_ROLE, ROOT, wait_for
+from tests.support.procs import ROOT, wait_for
+from tests.support.stack import APP_DB_ROLE
 
 APPEND_ONLY = [
     "approvals_auditentry",

@@ -16,7 +16,8 @@ from artifacts.services import artifact_version_create
 from executions.auth import api_token_create
 from executions.models import Action, Execution, ExecutionEvent, StepRun
 from tests.conftest import ApiClient
-from tests.support.stack import http, pk, wait_for, wait_status
+from tests.support.procs import http, wait_for
+from tests.support.stack import pk, wait_status
 
 
 def start_and_wait(stack, people, api_as, workflow="monthly_report", data=None, **worker_env):

@@ -11,7 +11,7 @@ from playwright.sync_api import expect, sync_playwright
 from approvals.models import ApprovalRequest
 from executions.models import Execution, Status
 from executions.services import execution_start
-from tests.support.stack import wait_for
+from tests.support.procs import wait_for
 
 pytestmark = pytest.mark.browser
 

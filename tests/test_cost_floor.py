@@ -23,7 +23,7 @@ import tests.support.connection_probe  # noqa: F401 - registers connection_probe
 from executions import notes, registry, runner
 from executions.models import Execution, Status, StepRun
 from executions.services import execution_start, input_digest
-from tests.support.stack import wait_for
+from tests.support.procs import wait_for
 from tests.support.wire import wire_trace
 
 STEPS = 5

@@ -6,7 +6,8 @@ from __future__ import annotations
 import time
 
 from executions.models import Action, ExecutionEvent, StepRun
-from tests.support.stack import http, pk, wait_for, wait_status
+from tests.support.procs import http, wait_for
+from tests.support.stack import pk, wait_status
 
 
 def fault(stack, **spec) -> None:

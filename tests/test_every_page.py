@@ -130,7 +130,16 @@ def parameter_sets(refs: dict[str, str]) -> list[list[dict]]:
     return [
         [{"ref": e.ref, "execution_id": e.ref} for e in executions],
         [{"pk": a.pk, "approval_id": a.pk, "ref": a.execution.ref, "execution_id": a.execution.ref} for a in approvals],
-        [{"artifact_ref": v.artifact.ref, "number": v.number, "ref": v.artifact.execution.ref} for v in versions],
+        [
+            {
+                "artifact_ref": v.artifact.ref,
+                "artifact_id": v.artifact.ref,
+                "number": v.number,
+                "n": v.number,
+                "ref": v.artifact.execution.ref,
+            }
+            for v in versions
+        ],
         [{"key": a.key, "ref": a.execution.ref, "execution_id": a.execution.ref} for a in actions],
     ]
 

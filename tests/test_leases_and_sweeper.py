@@ -10,7 +10,8 @@ from django.conf import settings
 
 from artifacts.models import ArtifactVersion
 from executions.models import Execution, ExecutionEvent, Status, StepRun
-from tests.support.stack import pk, wait_for
+from tests.support.procs import wait_for
+from tests.support.stack import pk
 
 
 def status_of(ref: str) -> str:

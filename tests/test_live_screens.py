@@ -347,7 +347,7 @@ def test_resolving_an_order_as_succeeded_needs_the_order_id_and_keeps_what_was_t
         (
             {"outcome": "succeeded", "evidence": "seen", "receipt": {"order_id": 9001}},
             ["body", "receipt", "order_id"],
-            "required",
+            "valid string",
         ),
         (
             {"outcome": "succeeded", "evidence": "seen", "receipt": {"order_id": "ORD-1", "x": "y"}},
@@ -405,7 +405,7 @@ def test_error_pages_are_styled_with_navigation(people, who):
     else:
         assert 'href="/login/"' in body
     api_missing = client.get("/api/nothing-here")
-    assert api_missing.status_code == 404 and api_missing.json() == {"detail": "not found"}
+    assert api_missing.status_code == 404 and api_missing.json() == {"detail": "no such API endpoint"}
 
 
 def test_the_500_page_needs_no_database_and_offers_a_way_back(rf):
@@ -479,7 +479,7 @@ def test_operator_forms_refuse_what_the_database_cannot_hold_with_a_message(peop
         response = operator.post(f"/executions/{execution.ref}/{path}/", form, follow=True)
         assert response.status_code in (200, 422), (path, response.status_code)
         body = response.content.decode()
-        assert "be stored (NUL or lone surrogates)" in body or "at most 4000" in body, path
+        assert re.search(r"must not contain NUL characters|at most \d+ characters", body), path
     assert Execution.objects.get(pk=execution.pk).status == Status.NEEDS_ATTENTION
     action.refresh_from_db()
     assert action.status == Action.State.UNKNOWN

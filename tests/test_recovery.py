@@ -8,7 +8,8 @@ import threading
 from approvals.models import ApprovalRequest, Decision
 from executions.models import Execution, ExecutionEvent, Status, StepRun
 from executions.tasks import advance
-from tests.support.stack import pk, wait_for, wait_status
+from tests.support.procs import wait_for
+from tests.support.stack import pk, wait_status
 
 
 def succeeded_runs(ref: str, step: str) -> int:

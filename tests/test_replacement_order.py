@@ -18,7 +18,8 @@ import pytest
 from django.test import Client
 
 from executions.models import Action, Execution, ExecutionEvent, StepRun
-from tests.support.stack import http, pk, wait_for, wait_status
+from tests.support.procs import http, wait_for
+from tests.support.stack import pk, wait_status
 from workflows import orders
 
 SETTLED = ("completed", "failed", "cancelled", "needs_attention")

@@ -5,16 +5,14 @@ No Django database is involved: the sandbox keeps its own SQLite file.
 
 from __future__ import annotations
 
-import socket
-import subprocess
+import os
 import sys
-import time
 from pathlib import Path
 
 import pytest
 import requests
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
+from tests.support.procs import Proc, free_port, responds
 
 PUBLISH = {
     "artifact_id": "REPORT_001",
@@ -28,63 +26,25 @@ ORDER = {"reference": "RUN_0001:submit_order:v1", "original_order": "ORD-1001", 
 NOTE = {"channel": "email", "to": ["ops@example.com"], "subject": "Done", "body": "Report is out."}
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 class Sandbox:
-    """A ``python -m sandbox.server`` subprocess and a tiny client for it."""
+    """A ``python -m sandbox.server`` process (tests/support/procs.py) and a tiny client for it."""
 
-    def __init__(self, db_path: Path, orders_mode: str = "idempotent"):
-        self.db_path = db_path
-        self.orders_mode = orders_mode
-        self.process: subprocess.Popen | None = None
+    def __init__(self, db_path: Path, log: Path, orders_mode: str = "idempotent"):
+        self.db_path, self.log, self.orders_mode = db_path, log, orders_mode
+        self.proc: Proc | None = None
         self.base_url = ""
 
     def start(self) -> Sandbox:
-        port = _free_port()
+        port = free_port()
         self.base_url = f"http://127.0.0.1:{port}"
-        self.process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "sandbox.server",
-                "--port",
-                str(port),
-                "--db",
-                str(self.db_path),
-                "--orders-mode",
-                self.orders_mode,
-            ],
-            cwd=PROJECT_ROOT,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"sandbox exited early: {self.process.stderr.read()}")
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                    return self
-            except OSError:
-                time.sleep(0.02)
-        raise RuntimeError("sandbox did not start accepting connections")
+        args = [sys.executable, "-m", "sandbox.server", "--port", str(port), "--db", str(self.db_path)]
+        self.proc = Proc("sandbox", [*args, "--orders-mode", self.orders_mode], dict(os.environ), self.log)
+        self.proc.wait_until(lambda: responds(f"{self.base_url}/_health"), what="the sandbox to listen")
+        return self
 
     def stop(self) -> None:
-        if self.process and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        if self.process:
-            self.process.stdout.close()
-            self.process.stderr.close()
+        if self.proc:
+            self.proc.stop(timeout=5)
 
     def get(self, path: str, **kwargs) -> requests.Response:
         return requests.get(self.base_url + path, timeout=kwargs.pop("timeout", 5), **kwargs)
@@ -109,7 +69,8 @@ def start_sandbox(tmp_path):
     started: list[Sandbox] = []
 
     def start(db_path: Path | None = None, orders_mode: str = "idempotent") -> Sandbox:
-        sandbox = Sandbox(db_path or tmp_path / "sandbox.sqlite3", orders_mode).start()
+        log = tmp_path / f"sandbox-{len(started)}.log"
+        sandbox = Sandbox(db_path or tmp_path / "sandbox.sqlite3", log, orders_mode).start()
         started.append(sandbox)
         return sandbox
 

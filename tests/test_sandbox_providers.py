@@ -1,7 +1,7 @@
 """The sandbox as the model providers and the support desk, driven over HTTP
 by the official ``openai`` and ``anthropic`` SDKs (retries off).
 
-One sandbox process (``Stack.sandbox()``) serves the module; each test starts
+One sandbox process (``Processes.sandbox()``, tests/support/procs.py) serves the module; each test starts
 from ``POST /_reset``. The tests play the runtime's part by hand: they run the
 tools the model proposes against the sandbox and feed the results back in each
 provider's own format.
@@ -18,7 +18,7 @@ import anthropic
 import openai
 import pytest
 
-from tests.support.stack import Stack, http
+from tests.support.procs import Processes, http, keel_env
 from workflows import orders as order_catalogue
 
 TICKETS = ["TCK-1001", "TCK-1002", "TCK-1003", "TCK-1004", "TCK-1005"]
@@ -45,7 +45,7 @@ def _schema(name: str) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def sandbox_stack(tmp_path_factory):
-    stack = Stack(tmp_path_factory.mktemp("providers"))
+    stack = Processes(tmp_path_factory.mktemp("providers"), keel_env())
     stack.sandbox()
     yield stack
     stack.close()

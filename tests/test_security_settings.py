@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from django.test import Client
 
-from tests.support.stack import ROOT
+from tests.support.procs import ROOT
 
 PRINT_KEY = "from django.conf import settings; print(settings.SECRET_KEY)"
 

@@ -27,7 +27,8 @@ from approvals.roles import ensure_roles
 from approvals.services import approval_decide, execution_redraft
 from executions.models import Execution, Status
 from executions.services import action_resolve, execution_cancel, execution_start
-from tests.support.stack import Stack, http, pk, wait_for
+from tests.support.procs import http, wait_for
+from tests.support.stack import Stack, pk
 
 # S31's hostile constraint: a script link, a remote image and raw HTML.
 HOSTILE_CONSTRAINT = (
