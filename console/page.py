@@ -27,7 +27,7 @@ from approvals import audit, policy
 from approvals import selectors as approval_selectors
 from approvals.models import ApprovalRequest, AuditEntry
 from artifacts.models import ArtifactVersion
-from executions import selectors, services
+from executions import gates, selectors, services
 from executions.models import Action, Execution, ExecutionEvent, Status
 
 from . import presenters
@@ -261,6 +261,9 @@ def panel_context(
     ctx["can_cancel"] = not execution.is_terminal and (operator or execution.created_by_id == user.pk)
     ctx["can_resume"] = execution.status == Status.NEEDS_ATTENTION and operator
     ctx["can_resolve"] = execution.status == Status.NEEDS_ATTENTION and operator
+    ctx["waiting"] = gates.pending_of(execution) if execution.status == Status.WAITING else None
+    ctx["can_signal"] = ctx["can_cancel"] and ctx["waiting"] is not None and ctx["waiting"].kind == "wait"
+    ctx["signal_event_id"] = uuid.uuid4().hex
     ledger_rows = None
     if {"ledger", "operate"} & set(panels):
         ledger_rows = presenters.ledger_rows(execution, snap.actions, _action_events(execution), snap.authorisers)

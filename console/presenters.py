@@ -195,14 +195,14 @@ def receipt_fields_by_step(execution: Execution) -> dict[str, tuple]:
 _TRANSITIONS = {
     "start": "Claimed by a worker",
     "await_approval": "Waiting for approval",
-    "wait": "Waiting",
+    "wait": "Waiting for a signal",
     "schedule_retry": "Retry scheduled",
     "flag": "Needs attention",
     "complete": "Completed",
     "fail": "Failed",
     "cancel": "Cancelled",
     "resume_after_decision": "Continued after the decision",
-    "wake": "Woken up",
+    "wake": "Woken up (signal or timer)",
     "retry": "Retrying",
     "resume": "Resumed",
 }
@@ -220,6 +220,10 @@ EVENT_TITLES = {
     "approval.decided": "Decision recorded",
     "approval.superseded": "Approval superseded",
     "lease.taken_over": "Taken over by another worker",
+    "wait.opened": "Waiting started",
+    "wait.received": "Signal received",
+    "wait.timed_out": "Wait timed out",
+    "wait.withdrawn": "Wait withdrawn",
 }
 
 _DECISIONS = {"approve": "Approved", "reject": "Rejected", "request_changes": "Changes requested"}
@@ -283,10 +287,16 @@ def _event_details(ev: ExecutionEvent) -> list[Item]:
         add("attempt", payload.get("attempt") if (payload.get("attempt") or 1) > 1 else None)
         if payload.get("model"):
             add("model", f"{payload['model']} · prompt {payload.get('prompt_version', '?')}")
+    elif ev.type.startswith("wait."):
+        add("signal", payload.get("signal"), code=True)
+        add("timeout", f"{payload['timeout_seconds']:g} s" if payload.get("timeout_seconds") else None)
+        add("event", payload.get("event_id"), code=True)
     elif ev.type == "lease.taken_over":
         add("from", payload.get("previous_owner"))
         add("token", payload.get("token"))
     elif ev.type == "transition":
+        add("code", payload.get("code"), code=True)
+        add("signal", payload.get("signal"), code=True)
         add("error", payload.get("error"))
         add("verdict", payload.get("verdict") if payload.get("verdict") != payload.get("reason") else None)
     return out

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from urllib.parse import urlencode
 
 from django.contrib import messages
@@ -13,7 +14,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from approvals import services as approval_services
 from artifacts.rendering import render_artifact
-from executions import inputs, registry, selectors, services
+from executions import inputs, registry, selectors, services, waits
 from executions.errors import InvalidInput, NotFound, ServiceError
 from executions.models import Execution, Status
 
@@ -195,6 +196,27 @@ def execution_resume(request: HttpRequest, ref: str) -> HttpResponse:
         lambda: services.execution_resume(ref=ref, user=request.user, reason=_form(request, inputs.ReasonIn).reason),
         lambda execution: f"Resumed {execution.ref}.",
     )
+
+
+@login_required
+@require_POST
+def execution_signal(request: HttpRequest, ref: str) -> HttpResponse:
+    """The signal an execution waits for, sent from its page with a reason (recorded
+    with the signal); the payload, if given, is JSON. The form's event_id makes a
+    double submit one delivery."""
+
+    def deliver():
+        form = _form(request, inputs.SignalFormIn)
+        try:
+            payload = json.loads(form.payload) if form.payload.strip() else None
+        except json.JSONDecodeError as exc:
+            raise InvalidInput("payload", f"not valid JSON ({exc.msg})") from None
+        inputs.parse(inputs.SignalIn, {"name": form.name, "payload": payload, "event_id": form.event_id})
+        return waits.signal_deliver(
+            ref=ref, user=request.user, name=form.name, payload=payload, event_id=form.event_id, reason=form.reason
+        )
+
+    return _operate(request, ref, deliver, lambda answer: f"Sent the signal; {ref} is {answer['execution_status']}.")
 
 
 @login_required

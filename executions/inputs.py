@@ -147,11 +147,12 @@ class SignalEventIn(SignalIn):
 
 
 class SignalFormIn(Schema):
-    """The operator's signal form on the execution page."""
+    """The signal form on the execution page: the payload as JSON text, and why."""
 
     name: SignalName
     payload: Text(max_length=MAX_COMMENT) = ""
     reason: Text(min_length=1, max_length=2000)
+    event_id: EventId
 
 
 class ListFilters(Schema):

@@ -4,7 +4,9 @@
 Starts its own stack (a fresh PostgreSQL database, its own Redis child process, the
 sandbox, the web server, Celery beat and ``--workers`` Celery workers), starts
 ``--executions`` executions through the Task API (alternating ``monthly_report`` and
-``replacement_order``), approves every pending approval as a manager, and meanwhile:
+``replacement_order``), approves every pending approval as a manager, confirms the
+shipment every replacement order (version 2) waits for (the signal
+``shipment_confirmed``, as its requester), and meanwhile:
 
 * SIGKILLs a random worker every 1-3 s and starts a replacement;
 * SIGKILLs Redis once, about a third of the way in, and starts it again on the same
@@ -62,7 +64,7 @@ TERMINAL = {"completed", "failed", "cancelled"}
 RESTING = TERMINAL | {"awaiting_approval", "waiting"}
 # Statuses that make progress on their own (or through the auto-approver) while the
 # stack runs. A run has settled when no execution is in one of these.
-ACTIVE = {"pending", "running", "retry_pending", "awaiting_approval"}
+ACTIVE = {"pending", "running", "retry_pending", "awaiting_approval", "waiting"}
 GRACE_SECONDS = 60
 
 MONTHS = [f"2026-{m:02d}" for m in range(1, 11)]
@@ -191,6 +193,7 @@ class Shared:
         self.post_retries = 0
         self.approvals: Counter[int] = Counter()  # HTTP status -> count
         self.approved_ids: set[int] = set()
+        self.signals: Counter[int] = Counter()  # HTTP status -> count
         self.approver_errors: list[str] = []
 
 
@@ -326,6 +329,42 @@ def approve_loop(shared: Shared, web_url: str, token: str) -> None:
         shared.stop.wait(0.5)
 
 
+def confirm_loop(shared: Shared, web_url: str, token: str) -> None:
+    """The warehouse: every execution waiting for ``shipment_confirmed`` gets it, under a
+    stable event_id per execution (a retry, or a second sighting, is the same event)."""
+    session = http(token)
+    while not shared.stop.is_set():
+        try:
+            for execution in list_all(session, web_url, "waiting"):
+                gate = execution.get("pending_gate") or {}
+                if "shipment_confirmed" not in gate.get("waiting_for", ""):
+                    continue
+                body = {
+                    "type": "signal",
+                    "name": "shipment_confirmed",
+                    "payload": {"tracking": f"TRK-{execution['id']}"},
+                    "event_id": f"chaos-ship-{execution['id']}",
+                }
+                response = post_with_retry(
+                    session,
+                    f"{web_url}/api/executions/{execution['id']}/events",
+                    body,
+                    patience=30,
+                    shared=shared,
+                    stop=shared.stop,
+                )
+                with shared.lock:
+                    shared.signals[response.status_code] += 1
+                    if response.status_code not in (202, 409):
+                        shared.approver_errors.append(
+                            f"{execution['id']}: signal HTTP {response.status_code} {response.text[:300]}"
+                        )
+        except Exception as exc:  # noqa: BLE001 — the warehouse must keep going whatever happens
+            with shared.lock:
+                shared.approver_errors.append(repr(exc)[:300])
+        shared.stop.wait(0.5)
+
+
 # --- duplicate deliveries
 
 
@@ -421,6 +460,7 @@ def run(args: argparse.Namespace) -> int:
                 target=load, args=(shared, stack.web_url, tokens["requester"], args.executions, args.seed), daemon=True
             ),
             threading.Thread(target=approve_loop, args=(shared, stack.web_url, tokens["manager"]), daemon=True),
+            threading.Thread(target=confirm_loop, args=(shared, stack.web_url, tokens["requester"]), daemon=True),
         ]
         for thread in threads:
             thread.start()
@@ -616,6 +656,8 @@ def report(
     print(f"workers that exited on their own (replaced, as a supervisor would): {len(self_exits)}")
     answers = ", ".join(f"HTTP {s}={n}" for s, n in sorted(shared.approvals.items())) or "none sent"
     print(f"approvals: {answers}; {len(shared.approved_ids)} approved")
+    signals = ", ".join(f"HTTP {s}={n}" for s, n in sorted(shared.signals.items())) or "none sent"
+    print(f"shipment signals: {signals}")
     print(f"start POST retries: {shared.post_retries}; start failures: {len(shared.start_failures)}")
     print(
         f"time: {time.monotonic() - t0:.0f}s total, {chaos_seconds:.0f}s under chaos, {grace_seconds:.0f}s grace"

@@ -105,6 +105,10 @@ class ApiClient:
         }
         return self.post(f"/executions/{ref}/events", body)
 
+    def signal(self, ref: str, name: str, payload: Any = None, event_id: str | None = None):
+        body = {"type": "signal", "name": name, "payload": payload, "event_id": event_id or uuid.uuid4().hex}
+        return self.post(f"/executions/{ref}/events", body)
+
 
 @pytest.fixture
 def api_as(stack):

@@ -133,6 +133,18 @@ def test_s16_operator_sees_the_resolve_form_appear_live_and_resolves_the_order(o
     operate.get_by_role("button", name="Resolve").click()
     expect(page.locator("#messages")).to_contain_text(f"Resolved {key} as succeeded")
 
+    # Version 2 then waits for the warehouse; the page says for what and until when, and
+    # the operator sends the confirmation with a reason (the customer hears only then).
+    expect(page.locator("#execution-status")).to_have_text("Waiting", timeout=60_000)
+    expect(page.locator("#waiting-for")).to_contain_text("the signal shipment_confirmed")
+    expect(page.locator("#waiting-for")).to_contain_text("until")
+    assert "/notify" not in http().get(f"{stack.sandbox_url}/_stats", timeout=5).json()["endpoints"]
+    form = page.locator("#signal-form")
+    form.get_by_label(re.compile("Payload")).fill('{"tracking": "TRK-S16"}')
+    form.get_by_label(re.compile("Why you are sending it")).fill("the warehouse phoned: it shipped")
+    form.get_by_role("button", name="Send shipment_confirmed").click()
+    expect(page.locator("#messages")).to_contain_text("Sent the signal")
+
     expect(page.locator("#execution-status")).to_have_text("Completed", timeout=60_000)
     ledger = page.locator("#ledger")
     expect(ledger).to_contain_text(order["order_id"])

@@ -68,6 +68,8 @@ EXPECTED_STATUS = {
     "order_submitted_then_retrying": {Status.RETRY_PENDING},
     "order_rejected": {Status.CANCELLED},
     "order_approval_expired": {Status.CANCELLED},
+    "order_waiting": {Status.WAITING},  # v2: waits for the shipment confirmation
+    "order_waiting_overdue": {Status.NEEDS_ATTENTION},  # the confirmation did not come in time
 }
 
 
@@ -234,6 +236,7 @@ def test_the_world_holds_every_state(world):
     assert Action.objects.get(key=f"{refs['report_unknown_outcome']}:publish:v1").status == "unknown"
     assert Action.objects.get(key=f"{refs['order_unknown_outcome']}:submit_order:v1").status == "unknown"
     assert Action.objects.get(key=f"{refs['order_submitted_then_retrying']}:submit_order:v1").status == "succeeded"
+    assert Execution.objects.get(pk=pk(refs["order_waiting_overdue"])).reason_code == "waiting_overdue"
     assert Action.objects.get(key=f"{refs['report_resolved']}:publish:v1").receipt["resolved_by"] == "operator"
     superseded = ApprovalRequest.objects.filter(execution_id=pk(refs["report_superseded_by_redraft"]))
     assert sorted(superseded.values_list("version", "status")) == [(1, "superseded"), (2, "pending")]

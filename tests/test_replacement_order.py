@@ -23,7 +23,8 @@ from tests.support.stack import pk, wait_status
 from workflows import orders
 
 SETTLED = ("completed", "failed", "cancelled", "needs_attention")
-STEPS = ["load_order", "propose_replacement", "review", "submit_order", "record_order", "confirm"]
+STEPS = ["load_order", "propose_replacement", "review", "submit_order", "record_order", "shipment", "confirm"]
+SHIPPED = {"tracking": "TRK-77"}
 
 
 # --- helpers
@@ -38,12 +39,19 @@ def start(api, original_order: str = "ORD-1001", **extra: Any) -> dict:
 
 
 def wait_settled(api, ref: str, timeout: float = 90) -> dict:
-    """Poll until ``ref`` stops moving on its own (terminal, or waiting for an operator)."""
-    return wait_for(
-        lambda: (body := api.execution(ref))["status"] in SETTLED and body,
-        timeout=timeout,
-        what=f"{ref} to settle in one of {SETTLED}",
-    )
+    """Poll until ``ref`` stops moving on its own (terminal, or waiting for an operator).
+    When it waits for the shipment confirmation, this test plays the warehouse and
+    confirms it (the same event_id every time: one wake)."""
+
+    def settled() -> dict | None:
+        body = api.execution(ref)
+        if body["status"] == "waiting":
+            answer = api.signal(ref, "shipment_confirmed", SHIPPED, event_id=f"{ref}:shipped")
+            assert answer.status_code in (202, 409), answer.text
+            return None
+        return body if body["status"] in SETTLED else None
+
+    return wait_for(settled, timeout=timeout, what=f"{ref} to settle in one of {SETTLED}")
 
 
 def orders_mode(stack, *, idempotent: bool) -> None:
@@ -122,6 +130,11 @@ def test_a_damage_report_naming_more_than_was_ordered_is_refused():
         ({"original_order": 1001}, "original_order", "expected ORD- and digits"),
         ({"original_order": "ORD-1001", "priority": "high"}, "priority", "unknown field"),
         ({"original_order": "ORD-1001", "constraints": "fast"}, "constraints", "non-empty strings"),
+        ({"original_order": "ORD-1001", "confirm_within_seconds": 0}, "confirm_within_seconds", "from 1"),
+        ({"original_order": "ORD-1001", "confirm_within_seconds": "60"}, "confirm_within_seconds", "integer"),
+        ({"original_order": "ORD-1001", "confirm_within_seconds": 2.5}, "confirm_within_seconds", "integer"),
+        ({"original_order": "ORD-1001", "confirm_within_seconds": True}, "confirm_within_seconds", "integer"),
+        ({"original_order": "ORD-1001", "confirm_within_seconds": 2**31}, "confirm_within_seconds", "integer"),
     ],
 )
 def test_malformed_replacement_input_is_422_naming_the_field_and_writes_nothing(people, raw, field, says):
@@ -154,7 +167,7 @@ def test_replacement_order_happy_path_through_the_api(stack, people, api_as):
 
     started = start(requester)
     ref = started["id"]
-    assert started["workflow"] == "replacement_order" and started["workflow_version"] == 1
+    assert started["workflow"] == "replacement_order" and started["workflow_version"] == 2
 
     waiting = wait_status(requester, ref, "awaiting_approval")
     approval = waiting["pending_approval"]
@@ -168,6 +181,14 @@ def test_replacement_order_happy_path_through_the_api(stack, people, api_as):
 
     assert requester.decide(ref, approval).status_code == 403  # not their own request
     assert manager.decide(ref, approval).status_code == 202
+
+    # Version 2: after the order is recorded, the customer hears nothing until the shipment is confirmed.
+    waiting = wait_status(requester, ref, "waiting")
+    gate = waiting["pending_gate"]
+    assert gate["kind"] == "wait" and gate["step"] == "shipment" and "shipment_confirmed" in gate["waiting_for"]
+    assert waiting["step_label"] == "Waiting for the shipment confirmation" and gate["until"] > gate["since"]
+    assert stack.sandbox_stats()["endpoints"].get("/notify") is None
+    assert requester.signal(ref, "shipment_confirmed", SHIPPED).status_code == 202
 
     done = wait_status(requester, ref, "completed")
     key, confirm_key = f"{ref}:submit_order:v1", f"{ref}:confirm:v1"
@@ -189,7 +210,7 @@ def test_replacement_order_happy_path_through_the_api(stack, people, api_as):
     [note] = (
         http().get(f"{stack.sandbox_url}/notifications", params={"key": confirm_key}, timeout=5).json()["notifications"]
     )
-    assert order_id in note["body"] and note["to"] == ["ana.pereira@example.com"]
+    assert order_id in note["body"] and "TRK-77" in note["body"] and note["to"] == ["ana.pereira@example.com"]
 
     execution = Execution.objects.get(pk=pk(ref))
     assert list(StepRun.objects.filter(execution=execution).values_list("step", flat=True)) == STEPS

@@ -27,6 +27,7 @@ from approvals.roles import ensure_roles
 from approvals.services import approval_decide, execution_redraft
 from executions.models import Execution, Status
 from executions.services import action_resolve, execution_cancel, execution_start
+from executions.waits import signal_deliver
 from tests.support.procs import http, wait_for
 from tests.support.stack import Stack, pk
 
@@ -109,6 +110,17 @@ class Driver:
             comment=comment,
         )
 
+    def ship(self, ref: str) -> None:
+        """The warehouse confirms the shipment replacement_order v2 waits for."""
+        self.wait(ref, Status.WAITING)
+        signal_deliver(
+            ref=ref,
+            user=self.people["requester"].user,
+            name="shipment_confirmed",
+            payload={"tracking": "TRK-4711"},
+            event_id=uuid.uuid4().hex,
+        )
+
     def fault(self, endpoint: str, fault: str, **spec: Any) -> None:
         answer = http().post(
             f"{self.stack.sandbox_url}/_faults", json={"endpoint": endpoint, "fault": fault, **spec}, timeout=5
@@ -178,16 +190,23 @@ def build_world(stack: Stack, people: dict[str, Account]) -> dict[str, str]:
                 "submitted_then_retrying",
                 "rejected",
                 "approval_expired",
+                "waiting",
             )
         },
+        "order_waiting_overdue": d.start("replacement_order", original_order="ORD-1002", confirm_within_seconds=1),
     }
     for ref in refs.values():
         d.pending(ref)
 
     d.decide(refs["report_completed"])
     d.decide(refs["order_completed"])
+    d.decide(refs["order_waiting"])
+    d.decide(refs["order_waiting_overdue"])
+    d.ship(refs["order_completed"])
     d.wait(refs["report_completed"], Status.COMPLETED)
     d.wait(refs["order_completed"], Status.COMPLETED)
+    d.wait(refs["order_waiting"], Status.WAITING)
+    d.wait(refs["order_waiting_overdue"], Status.NEEDS_ATTENTION)
 
     d.fault("/reports/publish", "rate_limit", retry_after=900)  # retry due in 15 minutes
     d.decide(refs["report_retrying"])
@@ -213,10 +232,12 @@ def build_world(stack: Stack, people: dict[str, Account]) -> dict[str, str]:
     submitted = f"{refs['order_resolved']}:submit_order:v1"
     order_id = d.order_id(submitted)
     d.resolve(submitted, f"the order service shows {order_id} for this reference", order_id=order_id)
+    d.ship(refs["order_resolved"])
     d.wait(refs["order_resolved"], *SETTLED)
 
     d.fault("/notify", "rate_limit", retry_after=900)  # the order went out; the confirmation waits
     d.decide(refs["order_submitted_then_retrying"])
+    d.ship(refs["order_submitted_then_retrying"])
     d.wait(refs["order_submitted_then_retrying"], Status.RETRY_PENDING)
 
     execution_cancel(ref=refs["report_cancelled"], user=people["requester"].user, reason="not needed any more")
