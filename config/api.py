@@ -54,6 +54,8 @@ def _validation_error(request: HttpRequest, exc: ValidationError):
             loc = ["body", *loc[2:]]
             if len(loc) > 1 and loc[1] in _EVENT_TAGS:
                 loc = ["body", *loc[2:]]
+        if error.get("type") in ("union_tag_invalid", "union_tag_not_found"):
+            loc = [*loc, "type"]  # the tag itself is what's wrong
         detail.append({**error, "loc": loc})
     return api.create_response(request, {"detail": detail}, status=422)
 

@@ -10,27 +10,31 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
+from pydantic import Field, field_validator
 
 from approvals.gate import Approval, ApproverPolicy
 from executions import registry
 from executions.errors import InvalidInput
 from executions.retry import RetryPolicy
-from executions.workflow import Effect, Workflow, parse_constraints
+from executions.workflow import Effect, Workflow, WorkflowInput, parse_with
 
 from . import retail, services_client
 
 
-def parse_input(raw: dict[str, Any]) -> dict[str, Any]:
-    unknown = set(raw) - {"month", "constraints"}
-    if unknown:
-        raise InvalidInput(f"input.{sorted(unknown)[0]}", "unknown field (allowed: month, constraints)")
-    if "month" not in raw:
-        raise InvalidInput("input.month", 'required, e.g. "2026-08"')
-    try:
-        retail.month_figures(raw["month"])  # the snapshot decides which months exist
-    except retail.UnknownMonth as exc:
-        raise InvalidInput("input.month", str(exc)) from None
-    return {"month": raw["month"], "constraints": parse_constraints(raw)}
+class MonthlyReportInput(WorkflowInput):
+    month: str = Field(examples=["2026-08"], description="YYYY-MM, a month of the retail snapshot")
+
+    @field_validator("month", mode="before")
+    @classmethod
+    def _in_the_snapshot(cls, value: Any) -> str:
+        try:
+            retail.month_figures(value)  # the snapshot decides which months exist
+        except retail.UnknownMonth as exc:
+            raise InvalidInput("input.month", str(exc)) from None
+        return value
+
+
+parse_input = parse_with(MonthlyReportInput)
 
 
 flow = registry.register(

@@ -17,34 +17,37 @@ import json
 from typing import Any
 
 from django.conf import settings
+from pydantic import Field, field_validator
 
 from approvals.gate import Approval, ApproverPolicy
 from artifacts import presenters
 from executions import registry
 from executions.errors import FailureKind, InvalidInput, StepFailure
-from executions.workflow import Effect, ReceiptField, Workflow, parse_constraints
+from executions.workflow import Effect, ReceiptField, Workflow, WorkflowInput, parse_with
 
 from . import orders, services_client
 
-ALLOWED_FIELDS = ("original_order", "constraints")
 PROPOSAL_KIND = "order"  # Artifact.kind of the proposal; its presenter shows it to the approver
 
 presenters.register(PROPOSAL_KIND, orders.proposal_summary)
 
 
-def parse_input(raw: dict[str, Any]) -> dict[str, Any]:
-    unknown = set(raw) - set(ALLOWED_FIELDS)
-    if unknown:
-        raise InvalidInput(f"input.{min(unknown)}", f"unknown field (allowed: {', '.join(ALLOWED_FIELDS)})")
-    if "original_order" not in raw:
-        raise InvalidInput(
-            "input.original_order", f'required, e.g. "ORD-1001" (known orders: {", ".join(orders.known_orders())})'
-        )
-    try:
-        orders.get_order(raw["original_order"])  # the catalogue decides which orders exist
-    except orders.UnknownOrder as exc:
-        raise InvalidInput("input.original_order", str(exc)) from None
-    return {"original_order": raw["original_order"], "constraints": parse_constraints(raw)}
+class ReplacementInput(WorkflowInput):
+    original_order: str = Field(
+        examples=["ORD-1001"], description="a past order of the catalogue (ORD-1001 … ORD-1005)"
+    )
+
+    @field_validator("original_order", mode="before")
+    @classmethod
+    def _known(cls, value: Any) -> str:
+        try:
+            orders.get_order(value)  # the catalogue decides which orders exist
+        except orders.UnknownOrder as exc:
+            raise InvalidInput("input.original_order", str(exc)) from None
+        return value
+
+
+parse_input = parse_with(ReplacementInput)
 
 
 flow = registry.register(

@@ -12,33 +12,29 @@ stay registered). Every step but the wait and the confirmation is version 1's.
 
 from __future__ import annotations
 
-from typing import Any
+from pydantic import Field
 
 from executions import registry
-from executions.errors import InvalidInput
 from executions.inputs import DB_INT_MAX
-from executions.workflow import Effect, Workflow
+from executions.workflow import Effect, Workflow, parse_with
 
 from . import replacement_order as v1
 from . import services_client
 
 CONFIRM_WITHIN_DEFAULT = 7 * 24 * 3600
 SIGNAL = "shipment_confirmed"
-ALLOWED_FIELDS = (*v1.ALLOWED_FIELDS, "confirm_within_seconds")
 
 
-def parse_input(raw: dict[str, Any]) -> dict[str, Any]:
-    unknown = set(raw) - set(ALLOWED_FIELDS)
-    if unknown:
-        raise InvalidInput(f"input.{min(unknown)}", f"unknown field (allowed: {', '.join(ALLOWED_FIELDS)})")
-    within = raw.get("confirm_within_seconds", CONFIRM_WITHIN_DEFAULT)
-    if isinstance(within, bool) or not isinstance(within, int) or not 1 <= within <= DB_INT_MAX:
-        raise InvalidInput(
-            "input.confirm_within_seconds",
-            f"an integer number of seconds from 1 to {DB_INT_MAX} (default {CONFIRM_WITHIN_DEFAULT}, 7 days)",
-        )
-    parsed = v1.parse_input({k: v for k, v in raw.items() if k != "confirm_within_seconds"})
-    return {**parsed, "confirm_within_seconds": within}
+class ReplacementInputV2(v1.ReplacementInput):
+    confirm_within_seconds: int = Field(
+        default=CONFIRM_WITHIN_DEFAULT,
+        ge=1,
+        le=DB_INT_MAX,
+        description="how long to wait for the shipment confirmation, in seconds (default 7 days)",
+    )
+
+
+parse_input = parse_with(ReplacementInputV2)
 
 
 flow = registry.register(
