@@ -12,12 +12,14 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import ClassVar
 
+from django.conf import settings
 from django.db.models import DateTimeField, ExpressionWrapper, Value
 from django.db.models.functions import Now
 
 from artifacts.models import ArtifactVersion
 from executions import gates
 from executions.errors import FailureKind, StepFailure
+from executions.leases import in_seconds
 from executions.models import Action, Execution
 from executions.workflow import Effect, Step, Workflow
 
@@ -58,6 +60,9 @@ class Approval(gates.GateSpec):
     artifact: str
     action: str
     approver: ApproverPolicy = field(default_factory=ApproverPolicy)
+    # How long a decision may take before the triage console calls it overdue
+    # (approval_overdue); None: settings.APPROVAL_SLA_SECONDS.
+    sla_seconds: float | None = None
 
 
 class ApprovalGate(gates.Gate):
@@ -124,6 +129,7 @@ class ApprovalGate(gates.Gate):
             group=approver.group,
         )
         return gates.Opened(
+            sla_at=in_seconds(spec.sla_seconds or settings.APPROVAL_SLA_SECONDS),
             transition="await_approval",
             ref=request.gate_ref,
             event="approval.requested",

@@ -251,6 +251,12 @@ RUNTIME_MODEL_CLIENT = os.environ.get("RUNTIME_MODEL_CLIENT", "executions.modelc
 SANDBOX_URL = os.environ.get("SANDBOX_URL", "http://127.0.0.1:8765")
 # How long an approval request stays open before it expires (the workflow decides what then).
 APPROVAL_TTL_SECONDS = env_int("APPROVAL_TTL_SECONDS", 7 * 24 * 3600)
+# How long an approval may wait before the triage console calls it overdue (approval_overdue).
+APPROVAL_SLA_SECONDS = env_int("APPROVAL_SLA_SECONDS", 24 * 3600)
+# Runnable but unclaimed for longer than this: no_worker (DESIGN §4).
+RUNTIME_STUCK_SECONDS = env_int("RUNTIME_STUCK_SECONDS", 60)
+# A step's timeout when neither the step nor its workflow names one.
+RUNTIME_STEP_TIMEOUT_SECONDS = env_int("RUNTIME_STEP_TIMEOUT_SECONDS", 600)
 # Whether the order service deduplicates on Idempotency-Key. The runtime can't tell, so
 # it is configured: when false, an order whose outcome is unknown is only ever looked
 # up by its reference, never re-sent blindly (an operator decides if the lookup can't).

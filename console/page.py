@@ -27,7 +27,7 @@ from approvals import audit, policy
 from approvals import selectors as approval_selectors
 from approvals.models import ApprovalRequest, AuditEntry
 from artifacts.models import ArtifactVersion
-from executions import gates, selectors, services
+from executions import gates, selectors, services, stuck
 from executions.models import Action, Execution, ExecutionEvent, Status
 
 from . import presenters
@@ -150,6 +150,7 @@ def execution_stamps(snap: Snapshot) -> dict[str, str]:
             e.lease_owner,
             e.lease_token,
             e.lease_expires_at,
+            getattr(e, "stuck_reason", None),
         ),
         "approval": digest(pending.pk if pending else None, e.status, e.current_step),
         "operate": digest(e.status, unresolved, snap.last_event_id if unresolved else 0),
@@ -271,6 +272,9 @@ def panel_context(
         ctx["resolve_cards"] = resolve_cards(ledger_rows, resolve_form)
     if "head" in panels:
         ctx["input_items"] = input_items(execution.input)
+        triage = selectors.triage_fields(execution)
+        ctx["triage"] = triage
+        ctx["stuck"] = triage["stuck"]
     if "approval" in panels:
         ctx.update(approval_context(user, snap, record_view=record_view))
     if "timeline" in panels:
@@ -365,4 +369,51 @@ def input_items(data: Any) -> list[presenters.Item]:
 
 
 def list_stamps(rows: list[Execution]) -> dict[str, str]:
-    return {"rows": digest([(e.pk, e.status, e.current_step, e.updated_at) for e in rows])}
+    return {
+        "rows": digest([(e.pk, e.status, e.current_step, e.updated_at, getattr(e, "stuck_reason", None)) for e in rows])
+    }
+
+
+@dataclass(frozen=True)
+class ListRow:
+    """One execution in the triage list: where it is, why it is not moving, for how long."""
+
+    execution: Execution
+    label: str
+    stuck: Any  # executions.stuck.Stuck or None
+    attempt: dict | None
+    due_at: Any
+    lease_owner: str
+
+
+def list_row(execution: Execution) -> ListRow:
+    triage = selectors.triage_fields(execution)
+    described = stuck.describe(execution, max_attempts=(triage["attempt"] or {}).get("max"))
+    return ListRow(
+        execution=execution,
+        label=selectors.step_label(execution),
+        stuck=described,
+        attempt=triage["attempt"],
+        due_at=triage["due_at"],
+        lease_owner=(triage["lease"] or {}).get("owner", ""),
+    )
+
+
+@dataclass(frozen=True)
+class CountLink:
+    label: str
+    n: int
+    query: str  # the list's query string for it
+    kind: str  # status | reason
+
+
+def count_links(counts: dict[str, dict[str, int]]) -> list[CountLink]:
+    """The counts at the top of the list, as links to the filtered list (non-zero ones)."""
+    labels = dict(Status.choices)
+    links = [CountLink(labels[s], n, urlencode({"status": s}), "status") for s, n in counts["by_status"].items() if n]
+    links += [
+        CountLink(r.replace("_", " "), n, urlencode({"reason": r}), "reason")
+        for r, n in counts["by_reason"].items()
+        if n
+    ]
+    return links

@@ -14,18 +14,19 @@ from django.views.decorators.http import require_GET, require_POST
 
 from approvals import services as approval_services
 from artifacts.rendering import render_artifact
-from executions import inputs, registry, selectors, services, waits
-from executions.errors import InvalidInput, NotFound, ServiceError
+from executions import inputs, registry, selectors, services, stuck, waits
+from executions.errors import InvalidInput, ServiceError
 from executions.models import Execution, Status
 
 from . import page
 
 
 def _execution_or_404(ref: str) -> Execution:
-    try:
-        return services.execution_for(ref)
-    except NotFound:
-        raise Http404(f"no execution {ref}") from None
+    """The execution, annotated with why it may be stuck (executions.stuck)."""
+    execution = selectors.execution(ref)
+    if execution is None:
+        raise Http404(f"no execution {ref}")
+    return execution
 
 
 def _live_url(name: str, stamps: dict[str, str], *args: str, **query: str) -> str:
@@ -44,20 +45,23 @@ def _no_change() -> HttpResponse:
 def _list_filters(request: HttpRequest) -> dict[str, str]:
     """The list's filters; a value the database can't hold is refused with a message (the
     list shows unfiltered)."""
-    raw = {name: request.GET.get(name) or None for name in ("status", "workflow", "cursor")}
+    raw = {name: request.GET.get(name) or None for name in ("status", "workflow", "reason", "cursor")}
     try:
         filters = inputs.parse(inputs.ListFilters, raw)
     except InvalidInput as exc:
         if not request.htmx:
             messages.error(request, exc.message)
-        return {"status": "", "workflow": "", "cursor": ""}
+        return dict.fromkeys(raw, "")
     return {name: getattr(filters, name) or "" for name in raw}
 
 
 def _list_rows(request: HttpRequest, filters: dict[str, str]) -> tuple[list[Execution], str | None]:
     try:
         return selectors.execution_page(
-            status=filters["status"] or None, workflow=filters["workflow"] or None, cursor=filters["cursor"] or None
+            status=filters["status"] or None,
+            workflow=filters["workflow"] or None,
+            reason=filters["reason"] or None,
+            cursor=filters["cursor"] or None,
         )
     except ServiceError as exc:
         if not request.htmx:
@@ -66,13 +70,17 @@ def _list_rows(request: HttpRequest, filters: dict[str, str]) -> tuple[list[Exec
 
 
 def _list_context(request: HttpRequest, filters: dict[str, str], rows, following, nav) -> dict:
-    stamps = {**page.list_stamps(rows), **nav.stamps()}
+    counts = selectors.summary()
+    stamps = {**page.list_stamps(rows), **nav.stamps(), "counts": page.digest(counts)}
     return {
-        "executions": [(e, selectors.step_label(e)) for e in rows],
+        "executions": [page.list_row(e) for e in rows],
         "next_cursor": following,
         "statuses": Status.choices,
+        "reasons": stuck.REASONS,
+        "counts": page.count_links(counts),
         "status": filters["status"],
         "workflow": filters["workflow"],
+        "reason": filters["reason"],
         "workflows": registry.names(),
         "nav": nav,
         "live_url": _live_url("executions:live_list", stamps, **filters),

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from django.http import HttpRequest, HttpResponse
 from ninja import Router, Schema
@@ -32,6 +32,9 @@ from .inputs import (
     WorkflowName,
 )
 from .models import Status
+from .stuck import REASONS
+
+StuckReason = Literal[REASONS]  # type: ignore[valid-type]
 
 log = logging.getLogger(__name__)
 
@@ -93,6 +96,24 @@ class ArtifactOut(Schema):
     produced_by_step: str
 
 
+class AttemptOut(Schema):
+    step: str
+    n: int
+    max: int
+
+
+class LeaseOut(Schema):
+    owner: str
+    expires_at: datetime | None
+
+
+class StuckOut(Schema):
+    reason: StuckReason
+    since: datetime | None
+    detail: str
+    action: Literal["wait", "check_workers", "resolve", "escalate", "resume", "retry", "cancel"]
+
+
 class ExecutionOut(Schema):
     id: str
     workflow: str
@@ -109,6 +130,11 @@ class ExecutionOut(Schema):
     artifacts: list[ArtifactOut]
     created_at: datetime
     updated_at: datetime
+    status_changed_at: datetime
+    due_at: datetime | None
+    attempt: AttemptOut | None
+    lease: LeaseOut | None
+    stuck: StuckOut | None
 
 
 class ExecutionPage(Schema):
@@ -144,10 +170,23 @@ def list_executions(
     request: HttpRequest,
     status: Status | None = None,
     workflow: WorkflowName | None = None,
+    reason: StuckReason | None = None,
     cursor: Cursor | None = None,
 ):
-    page, following = selectors.execution_page(status=status, workflow=workflow, cursor=cursor)
+    """Newest first, 50 a page; ``reason`` filters by why it is stuck (DESIGN §4)."""
+    page, following = selectors.execution_page(status=status, workflow=workflow, reason=reason, cursor=cursor)
     return {"items": [selectors.execution_payload(e) for e in selectors.prefetch_payloads(page)], "next": following}
+
+
+class SummaryOut(Schema):
+    by_status: dict[str, int]
+    by_reason: dict[str, int]
+
+
+@router.get("/executions/summary", response={200: SummaryOut, **READ}, tags=["executions"])
+def executions_summary(request: HttpRequest, workflow: WorkflowName | None = None):
+    """How many executions are in each status (terminal included) and stuck for each reason."""
+    return selectors.summary(workflow=workflow)
 
 
 @router.get("/executions/{execution_id}", response={200: ExecutionOut, **READ_ONE}, tags=["executions"])
@@ -158,6 +197,13 @@ def get_execution(request: HttpRequest, execution_id: ExecutionRef):
 @router.post("/executions/{execution_id}/cancel", response={200: ExecutionOut, **WRITE_ONE}, tags=["executions"])
 def cancel_execution(request: HttpRequest, execution_id: ExecutionRef, payload: ReasonIn):
     execution = services.execution_cancel(ref=execution_id, user=request.user, reason=payload.reason)
+    return selectors.execution_payload(execution)
+
+
+@router.post("/executions/{execution_id}/retry", response={200: ExecutionOut, **WRITE_ONE}, tags=["executions"])
+def retry_execution(request: HttpRequest, execution_id: ExecutionRef, payload: ReasonIn):
+    """Operators: a ``retry_pending`` execution is due now (any other status: 409)."""
+    execution = services.execution_retry_now(ref=execution_id, user=request.user, reason=payload.reason)
     return selectors.execution_payload(execution)
 
 

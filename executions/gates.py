@@ -73,6 +73,7 @@ class Opened:
     event: str = ""
     payload: JSON = field(default_factory=dict)
     due_at: Any = None  # a datetime or a database expression
+    sla_at: Any = None  # past it, the triage console calls the gate overdue (approval_overdue)
 
 
 @dataclass(frozen=True)

@@ -160,6 +160,7 @@ class ListFilters(Schema):
 
     status: StatusName | None = None
     workflow: WorkflowName | None = None
+    reason: StatusName | None = None
     cursor: Cursor | None = None
 
 

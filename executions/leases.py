@@ -40,6 +40,23 @@ def _expiry() -> ExpressionWrapper:
     return ExpressionWrapper(Now() + Value(timedelta(seconds=seconds)), output_field=DateTimeField())
 
 
+def in_seconds(seconds: float | None) -> ExpressionWrapper | None:
+    """``now() + seconds`` on the database clock (None for None)."""
+    if seconds is None:
+        return None
+    return ExpressionWrapper(Now() + Value(timedelta(seconds=seconds)), output_field=DateTimeField())
+
+
+def step_deadline(execution: Execution, step: str) -> ExpressionWrapper | None:
+    """When the attempt at ``step`` that starts now must be done by (its timeout)."""
+    from . import registry
+
+    try:
+        return in_seconds(registry.get(execution.workflow, execution.workflow_version).timeout_for(step))
+    except registry.UnknownWorkflow:
+        return None
+
+
 def _free() -> Q:
     return Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=Now())
 
@@ -70,7 +87,10 @@ def acquire(execution_id: int, *, owner: str) -> Lease | None:
         if waiting and not Execution.objects.filter(pk=row.pk, due_at__lte=Now()).exists():
             return None
         won = Execution.objects.filter(_free(), pk=row.pk, lease_token=row.lease_token).update(
-            lease_token=F("lease_token") + 1, lease_owner=owner, lease_expires_at=_expiry()
+            lease_token=F("lease_token") + 1,
+            lease_owner=owner,
+            lease_expires_at=_expiry(),
+            step_deadline=step_deadline(row, row.current_step),
         )
         if not won:
             return None

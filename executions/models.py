@@ -58,6 +58,12 @@ class Execution(ConcurrentTransitionMixin, models.Model):
     round = models.PositiveIntegerField(default=1)
     context = models.JSONField(default=dict)
 
+    # Triage (executions.stuck): failed attempts of the current step in this round, when
+    # the step running now must be done by (its timeout), and when the open gate is overdue.
+    failed_attempts = models.PositiveIntegerField(default=0)
+    step_deadline = models.DateTimeField(null=True, blank=True)
+    gate_sla_at = models.DateTimeField(null=True, blank=True)
+
     lease_owner = models.CharField(max_length=200, blank=True, default="")
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     lease_token = models.PositiveBigIntegerField(default=0)
@@ -77,7 +83,13 @@ class Execution(ConcurrentTransitionMixin, models.Model):
                 name="execution_idempotency_key_per_user",
             )
         ]
-        indexes = [models.Index(fields=["status", "lease_expires_at"], name="execution_status_lease")]
+        indexes = [
+            models.Index(fields=["status", "lease_expires_at"], name="execution_status_lease"),
+            models.Index(fields=["status", "-id"], name="execution_status_id"),
+            models.Index(fields=["status", "due_at"], name="execution_status_due"),
+            models.Index(fields=["workflow", "-id"], name="execution_workflow_id"),
+            models.Index(fields=["reason_code", "-id"], name="execution_reason_id"),
+        ]
         permissions = [("operate_execution", "Can triage, resume and cancel executions")]
 
     def __str__(self) -> str:

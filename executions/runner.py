@@ -17,13 +17,13 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import DateTimeField, ExpressionWrapper, Value
+from django.db.models import DateTimeField, ExpressionWrapper, F, Value
 from django.db.models.functions import Now
 from django.utils import timezone
 
 from artifacts.services import artifact_version_create
 
-from . import dispatch, failpoints, gates, ledger, lifecycle, registry, retry
+from . import dispatch, failpoints, gates, leases, ledger, lifecycle, registry, retry
 from .context import StepContext
 from .errors import FailureKind, StepFailure
 from .http import call_timeout
@@ -169,10 +169,17 @@ def _commit_step(lease, execution, ctx, workflow, step, output, started, action)
     )
     execution.context = state
     execution.current_step = following
+    execution.failed_attempts = 0
+    execution.step_deadline = leases.step_deadline(execution, following) if following else None
     if following:
-        execution.save(update_fields=["context", "current_step", "updated_at"])
+        execution.save(update_fields=["context", "current_step", "failed_attempts", "step_deadline", "updated_at"])
     else:
-        lifecycle.apply(execution, "complete", actor_label=lease.owner, update_fields=("context", "current_step"))
+        lifecycle.apply(
+            execution,
+            "complete",
+            actor_label=lease.owner,
+            update_fields=("context", "current_step", "failed_attempts", "step_deadline"),
+        )
         release(lease)
     return following
 
@@ -207,6 +214,8 @@ def _gate(lease: Lease, execution: Execution, workflow: Workflow, step: Step, st
         if opened.due_at is not None:
             execution.due_at = opened.due_at
             fields.append("due_at")
+        execution.gate_sla_at = opened.sla_at
+        fields.append("gate_sla_at")
         lifecycle.apply(execution, opened.transition, actor_label=lease.owner, step=step.name, update_fields=fields)
         release(lease)
     log.info("%s: %s opened at %s (%s)", execution.ref, gate.kind, step.name, opened.ref)
@@ -271,6 +280,7 @@ def _step_failed(lease: Lease, step: Step, failure: StepFailure, started, *, une
                 if execution.deadline
                 else None,
             )
+        execution.failed_attempts = F("failed_attempts") + 1
         payload = {
             "failure": str(failure.kind),
             "attempt": attempt,
@@ -286,10 +296,11 @@ def _step_failed(lease: Lease, step: Step, failure: StepFailure, started, *, une
                 execution,
                 "schedule_retry",
                 actor_label=lease.owner,
-                reason=verdict.reason,
+                reason=f"{failure.message}; {verdict.reason}",
+                code="rate_limited" if failure.kind == FailureKind.RATE_LIMITED else "retrying",
                 step=step.name,
                 payload=payload,
-                update_fields=("due_at",),
+                update_fields=("due_at", "failed_attempts"),
             )
         else:
             lifecycle.apply(
@@ -300,6 +311,7 @@ def _step_failed(lease: Lease, step: Step, failure: StepFailure, started, *, une
                 code=_stop_code(failure, verdict, unexpected=unexpected),
                 step=step.name,
                 payload=payload,
+                update_fields=("failed_attempts",),
             )
         release(lease)
     log.warning("%s: %s failed (%s): %s", execution.ref, step.name, failure.kind, verdict.reason)

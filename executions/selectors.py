@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import Prefetch, QuerySet, prefetch_related_objects
+from django.db.models import Count, Prefetch, QuerySet, prefetch_related_objects
 
 from artifacts.models import ArtifactVersion
 
-from . import gates, registry
+from . import gates, registry, stuck
 from .errors import InvalidInput
-from .models import Execution, Status, pk_from_ref
+from .models import TERMINAL, Execution, Status, pk_from_ref
 
 PAGE_SIZE = 50
 
@@ -68,6 +68,8 @@ def prefetch_payloads(executions: list[Execution]) -> list[Execution]:
 
 
 def execution_payload(execution: Execution) -> dict[str, Any]:
+    if not hasattr(execution, "stuck_reason"):  # read again with the triage annotations
+        execution = stuck.annotate(Execution.objects.filter(pk=execution.pk)).select_related("created_by").get()
     if hasattr(execution, "pending_gate"):  # loaded by prefetch_payloads
         pending = execution.pending_gate
         versions = [v for artifact in execution.artifacts.all() for v in artifact.versions.all()]
@@ -101,20 +103,21 @@ def execution_payload(execution: Execution) -> dict[str, Any]:
         ],
         "created_at": execution.created_at,
         "updated_at": execution.updated_at,
+        **triage_fields(execution),
     }
 
 
 def execution_page(
-    *, status: str | None = None, workflow: str | None = None, cursor: str | None = None, limit: int = PAGE_SIZE
+    *,
+    status: str | None = None,
+    workflow: str | None = None,
+    reason: str | None = None,
+    cursor: str | None = None,
+    limit: int = PAGE_SIZE,
 ) -> tuple[list[Execution], str | None]:
-    """Newest first. ``cursor`` is the ``next`` of the previous page."""
-    rows = Execution.objects.select_related("created_by").order_by("-id")
-    if status:
-        if status not in Status.values:
-            raise InvalidInput("status", f"unknown status {status!r}; one of {', '.join(Status.values)}")
-        rows = rows.filter(status=status)
-    if workflow:
-        rows = rows.filter(workflow=workflow)
+    """Newest first, annotated with the stuck reason (and filtered on it with ``reason``).
+    ``cursor`` is the ``next`` of the previous page."""
+    rows = filtered(status=status, workflow=workflow, reason=reason).select_related("created_by").order_by("-id")
     if cursor:
         before = pk_from_ref(cursor)
         if before is None:
@@ -124,3 +127,68 @@ def execution_page(
     more = len(page) > limit
     page = page[:limit]
     return page, (page[-1].ref if more and page else None)
+
+
+def filtered(*, status: str | None = None, workflow: str | None = None, reason: str | None = None):
+    """Executions by status, workflow and stuck reason, annotated (``executions.stuck``)."""
+    rows = stuck.annotate(Execution.objects.all())
+    if status:
+        if status not in Status.values:
+            raise InvalidInput("status", f"unknown status {status!r}; one of {', '.join(Status.values)}")
+        rows = rows.filter(status=status)
+    if workflow:
+        rows = rows.filter(workflow=workflow)
+    if reason:
+        if reason not in stuck.REASONS:
+            raise InvalidInput("reason", f"unknown reason {reason!r}; one of {', '.join(stuck.REASONS)}")
+        rows = rows.filter(stuck_reason=reason)
+    return rows
+
+
+def execution(ref_or_pk: str | int) -> Execution | None:
+    """One execution, annotated with its stuck reason."""
+    pk = ref_or_pk if isinstance(ref_or_pk, int) else pk_from_ref(ref_or_pk)
+    return stuck.annotate(Execution.objects.filter(pk=pk)).select_related("created_by").first() if pk else None
+
+
+def summary(*, workflow: str | None = None) -> dict[str, dict[str, int]]:
+    """Counts by status (every status, terminal included) and by stuck reason (every reason)."""
+    rows = filtered(workflow=workflow)
+    by_status = dict.fromkeys(Status.values, 0)
+    counted = Execution.objects.filter(**({"workflow": workflow} if workflow else {})).order_by().values("status")
+    for status, n in counted.annotate(n=Count("id")).values_list("status", "n"):
+        by_status[status] = n
+    by_reason = dict.fromkeys(stuck.REASONS, 0)
+    live = rows.exclude(status__in=[s for s in TERMINAL if s != Status.FAILED]).exclude(stuck_reason=None)
+    for reason, n in live.order_by().values("stuck_reason").annotate(n=Count("id")).values_list("stuck_reason", "n"):
+        by_reason[reason] = n
+    return {"by_status": by_status, "by_reason": by_reason}
+
+
+def triage_fields(execution: Execution) -> dict[str, Any]:
+    """What an operator reads first: time in state, due time, attempt, lease, stuck reason."""
+    max_attempts = _max_attempts(execution)
+    described = stuck.describe(execution, max_attempts=max_attempts) if hasattr(execution, "stuck_reason") else None
+    attempt = None
+    if not execution.is_terminal and max_attempts and execution.current_step:
+        running = execution.status in (Status.PENDING, Status.RUNNING, Status.RETRY_PENDING)
+        n = max(1, execution.failed_attempts + (1 if running else 0))
+        attempt = {"step": execution.current_step, "n": min(n, max_attempts), "max": max_attempts}
+    lease = None
+    if execution.lease_owner and not execution.is_terminal:
+        lease = {"owner": execution.lease_owner, "expires_at": execution.lease_expires_at}
+    return {
+        "status_changed_at": execution.status_changed_at,
+        "due_at": execution.due_at if execution.status in (Status.RETRY_PENDING, Status.WAITING) else None,
+        "attempt": attempt,
+        "lease": lease,
+        "stuck": described.as_dict() if described else None,
+    }
+
+
+def _max_attempts(execution: Execution) -> int | None:
+    try:
+        step = registry.get(execution.workflow, execution.workflow_version).get_step(execution.current_step)
+    except (registry.UnknownWorkflow, KeyError):
+        return None
+    return None if step.is_gate else step.retry.max_attempts

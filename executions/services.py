@@ -11,6 +11,7 @@ from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
+from django.db.models.functions import Now
 from django.utils import timezone
 
 from . import dispatch, gates, ledger, lifecycle, notes, registry
@@ -156,13 +157,14 @@ def execution_rewind(
     execution.context = state
     execution.round += 1
     execution.current_step = to_step
+    execution.failed_attempts = 0
     lifecycle.apply(
         execution,
         "resume_after_decision",
         actor=actor,
         reason=reason,
         payload=payload,
-        update_fields=("context", "round", "current_step"),
+        update_fields=("context", "round", "current_step", "failed_attempts"),
     )
     dispatch.dispatch_on_commit(execution.pk)
 
@@ -185,6 +187,30 @@ def execution_resume(*, ref: str, user: AbstractBaseUser, reason: str) -> Execut
         if not reason.strip():
             raise InvalidInput("reason", "say why it is safe to resume")
         lifecycle.apply(execution, "resume", actor=user, reason=reason)
+        dispatch.dispatch_on_commit(execution.pk)
+    return execution
+
+
+def execution_retry_now(*, ref: str, user: AbstractBaseUser, reason: str) -> Execution:
+    """Operators: a ``retry_pending`` execution is due now instead of at its backoff time
+    (audited with the reason); the next claim runs the step again."""
+    if not user.has_perm(OPERATE):
+        raise Forbidden("only operators may retry executions")
+    if not reason.strip():
+        raise InvalidInput("reason", "say why it should run now")
+    with transaction.atomic():
+        execution = _locked(ref)
+        if execution.status != Status.RETRY_PENDING:
+            raise Conflict(f"{execution.ref} is {execution.status}, not retry_pending", status=execution.status)
+        was_due = execution.due_at
+        execution.due_at = Now()
+        execution.save(update_fields=["due_at", "updated_at"])
+        lifecycle.record(
+            execution,
+            "operator.retry_now",
+            actor=user,
+            payload={"reason": reason, "was_due_at": was_due.isoformat() if was_due else None},
+        )
         dispatch.dispatch_on_commit(execution.pk)
     return execution
 

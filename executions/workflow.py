@@ -30,6 +30,7 @@ from enum import StrEnum
 from typing import Any, ClassVar
 
 import pydantic
+from django.conf import settings
 
 from .errors import InvalidInput
 from .gates import GateSpec
@@ -165,6 +166,7 @@ class Step:
     guarded_by: str = ""  # effect: the gate step that must let it through (checked right before the call)
     retry: RetryPolicy = DEFAULT_RETRY
     spec: GateSpec | None = None  # gate: what the gate of kind ``spec.kind`` needs
+    timeout_seconds: float | None = None  # how long one attempt may run; None: the workflow's
     receipt_fields: tuple[ReceiptField, ...] = ()  # effect: what the next steps read from its receipt
 
     @property
@@ -199,17 +201,35 @@ class Workflow:
     goal: Callable[[JSON], str]
     constraints: Callable[[JSON], list[str]] = lambda _input: []
     deadline_seconds: float | None = None  # from start; past it the execution stops
+    step_timeout_seconds: float | None = None  # each step's timeout unless it names its own
     steps: list[Step] = field(default_factory=list)
     # action type → fn(args, receipt) describing how to undo a done effect (recorded on cancel)
     compensations: dict[str, Callable[[JSON, JSON], JSON]] = field(default_factory=dict)
 
     # --- declaring steps
 
-    def step(self, name: str, *, label: str, retry: RetryPolicy = DEFAULT_RETRY) -> Callable:
-        return self._decorator(name=name, label=label, kind=StepKind.COMPUTE, retry=retry)
+    def step(
+        self, name: str, *, label: str, retry: RetryPolicy = DEFAULT_RETRY, timeout: float | None = None
+    ) -> Callable:
+        return self._decorator(name=name, label=label, kind=StepKind.COMPUTE, retry=retry, timeout_seconds=timeout)
 
-    def model_step(self, name: str, *, label: str, prompt_version: str, retry: RetryPolicy = DEFAULT_RETRY) -> Callable:
-        return self._decorator(name=name, label=label, kind=StepKind.MODEL, prompt_version=prompt_version, retry=retry)
+    def model_step(
+        self,
+        name: str,
+        *,
+        label: str,
+        prompt_version: str,
+        retry: RetryPolicy = DEFAULT_RETRY,
+        timeout: float | None = None,
+    ) -> Callable:
+        return self._decorator(
+            name=name,
+            label=label,
+            kind=StepKind.MODEL,
+            prompt_version=prompt_version,
+            retry=retry,
+            timeout_seconds=timeout,
+        )
 
     def effect(
         self,
@@ -290,6 +310,16 @@ class Workflow:
         names = [s.name for s in self.steps]
         index = names.index(name)
         return names[index + 1] if index + 1 < len(names) else ""
+
+    def timeout_for(self, name: str) -> float | None:
+        """How long one attempt of step ``name`` may run (None for a gate: it waits by design)."""
+        try:
+            step = self.get_step(name)
+        except KeyError:
+            return None
+        if step.is_gate:
+            return None
+        return step.timeout_seconds or self.step_timeout_seconds or settings.RUNTIME_STEP_TIMEOUT_SECONDS
 
     def label_for(self, name: str) -> str:
         try:

@@ -1,0 +1,151 @@
+"""Issue 12 (part): why each execution is stuck, from real situations, found through the
+API's ``reason`` filter and the counts; retry now; the triage list."""
+
+from __future__ import annotations
+
+import pytest
+from django.test import Client
+
+from executions.models import Execution, ExecutionEvent
+from executions.stuck import REASONS
+from tests.support.procs import http
+from tests.support.stack import pk, wait_for, wait_status
+
+MODULES = "workflows.monthly_report,workflows.replacement_order,workflows.replacement_order_v2,tests.support.slow_flow"
+ENV = {"RUNTIME_WORKFLOW_MODULES": MODULES, "RUNTIME_STUCK_SECONDS": "2", "APPROVAL_SLA_SECONDS": "1"}
+
+
+def fault(stack, **spec) -> None:
+    assert http().post(f"{stack.sandbox_url}/_faults", json=spec, timeout=5).status_code == 201
+
+
+def listed(api, reason: str) -> list[str]:
+    response = api.get(f"/executions?reason={reason}")
+    assert response.status_code == 200, response.text
+    return [item["id"] for item in response.json()["items"]]
+
+
+def found(api, ref: str, reason: str, timeout: float = 60) -> dict:
+    """Until ``ref`` is listed under ``reason`` and counted; returns it as the API shows it."""
+    wait_for(lambda: ref in listed(api, reason), timeout=timeout, interval=0.1, what=f"{ref} listed as {reason}")
+    assert api.get("/executions/summary").json()["by_reason"][reason] >= 1
+    body = api.execution(ref)
+    return body
+
+
+def approved(api_as, people, ref: str) -> None:
+    approval = wait_status(api_as(people["requester"]), ref, "awaiting_approval")["pending_approval"]
+    assert api_as(people["manager"]).decide(ref, approval).status_code == 202
+
+
+def test_each_reason_from_a_real_situation_is_filtered_and_counted(stack, people, api_as):
+    stack.sandbox()
+    stack.worker(**ENV)
+    stack.beat()
+    stack.web(**ENV)
+    requester, operator = api_as(people["requester"]), api_as(people["operator"])
+
+    # approval_overdue: nobody decided within the gate's SLA (1 s here).
+    waiting = requester.start("2026-03")["id"]
+    body = found(operator, waiting, "approval_overdue")
+    assert body["stuck"]["action"] == "escalate" and "SLA" in body["stuck"]["detail"]
+
+    # rate_limited: a 429 with Retry-After; the next try is 15 minutes away.
+    limited = requester.start("2026-04")["id"]
+    fault(stack, endpoint="/reports/publish", fault="rate_limit", retry_after=900)
+    approved(api_as, people, limited)
+    body = found(operator, limited, "rate_limited")
+    assert body["status"] == "retry_pending" and body["stuck"]["action"] == "wait" and body["due_at"]
+    assert body["attempt"] == {"step": "publish", "n": 2, "max": 4}
+    assert "attempt 1 of 4" in body["stuck"]["detail"]
+
+    # retrying: 500s, retried with backoff (1 s, 2 s, 4 s).
+    retried = requester.start("2026-05")["id"]
+    fault(stack, endpoint="/reports/publish", fault="error_500", count=2)
+    approved(api_as, people, retried)
+    body = found(operator, retried, "retrying")
+    assert "500" in body["stuck"]["detail"] and "next try" in body["stuck"]["detail"]
+    wait_status(operator, retried, "completed", timeout=60)
+
+    # permission_denied: a 403 from the provider.
+    denied = requester.start("2026-06")["id"]
+    fault(stack, endpoint="/reports/publish", fault="error_403")
+    approved(api_as, people, denied)
+    body = found(operator, denied, "permission_denied")
+    assert body["status"] == "needs_attention" and body["stuck"]["action"] == "escalate"
+
+    # retries_exhausted: 500s until the policy gives up (4 attempts) → failed.
+    exhausted = requester.start("2026-07")["id"]
+    fault(stack, endpoint="/reports/publish", fault="error_500", count=10)
+    approved(api_as, people, exhausted)
+    body = found(operator, exhausted, "retries_exhausted", timeout=90)
+    assert body["status"] == "failed"
+    http().delete(f"{stack.sandbox_url}/_faults", timeout=5)
+
+    # unknown_outcome: the publish commits but the answer is lost and every lookup fails.
+    unknown = requester.start("2026-08")["id"]
+    fault(stack, endpoint="/reports/publish", fault="commit_then_hang", count=1, hang_seconds=5)
+    fault(stack, endpoint="/reports/publications", fault="error_500", method="GET", count=10_000)
+    approved(api_as, people, unknown)
+    body = found(operator, unknown, "unknown_outcome", timeout=120)
+    assert body["stuck"]["action"] == "resolve"
+    http().delete(f"{stack.sandbox_url}/_faults", timeout=5)
+
+    # step_overdue: a step sleeps past its 1 s timeout while its worker heartbeats.
+    slow = requester.post("/executions", {"workflow": "slow_step", "input": {"seconds": 6}}).json()["id"]
+    body = found(operator, slow, "step_overdue", timeout=30)
+    assert body["status"] == "running" and body["lease"]["owner"] and body["stuck"]["action"] == "check_workers"
+
+    summary = operator.get("/executions/summary").json()
+    assert set(summary["by_reason"]) == set(REASONS) and set(summary["by_status"]) >= {"completed", "failed"}
+    assert sum(summary["by_status"].values()) == Execution.objects.count()
+
+    # The triage list: counts as links, the reason filter in the URL.
+    page = operator_page(people).get("/?reason=unknown_outcome").content.decode()
+    assert unknown in page and limited not in page and "?reason=unknown_outcome" in page
+
+
+def operator_page(people) -> Client:
+    client = Client()
+    client.force_login(people["operator"].user)
+    return client
+
+
+def test_no_worker_and_retry_now(stack, people, api_as):
+    stack.sandbox()
+    stack.web(**ENV)
+    stack.beat()
+    requester, operator = api_as(people["requester"]), api_as(people["operator"])
+    nobody = requester.start("2026-02")["id"]
+    body = found(operator, nobody, "no_worker", timeout=20)
+    assert body["status"] == "pending" and body["stuck"]["action"] == "check_workers"
+
+    stack.worker(**ENV)
+    limited = requester.start("2026-04")["id"]
+    fault(stack, endpoint="/reports/publish", fault="rate_limit", retry_after=900, count=1)
+    approved(api_as, people, limited)
+    found(operator, limited, "rate_limited")
+
+    refused = [
+        (requester, {"reason": "now"}, 403),
+        (operator, {"reason": ""}, 422),
+        (operator, {"reason": "x"}, None),
+    ]
+    for api, body, code in refused[:2]:
+        assert api.post(f"/executions/{limited}/retry", body).status_code == code
+    assert operator.post(f"/executions/{nobody}/retry", {"reason": "now"}).status_code in (409,)
+    now = operator.post(f"/executions/{limited}/retry", {"reason": "the provider's quota was raised"})
+    assert now.status_code == 200, now.text
+    wait_status(operator, limited, "completed", timeout=30)
+    [event] = ExecutionEvent.objects.filter(execution_id=pk(limited), type="operator.retry_now")
+    assert event.actor.get_username() == "operator" and event.payload["reason"] == "the provider's quota was raised"
+
+
+@pytest.mark.django_db
+def test_an_unknown_reason_is_a_422(people):
+    client = Client()
+    client.force_login(people["operator"].user)
+    response = client.get("/api/executions?reason=bored")
+    assert response.status_code == 422 and response.json()["detail"][0]["loc"] == ["query", "reason"]
+    page = client.get("/?reason=bored")
+    assert page.status_code == 200 and "unknown reason" in page.content.decode()
