@@ -33,6 +33,8 @@ class Lease:
     execution_id: int
     token: int
     owner: str
+    # Set on a takeover from a worker whose step ran past its timeout: that worker.
+    overran_by: str = ""
 
 
 def _expiry() -> ExpressionWrapper:
@@ -79,6 +81,7 @@ def acquire(execution_id: int, *, owner: str) -> Lease | None:
         row = (
             Execution.objects.select_for_update(skip_locked=True, no_key=True)
             .filter(pk=execution_id, status__in=[Status.RUNNING, *CLAIM_TRANSITION])
+            .annotate(db_now=Now())
             .first()
         )
         if row is None:
@@ -94,7 +97,15 @@ def acquire(execution_id: int, *, owner: str) -> Lease | None:
         )
         if not won:
             return None
-        lease = Lease(execution_id=row.pk, token=row.lease_token + 1, owner=owner)
+        overran = (
+            row.status == Status.RUNNING
+            and row.lease_owner
+            and row.step_deadline is not None
+            and row.step_deadline < row.db_now
+        )
+        lease = Lease(
+            execution_id=row.pk, token=row.lease_token + 1, owner=owner, overran_by=row.lease_owner if overran else ""
+        )
         if row.lease_owner:
             lifecycle.record(
                 row,
@@ -108,14 +119,23 @@ def acquire(execution_id: int, *, owner: str) -> Lease | None:
         return lease
 
 
-def fence(lease: Lease) -> None:
+def fence(lease: Lease, *, beat: bool = False) -> None:
     """First statement of every worker transaction: prove ownership and extend the lease.
 
     On PostgreSQL the UPDATE also holds the row lock until commit. Raises LeaseLost.
+    ``beat``: the heartbeat's extension, which stops once the step in flight has run a
+    lease's length past its timeout, or the execution's deadline passed: the lease
+    then expires, another worker takes over, and the overrun counts as a failed
+    attempt (the step is retried or flagged by its policy), never "running" forever.
     """
-    if not Execution.objects.filter(pk=lease.execution_id, lease_token=lease.token, lease_owner=lease.owner).update(
-        lease_expires_at=_expiry()
-    ):
+    mine = Execution.objects.filter(pk=lease.execution_id, lease_token=lease.token, lease_owner=lease.owner)
+    if beat:
+        grace = ExpressionWrapper(
+            Now() - Value(timedelta(seconds=settings.RUNTIME_LEASE_SECONDS)), output_field=DateTimeField()
+        )
+        mine = mine.filter(Q(step_deadline__isnull=True) | Q(step_deadline__gt=grace))
+        mine = mine.filter(Q(deadline__isnull=True) | Q(deadline__gt=Now()))
+    if not mine.update(lease_expires_at=_expiry()):
         raise LeaseLost(f"lease token {lease.token} on execution {lease.execution_id} is no longer valid")
 
 
@@ -153,8 +173,8 @@ class Heartbeat:
             while not self._stop.wait(interval):
                 try:
                     with transaction.atomic():
-                        fence(self.lease)
-                except LeaseLost:  # taken over, or released by the slice that is ending
+                        fence(self.lease, beat=True)
+                except LeaseLost:  # taken over, overran, or released by the slice that is ending
                     log.info("heartbeat: lease on execution %s is gone", self.lease.execution_id)
                     self.lost.set()
                     return

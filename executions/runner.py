@@ -48,6 +48,8 @@ def advance(execution_id: int, *, worker: str) -> str:
         return "not claimed"
     with Heartbeat(lease) as heartbeat:
         try:
+            if lease.overran_by:
+                return _overran(lease)
             return _run_slice(lease, heartbeat)
         except (LeaseLost, ledger.ExecutionStopped) as stop:
             log.info("execution %s: %s", execution_id, stop)
@@ -55,6 +57,20 @@ def advance(execution_id: int, *, worker: str) -> str:
         except Exception as exc:  # outside any step: undeployed version, a database error…
             log.exception("execution %s: slice failed", execution_id)
             return _flag_outside_step(lease, f"{type(exc).__name__}: {exc}")
+
+
+def _overran(lease: Lease) -> str:
+    """Taken over from a worker whose step ran past its timeout (its heartbeat stopped):
+    that attempt failed; the step's retry policy decides what comes next."""
+    execution = Execution.objects.get(pk=lease.execution_id)
+    workflow = registry.get(execution.workflow, execution.workflow_version)
+    step = workflow.get_step(execution.current_step)
+    failure = StepFailure(
+        FailureKind.TRANSIENT,
+        f"ran past its timeout of {workflow.timeout_for(step.name):g} s on {lease.overran_by}",
+    )
+    _step_failed(lease, step, failure, timezone.now())
+    return "stopped"
 
 
 def _run_slice(lease: Lease, heartbeat: Heartbeat) -> str:

@@ -149,3 +149,22 @@ def test_an_unknown_reason_is_a_422(people):
     assert response.status_code == 422 and response.json()["detail"][0]["loc"] == ["query", "reason"]
     page = client.get("/?reason=bored")
     assert page.status_code == 200 and "unknown reason" in page.content.decode()
+
+
+def test_a_step_that_hangs_past_its_timeout_is_taken_over_and_counted_as_a_failed_attempt(stack, people, api_as):
+    """Its worker keeps heartbeating, but past the timeout (plus a lease of grace) the
+    heartbeat stops extending the lease: another worker takes over, and the overrun is a
+    failed attempt for the step's retry policy (here: one attempt, so it fails)."""
+    stack.sandbox()
+    hung_worker = stack.worker("hung", **ENV)
+    stack.beat()
+    stack.web(**ENV)
+    operator = api_as(people["operator"])
+    ref = api_as(people["requester"]).post("/executions", {"workflow": "hung_step", "input": {"seconds": 120}})
+    ref = ref.json()["id"]
+    found(operator, ref, "step_overdue", timeout=30)
+    stack.worker("rescuer", **ENV)
+    failed = wait_status(operator, ref, "failed", timeout=60)
+    assert "Hanging for good: ran past its timeout of 1 s on worker:" in failed["status_reason"]
+    assert failed["stuck"]["reason"] == "retries_exhausted"
+    assert hung_worker.alive()  # still sleeping in the step: nothing it does can commit now

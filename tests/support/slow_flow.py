@@ -3,6 +3,7 @@
 import time
 
 from executions import registry
+from executions.retry import RetryPolicy
 from executions.workflow import Workflow, WorkflowInput, parse_with
 
 
@@ -23,5 +24,22 @@ flow = registry.register(
 
 @flow.step("hang", label="Hanging past its timeout", timeout=1)
 def hang(ctx):
+    time.sleep(ctx.input["seconds"])
+    return {"slept": ctx.input["seconds"]}
+
+
+hung = registry.register(
+    Workflow(
+        name="hung_step",
+        version=1,
+        title="A step that never returns in time",
+        parse_input=parse_with(SlowInput),
+        goal=lambda data: "hang far past the step's timeout",
+    )
+)
+
+
+@hung.step("hang", label="Hanging for good", timeout=1, retry=RetryPolicy(max_attempts=1))
+def hang_for_good(ctx):
     time.sleep(ctx.input["seconds"])
     return {"slept": ctx.input["seconds"]}
