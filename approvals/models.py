@@ -47,6 +47,7 @@ class ApprovalRequest(ConcurrentTransitionMixin, models.Model):
         constraints = [
             models.UniqueConstraint(fields=["execution", "step", "round"], name="one_request_per_gate_round")
         ]
+        indexes = [models.Index(fields=["status", "expires_at"], name="approval_status_expires")]
         permissions = [
             ("decide_approval", "Can approve or reject artifact versions"),
             ("approve_publish_report", "Can approve publishing a report version"),

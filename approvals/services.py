@@ -371,7 +371,7 @@ def expire_due() -> list[int]:
     """Sweeper: pending requests past ``expires_at`` (database clock) expire; the execution
     then follows the request's policy (needs_attention or cancel). No publish follows."""
     expired = []
-    due = ApprovalRequest.objects.filter(status=ApprovalRequest.State.PENDING, expires_at__lte=Now())
+    due = ApprovalRequest.objects.filter(status=ApprovalRequest.State.PENDING, expires_at__lte=Now()).order_by()
     for pk, execution_id in due.values_list("pk", "execution_id")[:200]:
         with transaction.atomic():
             execution = Execution.objects.select_for_update(no_key=True).get(pk=execution_id)

@@ -87,8 +87,10 @@ class Execution(ConcurrentTransitionMixin, models.Model):
             models.Index(fields=["status", "lease_expires_at"], name="execution_status_lease"),
             models.Index(fields=["status", "-id"], name="execution_status_id"),
             models.Index(fields=["status", "due_at"], name="execution_status_due"),
+            models.Index(fields=["status", "deadline"], name="execution_status_deadline"),
             models.Index(fields=["workflow", "-id"], name="execution_workflow_id"),
             models.Index(fields=["reason_code", "-id"], name="execution_reason_id"),
+            models.Index(fields=["status", "status_changed_at"], name="execution_status_changed"),
         ]
         permissions = [("operate_execution", "Can triage, resume and cancel executions")]
 
@@ -326,6 +328,7 @@ class Wait(ConcurrentTransitionMixin, models.Model):
     class Meta:
         ordering = ["id"]
         constraints = [models.UniqueConstraint(fields=["execution", "step", "round"], name="one_wait_per_step_round")]
+        indexes = [models.Index(fields=["status", "due_at"], name="wait_status_due")]
 
     def __str__(self) -> str:
         return f"wait {self.pk} for {self.signal or 'a timer'} ({self.status})"
@@ -341,6 +344,21 @@ class Wait(ConcurrentTransitionMixin, models.Model):
     @transition(field=status, source=State.WAITING, target=State.WITHDRAWN)
     def withdraw(self) -> None:
         """The execution was cancelled while waiting."""
+
+
+class TerminalTally(models.Model):
+    """How many terminal executions changed status before ``through``, by status, workflow
+    and reason code: kept by the sweeper (executions.tallies), read by the counts."""
+
+    status = models.CharField(max_length=30)
+    workflow = models.CharField(max_length=100)
+    reason_code = models.CharField(max_length=40, blank=True, default="")
+    n = models.PositiveBigIntegerField()
+    through = models.DateTimeField()
+    taken_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"{self.n} {self.workflow} {self.status} before {self.through:%Y-%m-%d %H:%M}"
 
 
 class ApiToken(models.Model):

@@ -8,9 +8,9 @@ from django.db.models import Count, Prefetch, QuerySet, prefetch_related_objects
 
 from artifacts.models import ArtifactVersion
 
-from . import gates, registry, stuck
+from . import gates, registry, stuck, tallies
 from .errors import InvalidInput
-from .models import TERMINAL, Execution, Status, pk_from_ref
+from .models import ACTIVE, Execution, Status, pk_from_ref
 
 PAGE_SIZE = 50
 
@@ -152,15 +152,20 @@ def execution(ref_or_pk: str | int) -> Execution | None:
 
 
 def summary(*, workflow: str | None = None) -> dict[str, dict[str, int]]:
-    """Counts by status (every status, terminal included) and by stuck reason (every reason)."""
-    rows = filtered(workflow=workflow)
+    """Counts by status (every status, terminal included) and by stuck reason (every
+    reason): the live executions counted directly, the terminal ones from the sweeper's
+    tally plus what became terminal since (executions.tallies)."""
     by_status = dict.fromkeys(Status.values, 0)
-    counted = Execution.objects.filter(**({"workflow": workflow} if workflow else {})).order_by().values("status")
-    for status, n in counted.annotate(n=Count("id")).values_list("status", "n"):
-        by_status[status] = n
     by_reason = dict.fromkeys(stuck.REASONS, 0)
-    live = rows.exclude(status__in=[s for s in TERMINAL if s != Status.FAILED]).exclude(stuck_reason=None)
-    for reason, n in live.order_by().values("stuck_reason").annotate(n=Count("id")).values_list("stuck_reason", "n"):
+    live = Execution.objects.filter(status__in=ACTIVE, **({"workflow": workflow} if workflow else {})).order_by()
+    for status, n in live.values("status").annotate(n=Count("*")).values_list("status", "n"):
+        by_status[status] = n
+    for (status, code), n in tallies.terminal_counts(workflow=workflow).items():
+        by_status[status] += n
+        if code in stuck.RECORDED.get(status, ()):
+            by_reason[code] += n
+    reasons = filtered(workflow=workflow).filter(status__in=ACTIVE).exclude(stuck_reason=None).order_by()
+    for reason, n in reasons.values("stuck_reason").annotate(n=Count("*")).values_list("stuck_reason", "n"):
         by_reason[reason] = n
     return {"by_status": by_status, "by_reason": by_reason}
 

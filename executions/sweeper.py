@@ -1,10 +1,10 @@
 """The sweeper (Celery beat, every ``RUNTIME_SWEEP_SECONDS``): re-rings the doorbell.
 
-It runs every gate's sweep hook (approvals expire, waits time out; executions.gates),
-fails or flags executions waiting past their deadline, and dispatches executions that
-are runnable but that nobody works on:
-pending or running with no live lease (lost message, dead worker), and retry/wait
-timers that came due. A dispatch is repeated only after ``redispatch_after`` seconds, so a busy
+It dispatches executions that are runnable but that nobody works on (pending or
+running with no live lease: a lost message, a dead worker; retry and wait timers
+that came due), fails or flags executions waiting past their deadline, runs every
+gate's sweep hook (approvals expire, waits time out; executions.gates) and keeps the
+tally of terminal executions the counts read (executions.tallies). A dispatch is repeated only after ``redispatch_after`` seconds, so a busy
 queue isn't flooded; duplicates are harmless anyway (the lease decides).
 """
 
@@ -19,7 +19,7 @@ from django.db import transaction
 from django.db.models import DateTimeField, ExpressionWrapper, Q, Value
 from django.db.models.functions import Now
 
-from . import dispatch, gates, lifecycle
+from . import dispatch, gates, lifecycle, tallies
 from .models import Execution, Status
 
 log = logging.getLogger(__name__)
@@ -36,24 +36,42 @@ def redispatch_after() -> timedelta:
     return timedelta(seconds=max(2 * settings.RUNTIME_SWEEP_SECONDS, 2))
 
 
-def sweep() -> SweepReport:
+BATCH = 500
+
+
+def _not_recently() -> Q:
     since = ExpressionWrapper(Now() - Value(redispatch_after()), output_field=DateTimeField())
-    not_recently = Q(dispatched_at__isnull=True) | Q(dispatched_at__lt=since)
+    return Q(dispatched_at__isnull=True) | Q(dispatched_at__lt=since)
+
+
+def candidates_query():
+    """Runnable executions nobody works on and not rung for recently: pending or running
+    without a live lease, and retries (or timers) that came due. Unordered, so the
+    planner reads the (status, lease_expires_at) and (status, due_at) indexes instead of
+    walking the primary key."""
     unowned = Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=Now())
     runnable = Q(status__in=[Status.PENDING, Status.RUNNING]) & unowned
     due = Q(status__in=[Status.RETRY_PENDING, Status.WAITING], due_at__lte=Now())
-    candidates = list(Execution.objects.filter(runnable | due).filter(not_recently).values_list("pk", flat=True)[:500])
-    dispatched = []
-    for pk in candidates:
-        # Claim the right to re-ring so two sweepers don't both send.
-        if Execution.objects.filter(not_recently, pk=pk).update(dispatched_at=Now()):
-            dispatch.send(pk)
-            dispatched.append(pk)
+    return Execution.objects.filter(runnable | due).filter(_not_recently()).order_by().values_list("pk", flat=True)
+
+
+def sweep() -> SweepReport:
+    # Claim the right to re-ring in one statement (locked rows skipped), so two sweepers
+    # never both send for the same execution; send once the claim is committed.
+    with transaction.atomic():
+        dispatched = list(candidates_query().select_for_update(skip_locked=True, no_key=True)[:BATCH])
+        if dispatched:
+            Execution.objects.filter(pk__in=dispatched).update(dispatched_at=Now())
+    for pk in dispatched:
+        dispatch.send(pk)
     if dispatched:
-        log.info("sweeper re-dispatched %d execution(s): %s", len(dispatched), dispatched)
-    return SweepReport(
+        shown = ", ".join(map(str, dispatched[:10])) + (" …" if len(dispatched) > 10 else "")
+        log.info("sweeper re-dispatched %d execution(s): %s", len(dispatched), shown)
+    report = SweepReport(
         dispatched=tuple(dispatched), past_deadline=_enforce_deadlines(), closed_by_gates=gates.sweep_all()
     )
+    tallies.refresh()
+    return report
 
 
 # What a deadline does to an execution nobody is running: (status, transition).
@@ -63,9 +81,8 @@ DEADLINE = {Status.RETRY_PENDING: "fail", Status.WAITING: "flag"}
 def _enforce_deadlines() -> tuple[int, ...]:
     """Executions waiting (for a retry or an event) past their deadline stop waiting."""
     stopped = []
-    for pk in Execution.objects.filter(status__in=list(DEADLINE), deadline__lte=Now()).values_list("pk", flat=True)[
-        :500
-    ]:
+    due = Execution.objects.filter(status__in=list(DEADLINE), deadline__lte=Now()).order_by()
+    for pk in due.values_list("pk", flat=True)[:BATCH]:
         with transaction.atomic():
             execution = (
                 Execution.objects.select_for_update(no_key=True).filter(pk=pk, status__in=list(DEADLINE)).first()

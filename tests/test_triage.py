@@ -168,3 +168,49 @@ def test_a_step_that_hangs_past_its_timeout_is_taken_over_and_counted_as_a_faile
     assert "Hanging for good: ran past its timeout of 1 s on worker:" in failed["status_reason"]
     assert failed["stuck"]["reason"] == "retries_exhausted"
     assert hung_worker.alive()  # still sleeping in the step: nothing it does can commit now
+
+
+@pytest.mark.django_db
+def test_the_counts_read_the_terminal_tally_and_stay_exact(people):
+    """Terminal executions are counted from the sweeper's tally plus what ended since;
+    the counts equal a full count before and after the tally is retaken."""
+    from datetime import timedelta
+
+    from django.db.models import Count
+    from django.utils import timezone
+
+    from executions import selectors, tallies
+    from executions.models import Execution, TerminalTally
+
+    user = people["requester"].user
+    old = timezone.now() - timedelta(days=3)
+
+    def make(status: str, code: str = "", changed=None) -> None:
+        e = Execution.objects.create(
+            workflow="monthly_report",
+            workflow_version=1,
+            input_digest="d",
+            created_by=user,
+            status=status,
+            reason_code=code,
+        )
+        Execution.objects.filter(pk=e.pk).update(status_changed_at=changed or timezone.now())
+
+    for _ in range(3):
+        make("completed", changed=old)
+    make("failed", "retries_exhausted", changed=old)
+    make("awaiting_approval")
+
+    def exact() -> dict[str, int]:
+        return dict(Execution.objects.values("status").annotate(n=Count("*")).values_list("status", "n"))
+
+    def counted() -> dict[str, int]:
+        return {s: n for s, n in selectors.summary()["by_status"].items() if n}
+
+    assert counted() == exact()  # no tally yet: everything counted
+    assert tallies.refresh(force=True) and TerminalTally.objects.exists()
+    make("completed")  # ended after the tally was taken
+    make("failed", "retries_exhausted")
+    assert counted() == exact() == {"completed": 4, "failed": 2, "awaiting_approval": 1}
+    assert selectors.summary()["by_reason"]["retries_exhausted"] == 2
+    assert not tallies.refresh()  # fresh enough: not retaken
