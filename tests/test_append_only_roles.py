@@ -223,5 +223,7 @@ def test_the_stack_processes_connect_as_the_app_role(stack):
             )
             return cursor.fetchone()[0]
 
-    wait_for(lambda: app_sessions() >= 1, timeout=30, what="a connection as the application's role")
+    # The worker holds its connection only while a task runs (a sweep takes milliseconds,
+    # once a second), so look often.
+    wait_for(lambda: app_sessions() >= 1, timeout=30, interval=0.002, what="a connection as the application's role")
     assert stack.env["DATABASE_URL"].startswith(f"postgres://{APP_DB_ROLE}@")
