@@ -19,20 +19,22 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
 
+from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import Max
 from django.urls import reverse
+from django.utils import timezone
 
 from approvals import audit, policy
 from approvals import selectors as approval_selectors
 from approvals.models import ApprovalRequest, AuditEntry
 from artifacts.models import ArtifactVersion
 from executions import gates, selectors, services, stuck
-from executions.models import Action, Execution, ExecutionEvent, Status
+from executions.models import Action, Execution, ExecutionEvent, Status, StepRun
 
 from . import presenters
 
-EXECUTION_PANELS = ("head", "approval", "operate", "artifact", "timeline", "ledger", "approvals")
+EXECUTION_PANELS = ("head", "approval", "operate", "artifact", "timeline", "ledger", "approvals", "steps")
 NAV = "nav"
 MAX_TOKEN = 600
 
@@ -104,6 +106,7 @@ class Snapshot:
 
     execution: Execution
     last_event_id: int
+    last_run_id: int
     actions: list[Action]
     requests: list[ApprovalRequest]
     latest_version_id: int | None
@@ -123,6 +126,7 @@ def snapshot(execution: Execution) -> Snapshot:
     return Snapshot(
         execution=execution,
         last_event_id=ExecutionEvent.objects.filter(execution=execution).aggregate(m=Max("id"))["m"] or 0,
+        last_run_id=StepRun.objects.filter(execution=execution).aggregate(m=Max("id"))["m"] or 0,
         actions=list(execution.actions.order_by("id")),
         requests=list(
             ApprovalRequest.objects.filter(execution=execution)
@@ -156,6 +160,7 @@ def execution_stamps(snap: Snapshot) -> dict[str, str]:
         "operate": digest(e.status, unresolved, snap.last_event_id if unresolved else 0),
         "artifact": digest(snap.latest_version_id),
         "timeline": digest(snap.last_event_id),
+        "steps": digest(snap.last_run_id),
         "ledger": digest(
             e.status,
             e.current_step,
@@ -274,9 +279,14 @@ def panel_context(
         ctx["input_items"] = input_items(execution.input)
         triage = selectors.triage_fields(execution)
         ctx["triage"] = triage
+        ctx["now"] = timezone.now()
+        ctx["lease_beat"] = max(1, settings.RUNTIME_LEASE_SECONDS // 3)
         ctx["stuck"] = triage["stuck"]
     if "approval" in panels:
         ctx.update(approval_context(user, snap, record_view=record_view))
+    if "steps" in panels:
+        runs = StepRun.objects.filter(execution=execution).order_by("id")
+        ctx["attempts"] = presenters.attempt_rows(execution, runs)
     if "timeline" in panels:
         events = ExecutionEvent.objects.filter(execution=execution).order_by("-id")
         ctx["timeline"] = presenters.timeline_rows(execution, events)

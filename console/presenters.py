@@ -345,3 +345,61 @@ def _event_tone(ev: ExecutionEvent) -> str:
     if ev.to_status == Status.COMPLETED or ev.type == "action.succeeded":
         return "ok"
     return ""
+
+
+@dataclass(frozen=True)
+class AttemptRow:
+    """One attempt at one step, as the steps panel shows it."""
+
+    step: str
+    label: str
+    kind: str
+    round: int
+    attempt: int
+    outcome: str
+    started_at: Any
+    seconds: float
+    worker: str
+    error: str
+    evidence: list[Item]
+    model_calls: list[dict[str, str]]
+
+
+def attempt_rows(execution: Execution, runs: Iterable[Any]) -> list[AttemptRow]:
+    """Every attempt (``StepRun``), oldest first, with its duration, error, evidence and
+    the recorded model prompts and responses."""
+    try:
+        flow = registry.get(execution.workflow, execution.workflow_version)
+    except registry.UnknownWorkflow:
+        flow = None
+    rows = []
+    for run in runs:
+        output = run.output if isinstance(run.output, dict) else {}
+        evidence = output.get("evidence")
+        calls = [
+            {
+                "model": str(c.get("model", "")),
+                "prompt_version": str(c.get("prompt_version", "")),
+                "prompt": _clip(c.get("prompt", ""), 20_000),
+                "response": _clip(c.get("response", ""), 20_000),
+            }
+            for c in output.get("model_calls", [])
+            if isinstance(c, dict)
+        ]
+        rows.append(
+            AttemptRow(
+                step=run.step,
+                label=flow.label_for(run.step) if flow else run.step,
+                kind=run.kind,
+                round=run.round,
+                attempt=run.attempt,
+                outcome=run.outcome,
+                started_at=run.started_at,
+                seconds=max(0.0, (run.finished_at - run.started_at).total_seconds()),
+                worker=run.worker,
+                error=_clip(run.error, 2000),
+                evidence=evidence_items(evidence) if isinstance(evidence, dict) else [],
+                model_calls=calls,
+            )
+        )
+    return rows

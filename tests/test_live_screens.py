@@ -217,7 +217,7 @@ def test_the_list_refreshes_its_visible_rows_in_one_poll_and_new_rows_appear(peo
     assert poll(client, url).status_code == 204
     newer = _execution(people, workflow="monthly_report", step="retrieve_figures")
     answer = poll(client, url).content.decode()
-    assert swapped(answer) == {"list-rows"}
+    assert swapped(answer) == {"list-rows", "list-counts"}  # a new row, and one more counted
     assert newer.ref in answer and execution.ref in answer
     filtered = poll_url(client.get("/?status=awaiting_approval").content.decode())
     assert "status=awaiting_approval" in filtered and poll(client, filtered).status_code == 204
