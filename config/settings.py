@@ -130,7 +130,13 @@ TEMPLATES = [
 
 # --- Database: PostgreSQL in production and tests, SQLite as the embedded default.
 if os.environ.get("DATABASE_URL"):
-    DATABASES = {"default": dj_database_url.parse(os.environ["DATABASE_URL"], conn_max_age=60)}
+    # Connections are kept (workers serve many tasks on one) and checked before reuse, so
+    # one that died with a database restart is replaced instead of failing a task.
+    DATABASES = {
+        "default": dj_database_url.parse(
+            os.environ["DATABASE_URL"], conn_max_age=env_int("KEEL_DB_CONN_MAX_AGE", 600), conn_health_checks=True
+        )
+    }
     DATABASES["default"]["TEST"] = {"NAME": os.environ.get("KEEL_TEST_DB_NAME") or None}
 else:
     DATABASES = {

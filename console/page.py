@@ -159,7 +159,7 @@ def execution_stamps(snap: Snapshot) -> dict[str, str]:
         "approval": digest(pending.pk if pending else None, e.status, e.current_step),
         "operate": digest(e.status, unresolved, snap.last_event_id if unresolved else 0),
         "artifact": digest(snap.latest_version_id),
-        "timeline": digest(snap.last_event_id),
+        "timeline": digest(snap.last_event_id, snap.last_run_id),
         "steps": digest(snap.last_run_id),
         "ledger": digest(
             e.status,
@@ -289,7 +289,8 @@ def panel_context(
         ctx["attempts"] = presenters.attempt_rows(execution, runs)
     if "timeline" in panels:
         events = ExecutionEvent.objects.filter(execution=execution).order_by("-id")
-        ctx["timeline"] = presenters.timeline_rows(execution, events)
+        runs = StepRun.objects.filter(execution=execution, outcome=StepRun.Outcome.SUCCEEDED).order_by("-id")
+        ctx["timeline"] = presenters.timeline_rows(execution, events, runs)
     if "approvals" in panels:
         ctx["approval_rows"] = [approval_row(r) for r in snap.requests]
     if "artifact" in panels:

@@ -305,8 +305,12 @@ def _event_details(ev: ExecutionEvent) -> list[Item]:
 _STATUS_LABELS = dict(Status.choices)
 
 
-def timeline_rows(execution: Execution, events: Iterable[ExecutionEvent]) -> list[TimelineRow]:
-    """``events`` newest first → rows with readable titles, dates and who did it."""
+def timeline_rows(
+    execution: Execution, events: Iterable[ExecutionEvent], runs: Iterable[Any] = ()
+) -> list[TimelineRow]:
+    """``events`` and the succeeded step runs (``runs``), newest first → rows with readable
+    titles, dates and who did it. A step's completion is recorded once, as its step run;
+    older histories also have ``step.completed`` events, shown the same way."""
     try:
         flow = registry.get(execution.workflow, execution.workflow_version)
         label_for = flow.label_for
@@ -334,6 +338,22 @@ def timeline_rows(execution: Execution, events: Iterable[ExecutionEvent]) -> lis
                 tone=_event_tone(ev),
             )
         )
+    for run in runs:
+        output = run.output if isinstance(run.output, dict) else {}
+        details = [Item("attempt", str(run.attempt))] if run.attempt > 1 else []
+        for call in output.get("model_calls", [])[:1]:
+            if isinstance(call, dict):
+                details.append(Item("model", f"{call.get('model', '?')} · prompt {call.get('prompt_version', '?')}"))
+        rows.append(
+            TimelineRow(
+                at=run.finished_at,
+                title=f"Step completed: {label_for(run.step)}",
+                kind="step",
+                actor=actor_name(run.worker),
+                details=details,
+            )
+        )
+    rows.sort(key=lambda row: row.at, reverse=True)
     return rows
 
 

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import logging
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import DateTimeField, ExpressionWrapper, F, Q, Value
+from django.db.models import DateTimeField, ExpressionWrapper, Q, Value
 from django.db.models.functions import Now
 
 from . import lifecycle
@@ -35,6 +35,8 @@ class Lease:
     owner: str
     # Set on a takeover from a worker whose step ran past its timeout: that worker.
     overran_by: str = ""
+    # The row as the claim left it (annotated with ``db_now``), for the slice to start from.
+    row: Execution | None = field(default=None, compare=False, repr=False)
 
 
 def _expiry() -> ExpressionWrapper:
@@ -75,7 +77,9 @@ def acquire(execution_id: int, *, owner: str) -> Lease | None:
 
     Returns None when it is locked by another claimer, not runnable, not yet due,
     or leased. A takeover of an expired lease is a lease change recorded as an
-    event, not a transition. Commits once.
+    event, not a transition. One commit, three statements: the row locked and read
+    (with the database clock), the lease (and the claim's transition) in one UPDATE,
+    its event. The lease carries the row, so the slice starts without reading it again.
     """
     with transaction.atomic():
         row = (
@@ -87,36 +91,78 @@ def acquire(execution_id: int, *, owner: str) -> Lease | None:
         if row is None:
             return None
         waiting = row.status in (Status.RETRY_PENDING, Status.WAITING)
-        if waiting and not Execution.objects.filter(pk=row.pk, due_at__lte=Now()).exists():
+        if waiting and not (row.due_at is not None and row.due_at <= row.db_now):
             return None
-        won = Execution.objects.filter(_free(), pk=row.pk, lease_token=row.lease_token).update(
-            lease_token=F("lease_token") + 1,
-            lease_owner=owner,
-            lease_expires_at=_expiry(),
-            step_deadline=step_deadline(row, row.current_step),
-        )
-        if not won:
-            return None
+        if row.lease_expires_at is not None and row.lease_expires_at >= row.db_now:
+            return None  # somebody holds a live lease (the row lock makes this check final)
+        previous = row.lease_owner
         overran = (
             row.status == Status.RUNNING
-            and row.lease_owner
+            and previous
             and row.step_deadline is not None
             and row.step_deadline < row.db_now
         )
+        row.lease_token += 1
+        row.lease_owner = owner
+        row.lease_expires_at = _expiry()
+        row.step_deadline = step_deadline(row, row.current_step)
         lease = Lease(
-            execution_id=row.pk, token=row.lease_token + 1, owner=owner, overran_by=row.lease_owner if overran else ""
+            execution_id=row.pk, token=row.lease_token, owner=owner, overran_by=previous if overran else "", row=row
         )
-        if row.lease_owner:
+        if row.status in CLAIM_TRANSITION:
+            lifecycle.apply(
+                row,
+                CLAIM_TRANSITION[row.status],
+                actor_label=owner,
+                payload={"token": lease.token},
+                update_fields=LEASE_FIELDS,
+            )
+        else:
+            Execution.objects.filter(pk=row.pk).update(**{f: getattr(row, f) for f in LEASE_FIELDS})
+        if previous:
             lifecycle.record(
                 row,
                 "lease.taken_over",
                 step=row.current_step,
                 actor_label=owner,
-                payload={"previous_owner": row.lease_owner, "token": lease.token},
+                payload={"previous_owner": previous, "token": lease.token},
             )
-        if row.status in CLAIM_TRANSITION:
-            lifecycle.apply(row, CLAIM_TRANSITION[row.status], actor_label=owner, payload={"token": lease.token})
         return lease
+
+
+LEASE_FIELDS = ("lease_token", "lease_owner", "lease_expires_at", "step_deadline")
+
+
+# A fenced write found the row not as this worker left it (``diagnose`` says how).
+Fenced = lifecycle.Fenced
+
+
+def fence_conditions(lease: Lease, step: str | None = None) -> dict:
+    """The WHERE of a fenced write: our lease, running, and (with ``step``) still at it."""
+    conditions = {
+        "pk": lease.execution_id,
+        "lease_token": lease.token,
+        "lease_owner": lease.owner,
+        "status": Status.RUNNING,
+    }
+    if step is not None:
+        conditions["current_step"] = step
+    return conditions
+
+
+def checkpoint(lease: Lease, step: str, **values) -> None:
+    """One fenced UPDATE: write ``values`` and extend the lease, only if the lease is ours
+    and the execution still runs at ``step``. Raises Fenced otherwise."""
+    if not Execution.objects.filter(**fence_conditions(lease, step)).update(lease_expires_at=_expiry(), **values):
+        raise Fenced(f"execution {lease.execution_id} is not running at {step} under token {lease.token}")
+
+
+def diagnose(lease: Lease) -> Execution:
+    """After Fenced: the row as it is. Raises LeaseLost if the lease is no longer ours."""
+    current = Execution.objects.get(pk=lease.execution_id)
+    if current.lease_token != lease.token or current.lease_owner != lease.owner:
+        raise LeaseLost(f"lease token {lease.token} on execution {lease.execution_id} is no longer valid")
+    return current
 
 
 def fence(lease: Lease, *, beat: bool = False) -> None:

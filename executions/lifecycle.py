@@ -33,7 +33,12 @@ TRANSITIONS = (
     "resume",
 )
 
-__all__ = ["TRANSITIONS", "TransitionNotAllowed", "apply", "record"]
+__all__ = ["TRANSITIONS", "Fenced", "TransitionNotAllowed", "apply", "record"]
+
+
+class Fenced(Exception):
+    """A fenced write found the row not as its writer left it (another lease token, or
+    the execution moved on): nothing was written."""
 
 
 def apply(
@@ -47,13 +52,16 @@ def apply(
     step: str = "",
     payload: dict[str, Any] | None = None,
     update_fields: tuple[str, ...] = (),
+    where: dict[str, Any] | None = None,
 ) -> ExecutionEvent:
     """Run transition ``name``, save it, and append the event. Raises TransitionNotAllowed.
 
     ``reason`` is a sentence for people; ``code`` the same reason as a word of the
     stuck vocabulary (``waiting_overdue``, ``approval_lapsed``…), for filters and
     counts. ``update_fields`` names other fields the caller changed on ``execution``
-    that must be saved in the same UPDATE.
+    that must be saved in the same UPDATE. ``where``: more conditions for that UPDATE
+    (a worker's fence: its lease token and step); if the row doesn't meet them nothing
+    is written and ``Fenced`` is raised.
     """
     if name not in TRANSITIONS:
         raise ValueError(f"unknown transition {name!r}")
@@ -64,7 +72,13 @@ def apply(
     execution.status_reason = reason  # the reason for *this* status; none clears the last one
     execution.reason_code = code
     fields = {"status", "status_changed_at", "status_reason", "reason_code", "updated_at", *update_fields}
-    execution.save(update_fields=sorted(fields))
+    if where is None:
+        execution.save(update_fields=sorted(fields))
+    else:
+        execution.updated_at = execution.status_changed_at
+        values = {name: getattr(execution, name) for name in fields}
+        if not Execution.objects.filter(**{**where, "status": before}).update(**values):
+            raise Fenced(f"{execution.ref} is not {before} under the conditions {sorted(where)}")
     return record(
         execution,
         "transition",

@@ -74,15 +74,18 @@ def _overran(lease: Lease) -> str:
 
 
 def _run_slice(lease: Lease, heartbeat: Heartbeat) -> str:
+    """Steps one after another on the row the claim read, kept current in memory: under
+    our lease only this worker writes it, and every write is fenced (the checkpoint's
+    UPDATE is conditional on the token and the step), so nothing is read again."""
     ends = time.monotonic() + settings.RUNTIME_SLICE_SECONDS
+    execution = lease.row or Execution.objects.annotate(db_now=Now()).get(pk=lease.execution_id)
+    if execution.status != Status.RUNNING or execution.lease_token != lease.token:
+        return "stopped"
+    if execution.deadline and execution.deadline <= execution.db_now:
+        return _stop_at_deadline(lease)
     while True:
         if heartbeat.lost.is_set():
             raise LeaseLost("heartbeat lost the lease")
-        execution = Execution.objects.annotate(db_now=Now()).get(pk=lease.execution_id)
-        if execution.status != Status.RUNNING or execution.lease_token != lease.token:
-            return "stopped"
-        if execution.deadline and execution.deadline <= execution.db_now:
-            return _stop_at_deadline(lease)
         workflow = registry.get(execution.workflow, execution.workflow_version)
         step = workflow.get_step(execution.current_step)
         if _run_step(lease, execution, workflow, step) == STOP:
@@ -133,28 +136,37 @@ def _checkpoint(
     *,
     action: Action | None = None,
 ) -> str:
-    """One commit: artifacts, step run, state, progress notes, event (and ledger result).
+    """One commit: the checkpoint (state, progress notes, next step) in one fenced UPDATE,
+    the step run, and for an effect its ledger result; artifacts first, under a fence.
 
     If the execution stopped running meanwhile (cancelled while an effect's call was
     in flight), nothing is checkpointed, but the effect's receipt is still recorded.
     """
-    with transaction.atomic():
-        fence(lease)
-        execution = Execution.objects.get(pk=lease.execution_id)
-        stopped = execution.status != Status.RUNNING or execution.current_step != step.name
-        if stopped and action is not None:
-            ledger.mark_succeeded(action, output, execution=execution, actor_label=lease.owner)
-        if not stopped:
+    execution = ctx.execution
+    try:
+        with transaction.atomic():
+            if ctx.staged_artifacts or action is not None:  # prove the lease before writing anything
+                leases.checkpoint(lease, step.name)
             following = _commit_step(lease, execution, ctx, workflow, step, output, started, action)
-    if stopped:
-        raise ledger.ExecutionStopped(f"{execution.ref} is {execution.status}, no longer at {step.name}")
+    except leases.Fenced:
+        current = leases.diagnose(lease)  # LeaseLost if it isn't ours any more
+        if action is not None:
+            with transaction.atomic():
+                fence(lease)
+                ledger.mark_succeeded(action, output, execution=current, actor_label=lease.owner)
+        raise ledger.ExecutionStopped(f"{current.ref} is {current.status}, no longer at {step.name}") from None
     log.info("%s: %s done (%s)%s", execution.ref, step.name, step.kind, "" if following else "; completed")
     failpoints.hit(f"after_step:{step.name}")
     return CONTINUE if following else STOP
 
 
 def _commit_step(lease, execution, ctx, workflow, step, output, started, action) -> str:
-    """Inside the fenced transaction: record the step and move to the next. Returns it ("" at the end)."""
+    """Inside the transaction: record the step and move to the next. Returns it ("" at the end).
+
+    The first write is the fenced one (the checkpoint, or the completion with the lease
+    given back), so a worker that lost its lease writes nothing. Step completion is
+    recorded once, as the step run (the timeline reads step runs with the events).
+    """
     state = execution.context
     for staged in ctx.staged_artifacts:
         version = artifact_version_create(
@@ -173,30 +185,42 @@ def _commit_step(lease, execution, ctx, workflow, step, output, started, action)
     notes["completed_steps"].append(step.name)
     following = workflow.next_step(step.name)
     notes["next_action"] = workflow.label_for(following) if following else "done"
-    attempt = _record_run(lease, execution, step, started, StepRun.Outcome.SUCCEEDED, output=output)
-    if action is not None:
-        ledger.mark_succeeded(action, output, execution=execution, actor_label=lease.owner)
-    lifecycle.record(
-        execution,
-        "step.completed",
-        step=step.name,
-        actor_label=lease.owner,
-        payload=_step_summary(step, output, attempt),
-    )
+    attempt = execution.failed_attempts + 1
     execution.context = state
-    execution.current_step = following
     execution.failed_attempts = 0
-    execution.step_deadline = leases.step_deadline(execution, following) if following else None
     if following:
-        execution.save(update_fields=["context", "current_step", "failed_attempts", "step_deadline", "updated_at"])
+        deadline = leases.step_deadline(execution, following)
+        leases.checkpoint(
+            lease,
+            step.name,
+            context=state,
+            current_step=following,
+            failed_attempts=0,
+            step_deadline=deadline,
+            updated_at=timezone.now(),
+        )
+        execution.current_step = following
     else:
+        execution.current_step, execution.step_deadline = "", None
+        execution.lease_owner, execution.lease_expires_at = "", None  # the lease is given back with it
         lifecycle.apply(
             execution,
             "complete",
             actor_label=lease.owner,
-            update_fields=("context", "current_step", "failed_attempts", "step_deadline"),
+            update_fields=(
+                "context",
+                "current_step",
+                "failed_attempts",
+                "step_deadline",
+                "lease_owner",
+                "lease_expires_at",
+            ),
+            where=leases.fence_conditions(lease, step.name),
+            payload={"step": step.name},
         )
-        release(lease)
+    _record_run(lease, execution, step, started, StepRun.Outcome.SUCCEEDED, output=output, attempt=attempt)
+    if action is not None:
+        ledger.mark_succeeded(action, output, execution=execution, actor_label=lease.owner)
     return following
 
 
@@ -376,10 +400,19 @@ def _flag_outside_step(lease: Lease, reason: str, *, code: str = "step_error") -
 
 
 def _record_run(
-    lease: Lease, execution: Execution, step: Step, started, outcome: str, *, output: dict, error: str = ""
+    lease: Lease,
+    execution: Execution,
+    step: Step,
+    started,
+    outcome: str,
+    *,
+    output: dict,
+    error: str = "",
+    attempt: int | None = None,
 ) -> int:
-    """Append this attempt's StepRun (inside the fenced transaction); returns the attempt number."""
-    attempt = StepRun.objects.filter(execution=execution, step=step.name, round=execution.round).count() + 1
+    """Append this attempt's StepRun (inside the fenced transaction); returns the attempt
+    number: the step's failed attempts in this round, plus one."""
+    attempt = attempt or execution.failed_attempts + 1
     StepRun.objects.create(
         execution=execution,
         step=step.name,
@@ -400,14 +433,6 @@ def _record_run(
 def _merge_facts(known: list[dict], new: list[dict]) -> list[dict]:
     ids = {f["id"] for f in known}
     return known + [f for f in new if f["id"] not in ids]
-
-
-def _step_summary(step: Step, output: dict[str, Any], attempt: int) -> dict[str, Any]:
-    summary: dict[str, Any] = {"kind": str(step.kind), "label": step.label, "attempt": attempt}
-    for call in output.get("model_calls", []):
-        summary.setdefault("model", call["model"])
-        summary.setdefault("prompt_version", call["prompt_version"])
-    return summary
 
 
 class RecordingModel:
