@@ -198,17 +198,17 @@ def _runs_again(execution: Execution, step: Step, actions: list[Action]) -> str:
 
 
 def _effect_again(step: Step, actions: list[Action]) -> str:
-    guarded = f", after the approval of {step.guarded_by} is checked again" if step.guarded_by else ""
+    guarded = f" (once {step.guarded_by}'s approval is checked again)" if step.guarded_by else ""
     action = actions[-1] if actions else None
     if action is None:
-        return f"sends its effect for the first time{guarded} (a ledger entry is committed before the call)"
+        return f"sends its effect for the first time, its ledger entry committed before the call{guarded}"
     key = action.key
     if action.status == Action.State.SUCCEEDED:
         return f"{key} is already done: the step completes from its recorded receipt without a call"
     if action.status in _UNSENT or action.attempts == 0:
-        return f"sends {key}{guarded} (it was never sent)"
+        return f"sends {key}, which was never sent{guarded}"
     if action.honors_key:
-        return f"{key} failed; it is sent again{guarded} with the same key, which the provider de-duplicates"
+        return f"{key} failed; it is sent again with the same key, which the provider de-duplicates{guarded}"
     return (
         f"{key} failed at a provider that does not de-duplicate: it is first looked up by its key; found, it is "
         "recorded without a call; not found, it is not re-sent and waits for an operator again"

@@ -8,16 +8,29 @@ while an unknown outcome is unresolved. Real worker, beat, web server and sandbo
 - S16's unknown outcome at an order service that does not de-duplicate: the preview
   is blocked naming the key, the order could be repeated, and resume is a 409 naming
   it; once the operator resolved it, the preview lets a resume through.
+- Stale approvals (no processes needed): the approver lost the authority, or the
+  artifact changed after the approval; the effect it guards is blocked.
 """
 
 from __future__ import annotations
 
+import pytest
+from django.contrib.auth.models import Group
+from django.db import transaction
 from django.test import Client
 
+from approvals.services import approval_decide
+from artifacts import store
+from artifacts.services import artifact_version_create
+from executions import lifecycle
+from executions.errors import Conflict
 from executions.models import Action, Execution, ExecutionEvent
+from executions.preview import resume_preview
+from executions.services import execution_resume
 from tests.support.procs import http
 from tests.support.stack import pk, wait_for, wait_status
 from tests.test_replacement_order import add_fault, orders_mode, orders_with_reference
+from tests.test_screens import awaiting  # noqa: F401 - fixture
 
 REPORT_STEPS = ["retrieve_figures", "analyze", "draft_report", "review", "publish", "notify"]
 ORDER_STEPS = ["load_order", "propose_replacement", "review", "submit_order", "record_order", "shipment", "confirm"]
@@ -195,3 +208,75 @@ def test_s16_unknown_outcome_at_a_provider_without_dedup_blocks_resume_until_res
     ]
     assert operator.post(f"/executions/{ref}/resume", {"reason": "the warehouse is late, wait again"}).ok
     assert stack.sandbox_stats()["keys"][key] == {"calls": 1, "effects": 1}  # one order, never re-sent
+
+
+# --- stale approvals (the approval gate's ``stale`` hook), without processes
+
+
+@pytest.fixture
+def approved_then_stopped(people, awaiting):  # noqa: F811
+    """RUN_0001's report V1 approved by the manager; then the publish was refused (403)
+    and it waits for an operator at publish, as the worker leaves it."""
+    execution, request = awaiting
+    approval_decide(
+        user=people["manager"].user,
+        execution_ref=execution.ref,
+        approval_id=request.pk,
+        decision="approve",
+        artifact_version=request.version,
+        content_sha256=request.content_sha256,
+        event_id="approve-v1",
+    )
+    with transaction.atomic():
+        stopped = Execution.objects.select_for_update().get(pk=execution.pk)
+        stopped.context["state"]["review"] = {
+            "approval_id": request.pk,
+            "decision": "approve",
+            "decided_by": "manager",
+            "artifact_version": request.version,
+            "content_sha256": request.content_sha256,
+            "action": request.action,
+        }
+        stopped.context["artifacts"]["report"] = request.artifact_version.as_ref()
+        stopped.current_step = "publish"
+        lifecycle.apply(
+            stopped, "flag", reason="403", code="permission_denied", update_fields=("context", "current_step")
+        )
+    return stopped, request
+
+
+def test_an_approver_who_lost_the_authority_makes_the_approval_stale_and_blocks_resume(people, approved_then_stopped):
+    execution, request = approved_then_stopped
+    fresh = resume_preview(execution)
+    assert fresh["can_resume"] is True and fresh["stale_approvals"] == []
+
+    managers = Group.objects.get(name="managers")
+    people["manager"].user.groups.remove(managers)
+    preview = resume_preview(execution)
+    [stale] = preview["stale_approvals"]
+    assert stale["approval_id"] == request.pk and stale["artifact_version"] == 1
+    assert stale["content_sha256"] == request.content_sha256 and "manager lost the authority" in stale["why"]
+    assert preview["can_resume"] is False and plans(preview)["publish"] == "blocked"
+    assert "review no longer lets publish through" in preview["blocked_by"][0]
+    with pytest.raises(Conflict, match="no longer lets publish through"):
+        execution_resume(ref=execution.ref, user=people["operator"].user, reason="go")
+
+    people["manager"].user.groups.add(managers)  # the authority is back: nothing is stale
+    assert resume_preview(execution)["can_resume"] is True
+
+
+def test_a_version_made_after_the_approval_makes_it_stale(people, approved_then_stopped):
+    execution, request = approved_then_stopped
+    with transaction.atomic():
+        artifact_version_create(
+            execution=execution,
+            kind="report",
+            title="edited",
+            blob=store.put(b"# edited after the approval\n"),
+            content_type="text/markdown",
+            step="manual_edit",
+        )
+    preview = resume_preview(execution)
+    [stale] = preview["stale_approvals"]
+    assert "approved V1" in stale["why"] and "newest version is V2" in stale["why"]
+    assert preview["can_resume"] is False and plans(preview)["notify"] == "blocked"
