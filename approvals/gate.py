@@ -210,6 +210,47 @@ class ApprovalGate(gates.Gate):
                 f"{approver.get_username()} no longer holds ({refused})",
             )
 
+    def stale(self, execution: Execution) -> list[gates.StaleGrant]:
+        """Approved requests whose effects are not all done and that ``check_effect``
+        would now refuse: the artifact has a newer version (or other bytes) than the one
+        approved, or the approver no longer holds the authority."""
+        found = []
+        requests = ApprovalRequest.objects.filter(
+            execution=execution, status=ApprovalRequest.State.APPROVED
+        ).select_related("decision__decided_by", "artifact_version")
+        for request in requests:
+            guarded = Action.objects.filter(gate_ref=request.gate_ref)
+            if guarded.exists() and not guarded.exclude(status=Action.State.SUCCEEDED).exists():
+                continue  # what it authorised is done: nothing will rely on it again
+            whys = []
+            newest = (
+                ArtifactVersion.objects.filter(artifact_id=request.artifact_version.artifact_id)
+                .order_by("-number")
+                .first()
+            )
+            if (newest.number, newest.sha256) != (request.version, request.content_sha256):
+                whys.append(
+                    f"approved V{request.version} ({request.content_sha256[:12]}) but the newest version is "
+                    f"V{newest.number} ({newest.sha256[:12]})"
+                )
+            approver = request.decision.decided_by
+            refused = policy.refusal(approver, request)
+            if refused:
+                whys.append(f"the approver {approver.get_username()} lost the authority ({refused})")
+            if whys:
+                found.append(
+                    gates.StaleGrant(
+                        step=request.step,
+                        why="; ".join(whys),
+                        details={
+                            "approval_id": request.pk,
+                            "artifact_version": request.version,
+                            "content_sha256": request.content_sha256,
+                        },
+                    )
+                )
+        return found
+
 
 def _pending(request: ApprovalRequest) -> gates.PendingGate:
     artifact = request.artifact_version.artifact.ref

@@ -38,6 +38,31 @@ def artifact_version_create(
     )
 
 
+def artifact_copy(version: ArtifactVersion, *, execution) -> ArtifactVersion:
+    """Give ``execution`` its own copy of ``version``'s artifact, versions 1 … ``version``
+    with their numbers, hashes and producing steps, over the same stored bytes (nothing
+    is rewritten: the store is content-addressed). Returns the copy of ``version``.
+
+    For a restart (executions.restart): the new execution reuses what the failed one
+    produced. Assumes an open transaction.
+    """
+    assert transaction.get_connection().in_atomic_block
+    source = version.artifact
+    artifact = Artifact.objects.create(execution=execution, kind=source.kind, title=source.title)
+    copied = None
+    for old in source.versions.filter(number__lte=version.number).order_by("number"):
+        copied = ArtifactVersion.objects.create(
+            artifact=artifact,
+            number=old.number,
+            sha256=old.sha256,
+            size=old.size,
+            content_type=old.content_type,
+            storage_path=old.storage_path,
+            produced_by_step=old.produced_by_step,
+        )
+    return copied
+
+
 def artifact_version_content(version: ArtifactVersion) -> bytes:
     return store.get(version.storage_path, expected_sha256=version.sha256)
 

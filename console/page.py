@@ -30,7 +30,7 @@ from approvals import selectors as approval_selectors
 from approvals.models import ApprovalRequest, AuditEntry
 from artifacts.models import ArtifactVersion
 from executions import gates, selectors, services, stuck
-from executions.models import Action, Execution, ExecutionEvent, Status, StepRun
+from executions.models import Action, Execution, ExecutionEvent, Status, StepRun, ref_for
 
 from . import presenters
 
@@ -110,6 +110,7 @@ class Snapshot:
     actions: list[Action]
     requests: list[ApprovalRequest]
     latest_version_id: int | None
+    restarted_as: int | None = None  # the execution that restarted this one (executions.restart)
 
     @property
     def authorisers(self) -> dict[str, ApprovalRequest]:
@@ -137,6 +138,7 @@ def snapshot(execution: Execution) -> Snapshot:
         .order_by("-artifact_id", "-number")
         .values_list("id", flat=True)
         .first(),
+        restarted_as=Execution.objects.filter(restarted_from=execution).values_list("id", flat=True).first(),
     )
 
 
@@ -155,9 +157,11 @@ def execution_stamps(snap: Snapshot) -> dict[str, str]:
             e.lease_token,
             e.lease_expires_at,
             getattr(e, "stuck_reason", None),
+            e.restarted_from_id,
+            snap.restarted_as,
         ),
         "approval": digest(pending.pk if pending else None, e.status, e.current_step),
-        "operate": digest(e.status, unresolved, snap.last_event_id if unresolved else 0),
+        "operate": digest(e.status, unresolved, snap.last_event_id if unresolved else 0, snap.restarted_as),
         "artifact": digest(snap.latest_version_id),
         "timeline": digest(snap.last_event_id, snap.last_run_id),
         "steps": digest(snap.last_run_id),
@@ -269,6 +273,12 @@ def panel_context(
     ctx["can_resolve"] = execution.status == Status.NEEDS_ATTENTION and operator
     ctx["waiting"] = gates.pending_of(execution) if execution.status == Status.WAITING else None
     ctx["can_signal"] = ctx["can_cancel"] and ctx["waiting"] is not None and ctx["waiting"].kind == "wait"
+    # Restart a failed execution from a step; close the compensations a cancel recorded.
+    ctx["can_restart"] = execution.status == Status.FAILED and operator and snap.restarted_as is None
+    ctx["restart_choices"] = presenters.restart_choices(execution) if ctx["can_restart"] else []
+    ctx["can_close"] = execution.status == Status.CANCELLED and operator
+    ctx["restarted_from"] = ref_for(execution.restarted_from_id) if execution.restarted_from_id else ""
+    ctx["restarted_as"] = ref_for(snap.restarted_as) if snap.restarted_as else ""
     ctx["signal_event_id"] = uuid.uuid4().hex
     ledger_rows = None
     if {"ledger", "operate"} & set(panels):

@@ -16,7 +16,7 @@ from executions import registry
 from executions.models import Action, Execution, ExecutionEvent, Status
 
 # Receipt fields worth a line of their own; the whole receipt is a click away.
-RECEIPT_HEADLINE = ("reference", "status", "resolved_by", "evidence")
+RECEIPT_HEADLINE = ("reference", "status", "resolved_by", "closed_by", "evidence")
 MAX_VALUE = 300
 MAX_JSON = 6000
 
@@ -90,9 +90,16 @@ class LedgerRow:
     resolution: Item | None = None  # an operator's resolution and its evidence
     fields: list = field(default_factory=list)  # receipt fields a resolution must give (ReceiptField)
 
+    compensation: bool = False
+
     @property
     def unresolved(self) -> bool:
         return self.status in (Action.State.UNKNOWN, Action.State.EXECUTING)
+
+    @property
+    def open_compensation(self) -> bool:
+        """A planned compensation an operator closes by hand once the execution is cancelled."""
+        return self.compensation and self.status == Action.State.PLANNED
 
 
 _NEVER_SENT = {
@@ -107,6 +114,8 @@ _NEVER_SENT = {
 def _ledger_state(action: Action, execution: Execution, authoriser: Any) -> tuple[str, str, str]:
     """(label, tone, note) for one action as things stand now."""
     status, here = action.status, execution.current_step == action.step
+    if action.is_compensation:
+        return _compensation_state(action)
     if status == Action.State.SUCCEEDED:
         return "succeeded", "ok", ""
     if status == Action.State.PLANNED:
@@ -136,6 +145,14 @@ def _ledger_state(action: Action, execution: Execution, authoriser: Any) -> tupl
     return "failed", "danger", action.last_error
 
 
+def _compensation_state(action: Action) -> tuple[str, str, str]:
+    if action.status == Action.State.PLANNED:
+        return "compensation — to be carried out by a person", "warn", f"what to undo: {_clip(action.args)}"
+    if action.status == Action.State.SUCCEEDED:
+        return "compensation carried out", "ok", ""
+    return "compensation not possible", "danger", action.last_error
+
+
 def ledger_rows(
     execution: Execution,
     actions: Iterable[Action],
@@ -158,6 +175,11 @@ def ledger_rows(
                 f"resolved as {payload.get('to', '?')} by {actor_name(ev.actor_label)}",
                 _clip(payload.get("evidence", "")),
             )
+        if payload.get("closed"):
+            resolutions[key] = Item(
+                f"closed as {payload.get('to', '?')} by {actor_name(ev.actor_label)}",
+                _clip(payload.get("evidence", "")),
+            )
     fields = receipt_fields_by_step(execution)
     rows = []
     for action in actions:
@@ -175,7 +197,8 @@ def ledger_rows(
                 receipt_json=pretty_json(action.receipt) if action.receipt else "",
                 lookup=lookups.get(action.key, []),
                 resolution=resolutions.get(action.key),
-                fields=list(fields.get(action.step, ())),
+                fields=list(fields.get(action.step, ())) if not action.is_compensation else [],
+                compensation=action.is_compensation,
             )
         )
     return rows
@@ -220,6 +243,7 @@ EVENT_TITLES = {
     "approval.decided": "Decision recorded",
     "approval.superseded": "Approval superseded",
     "lease.taken_over": "Taken over by another worker",
+    "execution.restarted": "Restarted as a new execution",
     "wait.opened": "Waiting started",
     "wait.received": "Signal received",
     "wait.timed_out": "Wait timed out",
@@ -252,6 +276,10 @@ def event_title(ev: ExecutionEvent) -> str:
             return "Effect found by lookup"
     if ev.type == "action.failed" and payload.get("resolved"):
         return "Resolved by an operator: it did not happen"
+    if ev.type.startswith("action.") and payload.get("closed"):
+        return "Compensation carried out" if ev.type == "action.succeeded" else "Compensation not possible"
+    if ev.type == "execution.created" and payload.get("restarted_from"):
+        return f"Started: a restart of {_clip(payload['restarted_from'])}"
     if ev.type == "action.executing" and (payload.get("attempt") or 1) > 1:
         return "Effect sent again (same key)"
     if ev.type == "approval.decided":
@@ -274,7 +302,7 @@ def _event_details(ev: ExecutionEvent) -> list[Item]:
         add("error", payload.get("error"))
         if isinstance(payload.get("evidence"), dict):
             out.extend(evidence_items(payload["evidence"]))
-        elif payload.get("resolved"):
+        elif payload.get("resolved") or payload.get("closed"):
             add("evidence", payload.get("evidence"))
         out.extend(receipt_items(payload.get("receipt")))
         add("compensates", payload.get("compensates"), code=True)
@@ -291,6 +319,13 @@ def _event_details(ev: ExecutionEvent) -> list[Item]:
         add("signal", payload.get("signal"), code=True)
         add("timeout", f"{payload['timeout_seconds']:g} s" if payload.get("timeout_seconds") else None)
         add("event", payload.get("event_id"), code=True)
+    elif ev.type.startswith("execution."):
+        add("restarted as", payload.get("restarted_as"), code=True)
+        add("from step", payload.get("from_step"), code=True)
+        add(
+            "reused",
+            ", ".join(map(str, payload["reused_steps"])) if isinstance(payload.get("reused_steps"), list) else None,
+        )
     elif ev.type == "lease.taken_over":
         add("from", payload.get("previous_owner"))
         add("token", payload.get("token"))
@@ -423,3 +458,119 @@ def attempt_rows(execution: Execution, runs: Iterable[Any]) -> list[AttemptRow]:
             )
         )
     return rows
+
+
+# --- the resume preview, restart and compensations (the triage console)
+
+_PLAN_TONES = {"skip": "neutral", "run": "info", "blocked": "warn"}
+_PLAN_LABELS = {"skip": "skipped", "run": "runs", "blocked": "blocked"}
+
+
+@dataclass(frozen=True)
+class PlannedStep:
+    name: str
+    label: str
+    kind: str
+    plan: str  # skip, run, blocked: for machines and tests
+    plan_label: str
+    tone: str
+    why: str
+
+
+@dataclass(frozen=True)
+class PreviewEffect:
+    key: str
+    type: str
+    status: str
+    may_repeat: bool
+    provider_dedupes: bool
+
+
+@dataclass(frozen=True)
+class StaleApproval:
+    approval_id: int
+    version: int
+    sha256: str
+    why: str
+
+
+@dataclass(frozen=True)
+class ResumePlan:
+    """A resume preview (executions.preview) as the confirmation page says it."""
+
+    can_resume: bool
+    blocked_by: list[str]
+    steps: list[PlannedStep]
+    effects: list[PreviewEffect]
+    stale: list[StaleApproval]
+    pinned: int
+    latest: int
+
+    def _named(self, plan: str) -> list[str]:
+        return [s.label for s in self.steps if s.plan == plan]
+
+    @property
+    def skipped(self) -> list[str]:
+        return self._named("skip")
+
+    @property
+    def running(self) -> list[str]:
+        return self._named("run")
+
+    @property
+    def blocked(self) -> list[str]:
+        return self._named("blocked")
+
+    @property
+    def repeats(self) -> list[PreviewEffect]:
+        return [e for e in self.effects if e.may_repeat]
+
+
+def resume_plan(preview: dict[str, Any]) -> ResumePlan:
+    return ResumePlan(
+        can_resume=preview["can_resume"],
+        blocked_by=list(preview["blocked_by"]),
+        steps=[
+            PlannedStep(
+                name=s["step"],
+                label=s["label"],
+                kind=s["kind"],
+                plan=s["plan"],
+                plan_label=_PLAN_LABELS[s["plan"]],
+                tone=_PLAN_TONES[s["plan"]],
+                why=s["why"],
+            )
+            for s in preview["steps"]
+        ],
+        effects=[PreviewEffect(**e) for e in preview["effects"]],
+        stale=[
+            StaleApproval(
+                approval_id=a["approval_id"], version=a["artifact_version"], sha256=a["content_sha256"], why=a["why"]
+            )
+            for a in preview["stale_approvals"]
+        ],
+        pinned=preview["workflow_version"]["pinned"],
+        latest=preview["workflow_version"]["latest"],
+    )
+
+
+@dataclass(frozen=True)
+class StepChoice:
+    name: str
+    label: str
+    selected: bool
+
+
+def restart_choices(execution: Execution) -> list[StepChoice]:
+    """The steps a failed execution can be restarted from: the first one up to the step it
+    failed at (the default)."""
+    try:
+        flow = registry.get(execution.workflow, execution.workflow_version)
+    except registry.UnknownWorkflow:
+        return []
+    names = [s.name for s in flow.steps]
+    last = names.index(execution.current_step) if execution.current_step in names else len(names) - 1
+    return [
+        StepChoice(name=s.name, label=s.label, selected=s.name == execution.current_step)
+        for s in flow.steps[: last + 1]
+    ]

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import decide, views
+from . import decide, operate, views
 
 app_name = "executions"
 
@@ -17,4 +17,8 @@ urlpatterns = [
     path("executions/<str:ref>/signal/", views.execution_signal, name="signal"),
     path("executions/<str:ref>/redraft/", views.execution_redraft, name="redraft"),
     path("executions/<str:ref>/approvals/<int:approval_id>/decide/", decide.decide, name="decide"),
+    # Operators (the triage console): the resume preview, restart from a step, closing compensations.
+    path("executions/<str:ref>/resume/preview/", operate.resume_preview, name="resume_preview"),
+    path("executions/<str:ref>/restart/", operate.execution_restart, name="restart"),
+    path("executions/<str:ref>/compensations/close/", operate.compensation_close, name="close_compensation"),
 ]

@@ -17,17 +17,19 @@ from artifacts import selectors as artifact_selectors
 from artifacts.services import artifact_version_content
 from artifacts.store import CorruptArtifact
 
-from . import selectors, services
+from . import compensations, restart, selectors, services
 from .auth import user_for_token
 from .errors import Conflict, NotFound
 from .inputs import (
     ActionKey,
     ArtifactRef,
+    CloseIn,
     Cursor,
     DbInt,
     ExecutionRef,
     ReasonIn,
     ResolveIn,
+    RestartIn,
     StartIn,
     WorkflowName,
 )
@@ -135,6 +137,8 @@ class ExecutionOut(Schema):
     attempt: AttemptOut | None
     lease: LeaseOut | None
     stuck: StuckOut | None
+    restarted_from: str | None
+    restarted_as: str | None
 
 
 class ExecutionPage(Schema):
@@ -228,6 +232,72 @@ def resolve_action(request: HttpRequest, key: ActionKey, payload: ResolveIn):
     return services.action_resolve(
         key=key, user=request.user, outcome=payload.outcome, evidence=payload.evidence, receipt=payload.receipt
     )
+
+
+# --- operators: resume preview, restart from a step, closing compensations (issue 12)
+
+
+class PlannedStepOut(Schema):
+    step: str
+    label: str
+    kind: str
+    plan: Literal["skip", "run", "blocked"]
+    why: str
+
+
+class PreviewEffectOut(Schema):
+    key: str
+    type: str
+    status: str
+    may_repeat: bool
+    provider_dedupes: bool
+
+
+class StaleApprovalOut(Schema):
+    approval_id: int
+    artifact_version: int
+    content_sha256: str
+    why: str
+
+
+class WorkflowVersionOut(Schema):
+    pinned: int
+    latest: int
+
+
+class ResumePreviewOut(Schema):
+    can_resume: bool
+    blocked_by: list[str]
+    steps: list[PlannedStepOut]
+    effects: list[PreviewEffectOut]
+    stale_approvals: list[StaleApprovalOut]
+    workflow_version: WorkflowVersionOut
+
+
+@router.get(
+    "/executions/{execution_id}/resume-preview",
+    response={200: ResumePreviewOut, **READ_ONE, 403: ErrorOut},
+    tags=["executions"],
+)
+def resume_preview(request: HttpRequest, execution_id: ExecutionRef):
+    """Operators: what a resume would skip, run and risk; resume refuses while ``can_resume`` is false."""
+    return services.execution_resume_preview(ref=execution_id, user=request.user)
+
+
+@router.post("/executions/{execution_id}/restart", response={201: ExecutionOut, **WRITE_ONE}, tags=["executions"])
+def restart_execution(request: HttpRequest, execution_id: ExecutionRef, payload: RestartIn):
+    """Operators: a failed execution runs again from ``from_step`` as a new execution
+    that reuses the recorded outputs of the steps before it."""
+    execution = restart.execution_restart(
+        ref=execution_id, user=request.user, from_step=payload.from_step, reason=payload.reason
+    )
+    return 201, selectors.execution_payload(execution)
+
+
+@router.post("/actions/{key}/close", response={200: ActionDetailOut, **WRITE_ONE}, tags=["actions"])
+def close_action(request: HttpRequest, key: ActionKey, payload: CloseIn):
+    """Operators: close a planned compensation of a cancelled execution with evidence (audited)."""
+    return compensations.action_close(key=key, user=request.user, outcome=payload.outcome, evidence=payload.evidence)
 
 
 # The stored bytes of any content type, or an error as JSON.

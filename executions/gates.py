@@ -16,8 +16,9 @@ A workflow declares a gate step with a *spec* (``flow.gate(name, label=…, spec
 
 Around that, the runtime calls every registered gate: ``withdraw`` inside a cancel,
 ``on_new_version`` when a step produced a new artifact version, ``sweep`` from the
-sweeper (expiry, timeouts), ``pending`` for what the screens and the API show, and
-``check_effect`` right before an effect the gate guards goes out.
+sweeper (expiry, timeouts), ``pending`` for what the screens and the API show,
+``check_effect`` right before an effect the gate guards goes out, and ``stale`` for
+a resume preview (what the gate let through that would no longer pass that check).
 """
 
 from __future__ import annotations
@@ -89,6 +90,19 @@ class PendingGate:
     details: JSON = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class StaleGrant:
+    """Something a gate let through that no longer holds (an approval of a version that
+    is no longer the newest, by an approver who lost the authority): the effects the
+    gate step ``step`` guards would be refused at ``check_effect``. ``details`` is what
+    the resume preview shows (for an approval: approval_id, artifact_version,
+    content_sha256); ``why`` a sentence."""
+
+    step: str
+    why: str
+    details: JSON = field(default_factory=dict)
+
+
 class Gate:
     """Base of every gate kind; the defaults do nothing."""
 
@@ -125,6 +139,11 @@ class Gate:
 
     def check_effect(self, execution: Execution, workflow: Workflow, gate_step: Step, effect: Effect) -> None:
         """Right before an effect this gate guards goes out: raise StepFailure if it may not."""
+
+    def stale(self, execution: Execution) -> list[StaleGrant]:
+        """What this gate let through for ``execution`` that ``check_effect`` would now
+        refuse, for effects not yet done (read only; the resume preview)."""
+        return []
 
 
 _gates: dict[str, Gate] = {}
@@ -169,6 +188,11 @@ def pending_of(execution: Execution) -> PendingGate | None:
         if found is not None:
             return found
     return None
+
+
+def stale_of(execution: Execution) -> list[StaleGrant]:
+    """Every gate's ``stale`` for ``execution``."""
+    return [grant for gate in _gates.values() for grant in gate.stale(execution)]
 
 
 def pending_for(executions: list[Execution]) -> dict[int, PendingGate]:

@@ -187,6 +187,25 @@ class ResolveFormIn(ResolveIn):
     key: ActionKey
 
 
+# --- operators: restart from a step, close a compensation (the triage console)
+
+StepName = Text(min_length=1, max_length=100)
+
+
+class RestartIn(Schema):
+    from_step: StepName
+    reason: Reason = ""
+
+
+class CloseIn(Schema):
+    outcome: Literal["succeeded", "failed"]
+    evidence: Evidence
+
+
+class CloseFormIn(CloseIn):
+    key: ActionKey
+
+
 S = TypeVar("S", bound=pydantic.BaseModel)
 
 

@@ -27,7 +27,7 @@ from django.db import transaction
 from . import failpoints, lifecycle
 from .errors import FailureKind, StepFailure
 from .leases import Lease, fence
-from .models import Action, Execution, Status
+from .models import COMPENSATION_SUFFIX, Action, Execution, Status
 from .workflow import Effect
 
 log = logging.getLogger(__name__)
@@ -70,6 +70,7 @@ def plan(execution: Execution, *, step, effect: Effect, gate_ref: str, actor_lab
             "args": effect.args,
             "status": Action.State.PLANNED,
             "gate_ref": gate_ref,
+            "honors_key": effect.honors_key,
         },
     )
     if created:
@@ -103,7 +104,7 @@ def record_compensations(execution: Execution, *, compensations: dict, actor_lab
         if hook is None:
             continue
         compensation, created = Action.objects.get_or_create(
-            key=f"{action.key}:compensate",
+            key=f"{action.key}{COMPENSATION_SUFFIX}",
             defaults={
                 "execution": execution,
                 "step": action.step,
@@ -145,6 +146,21 @@ def resolve(
         _move(action, "fail", "", execution=execution, actor=actor, fields=stored, **event)
 
 
+def close_compensation(action: Action, *, execution: Execution, outcome: str, actor, evidence: str) -> None:
+    """Inside the operator's transaction (action locked): a person carried out the
+    planned compensation (``succeeded``: the receipt records who and the evidence) or
+    it could not be done (``failed``: why). The caller checked it is a planned
+    compensation of a cancelled execution."""
+    who = actor.get_username()
+    event = {"closed": True, "evidence": evidence}
+    if outcome == Action.State.SUCCEEDED:
+        fields = {"receipt": {"closed_by": who, "evidence": evidence}}
+        _move(action, "close_done", "", execution=execution, actor=actor, fields=fields, **event)
+    else:
+        fields = {"last_error": f"closed as failed by {who}: {evidence}"}
+        _move(action, "close_failed", "", execution=execution, actor=actor, fields=fields, **event)
+
+
 def _begin(*, lease: Lease, step: str, action_type: str, effect: Effect) -> tuple[Action, dict[str, Any] | None]:
     """Commit the action as executing, or find its outcome. Returns (action, receipt or None).
 
@@ -162,6 +178,7 @@ def _begin(*, lease: Lease, step: str, action_type: str, effect: Effect) -> tupl
                 "args": effect.args,
                 "status": Action.State.EXECUTING,
                 "attempts": 1,
+                "honors_key": effect.honors_key,
             },
         )
         if created:
@@ -172,7 +189,7 @@ def _begin(*, lease: Lease, step: str, action_type: str, effect: Effect) -> tupl
         if action.status == Action.State.SUCCEEDED:
             return action, action.receipt
         if not _needs_reconciliation(action, effect):
-            _resend(action, execution, lease)
+            _resend(action, execution, lease, honors_key=effect.honors_key)
             return action, None
     evidence = _lookup(action, effect)
     with transaction.atomic():
@@ -186,7 +203,7 @@ def _begin(*, lease: Lease, step: str, action_type: str, effect: Effect) -> tupl
             _move(action, "succeed", lease.owner, execution=execution, fields=fields, receipt=found, reconciled=True)
             return action, found
         if effect.honors_key and "lookup_error" not in evidence:
-            _resend(action, execution, lease, evidence=evidence)  # same key: the provider deduplicates
+            _resend(action, execution, lease, honors_key=effect.honors_key, evidence=evidence)  # same key: deduplicated
             return action, None
     raise StepFailure(
         FailureKind.OUTCOME_UNKNOWN,
@@ -227,12 +244,15 @@ def _lookup(action: Action, effect: Effect) -> dict[str, Any]:
     return evidence
 
 
-def _resend(action: Action, execution: Execution, lease: Lease, evidence: dict | None = None) -> None:
+def _resend(
+    action: Action, execution: Execution, lease: Lease, *, honors_key: bool, evidence: dict | None = None
+) -> None:
     details: dict[str, Any] = {}
     if evidence:
         details["evidence"] = {k: v for k, v in evidence.items() if k != "found"}
     attempts = action.attempts + 1
-    _move(action, "begin", lease.owner, execution=execution, fields={"attempts": attempts}, attempt=attempts, **details)
+    fields = {"attempts": attempts, "honors_key": honors_key}
+    _move(action, "begin", lease.owner, execution=execution, fields=fields, attempt=attempts, **details)
 
 
 def _record_failure(*, lease: Lease, key: str, failure: StepFailure) -> None:

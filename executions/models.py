@@ -70,6 +70,11 @@ class Execution(ConcurrentTransitionMixin, models.Model):
     dispatched_at = models.DateTimeField(null=True, blank=True)
     due_at = models.DateTimeField(null=True, blank=True)
     deadline = models.DateTimeField(null=True, blank=True)
+    # A restart (executions.restart): the failed execution this one continues, from one of
+    # its steps. One restart per failed execution; the other way, ``restarted_as``.
+    restarted_from = models.OneToOneField(
+        "self", null=True, blank=True, on_delete=models.PROTECT, related_name="restarted_as"
+    )
 
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -104,6 +109,14 @@ class Execution(ConcurrentTransitionMixin, models.Model):
     @property
     def is_terminal(self) -> bool:
         return self.status in TERMINAL
+
+    @property
+    def restart(self) -> Execution | None:
+        """The execution that restarted this one (``restarted_as``), or None."""
+        try:
+            return self.restarted_as
+        except Execution.DoesNotExist:
+            return None
 
     # --- The lifecycle (DESIGN §4). Transitions change the object in memory only;
     # executions.lifecycle.apply saves them with the event in one transaction.
@@ -257,6 +270,10 @@ class Action(ConcurrentTransitionMixin, models.Model):
     # What authorises it (planned → approved), when a gate guards it: the gate's own
     # reference, e.g. "approval:12" (executions.gates).
     gate_ref = models.CharField(max_length=100, blank=True, default="", db_index=True)
+    # Whether the provider de-duplicates on the key (the Effect's ``honors_key``, as the
+    # worker that planned or sent it knew it): a resume preview reads it to say whether
+    # running the step again could repeat the effect.
+    honors_key = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -295,6 +312,24 @@ class Action(ConcurrentTransitionMixin, models.Model):
     @transition(field=status, source=[State.EXECUTING, State.UNKNOWN, State.FAILED], target=State.UNKNOWN)
     def lose(self) -> None:
         """Sent, and the answer was lost: the outcome can't be established yet."""
+
+    # A compensation (``<key>:compensate``) is recorded planned on cancel and carried out
+    # by a person, outside the runtime; an operator closes it with evidence.
+
+    @transition(field=status, source=State.PLANNED, target=State.SUCCEEDED)
+    def close_done(self) -> None:
+        """A person carried out this compensation."""
+
+    @transition(field=status, source=State.PLANNED, target=State.FAILED)
+    def close_failed(self) -> None:
+        """A person tried this compensation and it could not be done."""
+
+    @property
+    def is_compensation(self) -> bool:
+        return self.key.endswith(COMPENSATION_SUFFIX)
+
+
+COMPENSATION_SUFFIX = ":compensate"
 
 
 class Wait(ConcurrentTransitionMixin, models.Model):

@@ -181,7 +181,9 @@ def _commit_step(lease, execution, ctx, workflow, step, output, started, action)
         gates.new_version(version, actor_label=lease.owner)
     state.setdefault("state", {})[step.name] = output
     notes = state["notes"]
-    notes["facts"] = _merge_facts(notes["facts"], ctx.new_facts)
+    # Each fact remembers the step that verified it, so a restart keeps only the facts of
+    # the steps it reuses (executions.restart).
+    notes["facts"] = _merge_facts(notes["facts"], [{"step": step.name, **f} for f in ctx.new_facts])
     notes["completed_steps"].append(step.name)
     following = workflow.next_step(step.name)
     notes["next_action"] = workflow.label_for(following) if following else "done"

@@ -10,7 +10,7 @@ from artifacts.models import ArtifactVersion
 
 from . import gates, registry, stuck, tallies
 from .errors import InvalidInput
-from .models import ACTIVE, Execution, Status, pk_from_ref
+from .models import ACTIVE, Execution, Status, pk_from_ref, ref_for
 
 PAGE_SIZE = 50
 
@@ -54,8 +54,10 @@ def prefetch_payloads(executions: list[Execution]) -> list[Execution]:
     """Load what ``execution_payload`` reads for a whole page at once, so the page
     costs a fixed number of queries instead of a few per execution."""
     pending = gates.pending_for(executions)
+    restarts = dict(Execution.objects.filter(restarted_from__in=executions).values_list("restarted_from_id", "pk"))
     for execution in executions:
         execution.pending_gate = pending.get(execution.pk)
+        execution.restarted_as_id = restarts.get(execution.pk)
     prefetch_related_objects(
         executions,
         "actions",
@@ -104,6 +106,19 @@ def execution_payload(execution: Execution) -> dict[str, Any]:
         "created_at": execution.created_at,
         "updated_at": execution.updated_at,
         **triage_fields(execution),
+        **restart_links(execution),
+    }
+
+
+def restart_links(execution: Execution) -> dict[str, str | None]:
+    """A restart's links both ways: the failed execution it continues, the one that continued it."""
+    if hasattr(execution, "restarted_as_id"):  # loaded by prefetch_payloads
+        following = execution.restarted_as_id
+    else:
+        following = Execution.objects.filter(restarted_from=execution).values_list("pk", flat=True).first()
+    return {
+        "restarted_from": ref_for(execution.restarted_from_id) if execution.restarted_from_id else None,
+        "restarted_as": ref_for(following) if following else None,
     }
 
 

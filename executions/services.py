@@ -14,7 +14,7 @@ from django.db import IntegrityError, transaction
 from django.db.models.functions import Now
 from django.utils import timezone
 
-from . import dispatch, gates, ledger, lifecycle, notes, registry
+from . import dispatch, gates, ledger, lifecycle, notes, preview, registry
 from .errors import Conflict, Forbidden, InvalidInput, NotFound
 from .models import TERMINAL, Action, Execution, Status, pk_from_ref
 
@@ -177,7 +177,11 @@ def _compensations_of(execution: Execution) -> dict:
 
 
 def execution_resume(*, ref: str, user: AbstractBaseUser, reason: str) -> Execution:
-    """Operators: send an execution that needs attention back to work at its current step."""
+    """Operators: send an execution that needs attention back to work at its current step.
+
+    Refused (Conflict naming each blocker) while the resume preview says it can't
+    resume: an unknown outcome not yet resolved, a stale approval (``preview.blockers``).
+    """
     if not user.has_perm(OPERATE):
         raise Forbidden("only operators may resume executions")
     with transaction.atomic():
@@ -186,9 +190,23 @@ def execution_resume(*, ref: str, user: AbstractBaseUser, reason: str) -> Execut
             raise Conflict(f"{execution.ref} is {execution.status}, not needs_attention", status=execution.status)
         if not reason.strip():
             raise InvalidInput("reason", "say why it is safe to resume")
+        blocked = preview.blockers(execution)
+        if blocked:
+            raise Conflict(
+                f"{execution.ref} can't be resumed: " + "; ".join(b.sentence for b in blocked),
+                blocked_by=[b.sentence for b in blocked],
+                keys=[b.key for b in blocked if b.key],
+            )
         lifecycle.apply(execution, "resume", actor=user, reason=reason)
         dispatch.dispatch_on_commit(execution.pk)
     return execution
+
+
+def execution_resume_preview(*, ref: str, user: AbstractBaseUser) -> dict[str, Any]:
+    """Operators: what a resume of ``ref`` would skip, run and risk (``executions.preview``)."""
+    if not user.has_perm(OPERATE):
+        raise Forbidden("only operators may preview a resume")
+    return preview.resume_preview(execution_for(ref))
 
 
 def execution_retry_now(*, ref: str, user: AbstractBaseUser, reason: str) -> Execution:

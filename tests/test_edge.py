@@ -25,22 +25,30 @@ SURROGATE = "a\ud800b"  # sent as the JSON escape "\ud800"
 TEN_MB = "x" * 10_000_000
 
 
-@pytest.fixture
-def world(people, awaiting):  # noqa: F811
-    """RUN_1 awaits approval 1 of its report V1; RUN_2 needs attention over an unknown outcome."""
-    execution, request = awaiting
-    other = Execution.objects.create(
+def at_publish(people, context: dict, *transitions: str, month: str = "2026-07") -> Execution:
+    """A monthly report at its publish step, moved through ``transitions``."""
+    execution = Execution.objects.create(
         workflow="monthly_report",
         workflow_version=1,
-        input={"month": "2026-07"},
-        input_digest="d2",
+        input={"month": month},
+        input_digest=f"d-{month}",
         created_by=people["requester"].user,
         current_step="publish",
-        context=execution.context,
+        context=context,
     )
     with transaction.atomic():
-        lifecycle.apply(other, "start")
-        lifecycle.apply(Execution.objects.get(pk=other.pk), "flag", reason="outcome unknown")
+        for name in ("start", *transitions):
+            lifecycle.apply(Execution.objects.get(pk=execution.pk), name, reason=name)
+    return Execution.objects.get(pk=execution.pk)
+
+
+@pytest.fixture
+def world(people, awaiting):  # noqa: F811
+    """RUN_1 awaits approval 1 of its report V1; RUN_2 needs attention over an unknown
+    outcome; RUN_3 needs attention after a refused publish (resumable); RUN_4 failed at
+    publish (restartable from it); RUN_5 was cancelled with a compensation to close."""
+    execution, request = awaiting
+    other = at_publish(people, execution.context, "flag")
     action = Action.objects.create(
         key=f"{other.ref}:publish:v1",
         execution=other,
@@ -49,7 +57,34 @@ def world(people, awaiting):  # noqa: F811
         status=Action.State.UNKNOWN,
         attempts=1,
     )
-    return {"awaiting": execution, "request": request, "attention": other, "action": action}
+    paused = at_publish(people, execution.context, "flag", month="2026-06")
+    Action.objects.create(
+        key=f"{paused.ref}:publish:v1",
+        execution=paused,
+        step="publish",
+        type="publish_report",
+        status=Action.State.FAILED,
+        attempts=1,
+    )
+    done = {"retrieve_figures": {}, "analyze": {}, "draft_report": {}, "review": {}}
+    failed = at_publish(people, {**execution.context, "state": done}, "fail", month="2026-05")
+    cancelled = at_publish(people, execution.context, "cancel", month="2026-04")
+    compensation = Action.objects.create(
+        key=f"{cancelled.ref}:publish:v1:compensate",
+        execution=cancelled,
+        step="publish",
+        type="compensate_publish_report",
+        status=Action.State.PLANNED,
+    )
+    return {
+        "awaiting": execution,
+        "request": request,
+        "attention": other,
+        "action": action,
+        "paused": paused,
+        "failed": failed,
+        "compensation": compensation,
+    }
 
 
 def snapshot() -> tuple:
@@ -82,7 +117,7 @@ def snapshot() -> tuple:
 
 def endpoints(world: dict) -> dict[str, tuple[str, str, dict]]:
     """name → (who, path, a body that would be accepted)."""
-    run, attention, request = world["awaiting"].ref, world["attention"].ref, world["request"]
+    run, request = world["awaiting"].ref, world["request"]
     return {
         "start": ("requester", "/api/executions", {"workflow": "monthly_report", "input": {"month": "2026-08"}}),
         "decide": (
@@ -100,11 +135,21 @@ def endpoints(world: dict) -> dict[str, tuple[str, str, dict]]:
         ),
         "cancel": ("operator", f"/api/executions/{run}/cancel", {"reason": "not needed"}),
         "redraft": ("requester", f"/api/executions/{run}/redraft", {"instruction": "shorter"}),
-        "resume": ("operator", f"/api/executions/{attention}/resume", {"reason": "checked"}),
+        "resume": ("operator", f"/api/executions/{world['paused'].ref}/resume", {"reason": "checked"}),
         "resolve": (
             "operator",
             f"/api/actions/{world['action'].key}/resolve",
             {"outcome": "succeeded", "evidence": "seen"},
+        ),
+        "restart": (
+            "operator",
+            f"/api/executions/{world['failed'].ref}/restart",
+            {"from_step": "publish", "reason": "the provider is back"},
+        ),
+        "close": (
+            "operator",
+            f"/api/actions/{world['compensation'].key}/close",
+            {"outcome": "succeeded", "evidence": "retracted at the provider"},
         ),
     }
 
@@ -116,7 +161,7 @@ def api_post(people, who: str, path: str, body: Any, content_type: str = "applic
     )
 
 
-@pytest.mark.parametrize("name", ["start", "decide", "cancel", "redraft", "resume", "resolve"])
+@pytest.mark.parametrize("name", ["start", "decide", "cancel", "redraft", "resume", "resolve", "restart", "close"])
 def test_the_baseline_bodies_are_accepted(people, world, name):
     """The bodies the hostile table mutates are good ones: unchanged, each writes."""
     who, path, body = endpoints(world)[name]
@@ -175,6 +220,15 @@ BODY_CASES = [
     ("resolve", "evidence", NUL, "evidence"),
     ("resolve", "evidence", SURROGATE, "evidence"),
     ("resolve", "outcome", NUL, "outcome"),
+    ("restart", "from_step", NUL, "from_step"),
+    ("restart", "from_step", SURROGATE, "from_step"),
+    ("restart", "from_step", "x" * 101, "from_step"),
+    ("restart", "from_step", "no_such_step", "from_step"),
+    ("restart", "reason", NUL, "reason"),
+    ("restart", "reason", "", "reason"),
+    ("close", "evidence", NUL, "evidence"),
+    ("close", "evidence", "", "evidence"),
+    ("close", "outcome", "maybe", "outcome"),
 ]
 
 
@@ -195,7 +249,13 @@ def test_a_10_mb_body_is_413_json_and_writes_nothing(people, world, subtests):
     before = snapshot()
     for name, (who, path, body) in endpoints(world).items():
         with subtests.test(endpoint=name):
-            field = {"start": "workflow", "decide": "comment", "redraft": "instruction", "resolve": "evidence"}
+            field = {
+                "start": "workflow",
+                "decide": "comment",
+                "redraft": "instruction",
+                "resolve": "evidence",
+                "close": "evidence",
+            }
             response = api_post(people, who, path, set_path(body, field.get(name, "reason"), TEN_MB))
             assert response.status_code == 413
             assert "1,000,000" in response.json()["detail"]
@@ -220,14 +280,15 @@ def test_nul_in_a_path_parameter_is_422_naming_it(people, world, subtests):
             continue
         for hostile in ("RUN_\x00", "\x00"):
             with subtests.test(endpoint=name, path_value=repr(hostile)):
-                target = (
-                    path.replace(world["awaiting"].ref, hostile)
-                    .replace(world["attention"].ref, hostile)
-                    .replace(world["action"].key, f"k{hostile}")
-                )
+                target = path
+                for key in (world["action"].key, world["compensation"].key):
+                    target = target.replace(key, f"k{hostile}")
+                for execution in ("awaiting", "attention", "paused", "failed"):
+                    target = target.replace(world[execution].ref, hostile)
                 response = api_post(people, who, target, body)
                 assert response.status_code == 422, response.content
-                assert response.json()["detail"][0]["loc"] == ["path", "key" if name == "resolve" else "execution_id"]
+                named = "key" if name in ("resolve", "close") else "execution_id"
+                assert response.json()["detail"][0]["loc"] == ["path", named]
                 assert snapshot() == before
 
 
@@ -323,16 +384,26 @@ def forms(world: dict) -> dict[str, tuple[str, str, dict]]:
         ),
         "cancel": ("operator", f"/executions/{run}/cancel/", {"reason": "not needed"}),
         "redraft": ("requester", f"/executions/{run}/redraft/", {"instruction": "shorter"}),
-        "resume": ("operator", f"/executions/{attention}/resume/", {"reason": "checked"}),
+        "resume": ("operator", f"/executions/{world['paused'].ref}/resume/", {"reason": "checked"}),
         "resolve": (
             "operator",
             f"/executions/{attention}/resolve/",
             {"key": world["action"].key, "outcome": "succeeded", "evidence": "seen"},
         ),
+        "restart": (
+            "operator",
+            f"/executions/{world['failed'].ref}/restart/",
+            {"from_step": "publish", "reason": "the provider is back"},
+        ),
+        "close": (
+            "operator",
+            f"/executions/{world['compensation'].execution.ref}/compensations/close/",
+            {"key": world["compensation"].key, "outcome": "succeeded", "evidence": "retracted at the provider"},
+        ),
     }
 
 
-@pytest.mark.parametrize("name", ["start", "decide", "cancel", "redraft", "resume", "resolve"])
+@pytest.mark.parametrize("name", ["start", "decide", "cancel", "redraft", "resume", "resolve", "restart", "close"])
 def test_the_baseline_forms_are_accepted(people, world, name):
     who, url, form = forms(world)[name]
     before = snapshot()
@@ -356,6 +427,12 @@ FORM_CASES = [
     ("resume", "reason", NUL, "reason"),
     ("resolve", "key", NUL, "key"),
     ("resolve", "evidence", NUL, "evidence"),
+    ("restart", "from_step", NUL, "from_step"),
+    ("restart", "from_step", "no_such_step", "from_step"),
+    ("restart", "reason", NUL, "reason"),
+    ("close", "key", NUL, "key"),
+    ("close", "evidence", NUL, "evidence"),
+    ("close", "outcome", "maybe", "outcome"),
 ]
 
 

@@ -1,0 +1,72 @@
+"""Operator screens of the triage console: the resume preview (the Resume button's
+confirmation page), restart from a step, closing a compensation. Thin: one service
+call each; a refusal is a message on the execution page, never a 500."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET, require_POST
+
+from executions import compensations, inputs, restart, selectors, services
+from executions.errors import Forbidden, NotFound, ServiceError
+
+from . import presenters
+
+
+@login_required
+@require_GET
+def resume_preview(request: HttpRequest, ref: str) -> HttpResponse:
+    """What a resume would skip, run and risk, with the reason field and the confirm
+    button (it posts to the resume form's view) when nothing blocks it."""
+    try:
+        preview = services.execution_resume_preview(ref=ref, user=request.user)
+    except Forbidden as exc:
+        raise PermissionDenied(exc.message) from None
+    except NotFound as exc:
+        raise Http404(exc.message) from None
+    execution = selectors.execution(ref)
+    context = {
+        "execution": execution,
+        "label": selectors.step_label(execution),
+        "stuck": selectors.triage_fields(execution)["stuck"],
+        "plan": presenters.resume_plan(preview),
+    }
+    return render(request, "executions/resume_preview.html", context)
+
+
+@login_required
+@require_POST
+def execution_restart(request: HttpRequest, ref: str) -> HttpResponse:
+    """Restart a failed execution from the chosen step; the new execution's page follows."""
+    try:
+        form = _form(request, inputs.RestartIn)
+        restarted = restart.execution_restart(ref=ref, user=request.user, from_step=form.from_step, reason=form.reason)
+    except ServiceError as exc:
+        messages.error(request, exc.message)
+        return redirect("executions:detail", ref=ref)
+    messages.success(request, f"Restarted {ref} from {form.from_step} as {restarted.ref}.")
+    return redirect("executions:detail", ref=restarted.ref)
+
+
+@login_required
+@require_POST
+def compensation_close(request: HttpRequest, ref: str) -> HttpResponse:
+    try:
+        form = _form(request, inputs.CloseFormIn)
+        action = compensations.action_close(
+            key=form.key, user=request.user, outcome=form.outcome, evidence=form.evidence
+        )
+    except ServiceError as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(request, f"Closed {action.key} as {action.status}.")
+    return redirect("executions:detail", ref=ref)
+
+
+def _form(request: HttpRequest, schema: type[inputs.S]) -> inputs.S:
+    """The form's fields named in ``schema``, stripped and checked like the API's body."""
+    return inputs.parse(schema, {name: request.POST.get(name, "").strip() for name in schema.model_fields})
