@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import decide, views
+from . import bulk_views, decide, operator_audit_views, views
 
 app_name = "executions"
 
@@ -17,4 +17,14 @@ urlpatterns = [
     path("executions/<str:ref>/signal/", views.execution_signal, name="signal"),
     path("executions/<str:ref>/redraft/", views.execution_redraft, name="redraft"),
     path("executions/<str:ref>/approvals/<int:approval_id>/decide/", decide.decide, name="decide"),
+]
+
+# Bulk operations and the operator audit (issue 12): their own block, at the root of the
+# console so no ``executions/<ref>/`` pattern takes their paths.
+urlpatterns += [
+    path("bulk/", bulk_views.bulk_choose, name="bulk"),
+    path("bulk/run/", bulk_views.bulk_run, name="bulk_run"),
+    path("bulk/results/", bulk_views.bulk_results, name="bulk_results"),
+    path("operator-audit/", operator_audit_views.operator_audit_list, name="operator_audit"),
+    path("operator-audit/export.csv", operator_audit_views.operator_audit_export, name="operator_audit_export"),
 ]
