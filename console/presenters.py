@@ -224,6 +224,8 @@ EVENT_TITLES = {
     "wait.received": "Signal received",
     "wait.timed_out": "Wait timed out",
     "wait.withdrawn": "Wait withdrawn",
+    "operator.retry_now": "Retry now, by an operator",
+    "operator.bulk_item": "Part of a bulk operation",
 }
 
 _DECISIONS = {"approve": "Approved", "reject": "Rejected", "request_changes": "Changes requested"}
@@ -291,6 +293,9 @@ def _event_details(ev: ExecutionEvent) -> list[Item]:
         add("signal", payload.get("signal"), code=True)
         add("timeout", f"{payload['timeout_seconds']:g} s" if payload.get("timeout_seconds") else None)
         add("event", payload.get("event_id"), code=True)
+    elif ev.type == "operator.bulk_item":
+        add("batch", payload.get("batch"), code=True)
+        add("operation", payload.get("operation"))
     elif ev.type == "lease.taken_over":
         add("from", payload.get("previous_owner"))
         add("token", payload.get("token"))

@@ -277,6 +277,8 @@ def test_console_bulk_dry_run_confirm_on_the_frozen_ids_and_results(people, pend
         assert Execution.objects.get(pk=pk(ref)).status == "cancelled"
     assert Execution.objects.get(pk=newcomer.pk).status == "pending"
     batch = done["Location"].split("=", 1)[1]
+    timeline = client.get(f"/executions/{frozen[1]}/").content.decode()
+    assert "Part of a bulk operation" in timeline and batch in timeline and "month-end clean-up" in timeline
     audit = client.get(f"/operator-audit/?batch={batch}").content.decode()
     assert audit.count('class="act act-cancel"') == 2 and "month-end clean-up" in audit
 
