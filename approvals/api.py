@@ -1,19 +1,24 @@
 """Approvals' part of the Task API (assembled in config.api): the events endpoint, where
 a person's decision arrives (and a signal, which goes on to the runtime's wait gate),
-and the redraft request."""
+the redraft request, and the operator audit (read by operators and auditors, the
+roles approvals defines)."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from datetime import date, datetime
+from typing import Annotated, Literal
 
 from django.http import HttpRequest
-from ninja import Body, Router, Schema
+from ninja import Body, Query, Router, Schema
 from pydantic import Field
 
-from executions import selectors, waits
-from executions.api import WRITE_ONE, ExecutionOut
-from executions.inputs import DecisionEventIn, ExecutionRef, RedraftIn, SignalEventIn
+from executions import operator_audit, selectors, waits
+from executions.api import READ, WRITE_ONE, ErrorOut, ExecutionOut
+from executions.errors import Forbidden
+from executions.inputs import Cursor, DbInt, DecisionEventIn, ExecutionRef, RedraftIn, SignalEventIn, Text
+from executions.models import pk_from_ref, ref_for
 
+from .roles import reads_operator_audit
 from .services import approval_decide, execution_redraft
 
 router = Router()
@@ -75,3 +80,56 @@ def redraft_execution(request: HttpRequest, execution_id: ExecutionRef, payload:
     pending request is superseded and the new version needs its own decision."""
     execution = execution_redraft(ref=execution_id, user=request.user, instruction=payload.instruction)
     return selectors.execution_payload(execution)
+
+
+# --- the operator audit (executions.operator_audit): operators and auditors read it.
+
+
+class ActOut(Schema):
+    id: int
+    at: datetime
+    execution: str
+    actor: str
+    action: str
+    reason: str
+    before: str
+    after: str
+    subject: str
+    batch: str | None
+
+
+class ActPage(Schema):
+    items: list[ActOut]
+    next: int | None
+
+
+@router.get("/operator-audit", response={200: ActPage, **READ, 403: ErrorOut}, tags=["audit"])
+def operator_audit_list(
+    request: HttpRequest,
+    actor: Text(min_length=1, max_length=150) | None = None,
+    action: Literal[operator_audit.ACTIONS] | None = None,  # type: ignore[valid-type]
+    execution: Cursor | None = None,
+    date_from: date | None = Query(None, alias="from"),  # noqa: B008
+    date_to: date | None = Query(None, alias="to"),  # noqa: B008
+    batch: Annotated[str, Field(pattern=operator_audit.BATCH.pattern)] | None = None,
+    cursor: DbInt | None = None,
+):
+    """Every act a person took on executions (cancel, resume, retry now, resolve, signal,
+    bulk items), newest first, 50 a page; pass ``next`` as ``cursor`` for the next."""
+    if not reads_operator_audit(request.user):
+        raise Forbidden("operators and auditors read the operator audit")
+    filters = operator_audit.Filters(
+        actor=actor or "",
+        action=action or "",
+        execution=ref_for(pk_from_ref(execution)) if execution else "",
+        date_from=date_from,
+        date_to=date_to,
+        batch=batch or "",
+    )
+    rows = operator_audit.acts(filters)
+    if cursor:
+        rows = rows.filter(id__lt=cursor)
+    page = list(rows[: operator_audit.PAGE_SIZE + 1])
+    more = len(page) > operator_audit.PAGE_SIZE
+    page = page[: operator_audit.PAGE_SIZE]
+    return {"items": [operator_audit.act_of(e).as_dict() for e in page], "next": page[-1].pk if more else None}

@@ -29,3 +29,11 @@ def ensure_roles(apps=None) -> None:
             ct, _ = ContentType.objects.get_or_create(app_label=app_label, model=model)
             perm, _ = Permission.objects.get_or_create(codename=codename, content_type=ct, defaults={"name": name})
             group.permissions.add(perm)
+
+
+# Who reads the operator audit (executions.operator_audit): operators and auditors.
+OPERATOR_AUDIT_READERS = ("executions.operate_execution", "approvals.view_audit")
+
+
+def reads_operator_audit(user) -> bool:
+    return any(user.has_perm(perm) for perm in OPERATOR_AUDIT_READERS)

@@ -248,6 +248,8 @@ EVENT_TITLES = {
     "wait.received": "Signal received",
     "wait.timed_out": "Wait timed out",
     "wait.withdrawn": "Wait withdrawn",
+    "operator.retry_now": "Retry now, by an operator",
+    "operator.bulk_item": "Part of a bulk operation",
 }
 
 _DECISIONS = {"approve": "Approved", "reject": "Rejected", "request_changes": "Changes requested"}
@@ -326,6 +328,9 @@ def _event_details(ev: ExecutionEvent) -> list[Item]:
             "reused",
             ", ".join(map(str, payload["reused_steps"])) if isinstance(payload.get("reused_steps"), list) else None,
         )
+    elif ev.type == "operator.bulk_item":
+        add("batch", payload.get("batch"), code=True)
+        add("operation", payload.get("operation"))
     elif ev.type == "lease.taken_over":
         add("from", payload.get("previous_owner"))
         add("token", payload.get("token"))

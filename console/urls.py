@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import decide, operate, views
+from . import bulk_views, decide, operate, operator_audit_views, views
 
 app_name = "executions"
 
@@ -21,4 +21,14 @@ urlpatterns = [
     path("executions/<str:ref>/resume/preview/", operate.resume_preview, name="resume_preview"),
     path("executions/<str:ref>/restart/", operate.execution_restart, name="restart"),
     path("executions/<str:ref>/compensations/close/", operate.compensation_close, name="close_compensation"),
+]
+
+# Bulk operations and the operator audit (issue 12): their own block, at the root of the
+# console so no ``executions/<ref>/`` pattern takes their paths.
+urlpatterns += [
+    path("bulk/", bulk_views.bulk_choose, name="bulk"),
+    path("bulk/run/", bulk_views.bulk_run, name="bulk_run"),
+    path("bulk/results/", bulk_views.bulk_results, name="bulk_results"),
+    path("operator-audit/", operator_audit_views.operator_audit_list, name="operator_audit"),
+    path("operator-audit/export.csv", operator_audit_views.operator_audit_export, name="operator_audit_export"),
 ]

@@ -17,12 +17,13 @@ from artifacts import selectors as artifact_selectors
 from artifacts.services import artifact_version_content
 from artifacts.store import CorruptArtifact
 
-from . import compensations, restart, selectors, services
+from . import bulk, compensations, restart, selectors, services
 from .auth import user_for_token
-from .errors import Conflict, NotFound
+from .errors import Conflict, InvalidInput, NotFound
 from .inputs import (
     ActionKey,
     ArtifactRef,
+    BulkIn,
     CloseIn,
     Cursor,
     DbInt,
@@ -191,6 +192,56 @@ class SummaryOut(Schema):
 def executions_summary(request: HttpRequest, workflow: WorkflowName | None = None):
     """How many executions are in each status (terminal included) and stuck for each reason."""
     return selectors.summary(workflow=workflow)
+
+
+# --- bulk operations (executions.bulk). Registered before /executions/{execution_id},
+# which would otherwise take the path.
+
+
+class IneligibleOut(Schema):
+    id: str
+    why: str
+
+
+class BulkDryRunOut(Schema):
+    operation: str
+    eligible: list[str]
+    ineligible: list[IneligibleOut]
+    truncated: bool
+
+
+class BulkResultOut(Schema):
+    id: str
+    outcome: Literal["done", "skipped", "error"]
+    detail: str
+
+
+class BulkRunOut(Schema):
+    operation: str
+    batch: str
+    results: list[BulkResultOut]
+
+
+@router.post("/executions/bulk", response={200: BulkDryRunOut | BulkRunOut, **WRITE}, tags=["executions"])
+def bulk_operation(request: HttpRequest, payload: BulkIn):
+    """Operators: cancel, resume or retry many executions. A dry run (``ids`` or a
+    ``filter``) changes nothing and lists what is eligible; a real run takes the ``ids``
+    a dry run returned and reports per item, each its own audited transition."""
+    if payload.dry_run:
+        found = bulk.bulk_dry_run(
+            user=request.user,
+            operation=payload.operation,
+            ids=payload.ids,
+            filter=payload.filter.model_dump() if payload.filter is not None else None,
+        )
+        return found.as_dict()
+    if payload.filter is not None:
+        raise InvalidInput("filter", "a real run takes the ids a dry run returned, not a filter")
+    if payload.ids is None:
+        raise InvalidInput("ids", "name the executions (the eligible ids of a dry run)")
+    return bulk.bulk_run(
+        user=request.user, operation=payload.operation, ids=payload.ids, reason=payload.reason
+    ).as_dict()
 
 
 @router.get("/executions/{execution_id}", response={200: ExecutionOut, **READ_ONE}, tags=["executions"])

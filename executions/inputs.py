@@ -22,6 +22,8 @@ from ninja import Schema
 from pydantic import AfterValidator, Field
 
 from .errors import InvalidInput
+from .models import Status
+from .stuck import REASONS
 
 DB_INT_MAX = 2**31 - 1  # PostgreSQL integer; PositiveIntegerField is one
 MAX_COMMENT = 4000
@@ -234,3 +236,32 @@ def clip_int(value: Any) -> int | None:
     if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= DB_INT_MAX:
         return value
     return None
+
+
+# --- bulk operations (executions.bulk)
+
+MAX_BULK_ITEMS = 500  # executions in one bulk run
+
+
+class BulkFilterIn(Schema):
+    """The execution list's filters, to pick what a dry run looks at."""
+
+    status: Status | None = None
+    reason: Literal[REASONS] | None = None  # type: ignore[valid-type]
+    workflow: WorkflowName | None = None
+
+
+class BulkIn(Schema):
+    operation: Literal["cancel", "resume", "retry"]
+    ids: list[ExecutionRef] | None = Field(default=None, min_length=1, max_length=MAX_BULK_ITEMS)
+    filter: BulkFilterIn | None = None
+    reason: Reason = ""
+    dry_run: bool = False
+
+
+class BulkFormIn(Schema):
+    """The console's confirm form: the frozen ids of its dry run, and why."""
+
+    operation: Literal["cancel", "resume", "retry"]
+    ids: list[ExecutionRef] = Field(min_length=1, max_length=MAX_BULK_ITEMS)
+    reason: Reason = ""  # required: executions.bulk says so, naming the operation
