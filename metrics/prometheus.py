@@ -1,0 +1,121 @@
+"""``GET /metrics`` in the Prometheus text format (prometheus-client).
+
+Everything is computed at scrape time from the database, so every web process answers
+the same and nothing is kept in any process's memory:
+
+* gauges — ``keel_executions{status,workflow}`` (every status of every deployed
+  workflow, terminal included), ``keel_stuck_executions{reason}`` (every reason),
+  ``keel_actions{status}`` (every ledger status);
+* histograms — ``keel_step_duration_seconds{workflow,kind}`` from the step runs
+  (started → finished) and ``keel_resume_latency_seconds`` from the events (a decision
+  or signal → the next step started; ``metrics.measures.resumes``). They are counts
+  over the whole record, so they only grow, as Prometheus expects of a histogram.
+
+Why not prometheus-client's multiprocess mode: it sums files the processes of *one
+machine* write, while keel's workers scale out across machines and a resume starts in
+the web process and ends in a worker. The record already holds every observation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+
+from django.db.models import Count, F, Q, Sum
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Metric
+
+from executions import registry, selectors
+from executions.models import Action, Execution, ExecutionEvent, Status, StepRun
+
+from .measures import resumes
+from .percentile import Seconds
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+STEP_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 600)
+RESUME_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
+
+
+def exposition() -> bytes:
+    registry_ = CollectorRegistry(auto_describe=False)
+    registry_.register(RecordCollector())
+    return generate_latest(registry_)
+
+
+class RecordCollector:
+    """A prometheus-client collector that reads the record at each scrape."""
+
+    def collect(self) -> Iterator[Metric]:
+        yield executions_gauge()
+        yield stuck_gauge()
+        yield actions_gauge()
+        yield step_duration_histogram()
+        yield resume_latency_histogram()
+
+
+def executions_gauge() -> GaugeMetricFamily:
+    family = GaugeMetricFamily("keel_executions", "Executions by status and workflow.", labels=["status", "workflow"])
+    counted = {
+        (row["workflow"], row["status"]): row["n"]
+        for row in Execution.objects.order_by().values("workflow", "status").annotate(n=Count("id"))
+    }
+    workflows = sorted({w for w, _ in counted} | set(registry.names()))
+    for workflow in workflows:
+        for status in Status.values:
+            family.add_metric([status, workflow], counted.get((workflow, status), 0))
+    return family
+
+
+def stuck_gauge() -> GaugeMetricFamily:
+    family = GaugeMetricFamily("keel_stuck_executions", "Executions stuck now, by reason.", labels=["reason"])
+    for reason, n in selectors.summary()["by_reason"].items():
+        family.add_metric([reason], n)
+    return family
+
+
+def actions_gauge() -> GaugeMetricFamily:
+    family = GaugeMetricFamily("keel_actions", "Ledger actions (external effects) by status.", labels=["status"])
+    counted = dict(Action.objects.order_by().values_list("status").annotate(n=Count("id")))
+    for status in Action.State.values:
+        family.add_metric([status], counted.get(status, 0))
+    return family
+
+
+def _bucket_counts(buckets: Iterable[float], field: str) -> dict[str, Count]:
+    return {f"le_{i}": Count("id", filter=Q(**{f"{field}__lte": b})) for i, b in enumerate(buckets)}
+
+
+def _add(family: HistogramMetricFamily, labels: list[str], row: dict, buckets: tuple[float, ...]) -> None:
+    cumulative = [(_le(b), row[f"le_{i}"]) for i, b in enumerate(buckets)] + [("+Inf", row["count"])]
+    family.add_metric(labels, cumulative, sum_value=row["total"] or 0.0)
+
+
+def _le(bound: float) -> str:
+    return repr(float(bound))
+
+
+def step_duration_histogram() -> HistogramMetricFamily:
+    family = HistogramMetricFamily(
+        "keel_step_duration_seconds",
+        "Step runs, started to finished, by workflow and step kind (every attempt).",
+        labels=["workflow", "kind"],
+    )
+    rows = (
+        StepRun.objects.order_by()
+        .annotate(duration=Seconds(F("finished_at"), F("started_at")))
+        .values("execution__workflow", "kind")
+        .annotate(count=Count("id"), total=Sum("duration"), **_bucket_counts(STEP_BUCKETS, "duration"))
+    )
+    for row in rows:
+        _add(family, [row["execution__workflow"], row["kind"]], row, STEP_BUCKETS)
+    return family
+
+
+def resume_latency_histogram() -> HistogramMetricFamily:
+    family = HistogramMetricFamily(
+        "keel_resume_latency_seconds", "A decision or signal committed to the next step started."
+    )
+    row = resumes(ExecutionEvent.objects.order_by()).aggregate(
+        count=Count("id"), total=Sum("latency"), **_bucket_counts(RESUME_BUCKETS, "latency")
+    )
+    _add(family, [], row, RESUME_BUCKETS)
+    return family
