@@ -182,6 +182,8 @@ class ExecutionEvent(models.Model):
 
     class Meta:
         ordering = ["id"]
+        # The measures (metrics/) read a window of one type of event.
+        indexes = [models.Index(fields=["type", "created_at"], name="event_type_created")]
         # Append-only in the database itself, not only in Python (PostgreSQL).
         triggers = [
             pgtrigger.Protect(name="execution_event_append_only", operation=pgtrigger.Update | pgtrigger.Delete)
@@ -221,6 +223,8 @@ class StepRun(models.Model):
                 name="step_succeeds_once_per_round",
             )
         ]
+        # The measures (metrics/) read the failed runs of a window.
+        indexes = [models.Index(fields=["outcome", "finished_at"], name="steprun_outcome_finished")]
 
     def __str__(self) -> str:
         return f"{self.execution_id}:{self.step}#{self.attempt}"

@@ -17,6 +17,7 @@ from executions.inputs import WorkflowName
 from . import access, windows
 from .history import history
 from .measures import measures
+from .sql import plain_plans
 
 router = Router()
 
@@ -76,7 +77,8 @@ def _authorise(request: HttpRequest) -> None:
 def get_metrics(request: HttpRequest, window: WindowText = "24h", workflow: WorkflowName | None = None):
     """The seeds' measures over the last ``window`` (``<n>h`` or ``<n>d``), optionally for one workflow."""
     _authorise(request)
-    return measures(_window(window), workflow=workflow or None)
+    with plain_plans():
+        return measures(_window(window), workflow=workflow or None)
 
 
 @router.get("/metrics/history", response={200: HistoryOut, **READ}, tags=["metrics"])
@@ -84,4 +86,5 @@ def get_metrics_history(request: HttpRequest, window: WindowText = "24h", workfl
     """The measures per interval over ``window`` (the metrics page's charts), and the
     measures of the window before it (``previous``, for trends)."""
     _authorise(request)
-    return history(_window(window), workflow=workflow or None)
+    with plain_plans():
+        return history(_window(window), workflow=workflow or None)

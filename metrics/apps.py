@@ -6,6 +6,6 @@ class MetricsConfig(AppConfig):
     verbose_name = "Metrics"
 
     def ready(self) -> None:
-        from . import percentile
+        from . import sql
 
-        percentile.install()
+        sql.install()

@@ -12,7 +12,7 @@ from executions.models import Status
 from executions.stuck import REASONS
 
 from .measures import STAYS, _quantiles, decisions, events, measures, resumes, stays
-from .percentile import Bucket
+from .sql import Bucket
 from .windows import Window
 
 FLOW = {"started": Q(type="execution.created")} | {

@@ -36,7 +36,7 @@ from approvals.models import Decision
 from executions import selectors
 from executions.models import ACTIVE, Execution, ExecutionEvent, Status, StepRun
 
-from .percentile import Percentile, Seconds
+from .sql import Percentile, Seconds
 from .windows import Window
 
 # Statuses a stay can end in: the terminal ones are never left.

@@ -18,9 +18,10 @@ the web process and ends in a worker. The record already holds every observation
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 
-from django.db.models import Count, F, Q, Sum
+from django.db import connection
+from django.db.models import Count, F, QuerySet
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Metric
 
@@ -28,7 +29,7 @@ from executions import registry, selectors
 from executions.models import Action, Execution, ExecutionEvent, Status, StepRun
 
 from .measures import resumes
-from .percentile import Seconds
+from .sql import Seconds
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 STEP_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 600)
@@ -80,17 +81,42 @@ def actions_gauge() -> GaugeMetricFamily:
     return family
 
 
-def _bucket_counts(buckets: Iterable[float], field: str) -> dict[str, Count]:
-    return {f"le_{i}": Count("id", filter=Q(**{f"{field}__lte": b})) for i, b in enumerate(buckets)}
+def _histograms(rows: QuerySet, value: str, buckets: tuple[float, ...], group: tuple[str, ...] = ()) -> list[dict]:
+    """Cumulative bucket counts, count and sum of ``value`` over ``rows``, per ``group``.
+
+    The rows' SQL is a materialized CTE under one outer query, so ``value`` (a subquery,
+    for resumes) is computed once per row, not once per bucket."""
+    inner, params = rows.values(*group, value).query.sql_with_params()
+    quote = connection.ops.quote_name
+    v = quote(value)
+    columns = [
+        *(quote(g) for g in group),
+        "COUNT(*)",
+        f"SUM({v})",
+        *(f"SUM(CASE WHEN {v} <= {float(b)!r} THEN 1 ELSE 0 END)" for b in buckets),
+    ]
+    grouping = f" GROUP BY {', '.join(quote(g) for g in group)}" if group else ""
+    with connection.cursor() as cursor:
+        # MATERIALIZED: PostgreSQL would otherwise pull the subquery up and run ``value``'s
+        # subplan once per reference.
+        materialized = "MATERIALIZED " if connection.vendor == "postgresql" else ""
+        sql = f"WITH rows AS {materialized}({inner}) SELECT {', '.join(columns)} FROM rows{grouping}"
+        cursor.execute(sql, params)
+        found = cursor.fetchall()
+    return [
+        {
+            "group": list(row[: len(group)]),
+            "count": row[len(group)],
+            "total": row[len(group) + 1] or 0.0,
+            "cumulative": [int(n or 0) for n in row[len(group) + 2 :]],
+        }
+        for row in found
+    ]
 
 
-def _add(family: HistogramMetricFamily, labels: list[str], row: dict, buckets: tuple[float, ...]) -> None:
-    cumulative = [(_le(b), row[f"le_{i}"]) for i, b in enumerate(buckets)] + [("+Inf", row["count"])]
-    family.add_metric(labels, cumulative, sum_value=row["total"] or 0.0)
-
-
-def _le(bound: float) -> str:
-    return repr(float(bound))
+def _add(family: HistogramMetricFamily, found: dict, buckets: tuple[float, ...]) -> None:
+    counts = [(repr(float(b)), n) for b, n in zip(buckets, found["cumulative"], strict=True)]
+    family.add_metric(found["group"], [*counts, ("+Inf", found["count"])], sum_value=float(found["total"]))
 
 
 def step_duration_histogram() -> HistogramMetricFamily:
@@ -99,14 +125,11 @@ def step_duration_histogram() -> HistogramMetricFamily:
         "Step runs, started to finished, by workflow and step kind (every attempt).",
         labels=["workflow", "kind"],
     )
-    rows = (
-        StepRun.objects.order_by()
-        .annotate(duration=Seconds(F("finished_at"), F("started_at")))
-        .values("execution__workflow", "kind")
-        .annotate(count=Count("id"), total=Sum("duration"), **_bucket_counts(STEP_BUCKETS, "duration"))
+    runs = StepRun.objects.order_by().annotate(
+        workflow=F("execution__workflow"), duration=Seconds(F("finished_at"), F("started_at"))
     )
-    for row in rows:
-        _add(family, [row["execution__workflow"], row["kind"]], row, STEP_BUCKETS)
+    for found in _histograms(runs, "duration", STEP_BUCKETS, group=("workflow", "kind")):
+        _add(family, found, STEP_BUCKETS)
     return family
 
 
@@ -114,8 +137,6 @@ def resume_latency_histogram() -> HistogramMetricFamily:
     family = HistogramMetricFamily(
         "keel_resume_latency_seconds", "A decision or signal committed to the next step started."
     )
-    row = resumes(ExecutionEvent.objects.order_by()).aggregate(
-        count=Count("id"), total=Sum("latency"), **_bucket_counts(RESUME_BUCKETS, "latency")
-    )
-    _add(family, [], row, RESUME_BUCKETS)
+    found = _histograms(resumes(ExecutionEvent.objects.order_by()), "latency", RESUME_BUCKETS)
+    _add(family, found[0], RESUME_BUCKETS)
     return family

@@ -16,6 +16,7 @@ from executions.stuck import REASONS
 
 from . import access, prometheus
 from .measures import STAYS
+from .sql import plain_plans
 
 WINDOWS = ("1h", "24h", "7d")
 
@@ -41,7 +42,9 @@ def scrape(request: HttpRequest) -> HttpResponse:
             return _plain(401, "unknown, expired or revoked token")
         if not access.may_scrape(user):
             return _plain(403, "only operators and auditors (or the metrics token) may scrape /metrics")
-    return HttpResponse(prometheus.exposition(), content_type=prometheus.CONTENT_TYPE)
+    with plain_plans():
+        text = prometheus.exposition()
+    return HttpResponse(text, content_type=prometheus.CONTENT_TYPE)
 
 
 @login_required
