@@ -142,11 +142,16 @@ def approval_integrity(window: Window, workflow: str | None = None) -> dict[str,
     return {"matched": matched, "refused": refused.count()}
 
 
-def cancellation_violations(window: Window, workflow: str | None = None) -> int:
+def after_cancel(rows: QuerySet[ExecutionEvent]) -> QuerySet[ExecutionEvent]:
+    """The effects in ``rows`` sent (committed as executing) after their execution was cancelled."""
     cancelled_before = ExecutionEvent.objects.filter(
         execution_id=OuterRef("execution_id"), type="transition", to_status=Status.CANCELLED, id__lt=OuterRef("id")
     )
-    return events(window, workflow).filter(type="action.executing").filter(Exists(cancelled_before)).count()
+    return rows.filter(type="action.executing").filter(Exists(cancelled_before))
+
+
+def cancellation_violations(window: Window, workflow: str | None = None) -> int:
+    return after_cancel(events(window, workflow)).count()
 
 
 def _entered() -> Subquery:

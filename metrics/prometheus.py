@@ -5,7 +5,8 @@ the same and nothing is kept in any process's memory:
 
 * gauges — ``keel_executions{status,workflow}`` (every status of every deployed
   workflow, terminal included), ``keel_stuck_executions{reason}`` (every reason),
-  ``keel_actions{status}`` (every ledger status);
+  ``keel_actions{status}`` (every ledger status), ``keel_cancellation_violations``
+  (effects sent after a cancel, whole record: must be 0);
 * histograms — ``keel_step_duration_seconds{workflow,kind}`` from the step runs
   (started → finished) and ``keel_resume_latency_seconds`` from the events (a decision
   or signal → the next step started; ``metrics.measures.resumes``). They are counts
@@ -28,7 +29,7 @@ from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Met
 from executions import registry, selectors
 from executions.models import Action, Execution, ExecutionEvent, Status, StepRun
 
-from .measures import resumes
+from .measures import after_cancel, resumes
 from .sql import Seconds
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -49,6 +50,7 @@ class RecordCollector:
         yield executions_gauge()
         yield stuck_gauge()
         yield actions_gauge()
+        yield cancellation_gauge()
         yield step_duration_histogram()
         yield resume_latency_histogram()
 
@@ -78,6 +80,16 @@ def actions_gauge() -> GaugeMetricFamily:
     counted = dict(Action.objects.order_by().values_list("status").annotate(n=Count("id")))
     for status in Action.State.values:
         family.add_metric([status], counted.get(status, 0))
+    return family
+
+
+def cancellation_gauge() -> GaugeMetricFamily:
+    family = GaugeMetricFamily(
+        "keel_cancellation_violations",
+        "Effects sent after their execution was cancelled, in the whole record. Must be 0.",
+    )
+    cancelled = ExecutionEvent.objects.filter(execution__status=Status.CANCELLED)
+    family.add_metric([], after_cancel(cancelled).count())
     return family
 
 

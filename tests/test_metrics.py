@@ -20,6 +20,7 @@ from approvals.services import supersede_older
 from artifacts import store
 from artifacts.services import artifact_version_create
 from executions.models import Action, Execution, ExecutionEvent, Status, StepRun
+from metrics import prometheus
 from metrics.measures import measures
 from metrics.windows import Window
 from tests.support.procs import http, wait_for
@@ -198,6 +199,7 @@ def test_each_measure_against_a_known_history_of_real_runs(stack, people, api_as
         ("keel_executions", "gauge"),
         ("keel_stuck_executions", "gauge"),
         ("keel_actions", "gauge"),
+        ("keel_cancellation_violations", "gauge"),
         ("keel_step_duration_seconds", "histogram"),
         ("keel_resume_latency_seconds", "histogram"),
     ]:
@@ -211,6 +213,7 @@ def test_each_measure_against_a_known_history_of_real_runs(stack, people, api_as
     assert by_status["completed"] == 3 and by_status["cancelled"] == 1 and by_status["needs_attention"] == 1
     actions = {s.labels["status"]: s.value for s in families["keel_actions"].samples}
     assert actions == {state: Action.objects.filter(status=state).count() for state in Action.State.values}
+    assert families["keel_cancellation_violations"].samples[0].value == body["cancellation_violations"] == 0
     resume = {s.name: s.value for s in families["keel_resume_latency_seconds"].samples if not s.labels.get("le")}
     assert resume["keel_resume_latency_seconds_count"] == 6
     assert math.isclose(resume["keel_resume_latency_seconds_sum"], sum(expected["resumes"]), abs_tol=0.01)
@@ -242,3 +245,6 @@ def test_an_effect_sent_after_its_execution_was_cancelled_is_a_violation(people)
         lifecycle.record(execution, "transition", from_status=Status.PENDING, to_status=Status.CANCELLED)
         lifecycle.record(execution, "action.executing", payload={"key": "k", "from": "approved", "to": "executing"})
     assert measures(window)["cancellation_violations"] == 1
+    assert prometheus.cancellation_gauge().samples[0].value == 0  # /metrics counts cancelled executions'
+    Execution.objects.filter(pk=execution.pk).update(status=Status.CANCELLED)  # what its last transition says
+    assert prometheus.cancellation_gauge().samples[0].value == 1

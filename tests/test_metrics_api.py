@@ -60,6 +60,7 @@ def test_every_family_is_declared_on_an_empty_record(people, scrape_token):
         ("keel_executions", "gauge"),
         ("keel_stuck_executions", "gauge"),
         ("keel_actions", "gauge"),
+        ("keel_cancellation_violations", "gauge"),
         ("keel_step_duration_seconds", "histogram"),
         ("keel_resume_latency_seconds", "histogram"),
     ]:
