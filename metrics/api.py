@@ -11,6 +11,7 @@ from django.utils import timezone
 from ninja import Router, Schema
 from pydantic import AfterValidator
 
+from executions.api import ErrorOut
 from executions.errors import Forbidden
 from executions.inputs import WorkflowName
 
@@ -57,11 +58,7 @@ class HistoryOut(Schema):
     previous: MetricsOut
 
 
-class Detail(Schema):
-    detail: str
-
-
-READ = {401: Detail, 403: Detail}
+READ = {401: ErrorOut, 403: ErrorOut, 422: ErrorOut, 500: ErrorOut}
 
 
 def _window(text: str) -> windows.Window:
