@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.conf import settings
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
@@ -53,9 +54,19 @@ def page(request: HttpRequest) -> HttpResponse:
     """The measures with their trends and charts; the page's script polls the API."""
     if not access.may_read(request.user):
         raise PermissionDenied("only operators, managers and auditors may read the metrics")
-    window = request.GET.get("window") if request.GET.get("window") in WINDOWS else "24h"
-    workflows = registry.names()
-    workflow = request.GET.get("workflow") if request.GET.get("workflow") in workflows else ""
+    window, workflow, workflows = (
+        request.GET.get("window") or "24h",
+        request.GET.get("workflow") or "",
+        registry.names(),
+    )
+    if window not in WINDOWS:
+        messages.error(
+            request, f"There is no window {window!r} here; showing the last 24h (one of {', '.join(WINDOWS)})."
+        )
+        window = "24h"
+    if workflow and workflow not in workflows:
+        messages.error(request, f"No workflow {workflow!r} is deployed; showing all of them.")
+        workflow = ""
     return render(
         request,
         "metrics/page.html",

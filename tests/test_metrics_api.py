@@ -120,6 +120,11 @@ def test_the_metrics_page_is_for_operators_managers_and_auditors(people):
         assert page.status_code == (200 if allowed else 403), name
         listed = client.get("/")
         assert (b'href="/dashboard/metrics/"' in listed.content) is allowed, name
+    client.force_login(people["operator"].user)
+    page = client.get("/dashboard/metrics/", {"window": "2w", "workflow": "nope\x00"})
+    assert page.status_code == 200
+    assert "There is no window" in page.text and "No workflow" in page.text
+    assert 'data-window="24h"' in page.text and 'data-workflow=""' in page.text
 
 
 # --- the cost of the queries
