@@ -2,8 +2,8 @@
 at a million executions (BENCH_METRICS_EXECUTIONS, default 1,000,000).
 
 Fills its own database (keel_bench_metrics, dropped and recreated) with the rows real
-runs leave — per execution 9 events (created, 4 transitions, a decision, an effect sent
-and succeeded; a takeover for 2 %), 4 step runs, one action, one artifact version, one
+runs leave — per execution 9 events (created, 4 transitions with the time the state they leave was
+entered, a decision, an effect sent and succeeded; a takeover for 2 %), 4 step runs, one action, one artifact version, one
 approval request and its decision — spread over 30 days, written by SQL in bulk (this
 measures reads, not the runtime). Then times each endpoint in this process (Django's
 test client, a warm-up call first; the median of BENCH_METRICS_REPEATS calls) and writes
@@ -44,20 +44,23 @@ FILL = [
        FROM (SELECT i, now() - (i * make_interval(days => %(days)s)) / %(n)s AS t FROM generate_series(1, %(n)s) i) s""",
     """INSERT INTO executions_executionevent (execution_id, type, from_status, to_status, step, actor_label, payload, created_at)
        SELECT e.id, v.type, v.f, v.t, '', 'bench',
-        v.payload::jsonb || CASE WHEN v.type LIKE 'action.%%' THEN jsonb_build_object('key', 'RUN_' || e.id || ':publish:v1')
-                                 ELSE '{}'::jsonb END,
+        v.payload::jsonb
+          || CASE WHEN v.type LIKE 'action.%%' THEN jsonb_build_object('key', 'RUN_' || e.id || ':publish:v1')
+                  ELSE '{}'::jsonb END
+          || CASE WHEN v.entered IS NULL THEN '{}'::jsonb
+                  ELSE jsonb_build_object('entered_at', e.created_at + v.entered * interval '1 second') END,
         e.created_at + v.at * interval '1 second'
        FROM executions_execution e, (VALUES
-         (1, 'execution.created', '', 'pending', '{}', 0),
-         (2, 'transition', 'pending', 'running', '{"transition": "start"}', 1),
-         (3, 'lease.taken_over', '', '', '{}', 20),
-         (4, 'transition', 'running', 'awaiting_approval', '{"transition": "await_approval"}', 30),
-         (5, 'approval.decided', '', '', '{"decision": "approve"}', 200),
-         (6, 'transition', 'awaiting_approval', 'running', '{"transition": "resume_after_decision"}', 200),
-         (7, 'action.executing', '', '', '{"from": "approved", "to": "executing"}', 201),
-         (8, 'action.succeeded', '', '', '{"from": "executing", "to": "succeeded"}', 202),
-         (9, 'transition', 'running', 'completed', '{"transition": "complete"}', 300)
-       ) AS v(n, type, f, t, payload, at)
+         (1, 'execution.created', '', 'pending', '{}', 0, NULL),
+         (2, 'transition', 'pending', 'running', '{"transition": "start"}', 1, 0),
+         (3, 'lease.taken_over', '', '', '{}', 20, NULL),
+         (4, 'transition', 'running', 'awaiting_approval', '{"transition": "await_approval"}', 30, 1),
+         (5, 'approval.decided', '', '', '{"decision": "approve"}', 200, NULL),
+         (6, 'transition', 'awaiting_approval', 'running', '{"transition": "resume_after_decision"}', 200, 30),
+         (7, 'action.executing', '', '', '{"from": "approved", "to": "executing"}', 201, NULL),
+         (8, 'action.succeeded', '', '', '{"from": "executing", "to": "succeeded"}', 202, NULL),
+         (9, 'transition', 'running', 'completed', '{"transition": "complete"}', 300, 200)
+       ) AS v(n, type, f, t, payload, at, entered)
        WHERE v.n <> 3 OR e.id %% 50 = 1
        ORDER BY e.id, v.n""",
     """INSERT INTO executions_steprun (execution_id, step, kind, round, attempt, outcome, output, error, worker,

@@ -223,8 +223,12 @@ class StepRun(models.Model):
                 name="step_succeeds_once_per_round",
             )
         ]
-        # The measures (metrics/) read the failed runs of a window.
-        indexes = [models.Index(fields=["outcome", "finished_at"], name="steprun_outcome_finished")]
+        # The measures (metrics/) read the failed runs of a window, and the step that
+        # started next after a decision.
+        indexes = [
+            models.Index(fields=["outcome", "finished_at"], name="steprun_outcome_finished"),
+            models.Index(fields=["execution", "started_at"], name="steprun_execution_started"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.execution_id}:{self.step}#{self.attempt}"

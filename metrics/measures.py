@@ -15,7 +15,7 @@ Definitions (docs/api.md, "Metrics", says the same for API clients):
   (``reconciled``) or a provider that answered it had the key already (``replayed``).
 * ``resume_latency_ms``: a decision (approve, request changes) or a signal committed →
   the next step run started, for decisions and signals in the window.
-* ``stuck``: executions stuck now, by reason (``executions.selectors.summary``).
+* ``stuck``: executions stuck now, by reason (as ``executions.selectors.summary``).
 * ``approval_integrity``: ``matched`` — guarded effects sent in the window after the
   approved version and hash were checked; ``refused`` — effect steps the approval check
   refused in the window (a version made after the approval, or an approver who lost
@@ -30,10 +30,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet, Subquery
+from django.db.models import Count, DateTimeField, Exists, F, OuterRef, Q, QuerySet, Subquery
+from django.db.models.fields.json import KeyTextTransform
+from django.db.models.functions import Cast, Coalesce
 
 from approvals.models import Decision
-from executions import selectors
+from executions import stuck
 from executions.models import ACTIVE, Execution, ExecutionEvent, Status, StepRun
 
 from .sql import Percentile, Seconds
@@ -56,7 +58,7 @@ def measures(window: Window, *, workflow: str | None = None) -> dict[str, Any]:
         "recovery_success_rate": recovery_success_rate(window, workflow),
         "duplicate_effect_rate": duplicate_effect_rate(window, workflow),
         "resume_latency_ms": _scaled(resume_latency(window, workflow), 1000, 1),
-        "stuck": selectors.summary(workflow=workflow)["by_reason"],
+        "stuck": stuck_now(workflow),
         "approval_integrity": approval_integrity(window, workflow),
         "cancellation_violations": cancellation_violations(window, workflow),
         "time_in_state_seconds": time_in_state(window, workflow),
@@ -74,6 +76,22 @@ def _quantiles(expression) -> dict[str, Percentile]:
 
 def _scaled(quantiles: dict[str, float | None], factor: float, digits: int) -> dict[str, float | None]:
     return {k: (round(v * factor, digits) if v is not None else None) for k, v in quantiles.items()}
+
+
+def stuck_now(workflow: str | None = None) -> dict[str, int]:
+    """Executions stuck now, by reason: ``by_reason`` of ``executions.selectors.summary``,
+    read from the executions that can be stuck (active, or failed after the retries ran
+    out) through their indexes, not from every execution."""
+    rows = Execution.objects.filter(
+        Q(status__in=list(ACTIVE)) | Q(status=Status.FAILED, reason_code__in=stuck.RECORDED[Status.FAILED])
+    )
+    if workflow:
+        rows = rows.filter(workflow=workflow)
+    counted = dict.fromkeys(stuck.REASONS, 0)
+    found = stuck.annotate(rows).exclude(stuck_reason=None).order_by().values("stuck_reason").annotate(n=Count("id"))
+    for row in found:
+        counted[row["stuck_reason"]] = row["n"]
+    return counted
 
 
 def recovery_success_rate(window: Window, workflow: str | None = None) -> float | None:
@@ -154,15 +172,17 @@ def cancellation_violations(window: Window, workflow: str | None = None) -> int:
     return after_cancel(events(window, workflow)).count()
 
 
-def _entered() -> Subquery:
-    """When the stay that the outer transition ends began: the execution's previous event
-    that set a status (a transition, or its creation)."""
-    return Subquery(
+def _entered() -> Coalesce:
+    """When the stay that the outer transition ends began: recorded on the transition
+    (``entered_at``, executions.lifecycle), or, for older events, the execution's
+    previous event that set a status (a transition, or its creation)."""
+    previous = Subquery(
         ExecutionEvent.objects.filter(execution_id=OuterRef("execution_id"), id__lt=OuterRef("id"))
         .exclude(to_status="")
         .order_by("-id")
         .values("created_at")[:1]
     )
+    return Coalesce(Cast(KeyTextTransform("entered_at", "payload"), DateTimeField()), previous)
 
 
 def stays(rows: QuerySet[ExecutionEvent]) -> QuerySet[ExecutionEvent]:

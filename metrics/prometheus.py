@@ -26,10 +26,10 @@ from django.db.models import Count, F, QuerySet
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Metric
 
-from executions import registry, selectors
+from executions import registry
 from executions.models import Action, Execution, ExecutionEvent, Status, StepRun
 
-from .measures import after_cancel, resumes
+from .measures import after_cancel, resumes, stuck_now
 from .sql import Seconds
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -70,7 +70,7 @@ def executions_gauge() -> GaugeMetricFamily:
 
 def stuck_gauge() -> GaugeMetricFamily:
     family = GaugeMetricFamily("keel_stuck_executions", "Executions stuck now, by reason.", labels=["reason"])
-    for reason, n in selectors.summary()["by_reason"].items():
+    for reason, n in stuck_now().items():
         family.add_metric([reason], n)
     return family
 

@@ -9,7 +9,7 @@ import json
 import math
 import time
 from collections import defaultdict
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.db import transaction
 from django.utils import timezone
@@ -66,8 +66,10 @@ def expected_from_the_record(refs: list[str]) -> dict:
     stays = defaultdict(list)
     entered = {}
     for e in events:
-        if e.type == "transition":
-            stays[e.from_status].append((e.created_at - entered[e.execution_id]).total_seconds())
+        if e.type == "transition":  # the stay it ends began when recorded, or at the previous status event
+            began = e.payload.get("entered_at")
+            began = datetime.fromisoformat(began) if began else entered[e.execution_id]
+            stays[e.from_status].append((e.created_at - began).total_seconds())
         if e.to_status:
             entered[e.execution_id] = e.created_at
     decisions = [
