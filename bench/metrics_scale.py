@@ -163,7 +163,7 @@ def main() -> None:
             "## Metrics at scale",
             "",
             f"`bench/metrics_scale.py`, {datetime.now(UTC):%Y-%m-%d}: {N:,} executions over {DAYS} days "
-            f"(≈{per_day:,} a day; {N * 9:,} events, {N * 4:,} step runs, {N:,} actions, approvals and "
+            f"(≈{per_day:,} a day; {N * 8 + N // 50:,} events, {N * 4:,} step runs, {N:,} actions, approvals and "
             f"decisions; filled by SQL in {filled:,.0f} s), PostgreSQL on this machine (2 cores). The median of "
             f"{REPEATS} calls after a warm-up, in-process (no HTTP):",
             "",
@@ -174,7 +174,9 @@ def main() -> None:
             "The windowed measures read only the window's events (index `ExecutionEvent(type, created_at)`), so "
             "their cost follows the window's traffic, not the table. `/metrics` counts the whole record at every "
             "scrape (gauges by status; histograms over every step run and resume), which is what grows with the "
-            "table: see docs/operations.md for the scrape interval this suggests.",
+            "table: see docs/operations.md for the scrape interval this suggests. Past this, the next step is the "
+            "issue's pre-aggregation: a small per-minute table the sweeper fills, which the histograms and the long "
+            "windows would sum instead of the raw rows.",
         ]
     )
     doc.write_section("metrics", text)
