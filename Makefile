@@ -39,11 +39,12 @@ lint: install-test
 test: install-test lint services
 	DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_BROKER_URL) $(BIN)/python -m pytest $(PYTEST_ARGS)
 
-# keel's own tables, the hot-path profile and the triage console at 1M executions into
-# docs/BENCHMARKS.md; with BENCH_PEERS=1,
+# keel's own tables, the hot-path profile, the triage console and the metrics endpoints at
+# 1M executions into docs/BENCHMARKS.md; with BENCH_PEERS=1,
 # then the side-by-side run with the peers (bench-peers).
 bench: install-test services
 	$(BIN)/python bench/run.py
+	$(BIN)/python bench/metrics_scale.py
 	$(BIN)/python bench/hotpath.py
 	$(BIN)/python bench/triage_scale.py
 	$(if $(BENCH_PEERS),$(MAKE) bench-peers)

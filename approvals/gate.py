@@ -188,15 +188,16 @@ class ApprovalGate(gates.Gate):
         approval = execution.context.get("state", {}).get(gate_step.name)
         ref = execution.context.get("artifacts", {}).get(spec.artifact)
         if not approval or approval.get("decision") != "approve" or ref is None:
-            raise StepFailure(FailureKind.PERMISSION, f"an approval from {gate_step.name} is needed first")
+            raise _refused(f"an approval from {gate_step.name} is needed first")
         # The newest version of the artifact, whoever made it: an edit after the
         # approval must not ride on it.
         version = ArtifactVersion.objects.filter(artifact_id=ref["artifact_pk"]).order_by("-number").first()
         if (version.number, version.sha256) != (approval["artifact_version"], approval["content_sha256"]):
-            raise StepFailure(
-                FailureKind.PERMISSION,
+            raise _refused(
                 f"approved V{approval['artifact_version']} ({approval['content_sha256'][:12]}) "
                 f"but the current artifact is V{version.number} ({version.sha256[:12]})",
+                current_version=version.number,
+                current_sha256=version.sha256,
             )
         if Action.objects.filter(key=effect.key, status=Action.State.SUCCEEDED).exists():
             return
@@ -204,10 +205,10 @@ class ApprovalGate(gates.Gate):
         approver = request.decision.decided_by
         refused = policy.refusal(approver, request)
         if refused:
-            raise StepFailure(
-                FailureKind.PERMISSION,
+            raise _refused(
                 f"the approver lost the authority: the approval of V{request.version} by "
                 f"{approver.get_username()} no longer holds ({refused})",
+                approver=approver.get_username(),
             )
 
     def stale(self, execution: Execution) -> list[gates.StaleGrant]:
@@ -250,6 +251,12 @@ class ApprovalGate(gates.Gate):
                     )
                 )
         return found
+
+
+def _refused(message: str, **evidence) -> StepFailure:
+    """The effect step's refusal, marked as the approval check's (the failed step run's
+    evidence; the metrics count these as ``approval_integrity.refused``)."""
+    return StepFailure(FailureKind.PERMISSION, message, evidence={"approval_check": "refused", **evidence})
 
 
 def _pending(request: ApprovalRequest) -> gates.PendingGate:

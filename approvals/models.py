@@ -128,6 +128,7 @@ class Decision(models.Model):
 
     class Meta:
         ordering = ["id"]
+        indexes = [models.Index(fields=["created_at"], name="decision_created")]  # the measures' windows
         triggers = [pgtrigger.Protect(name="decision_append_only", operation=pgtrigger.Update | pgtrigger.Delete)]
 
     def __str__(self) -> str:

@@ -1,5 +1,5 @@
-"""The Task API, assembled: the runtime's endpoints (executions.api) and approvals'
-(approvals.api) under one schema at /api/, with one error contract.
+"""The Task API, assembled: the runtime's endpoints (executions.api), approvals'
+(approvals.api) and the measures (metrics.api) under one schema at /api/, with one error contract.
 
 401 without credentials, 403 without authority, 409 when the state doesn't allow it,
 422 naming the field for malformed input (nothing is written in that case), 429 with
@@ -16,6 +16,7 @@ from approvals.api import router as approvals_router
 from executions.api import BearerToken, BrowserSession
 from executions.api import router as executions_router
 from executions.errors import InvalidInput, RateLimited, ServiceError
+from metrics.api import router as metrics_router
 
 api = NinjaAPI(
     title="keel Task API",
@@ -26,6 +27,7 @@ api = NinjaAPI(
 )
 api.add_router("", executions_router)
 api.add_router("", approvals_router)
+api.add_router("", metrics_router)
 
 
 @api.exception_handler(ServiceError)

@@ -87,6 +87,7 @@ INSTALLED_APPS = [
     "approvals",
     "artifacts",
     "console",
+    "metrics",
     "sandbox",
 ]
 
@@ -123,6 +124,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "console.context_processors.runtime",
+                "metrics.context_processors.nav",
             ],
         },
     },
@@ -271,12 +273,25 @@ ORDER_SERVICE_HONORS_KEYS = env_bool("ORDER_SERVICE_HONORS_KEYS", True)
 RUNTIME_EFFECT_TIMEOUT_SECONDS = float(os.environ.get("RUNTIME_EFFECT_TIMEOUT_SECONDS", "10"))
 # How often the dashboard polls live panels, in milliseconds.
 DASHBOARD_POLL_MS = env_int("DASHBOARD_POLL_MS", 2000)
+# How often the metrics page redraws its numbers and charts, in milliseconds.
+METRICS_POLL_MS = env_int("METRICS_POLL_MS", 15000)
+# A bearer token for Prometheus to scrape /metrics without a user (unset: users' tokens only).
+RUNTIME_METRICS_TOKEN = os.environ.get("RUNTIME_METRICS_TOKEN", "")
 
+# Every line a worker writes inside a slice names the execution, the step and the lease
+# token (executions.logcontext); KEEL_LOG_FORMAT=json writes one JSON object per line.
+KEEL_LOG_FORMAT = os.environ.get("KEEL_LOG_FORMAT", "plain").strip().lower()
+if KEEL_LOG_FORMAT not in ("plain", "json"):
+    raise ImproperlyConfigured(f"KEEL_LOG_FORMAT must be 'plain' or 'json', not {KEEL_LOG_FORMAT!r}.")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "filters": {"slice": {"()": "executions.logcontext.SliceFilter"}},
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s%(slice)s %(message)s"},
+        "json": {"()": "executions.logcontext.JsonFormatter"},
+    },
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": KEEL_LOG_FORMAT, "filters": ["slice"]}},
     "root": {"handlers": ["console"], "level": os.environ.get("KEEL_LOG_LEVEL", "INFO")},
     "loggers": {
         "django.server": {"level": "WARNING"},

@@ -3,12 +3,15 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from config.api import api
+from metrics.views import scrape
 
 urlpatterns = [
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     path("api/", api.urls),
+    path("metrics", scrape, name="prometheus"),  # Prometheus scrapes it (not under /api/)
+    path("dashboard/metrics/", include("metrics.urls")),
     path("artifacts/", include("artifacts.urls")),
     path("approvals/", include("approvals.urls")),
     path("", include("console.urls")),

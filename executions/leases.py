@@ -8,6 +8,7 @@ conditional on that token — so a worker that lost its lease can't commit anyth
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import threading
 from dataclasses import dataclass, field
@@ -203,7 +204,13 @@ class Heartbeat:
         self.lease = lease
         self.lost = threading.Event()
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=f"heartbeat-{lease.execution_id}", daemon=True)
+        # In a copy of the starter's context: its log lines name the slice (executions.logcontext).
+        self._thread = threading.Thread(
+            target=contextvars.copy_context().run,
+            args=(self._run,),
+            name=f"heartbeat-{lease.execution_id}",
+            daemon=True,
+        )
 
     def __enter__(self) -> Heartbeat:
         self._thread.start()

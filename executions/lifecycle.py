@@ -66,7 +66,7 @@ def apply(
     if name not in TRANSITIONS:
         raise ValueError(f"unknown transition {name!r}")
     assert transaction.get_connection().in_atomic_block, "lifecycle.apply needs an open transaction"
-    before = execution.status
+    before, entered = execution.status, execution.status_changed_at
     getattr(execution, name)()
     execution.status_changed_at = timezone.now()
     execution.status_reason = reason  # the reason for *this* status; none clears the last one
@@ -89,6 +89,8 @@ def apply(
         actor_label=actor_label,
         payload={
             "transition": name,
+            # When the status it leaves was entered: its time in that state, without a lookup.
+            **({"entered_at": entered.isoformat()} if entered else {}),
             **({"reason": reason} if reason else {}),
             **({"code": code} if code else {}),
             **(payload or {}),

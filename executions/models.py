@@ -197,6 +197,8 @@ class ExecutionEvent(models.Model):
 
     class Meta:
         ordering = ["id"]
+        # The measures (metrics/) read a window of one type of event.
+        indexes = [models.Index(fields=["type", "created_at"], name="event_type_created")]
         # Append-only in the database itself, not only in Python (PostgreSQL).
         triggers = [
             pgtrigger.Protect(name="execution_event_append_only", operation=pgtrigger.Update | pgtrigger.Delete)
@@ -235,6 +237,12 @@ class StepRun(models.Model):
                 condition=models.Q(outcome="succeeded"),
                 name="step_succeeds_once_per_round",
             )
+        ]
+        # The measures (metrics/) read the failed runs of a window, and the step that
+        # started next after a decision.
+        indexes = [
+            models.Index(fields=["outcome", "finished_at"], name="steprun_outcome_finished"),
+            models.Index(fields=["execution", "started_at"], name="steprun_execution_started"),
         ]
 
     def __str__(self) -> str:

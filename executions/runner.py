@@ -23,13 +23,13 @@ from django.utils import timezone
 
 from artifacts.services import artifact_version_create
 
-from . import dispatch, failpoints, gates, leases, ledger, lifecycle, registry, retry
+from . import dispatch, failpoints, gates, leases, ledger, lifecycle, logcontext, registry, retry
 from .context import StepContext
 from .errors import FailureKind, StepFailure
 from .http import call_timeout
 from .leases import Heartbeat, Lease, LeaseLost, acquire, fence, release
 from .modelclient import get_model_client
-from .models import Action, Execution, Status, StepRun
+from .models import Action, Execution, Status, StepRun, ref_for
 from .workflow import Step, StepKind, Workflow
 
 log = logging.getLogger(__name__)
@@ -46,7 +46,7 @@ def advance(execution_id: int, *, worker: str) -> str:
     lease = acquire(execution_id, owner=worker)
     if lease is None:
         return "not claimed"
-    with Heartbeat(lease) as heartbeat:
+    with logcontext.slice_of(ref_for(execution_id), lease.token), Heartbeat(lease) as heartbeat:
         try:
             if lease.overran_by:
                 return _overran(lease)
@@ -99,6 +99,7 @@ def _run_slice(lease: Lease, heartbeat: Heartbeat) -> str:
 
 
 def _run_step(lease: Lease, execution: Execution, workflow: Workflow, step: Step) -> str:
+    logcontext.at_step(step.name)
     failpoints.hit(f"before_step:{step.name}")
     started = timezone.now()
     ctx = StepContext(execution=execution, workflow=workflow)
