@@ -204,6 +204,9 @@ def _commit_step(lease, execution, ctx, workflow, step, output, started, action)
         )
         execution.current_step = following
     else:
+        # The step run first, so the timeline reads it before the completion (if the fenced
+        # UPDATE below finds the lease gone, the whole transaction rolls back with it).
+        _record_run(lease, execution, step, started, StepRun.Outcome.SUCCEEDED, output=output, attempt=attempt)
         execution.current_step, execution.step_deadline = "", None
         execution.lease_owner, execution.lease_expires_at = "", None  # the lease is given back with it
         lifecycle.apply(
@@ -221,7 +224,8 @@ def _commit_step(lease, execution, ctx, workflow, step, output, started, action)
             where=leases.fence_conditions(lease, step.name),
             payload={"step": step.name},
         )
-    _record_run(lease, execution, step, started, StepRun.Outcome.SUCCEEDED, output=output, attempt=attempt)
+    if following:
+        _record_run(lease, execution, step, started, StepRun.Outcome.SUCCEEDED, output=output, attempt=attempt)
     if action is not None:
         ledger.mark_succeeded(action, output, execution=execution, actor_label=lease.owner)
     return following
