@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 
 from approvals.models import ApprovalRequest, Decision
-from executions.models import Execution, ExecutionEvent, Status, StepRun
+from executions.models import Execution, ExecutionEvent, ModelCall, Status, StepRun
 from executions.tasks import advance
 from tests.support.procs import wait_for
 from tests.support.stack import pk, wait_status
@@ -35,9 +35,13 @@ def test_s01_worker_killed_after_analyze_resumes_at_next_step(stack, people, api
     for step in ("retrieve_figures", "analyze", "draft_report"):
         assert succeeded_runs(ref, step) == 1, step
     analyze = StepRun.objects.get(execution_id=pk(ref), step="analyze")
-    assert len(analyze.output["model_calls"]) == 1  # the model was asked once, ever
-    assert analyze.output["model_calls"][0]["model"] == "offline-deterministic-1"
-    assert analyze.output["model_calls"][0]["prompt_version"] == "monthly-analysis-v1"
+    [call] = ModelCall.objects.filter(execution_id=pk(ref), step="analyze")  # the model was asked once, ever
+    assert (call.key, call.model, call.prompt_version) == (
+        f"{ref}:analyze:r1:c1",
+        "offline-deterministic-1",
+        "monthly-analysis-v1",
+    )
+    assert analyze.output["model_calls"] == [{"key": call.key, "model": call.model}]
     draft = StepRun.objects.get(execution_id=pk(ref), step="draft_report")
     assert draft.worker != analyze.worker and draft.lease_token > analyze.lease_token
     takeover = ExecutionEvent.objects.get(execution_id=pk(ref), type="lease.taken_over")
@@ -242,7 +246,9 @@ def test_s12_a_fresh_worker_builds_the_prompt_with_every_constraint_and_fact(sta
     wait_status(requester, ref, "awaiting_approval")
     analyze = StepRun.objects.get(execution_id=pk(ref), step="analyze")
     assert analyze.worker != StepRun.objects.get(execution_id=pk(ref), step="retrieve_figures").worker
-    prompt = analyze.output["model_calls"][0]["prompt"]
+    [call] = ModelCall.objects.filter(execution_id=pk(ref), step="analyze")
+    assert call.worker == analyze.worker  # asked by the fresh worker, from the database alone
+    prompt = call.request["messages"][0]["content"]
     execution = Execution.objects.get(pk=pk(ref))
     notes = execution.context["notes"]
     for constraint in notes["constraints"]:
