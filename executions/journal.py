@@ -86,11 +86,11 @@ class JournaledModel:
                 raise ModelDrift(key, recorded.request_sha256, sha)
             self.tokens += recorded.input_tokens + recorded.output_tokens
             return response_of(recorded)
-        failpoints.hit(f"before_model_call:{self.step}")
+        failpoints.hit(f"before_model_call:{self.step}:c{self.seq}")
         started = time.monotonic()
         response = self.client.complete(request, call_key=key)
         latency_ms = int((time.monotonic() - started) * 1000)
-        failpoints.hit(f"after_model_call:{self.step}")
+        failpoints.hit(f"after_model_call:{self.step}:c{self.seq}")  # answered, not yet recorded
         with transaction.atomic():
             fence(self.lease)
             if also is not None:

@@ -9,9 +9,9 @@ import json
 
 import pytest
 
-from executions.models import Action
-from tests.support.procs import http
-from tests.support.stack import wait_status
+from executions.models import Action, ExecutionEvent, ModelCall
+from tests.support.procs import http, wait_for
+from tests.support.stack import pk, wait_status
 
 PROVIDER_ENDPOINTS = {"openai": "/v1/chat/completions", "anthropic": "/v1/messages"}
 
@@ -125,3 +125,143 @@ def test_an_unknown_ticket_is_refused_at_start(stack, people, api_as):
     assert response.status_code == 422
     [error] = response.json()["detail"]
     assert error["loc"] == ["body", "input", "ticket"] and "TCK-1001" in error["msg"]
+
+
+VARIANTS = "workflows.monthly_report,workflows.support_agent,tests.support.agent_variants"
+
+
+def provider_calls(stack, provider: str) -> int:
+    return stack.sandbox_stats()["endpoints"].get(PROVIDER_ENDPOINTS[provider], {}).get("calls", 0)
+
+
+def test_s27_sigkill_while_a_model_call_is_in_flight_asks_only_that_call_again(stack, people, api_as):
+    """S27: SIGKILL the worker while a model call is in flight (agent)."""
+    stack.sandbox()
+    stack.beat()
+    stack.web()
+    env = model_env(stack, "openai")
+    doomed = stack.worker("doomed", RUNTIME_FAILPOINTS="before_model_call:resolve:c3=sleep:2", **env)
+    requester, manager = api_as(people["requester"]), api_as(people["manager"])
+    ref = start_ticket(requester)
+    wait_for(lambda: stack.failpoint_reached("before_model_call:resolve:c3"), what="the worker to reach call 3")
+    fault = {"endpoint": "/v1/chat/completions", "fault": "commit_then_hang", "count": 1, "hang_seconds": 30}
+    assert http().post(f"{stack.sandbox_url}/_faults", json=fault, timeout=5).status_code == 201
+    in_flight = f"{ref}:resolve:r1:c3"
+    wait_for(lambda: stack.sandbox_stats()["keys"].get(in_flight, {}).get("calls") == 1, what="call 3 to be sent")
+    doomed.kill()  # the provider answered (late); the worker never recorded it
+
+    survivor = stack.worker("survivor", **env)
+    approval = wait_status(requester, ref, "awaiting_approval")["pending_approval"]
+    assert manager.decide(ref, approval).status_code == 202
+    wait_status(requester, ref, "completed")
+
+    keys = stack.sandbox_stats()["keys"]
+    calls = model_calls(requester, ref)
+    assert len(calls) == 6
+    for call in calls:
+        assert keys[call["key"]]["calls"] == (2 if call["key"] == in_flight else 1), call["key"]
+    assert f":{survivor.pid}:" in ModelCall.objects.get(key=in_flight).worker  # recorded by the survivor
+    assert f":{doomed.pid}:" in ModelCall.objects.get(key=f"{ref}:resolve:r1:c2").worker
+
+
+def test_s28_a_prompt_changed_under_a_waiting_execution_is_drift_and_no_call(stack, people, api_as):
+    """S28: a prompt template changes under a waiting execution, then it replays a recorded call (agent)."""
+    stack.sandbox()
+    stack.web()
+    env = model_env(stack, "anthropic")
+    first = stack.worker("v1", **env)
+    requester, manager = api_as(people["requester"]), api_as(people["manager"])
+    ref = start_ticket(requester)
+    approval = wait_status(requester, ref, "awaiting_approval")["pending_approval"]
+    first.stop()
+    modules = "workflows.monthly_report,workflows.support_agent,tests.support.support_agent_edited"
+    stack.worker("edited", RUNTIME_WORKFLOW_MODULES=modules, **env)
+    before = stack.sandbox_stats()
+
+    assert manager.decide(ref, approval).status_code == 202
+    stopped = wait_status(requester, ref, "needs_attention")
+    assert stopped["stuck"]["reason"] == "model_drift"
+    assert f"{ref}:resolve:r1:c1" in stopped["status_reason"]
+    after = stack.sandbox_stats()
+    assert after["endpoints"]["/v1/messages"] == before["endpoints"]["/v1/messages"]  # no call made
+    assert "/orders" not in after["endpoints"]  # and nothing submitted
+    assert ModelCall.objects.filter(execution_id=pk(ref)).count() == 4  # the journal is as it was
+
+
+def test_s29_a_rogue_tool_call_before_approval_is_refused_and_told_to_the_model(stack, people, api_as):
+    """S29: the model proposes an effect tool that isn't allowed now (agent)."""
+    stack.sandbox()
+    stack.worker(**model_env(stack, "openai"))
+    stack.web()
+    fault = {"endpoint": "/v1/chat/completions", "fault": "rogue_tool_call", "count": 1}
+    assert http().post(f"{stack.sandbox_url}/_faults", json=fault, timeout=5).status_code == 201
+    requester, manager = api_as(people["requester"]), api_as(people["manager"])
+    ref = start_ticket(requester)
+
+    approval = wait_status(requester, ref, "awaiting_approval")["pending_approval"]
+    assert "/orders" not in stack.sandbox_stats()["endpoints"]  # no effect
+    [refused] = ExecutionEvent.objects.filter(execution_id=pk(ref), type="tool_call.refused")
+    assert refused.payload["tool"] == "submit_replacement" and refused.payload["call"] == f"{ref}:resolve:r1:c1"
+    assert "not allowed now" in refused.payload["reason"]
+    told = ModelCall.objects.get(key=f"{ref}:resolve:r1:c2").request["messages"][-1]
+    assert told["role"] == "tool" and told["is_error"] and "refused" in told["content"]
+
+    assert manager.decide(ref, approval).status_code == 202
+    wait_status(requester, ref, "completed")
+    assert stack.sandbox_stats()["endpoints"]["/orders"]["effects"] == 1
+    assert ExecutionEvent.objects.filter(execution_id=pk(ref), type="tool_call.refused").count() == 1
+
+
+def test_s30_what_was_approved_is_what_ran_after_a_clamp(stack, people, api_as):
+    """S30: a manager approves tool arguments that the runtime normalised (a clamp) (agent)."""
+    stack.sandbox()
+    stack.worker(**model_env(stack, "anthropic"))
+    stack.web()
+    requester, manager = api_as(people["requester"]), api_as(people["manager"])
+    ref = start_ticket(requester, "TCK-1003")  # 3 sets broken, 2 ordered
+
+    approval = wait_status(requester, ref, "awaiting_approval")["pending_approval"]
+    requested = ExecutionEvent.objects.get(execution_id=pk(ref), type="approval.requested")
+    assert requested.payload["proposed_args"]["quantity"] == 3
+    assert requested.payload["effective_args"]["quantity"] == 2
+    document = json.loads(approved_document(requester, approval))
+    assert document["args"]["quantity"] == 2
+
+    assert manager.decide(ref, approval).status_code == 202
+    wait_status(requester, ref, "completed")
+    action = Action.objects.get(execution_id=pk(ref), type="submit_replacement")
+    ran = json.dumps({"args": action.args, "tool": action.type}, sort_keys=True, separators=(",", ":"))
+    assert hashlib.sha256(ran.encode()).hexdigest() == approval["content_sha256"]
+    [order] = orders_for(stack, action.key)
+    assert order["quantity"] == 2 and order["sku"] == "SKU-GLS-20"
+
+
+def test_malformed_tool_arguments_fail_closed(stack, people, api_as):
+    """Arguments the tool's schema doesn't accept never run: refused, told, then a person looks."""
+    stack.sandbox()
+    stack.worker(RUNTIME_WORKFLOW_MODULES=VARIANTS, **model_env(stack, "openai"))
+    stack.web(RUNTIME_WORKFLOW_MODULES=VARIANTS)
+    requester = api_as(people["requester"])
+    response = requester.post("/executions", {"workflow": "support_agent_strict", "input": {"ticket": "TCK-1001"}})
+    ref = response.json()["id"]
+
+    stopped = wait_status(requester, ref, "needs_attention")
+    assert stopped["stuck"]["reason"] == "step_error"
+    [refused] = ExecutionEvent.objects.filter(execution_id=pk(ref), type="tool_call.refused")
+    assert refused.payload["tool"] == "check_stock" and "sku" in refused.payload["reason"]
+    assert not any(e.startswith("/stock") for e in stack.sandbox_stats()["endpoints"])  # never ran
+
+
+def test_over_budget_needs_attention(stack, people, api_as):
+    stack.sandbox()
+    stack.worker(RUNTIME_WORKFLOW_MODULES=VARIANTS, **model_env(stack, "anthropic"))
+    stack.web(RUNTIME_WORKFLOW_MODULES=VARIANTS)
+    requester = api_as(people["requester"])
+    response = requester.post("/executions", {"workflow": "support_agent_tiny", "input": {"ticket": "TCK-1001"}})
+    ref = response.json()["id"]
+
+    stopped = wait_status(requester, ref, "needs_attention")
+    assert stopped["stuck"]["reason"] == "budget_exceeded"
+    assert "2 model calls" in stopped["status_reason"]
+    assert len(model_calls(requester, ref)) == 2
+    assert stack.sandbox_stats()["endpoints"]["/v1/messages"]["calls"] == 2
