@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from executions.models import Action, ExecutionEvent, ModelCall
+from executions.models import Action, ExecutionEvent, ModelCall, StepRun
 from tests.support.procs import http, wait_for
 from tests.support.stack import pk, wait_status
 
@@ -265,3 +265,33 @@ def test_over_budget_needs_attention(stack, people, api_as):
     assert "2 model calls" in stopped["status_reason"]
     assert len(model_calls(requester, ref)) == 2
     assert stack.sandbox_stats()["endpoints"]["/v1/messages"]["calls"] == 2
+
+
+def test_request_changes_asks_the_model_again_with_the_comment_as_a_constraint(stack, people, api_as):
+    """monthly_report: the manager's comment becomes a mandatory constraint, the model step
+    runs again with it, and V2's narrative differs from V1's because of it."""
+    stack.sandbox()
+    stack.worker()
+    stack.web()
+    requester, manager = api_as(people["requester"]), api_as(people["manager"])
+    ref = requester.start()["id"]
+    v1 = wait_status(requester, ref, "awaiting_approval")["pending_approval"]
+
+    comment = "Lead with the weakest store and say why"
+    assert manager.decide(ref, v1, decision="request_changes", comment=comment).status_code == 202
+    v2 = wait_for(
+        lambda: (p := requester.execution(ref)["pending_approval"]) and p["artifact_version"] == 2 and p,
+        what="V2 to await approval",
+    )
+    first, second = ModelCall.objects.filter(execution_id=pk(ref), step="analyze").order_by("id")
+    assert (first.key, second.key) == (f"{ref}:analyze:r1:c1", f"{ref}:analyze:r2:c1")  # asked again
+    prompt = second.request["messages"][0]["content"]
+    assert f"- MUST: Requested by manager on V1: {comment}\n" in prompt
+    assert comment not in first.request["messages"][0]["content"]
+    narratives = [
+        r.output["narrative"] for r in StepRun.objects.filter(execution_id=pk(ref), step="analyze").order_by("round")
+    ]
+    assert narratives[0] != narratives[1] and comment in narratives[1] and comment not in narratives[0]
+    assert narratives[1] == second.response["text"]
+    v2_bytes = approved_document(requester, v2)
+    assert narratives[1].encode() in v2_bytes

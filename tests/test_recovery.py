@@ -228,7 +228,11 @@ def test_s19_old_executions_finish_on_their_pinned_version(stack, people, api_as
 
 
 def test_s12_a_fresh_worker_builds_the_prompt_with_every_constraint_and_fact(stack, people, api_as):
-    """S12: a fresh worker/model context picks up mid-task ("restart after context compaction")."""
+    """S12: a fresh worker/model context picks up mid-task ("restart after context compaction").
+
+    Strict: the facts verified by an earlier step (retrieve_figures, by the worker that
+    then dies) reach the prompt of the later model step, built by a fresh worker from
+    the database alone, with every mandatory constraint verbatim."""
     stack.sandbox()
     stack.beat()
     stack.web()
@@ -240,6 +244,9 @@ def test_s12_a_fresh_worker_builds_the_prompt_with_every_constraint_and_fact(sta
     )
     ref = response.json()["id"]
     wait_for(lambda: stack.failpoint_reached("before_step:analyze"), what="the first context to reach analyze")
+    verified = Execution.objects.get(pk=pk(ref)).context["notes"]["facts"]  # committed by retrieve_figures
+    assert len(verified) == 8 and all(f["source"].startswith("retail_snapshot_v1:2026-08:") for f in verified)
+    assert not ModelCall.objects.filter(execution_id=pk(ref)).exists()
     doomed.kill()  # the first context is gone: only what the database holds survives
 
     stack.worker("fresh")
@@ -249,12 +256,10 @@ def test_s12_a_fresh_worker_builds_the_prompt_with_every_constraint_and_fact(sta
     [call] = ModelCall.objects.filter(execution_id=pk(ref), step="analyze")
     assert call.worker == analyze.worker  # asked by the fresh worker, from the database alone
     prompt = call.request["messages"][0]["content"]
-    execution = Execution.objects.get(pk=pk(ref))
-    notes = execution.context["notes"]
-    for constraint in notes["constraints"]:
-        assert f"MUST: {constraint}" in prompt
+    notes = Execution.objects.get(pk=pk(ref)).context["notes"]
     assert all(c in notes["constraints"] for c in constraints)
-    assert len(notes["facts"]) >= 5
-    for fact in notes["facts"]:
-        assert f"[{fact['id']}] {fact['statement']}" in prompt and fact["source"] in prompt
+    for constraint in notes["constraints"]:
+        assert f"- MUST: {constraint}\n" in prompt  # verbatim, each on its own line
+    for fact in verified:
+        assert f"- [{fact['id']}] {fact['statement']} (source: {fact['source']})" in prompt
     assert "retrieve_figures" in prompt  # completed steps are part of the working view
