@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from datetime import datetime
 
 import pytest
 
@@ -295,3 +296,39 @@ def test_request_changes_asks_the_model_again_with_the_comment_as_a_constraint(s
     assert narratives[1] == second.response["text"]
     v2_bytes = approved_document(requester, v2)
     assert narratives[1].encode() in v2_bytes
+
+
+@pytest.mark.parametrize(
+    "provider, fault, reason, status",
+    [
+        ("anthropic", "rate_limit", "rate_limited", "retry_pending"),
+        ("openai", "error_500", "retrying", "retry_pending"),
+        ("openai", "error_403", "permission_denied", "needs_attention"),
+        ("anthropic", "error_400", "", "failed"),
+    ],
+)
+def test_provider_errors_become_failure_kinds(stack, people, api_as, provider, fault, reason, status):
+    """429 → rate limited (Retry-After honoured), 5xx → transient, 403 → permission, 400 → invalid."""
+    stack.sandbox()
+    stack.beat()
+    stack.worker(**model_env(stack, provider))
+    stack.web()
+    spec = {"endpoint": PROVIDER_ENDPOINTS[provider], "fault": fault, "count": 1, "retry_after": 2}
+    assert http().post(f"{stack.sandbox_url}/_faults", json=spec, timeout=5).status_code == 201
+    requester = api_as(people["requester"])
+    ref = start_ticket(requester)
+
+    stopped = wait_status(requester, ref, status)
+    assert (stopped["stuck"] or {}).get("reason", "") == reason
+    first = f"{ref}:resolve:r1:c1"
+    if status == "retry_pending":
+        if fault == "rate_limit":
+            assert (
+                datetime.fromisoformat(stopped["due_at"]) - datetime.fromisoformat(stopped["status_changed_at"])
+            ).total_seconds() >= 2
+        wait_status(requester, ref, "awaiting_approval")
+        assert stack.sandbox_stats()["keys"][first]["calls"] == 2  # the failed call, asked again under its key
+        assert ModelCall.objects.filter(key=first).count() == 1
+    else:
+        assert not ModelCall.objects.filter(execution_id=pk(ref)).exists()
+        assert stack.sandbox_stats()["keys"][first]["calls"] == 1  # never blindly retried
