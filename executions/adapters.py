@@ -165,6 +165,8 @@ class OpenAIClient:
             )
         except openai.OpenAIError as exc:
             raise _failure(exc, self.provider) from None
+        except ValueError as exc:  # a 2xx body that isn't JSON
+            raise _garbage(self.provider, f"not JSON: {exc}", "") from None
         choices = getattr(response, "choices", None)
         if not choices or getattr(choices[0], "message", None) is None:
             raise _garbage(self.provider, "no choices", response)
@@ -249,6 +251,8 @@ class AnthropicClient:
             )
         except anthropic.AnthropicError as exc:
             raise _failure(exc, self.provider) from None
+        except ValueError as exc:  # a 2xx body that isn't JSON
+            raise _garbage(self.provider, f"not JSON: {exc}", "") from None
         content = getattr(response, "content", None)
         if not isinstance(content, list):
             raise _garbage(self.provider, "no content", response)

@@ -26,8 +26,9 @@ from django.db import transaction
 from . import failpoints
 from .errors import NeedsAttention
 from .leases import Lease, fence
+from .ledger import ExecutionStopped
 from .modelclient import ModelClient, ModelRequest, ModelResponse, ToolCall, canonical_json
-from .models import Execution, ModelCall
+from .models import Execution, ModelCall, Status
 
 
 class ModelDrift(NeedsAttention):
@@ -73,7 +74,8 @@ class JournaledModel:
         """The answer to the next call of this step (see the module docstring).
 
         ``also(execution)`` runs inside the transaction that records a new call (not for
-        a replayed one). Raises ModelDrift, StepFailure (the client's), LeaseLost.
+        a replayed one). Raises ModelDrift, StepFailure (the client's), LeaseLost, and
+        ExecutionStopped when the execution stopped running while the call was out.
         """
         self.seq += 1
         key = call_key(self.execution, self.step, self.seq)
@@ -93,8 +95,9 @@ class JournaledModel:
         failpoints.hit(f"after_model_call:{self.step}:c{self.seq}")  # answered, not yet recorded
         with transaction.atomic():
             fence(self.lease)
+            execution = Execution.objects.get(pk=self.lease.execution_id)
             if also is not None:
-                also(Execution.objects.get(pk=self.lease.execution_id))
+                also(execution)
             ModelCall.objects.create(
                 key=key,
                 execution_id=self.lease.execution_id,
@@ -120,6 +123,8 @@ class JournaledModel:
             )
         self.asked.append(key)
         self.tokens += response.input_tokens + response.output_tokens
+        if execution.status != Status.RUNNING:  # cancelled meanwhile: recorded, and no further step work
+            raise ExecutionStopped(f"{execution.ref} is {execution.status}; not going on after {key}")
         return response
 
     def complete(self, *, prompt: str, prompt_version: str, prompt_id: str = "") -> ModelResponse:

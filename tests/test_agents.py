@@ -9,6 +9,7 @@ import json
 from datetime import datetime
 
 import pytest
+from django.test import Client
 
 from executions.models import Action, ExecutionEvent, ModelCall, StepRun
 from tests.support.procs import http, wait_for
@@ -81,6 +82,11 @@ def test_support_agent_end_to_end_one_order_one_reply(stack, people, api_as, pro
     assert hashlib.sha256(document).hexdigest() == approval["content_sha256"]
     [planned] = [a for a in waiting["actions"] if a["type"] == "submit_replacement"]
     assert planned["status"] == "planned"
+    if provider == "offline":  # the manager's page shows the arguments that will run
+        page = Client()
+        page.force_login(people["manager"].user)
+        shown = page.get(f"/approvals/{approval['id']}/").content.decode()
+        assert "submit_replacement" in shown and "SKU-MUG-01" in shown and approval["content_sha256"] in shown
 
     assert manager.decide(ref, approval).status_code == 202
     done = wait_status(requester, ref, "completed")

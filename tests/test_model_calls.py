@@ -5,6 +5,8 @@ context's token budget, canonical JSON, the offline model's tool-calling policy.
 from __future__ import annotations
 
 import hashlib
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from django.test import Client
@@ -180,3 +182,48 @@ def test_the_offline_model_plays_the_support_agent_deterministically():
     again = client.complete(request, call_key="RUN_0001:resolve:r1:c1")
     assert first == again
     assert first.tool_calls == (ToolCall(id=first.tool_calls[0].id, name="get_ticket", args={"ticket": "TCK-1001"}),)
+
+
+class _Garbage(BaseHTTPRequestHandler):
+    """A provider that answers 200 with something that is not a completion."""
+
+    def do_POST(self):  # noqa: N802 - the http.server API
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        body = self.server.body
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture(params=[b'{"unexpected": "shape"}', b"<html>oops</html>"], ids=["wrong-shape", "not-json"])
+def garbage_provider(request):
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Garbage)
+    server.body = request.param
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_a_provider_answering_garbage_is_a_step_failure_with_the_raw_answer(settings, garbage_provider, provider):
+    from executions.adapters import AnthropicClient, OpenAIClient
+    from executions.errors import FailureKind, StepFailure
+
+    settings.OPENAI_BASE_URL = f"{garbage_provider}/v1"
+    settings.ANTHROPIC_BASE_URL = garbage_provider
+    client = OpenAIClient() if provider == "openai" else AnthropicClient()
+    request = ModelRequest(
+        prompt_id="p", prompt_version="v1", system="s", messages=({"role": "user", "content": "hi"},)
+    )
+    with pytest.raises(StepFailure) as failed:
+        client.complete(request, call_key="RUN_0001:s:r1:c1")
+    assert failed.value.kind == FailureKind.TRANSIENT
+    assert "unreadable" in failed.value.message
+    if "not JSON" not in failed.value.message:
+        assert "unexpected" in str(failed.value.evidence)  # the raw answer, kept
