@@ -63,6 +63,9 @@ class Approval(gates.GateSpec):
     # How long a decision may take before the triage console calls it overdue
     # (approval_overdue); None: settings.APPROVAL_SLA_SECONDS.
     sla_seconds: float | None = None
+    # Where "request changes" (or a redraft) sends the execution back to, in a new round
+    # with the comment as a mandatory constraint: "" for the step that produced the version.
+    redraft_from: str = ""
 
 
 class ApprovalGate(gates.Gate):

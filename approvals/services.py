@@ -20,7 +20,7 @@ from django.db.models.functions import Now
 from django.utils import timezone
 
 from artifacts.models import ArtifactVersion
-from executions import ledger, lifecycle
+from executions import ledger, lifecycle, registry
 from executions import services as runtime
 from executions.errors import Conflict, Forbidden, InvalidInput, NotFound, RateLimited
 from executions.inputs import clip_int, clip_text, text_refusal
@@ -305,12 +305,21 @@ def _back_to_drafting(
     ``instruction`` as a mandatory constraint for the next draft V(n+1)."""
     runtime.execution_rewind(
         execution,
-        to_step=request.artifact_version.produced_by_step,
+        to_step=_redraft_step(execution, request),
         constraint=f"Requested by {user.get_username()} on V{request.version}: {instruction.strip()}",
         actor=user,
         reason=f"changes requested on V{request.version}",
         payload=transition_payload,
     )
+
+
+def _redraft_step(execution: Execution, request: ApprovalRequest) -> str:
+    """The gate's ``redraft_from`` step, else the step that produced the version."""
+    try:
+        spec = registry.get(execution.workflow, execution.workflow_version).get_step(request.step).spec
+    except (registry.UnknownWorkflow, KeyError):
+        spec = None
+    return getattr(spec, "redraft_from", "") or request.artifact_version.produced_by_step
 
 
 def approval_supersede(request: ApprovalRequest, *, actor_label: str, reason: str, actor=None) -> None:

@@ -251,11 +251,22 @@ RUNTIME_WORKFLOW_MODULES = [
     m
     for m in os.environ.get(
         "RUNTIME_WORKFLOW_MODULES",
-        "workflows.monthly_report,workflows.replacement_order,workflows.replacement_order_v2",
+        "workflows.monthly_report,workflows.replacement_order,workflows.replacement_order_v2,workflows.support_agent",
     ).split(",")
     if m
 ]
-RUNTIME_MODEL_CLIENT = os.environ.get("RUNTIME_MODEL_CLIENT", "executions.modelclient.OfflineModelClient")
+# The model (DESIGN §6, Agents): offline (deterministic, no network), openai (any
+# OpenAI-compatible Chat Completions endpoint), anthropic (Messages API), or a class path.
+RUNTIME_MODEL_CLIENT = os.environ.get("RUNTIME_MODEL_CLIENT", "offline")
+RUNTIME_MODEL = os.environ.get("RUNTIME_MODEL", "")  # "" : the adapter's default model
+OPENAI_BASE_URL = os.environ.get("OPENAI_BASE_URL", "")  # "" : OpenAI's own
+OPENAI_API_KEY = os.environ.get("OPENAI_API_KEY", "")
+ANTHROPIC_BASE_URL = os.environ.get("ANTHROPIC_BASE_URL", "")  # "" : Anthropic's own
+ANTHROPIC_API_KEY = os.environ.get("ANTHROPIC_API_KEY", "")
+# How long one model call may take before it counts as a transient failure.
+RUNTIME_MODEL_TIMEOUT_SECONDS = float(os.environ.get("RUNTIME_MODEL_TIMEOUT_SECONDS", "60"))
+# The token budget of the context a prompt is built from (executions.notes.render).
+RUNTIME_CONTEXT_TOKENS = env_int("RUNTIME_CONTEXT_TOKENS", 8000)
 SANDBOX_URL = os.environ.get("SANDBOX_URL", "http://127.0.0.1:8765")
 # How long an approval request stays open before it expires (the workflow decides what then).
 APPROVAL_TTL_SECONDS = env_int("APPROVAL_TTL_SECONDS", 7 * 24 * 3600)

@@ -30,11 +30,21 @@ from approvals import selectors as approval_selectors
 from approvals.models import ApprovalRequest, AuditEntry
 from artifacts.models import ArtifactVersion
 from executions import gates, selectors, services, stuck
-from executions.models import Action, Execution, ExecutionEvent, Status, StepRun, ref_for
+from executions.models import Action, Execution, ExecutionEvent, ModelCall, Status, StepRun, ref_for
 
 from . import presenters
 
-EXECUTION_PANELS = ("head", "approval", "operate", "artifact", "timeline", "ledger", "approvals", "steps")
+EXECUTION_PANELS = (
+    "head",
+    "approval",
+    "operate",
+    "artifact",
+    "timeline",
+    "ledger",
+    "approvals",
+    "steps",
+    "model_calls",
+)
 NAV = "nav"
 MAX_TOKEN = 600
 
@@ -107,6 +117,7 @@ class Snapshot:
     execution: Execution
     last_event_id: int
     last_run_id: int
+    last_model_call_id: int
     actions: list[Action]
     requests: list[ApprovalRequest]
     latest_version_id: int | None
@@ -128,6 +139,7 @@ def snapshot(execution: Execution) -> Snapshot:
         execution=execution,
         last_event_id=ExecutionEvent.objects.filter(execution=execution).aggregate(m=Max("id"))["m"] or 0,
         last_run_id=StepRun.objects.filter(execution=execution).aggregate(m=Max("id"))["m"] or 0,
+        last_model_call_id=ModelCall.objects.filter(execution=execution).aggregate(m=Max("id"))["m"] or 0,
         actions=list(execution.actions.order_by("id")),
         requests=list(
             ApprovalRequest.objects.filter(execution=execution)
@@ -165,6 +177,7 @@ def execution_stamps(snap: Snapshot) -> dict[str, str]:
         "artifact": digest(snap.latest_version_id),
         "timeline": digest(snap.last_event_id, snap.last_run_id),
         "steps": digest(snap.last_run_id),
+        "model_calls": digest(snap.last_model_call_id),
         "ledger": digest(
             e.status,
             e.current_step,
@@ -297,6 +310,9 @@ def panel_context(
     if "steps" in panels:
         runs = StepRun.objects.filter(execution=execution).order_by("id")
         ctx["attempts"] = presenters.attempt_rows(execution, runs)
+    if "model_calls" in panels:
+        calls = ModelCall.objects.filter(execution=execution).order_by("id")
+        ctx["model_calls"] = presenters.model_call_rows(calls)
     if "timeline" in panels:
         events = ExecutionEvent.objects.filter(execution=execution).order_by("-id")
         runs = StepRun.objects.filter(execution=execution, outcome=StepRun.Outcome.SUCCEEDED).order_by("-id")

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from executions import registry
-from executions.models import Action, Execution, ExecutionEvent, Status
+from executions.models import Action, Execution, ExecutionEvent, ModelCall, Status
 
 # Receipt fields worth a line of their own; the whole receipt is a click away.
 RECEIPT_HEADLINE = ("reference", "status", "resolved_by", "closed_by", "evidence")
@@ -422,12 +422,11 @@ class AttemptRow:
     worker: str
     error: str
     evidence: list[Item]
-    model_calls: list[dict[str, str]]
 
 
 def attempt_rows(execution: Execution, runs: Iterable[Any]) -> list[AttemptRow]:
-    """Every attempt (``StepRun``), oldest first, with its duration, error, evidence and
-    the recorded model prompts and responses."""
+    """Every attempt (``StepRun``), oldest first, with its duration, error and evidence
+    (the model calls are in the journal: ``model_call_rows``)."""
     try:
         flow = registry.get(execution.workflow, execution.workflow_version)
     except registry.UnknownWorkflow:
@@ -436,16 +435,6 @@ def attempt_rows(execution: Execution, runs: Iterable[Any]) -> list[AttemptRow]:
     for run in runs:
         output = run.output if isinstance(run.output, dict) else {}
         evidence = output.get("evidence")
-        calls = [
-            {
-                "model": str(c.get("model", "")),
-                "prompt_version": str(c.get("prompt_version", "")),
-                "prompt": _clip(c.get("prompt", ""), 20_000),
-                "response": _clip(c.get("response", ""), 20_000),
-            }
-            for c in output.get("model_calls", [])
-            if isinstance(c, dict)
-        ]
         rows.append(
             AttemptRow(
                 step=run.step,
@@ -459,7 +448,6 @@ def attempt_rows(execution: Execution, runs: Iterable[Any]) -> list[AttemptRow]:
                 worker=run.worker,
                 error=_clip(run.error, 2000),
                 evidence=evidence_items(evidence) if isinstance(evidence, dict) else [],
-                model_calls=calls,
             )
         )
     return rows
@@ -579,3 +567,76 @@ def restart_choices(execution: Execution) -> list[StepChoice]:
         StepChoice(name=s.name, label=s.label, selected=s.name == execution.current_step)
         for s in flow.steps[: last + 1]
     ]
+
+
+@dataclass(frozen=True)
+class ModelCallRow:
+    """One journal entry as the execution page shows it: who asked what, and the answer."""
+
+    key: str
+    step: str
+    round: int
+    seq: int
+    provider: str
+    model: str
+    model_returned: str
+    prompt: str  # prompt id and version
+    tokens: str
+    latency_ms: int
+    finish_reason: str
+    tool_calls: list[str]
+    request_sha256: str
+    system: str
+    messages: list[Item]
+    response: str
+    created_at: Any
+
+
+def model_call_rows(calls: Iterable[ModelCall]) -> list[ModelCallRow]:
+    """The model-call journal, oldest first, each with its prompt (system text and
+    messages) and its answer (text and proposed tool calls), clipped for the page."""
+    rows = []
+    for call in calls:
+        request = call.request if isinstance(call.request, dict) else {}
+        response = call.response if isinstance(call.response, dict) else {}
+        messages = [
+            Item(label=str(m.get("role", "")) + (f" · {m['name']}" if m.get("name") else ""), value=_message_text(m))
+            for m in request.get("messages", [])
+            if isinstance(m, dict)
+        ]
+        rows.append(
+            ModelCallRow(
+                key=call.key,
+                step=call.step,
+                round=call.round,
+                seq=call.seq,
+                provider=call.provider,
+                model=call.model,
+                model_returned=call.model_returned,
+                prompt=f"{call.prompt_id} {call.prompt_version}".strip(),
+                tokens=f"{call.input_tokens} in · {call.output_tokens} out",
+                latency_ms=call.latency_ms,
+                finish_reason=call.finish_reason,
+                tool_calls=[
+                    f"{c.get('name')}({_clip(c.get('args') if c.get('args') is not None else c.get('raw', ''), 500)})"
+                    for c in response.get("tool_calls", [])
+                    if isinstance(c, dict)
+                ],
+                request_sha256=call.request_sha256,
+                system=_clip(request.get("system", ""), 20_000),
+                messages=messages,
+                response=_clip(response.get("text", ""), 20_000),
+                created_at=call.created_at,
+            )
+        )
+    return rows
+
+
+def _message_text(message: dict[str, Any]) -> str:
+    text = str(message.get("content") or "")
+    calls = message.get("tool_calls") or []
+    if calls:
+        text += (" " if text else "") + "; ".join(
+            f"→ {c.get('name')}({_clip(c.get('args'), 300)})" for c in calls if isinstance(c, dict)
+        )
+    return _clip(text, 5000)

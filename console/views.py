@@ -123,11 +123,15 @@ def nav_live(request: HttpRequest) -> HttpResponse:
     return render(request, "_live_update.html", {"nav": nav, "changed": changed, "live_url": nav.poll_url})
 
 
+START_FIELDS = ("month", "ticket")
+
+
 @login_required
 @require_POST
 def execution_start(request: HttpRequest) -> HttpResponse:
     workflow = request.POST.get("workflow", "")
-    data = {"month": request.POST["month"]} if request.POST.get("month") else {}
+    # Each start form sends its workflow's one field; the workflow validates it (a 422's message here).
+    data = {name: request.POST[name].strip() for name in START_FIELDS if request.POST.get(name)}
     try:
         execution, _ = services.execution_start(user=request.user, workflow=workflow, input=data)
     except ServiceError as exc:

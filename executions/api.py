@@ -268,6 +268,40 @@ def resume_execution(request: HttpRequest, execution_id: ExecutionRef, payload: 
     return selectors.execution_payload(execution)
 
 
+class ToolCallOut(Schema):
+    tool: str
+    args: dict[str, Any] | None
+
+
+class ModelCallOut(Schema):
+    key: str
+    step: str
+    round: int
+    seq: int
+    provider: str
+    model: str
+    model_returned: str
+    prompt_id: str
+    prompt_version: str
+    request_sha256: str
+    input_tokens: int
+    output_tokens: int
+    latency_ms: int
+    finish_reason: str
+    tool_calls: list[ToolCallOut]
+    created_at: datetime
+
+
+class ModelCallPage(Schema):
+    items: list[ModelCallOut]
+
+
+@router.get("/executions/{execution_id}/model-calls", response={200: ModelCallPage, **READ_ONE}, tags=["executions"])
+def list_model_calls(request: HttpRequest, execution_id: ExecutionRef):
+    """The model-call journal of an execution, in call order (model requested and returned)."""
+    return {"items": selectors.model_calls(services.execution_for(execution_id))}
+
+
 class ActionDetailOut(Schema):
     key: str
     type: str

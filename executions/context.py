@@ -32,6 +32,7 @@ class StepContext:
         self.workflow = workflow
         self.staged_artifacts: list[StagedArtifact] = []
         self.new_facts: list[dict[str, Any]] = []
+        self.new_hypotheses: list[dict[str, Any]] = []
 
     @property
     def ref(self) -> str:
@@ -50,15 +51,31 @@ class StepContext:
     def notes(self) -> dict[str, Any]:
         return self.execution.context["notes"]
 
-    def prompt(self, instruction: str) -> str:
-        """A prompt holding the goal, every constraint and every verified fact so far."""
+    def current_notes(self) -> dict[str, Any]:
+        """The notes with what this step has verified or heard so far (not yet committed)."""
         current = dict(self.notes)
-        current["facts"] = self.notes["facts"] + self.new_facts
-        return progress_notes.build_prompt(current, instruction=instruction)
+        current["facts"] = progress_notes.merge_facts(self.notes["facts"], self.new_facts)
+        current["hypotheses"] = progress_notes.merge_hypotheses(self.notes.get("hypotheses", []), self.new_hypotheses)
+        return current
+
+    def prompt(
+        self, instruction: str, *, tools: tuple[tuple[str, str], ...] = (), budget_tokens: int | None = None
+    ) -> str:
+        """The context for a model (executions.notes.render): the goal, every constraint and
+        every verified fact so far, within the token budget. Raises notes.OverBudget."""
+        return progress_notes.render(
+            self.current_notes(), instruction=instruction, tools=tools, budget_tokens=budget_tokens
+        )
 
     def add_facts(self, facts: list[dict[str, Any]]) -> None:
-        """Verified facts ({id, statement, source, ...}) for the notes, committed with the step."""
+        """Verified facts ({id, statement, source, ...}) for the notes, committed with the step.
+        Only tool results and receipts are facts."""
         self.new_facts.extend(facts)
+
+    def add_hypothesis(self, text: str, *, source: str) -> None:
+        """What a model said (``source``: the call key), for the notes as a hypothesis."""
+        if text.strip():
+            self.new_hypotheses.append({"text": text.strip(), "source": source})
 
     def save_artifact(self, name: str, *, kind: str, title: str, content: str | bytes, content_type: str) -> None:
         """Store the bytes now (content-addressed); the version row is added at checkpoint."""

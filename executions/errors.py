@@ -68,3 +68,18 @@ class StepFailure(Exception):
         self.message = message
         self.retry_after = retry_after
         self.evidence = evidence
+
+
+class NeedsAttention(Exception):
+    """Raised by step code when a person must look; ``code`` is a stuck reason
+    (``model_drift``, ``budget_exceeded``…). The runner records the failed attempt and
+    sends the execution to needs_attention with the message, without a retry."""
+
+    code = "step_error"
+
+    def __init__(self, message: str, *, code: str | None = None, evidence: Any = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.evidence = evidence
+        if code:
+            self.code = code

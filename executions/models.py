@@ -249,6 +249,48 @@ class StepRun(models.Model):
         return f"{self.execution_id}:{self.step}#{self.attempt}"
 
 
+class ModelCall(models.Model):
+    """The model-call journal: one row per call, keyed ``{execution}:{step}:r{round}:c{seq}``.
+
+    Inserted (fenced by the lease) as soon as the answer arrives, before the step goes
+    on, and never changed: when the step runs again, each call is looked up by its key
+    first (executions.journal). ``request`` is the canonical request whose sha256 is
+    ``request_sha256``; ``response`` holds the text and the proposed tool calls.
+    """
+
+    key = models.CharField(max_length=200, unique=True)
+    execution = models.ForeignKey(Execution, on_delete=models.PROTECT, related_name="model_calls")
+    step = models.CharField(max_length=100)
+    round = models.PositiveIntegerField()
+    seq = models.PositiveIntegerField()
+    provider = models.CharField(max_length=40)  # offline, openai, anthropic
+    adapter = models.CharField(max_length=200)  # the client class
+    model = models.CharField(max_length=200)  # requested
+    model_returned = models.CharField(max_length=200, blank=True, default="")
+    prompt_id = models.CharField(max_length=100, blank=True, default="")
+    prompt_version = models.CharField(max_length=100, blank=True, default="")
+    request_sha256 = models.CharField(max_length=64)
+    request = models.JSONField()
+    response = models.JSONField()  # {"text", "tool_calls": [{"id", "name", "args"}]}
+    finish_reason = models.CharField(max_length=40, blank=True, default="")
+    input_tokens = models.PositiveIntegerField(default=0)
+    output_tokens = models.PositiveIntegerField(default=0)
+    latency_ms = models.PositiveIntegerField(default=0)
+    cost = models.DecimalField(max_digits=12, decimal_places=6, null=True, blank=True)  # when known
+    response_id = models.CharField(max_length=200, blank=True, default="")
+    worker = models.CharField(max_length=200, blank=True, default="")
+    lease_token = models.PositiveBigIntegerField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+        indexes = [models.Index(fields=["execution", "step", "round", "seq"], name="model_call_step_seq")]
+        triggers = [pgtrigger.Protect(name="model_call_append_only", operation=pgtrigger.Update | pgtrigger.Delete)]
+
+    def __str__(self) -> str:
+        return self.key
+
+
 class Action(ConcurrentTransitionMixin, models.Model):
     """The ledger: one external side effect, keyed by its business identity.
 

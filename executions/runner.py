@@ -23,10 +23,12 @@ from django.utils import timezone
 
 from artifacts.services import artifact_version_create
 
-from . import dispatch, failpoints, gates, leases, ledger, lifecycle, logcontext, registry, retry
+from . import agents, dispatch, failpoints, gates, leases, ledger, lifecycle, logcontext, registry, retry
+from . import notes as progress_notes
 from .context import StepContext
-from .errors import FailureKind, StepFailure
+from .errors import FailureKind, NeedsAttention, StepFailure
 from .http import call_timeout
+from .journal import JournaledModel
 from .leases import Heartbeat, Lease, LeaseLost, acquire, fence, release
 from .modelclient import get_model_client
 from .models import Action, Execution, Status, StepRun, ref_for
@@ -109,13 +111,20 @@ def _run_step(lease: Lease, execution: Execution, workflow: Workflow, step: Step
         if step.kind == StepKind.EFFECT:
             return _effect(lease, ctx, workflow, step, started)
         if step.kind == StepKind.MODEL:
-            model = RecordingModel(get_model_client())
+            model = JournaledModel(get_model_client(), lease=lease, execution=execution, step=step.name)
             output = step.fn(ctx, model) or {}
-            output["model_calls"] = model.calls
+            output["model_calls"] = model.summary()
+        elif step.kind == StepKind.AGENT:
+            outcome = agents.run(lease, ctx, workflow, step)
+            if isinstance(outcome, agents.Parked):
+                return STOP
+            output = outcome.output
         else:
             output = step.fn(ctx) or {}
     except StepFailure as failure:
         return _step_failed(lease, step, failure, started)
+    except NeedsAttention as stop:  # model drift, a spent budget: a person decides
+        return _needs_attention(lease, step, stop, started)
     except (LeaseLost, ledger.ExecutionStopped):
         raise
     except Exception as exc:  # a bug in step code: keep the evidence, ask a person
@@ -184,7 +193,8 @@ def _commit_step(lease, execution, ctx, workflow, step, output, started, action)
     notes = state["notes"]
     # Each fact remembers the step that verified it, so a restart keeps only the facts of
     # the steps it reuses (executions.restart).
-    notes["facts"] = _merge_facts(notes["facts"], [{"step": step.name, **f} for f in ctx.new_facts])
+    notes["facts"] = progress_notes.merge_facts(notes["facts"], [{"step": step.name, **f} for f in ctx.new_facts])
+    notes["hypotheses"] = progress_notes.merge_hypotheses(notes.get("hypotheses", []), ctx.new_hypotheses)
     notes["completed_steps"].append(step.name)
     following = workflow.next_step(step.name)
     notes["next_action"] = workflow.label_for(following) if following else "done"
@@ -377,6 +387,26 @@ def _stop_code(failure: StepFailure, verdict: retry.Decision, *, unexpected: boo
     return "retries_exhausted" if failure.kind in (FailureKind.TRANSIENT, FailureKind.RATE_LIMITED) else ""
 
 
+def _needs_attention(lease: Lease, step: Step, stop: NeedsAttention, started) -> str:
+    """One commit: the failed attempt with its evidence, then needs_attention with the
+    stop's code (``model_drift``, ``budget_exceeded``…); no retry."""
+    with transaction.atomic():
+        fence(lease)
+        execution = Execution.objects.get(pk=lease.execution_id)
+        if execution.status != Status.RUNNING:
+            raise ledger.ExecutionStopped(f"{execution.ref} is {execution.status}")
+        output = {"evidence": stop.evidence} if stop.evidence is not None else {}
+        _record_run(
+            lease, execution, step, started, StepRun.Outcome.FAILED, output=output, error=f"{stop.code}: {stop}"
+        )
+        lifecycle.apply(
+            execution, "flag", actor_label=lease.owner, reason=f"{step.label}: {stop}", code=stop.code, step=step.name
+        )
+        release(lease)
+    log.warning("%s: %s needs attention (%s): %s", execution.ref, step.name, stop.code, stop)
+    return STOP
+
+
 def _stop_at_deadline(lease: Lease) -> str:
     with transaction.atomic():
         fence(lease)
@@ -435,36 +465,3 @@ def _record_run(
         started_at=started,
     )
     return attempt
-
-
-def _merge_facts(known: list[dict], new: list[dict]) -> list[dict]:
-    ids = {f["id"] for f in known}
-    return known + [f for f in new if f["id"] not in ids]
-
-
-class RecordingModel:
-    """Wraps the model client so every call lands in the step's checkpoint."""
-
-    def __init__(self, client) -> None:
-        self.client = client
-        self.calls: list[dict[str, Any]] = []
-
-    @property
-    def name(self) -> str:
-        return self.client.name
-
-    @property
-    def label(self) -> str:
-        return self.client.label
-
-    def complete(self, *, prompt: str, prompt_version: str):
-        response = self.client.complete(prompt=prompt, prompt_version=prompt_version)
-        self.calls.append(
-            {
-                "model": response.model,
-                "prompt_version": response.prompt_version,
-                "prompt": prompt,
-                "response": response.text,
-            }
-        )
-        return response

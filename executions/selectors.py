@@ -10,7 +10,7 @@ from artifacts.models import ArtifactVersion
 
 from . import gates, registry, stuck, tallies
 from .errors import InvalidInput
-from .models import ACTIVE, Execution, Status, pk_from_ref, ref_for
+from .models import ACTIVE, Execution, ModelCall, Status, pk_from_ref, ref_for
 
 PAGE_SIZE = 50
 
@@ -212,3 +212,28 @@ def _max_attempts(execution: Execution) -> int | None:
     except (registry.UnknownWorkflow, KeyError):
         return None
     return None if step.is_gate else step.retry.max_attempts
+
+
+def model_calls(execution: Execution) -> list[dict[str, Any]]:
+    """The execution's model-call journal, oldest first, as the API shows it."""
+    return [
+        {
+            "key": c.key,
+            "step": c.step,
+            "round": c.round,
+            "seq": c.seq,
+            "provider": c.provider,
+            "model": c.model,
+            "model_returned": c.model_returned,
+            "prompt_id": c.prompt_id,
+            "prompt_version": c.prompt_version,
+            "request_sha256": c.request_sha256,
+            "input_tokens": c.input_tokens,
+            "output_tokens": c.output_tokens,
+            "latency_ms": c.latency_ms,
+            "finish_reason": c.finish_reason,
+            "tool_calls": [{"tool": t["name"], "args": t.get("args")} for t in c.response.get("tool_calls", [])],
+            "created_at": c.created_at,
+        }
+        for c in ModelCall.objects.filter(execution=execution).order_by("id")
+    ]

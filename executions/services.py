@@ -62,6 +62,8 @@ def execution_start(
                     "state": {},
                     "artifacts": {},
                     "notes": notes.initial(goal=flow.goal(parsed), constraints=flow.constraints(parsed)),
+                    # The prompt template of each model and agent step, pinned as the execution starts.
+                    "prompts": {s.name: s.prompt_version for s in flow.steps if s.prompt_version},
                 },
             )
             lifecycle.record(

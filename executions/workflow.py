@@ -37,6 +37,7 @@ from .gates import GateSpec
 from .inputs import MAX_CONSTRAINT_LENGTH, MAX_CONSTRAINTS, text_refusal
 from .retry import DEFAULT as DEFAULT_RETRY
 from .retry import RetryPolicy
+from .tools import AgentSpec, Budget, Tool
 
 JSON = dict[str, Any]
 
@@ -45,6 +46,7 @@ class StepKind(StrEnum):
     COMPUTE = "compute"  # safe to rerun until checkpointed
     MODEL = "model"  # the response is recorded and never asked again once checkpointed
     EFFECT = "effect"  # an external side effect, only through the ledger
+    AGENT = "agent"  # a model proposes tool calls; the runtime decides (executions.agents)
     # Gates (executions.gates): the execution stops until something outside happens.
     APPROVAL = "approval"  # a person decides on one artifact version (approvals.gate)
     WAIT = "wait"  # a named signal, or a timer (executions.waits)
@@ -168,6 +170,7 @@ class Step:
     spec: GateSpec | None = None  # gate: what the gate of kind ``spec.kind`` needs
     timeout_seconds: float | None = None  # how long one attempt may run; None: the workflow's
     receipt_fields: tuple[ReceiptField, ...] = ()  # effect: what the next steps read from its receipt
+    agent: AgentSpec | None = None  # agent: its tools, budget and template
 
     @property
     def is_gate(self) -> bool:
@@ -229,6 +232,49 @@ class Workflow:
             prompt_version=prompt_version,
             retry=retry,
             timeout_seconds=timeout,
+        )
+
+    def agent(
+        self,
+        name: str,
+        *,
+        label: str,
+        prompt_id: str,
+        prompt_version: str,
+        instruction: Callable[[Any], str],
+        tools: list[Tool],
+        budget: Budget | None = None,
+        done_when: Callable | None = None,
+        offline_policy: Callable | None = None,
+        retry: RetryPolicy = DEFAULT_RETRY,
+        timeout: float | None = None,
+    ) -> None:
+        """An agent step: the model proposes calls of ``tools``; the runtime checks each is
+        allowed now, validates and normalises its arguments, runs reads at once, sends
+        effects through the ledger and asks for approval where a tool needs it
+        (executions.agents). Its prompt is built from the execution's notes and
+        ``instruction(ctx)``, never from a chat history."""
+        names = [t.name for t in tools]
+        if len(set(names)) != len(names):
+            raise ValueError(f"{self.name} v{self.version}: agent {name} declares a tool twice")
+        spec = AgentSpec(
+            prompt_id=prompt_id,
+            instruction=instruction,
+            tools=tuple(tools),
+            budget=budget or Budget(),
+            done_when=done_when,
+            offline_policy=offline_policy,
+        )
+        self._add(
+            Step(
+                name=name,
+                label=label,
+                kind=StepKind.AGENT,
+                prompt_version=prompt_version,
+                retry=retry,
+                timeout_seconds=timeout,
+                agent=spec,
+            )
         )
 
     def effect(

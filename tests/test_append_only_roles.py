@@ -1,5 +1,5 @@
 """Audit rows nobody can rewrite (issue 11): the application's PostgreSQL role may only
-SELECT and INSERT the four append-only tables, whatever it knows about the triggers.
+SELECT and INSERT the five append-only tables, whatever it knows about the triggers.
 
 Each attempt runs on a real connection that logs in as the application's role (the
 role the web server, workers and beat of tests/support/stack.py use), against the
@@ -32,6 +32,7 @@ APPEND_ONLY = [
     "approvals_decision",
     "artifacts_artifactversion",
     "executions_executionevent",
+    "executions_modelcall",
 ]
 
 
@@ -81,6 +82,13 @@ def rows(transactional_db):
 
 def insert_as_app(cur, rows: dict) -> None:
     cur.execute(
+        "INSERT INTO executions_modelcall (key, execution_id, step, round, seq, provider, adapter, model,"
+        " model_returned, prompt_id, prompt_version, request_sha256, request, response, finish_reason, input_tokens,"
+        " output_tokens, latency_ms, response_id, worker, lease_token, created_at) VALUES (%s, %s, 'analyze', 1, 1,"
+        " 'offline', 'x', 'm', 'm', '', '', %s, '{}', '{}', 'stop', 1, 1, 1, '', 'app', 1, now())",
+        [f"probe:{rows['execution']}", rows["execution"], "c" * 64],
+    )
+    cur.execute(
         "INSERT INTO executions_executionevent (execution_id, type, from_status, to_status, step, actor_label,"
         " payload, created_at) VALUES (%s, 'probe', '', '', '', 'app', '{}', now())",
         [rows["execution"]],
@@ -102,7 +110,7 @@ def insert_as_app(cur, rows: dict) -> None:
     )
 
 
-def test_the_append_only_tables_are_the_four_protected_models():
+def test_the_append_only_tables_are_the_five_protected_models():
     assert append_only_tables() == APPEND_ONLY
 
 
@@ -174,7 +182,7 @@ def test_grant_app_role_is_idempotent_and_refuses_unsafe_roles(transactional_db)
     out = io.StringIO()
     call_command("grant_app_role", APP_DB_ROLE, stdout=out)
     call_command("grant_app_role", APP_DB_ROLE, stdout=out)
-    assert f"Role {APP_DB_ROLE} exists: SELECT, INSERT on 4 append-only tables" in out.getvalue()
+    assert f"Role {APP_DB_ROLE} exists: SELECT, INSERT on 5 append-only tables" in out.getvalue()
     owner = connection.settings_dict["USER"] or "postgres"
     with pytest.raises(CommandError, match="is the owner running this command"):
         call_command("grant_app_role", owner, stdout=out)

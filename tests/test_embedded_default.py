@@ -78,3 +78,57 @@ def test_demo_execution_completes_on_sqlite_and_the_filesystem_broker(embedded, 
     except BaseException:
         print(embedded.logs())
         raise
+
+
+def test_the_support_agent_runs_on_the_offline_model_as_make_run_starts_it(embedded):
+    """`make run` with nothing set: the support agent on the offline model, start to finish."""
+    env = embedded.env
+    manage("migrate", "--noinput", env=env)
+    manage("seed_demo", "--no-execution", env=env)
+    requester = http(manage("create_api_token", "requester", env=env).strip().splitlines()[-1])
+    manager = http(manage("create_api_token", "manager", env=env).strip().splitlines()[-1])
+    try:
+        embedded.sandbox()
+        embedded.worker("embedded")
+        embedded.web()
+        started = requester.post(
+            f"{embedded.web_url}/api/executions",
+            json={"workflow": "support_agent", "input": {"ticket": "TCK-1004"}},
+            timeout=10,
+        )
+        assert started.status_code == 201, started.text
+        base = f"{embedded.web_url}/api/executions/{started.json()['id']}"
+
+        def status(expected):
+            body = requester.get(base, timeout=5).json()
+            return body if body.get("status") == expected else None
+
+        approval = wait_for(lambda: status("awaiting_approval"), timeout=60, what="the proposal")["pending_approval"]
+        assert approval["action"] == "submit_replacement"
+        content = requester.get(
+            f"{embedded.web_url}/api/artifacts/{approval['artifact_id']}/versions/1/content", timeout=5
+        ).content
+        assert (
+            content
+            == b'{"args":{"original_order":"ORD-1004","quantity":2,"sku":"SKU-TWL-30"},"tool":"submit_replacement"}'
+        )
+        decided = manager.post(
+            f"{base}/events",
+            json={
+                "type": "approval.decision",
+                "approval_id": approval["id"],
+                "decision": "approve",
+                "artifact_version": approval["artifact_version"],
+                "content_sha256": approval["content_sha256"],
+                "event_id": "embedded-agent-1",
+            },
+            timeout=10,
+        )
+        assert decided.status_code == 202, decided.text
+        done = wait_for(lambda: status("completed"), timeout=60, what="the agent to finish")
+        assert sorted(a["type"] for a in done["actions"]) == ["reply_to_customer", "submit_replacement"]
+        calls = requester.get(f"{base}/model-calls", timeout=5).json()["items"]
+        assert {c["model"] for c in calls} == {"offline-deterministic-1"} and len(calls) == 6
+    except BaseException:
+        print(embedded.logs())
+        raise

@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 
 from approvals.models import ApprovalRequest, Decision
-from executions.models import Execution, ExecutionEvent, Status, StepRun
+from executions.models import Execution, ExecutionEvent, ModelCall, Status, StepRun
 from executions.tasks import advance
 from tests.support.procs import wait_for
 from tests.support.stack import pk, wait_status
@@ -35,9 +35,13 @@ def test_s01_worker_killed_after_analyze_resumes_at_next_step(stack, people, api
     for step in ("retrieve_figures", "analyze", "draft_report"):
         assert succeeded_runs(ref, step) == 1, step
     analyze = StepRun.objects.get(execution_id=pk(ref), step="analyze")
-    assert len(analyze.output["model_calls"]) == 1  # the model was asked once, ever
-    assert analyze.output["model_calls"][0]["model"] == "offline-deterministic-1"
-    assert analyze.output["model_calls"][0]["prompt_version"] == "monthly-analysis-v1"
+    [call] = ModelCall.objects.filter(execution_id=pk(ref), step="analyze")  # the model was asked once, ever
+    assert (call.key, call.model, call.prompt_version) == (
+        f"{ref}:analyze:r1:c1",
+        "offline-deterministic-1",
+        "monthly-analysis-v1",
+    )
+    assert analyze.output["model_calls"] == [{"key": call.key, "model": call.model}]
     draft = StepRun.objects.get(execution_id=pk(ref), step="draft_report")
     assert draft.worker != analyze.worker and draft.lease_token > analyze.lease_token
     takeover = ExecutionEvent.objects.get(execution_id=pk(ref), type="lease.taken_over")
@@ -224,7 +228,11 @@ def test_s19_old_executions_finish_on_their_pinned_version(stack, people, api_as
 
 
 def test_s12_a_fresh_worker_builds_the_prompt_with_every_constraint_and_fact(stack, people, api_as):
-    """S12: a fresh worker/model context picks up mid-task ("restart after context compaction")."""
+    """S12: a fresh worker/model context picks up mid-task ("restart after context compaction").
+
+    Strict: the facts verified by an earlier step (retrieve_figures, by the worker that
+    then dies) reach the prompt of the later model step, built by a fresh worker from
+    the database alone, with every mandatory constraint verbatim."""
     stack.sandbox()
     stack.beat()
     stack.web()
@@ -236,19 +244,22 @@ def test_s12_a_fresh_worker_builds_the_prompt_with_every_constraint_and_fact(sta
     )
     ref = response.json()["id"]
     wait_for(lambda: stack.failpoint_reached("before_step:analyze"), what="the first context to reach analyze")
+    verified = Execution.objects.get(pk=pk(ref)).context["notes"]["facts"]  # committed by retrieve_figures
+    assert len(verified) == 8 and all(f["source"].startswith("retail_snapshot_v1:2026-08:") for f in verified)
+    assert not ModelCall.objects.filter(execution_id=pk(ref)).exists()
     doomed.kill()  # the first context is gone: only what the database holds survives
 
     stack.worker("fresh")
     wait_status(requester, ref, "awaiting_approval")
     analyze = StepRun.objects.get(execution_id=pk(ref), step="analyze")
     assert analyze.worker != StepRun.objects.get(execution_id=pk(ref), step="retrieve_figures").worker
-    prompt = analyze.output["model_calls"][0]["prompt"]
-    execution = Execution.objects.get(pk=pk(ref))
-    notes = execution.context["notes"]
-    for constraint in notes["constraints"]:
-        assert f"MUST: {constraint}" in prompt
+    [call] = ModelCall.objects.filter(execution_id=pk(ref), step="analyze")
+    assert call.worker == analyze.worker  # asked by the fresh worker, from the database alone
+    prompt = call.request["messages"][0]["content"]
+    notes = Execution.objects.get(pk=pk(ref)).context["notes"]
     assert all(c in notes["constraints"] for c in constraints)
-    assert len(notes["facts"]) >= 5
-    for fact in notes["facts"]:
-        assert f"[{fact['id']}] {fact['statement']}" in prompt and fact["source"] in prompt
+    for constraint in notes["constraints"]:
+        assert f"- MUST: {constraint}\n" in prompt  # verbatim, each on its own line
+    for fact in verified:
+        assert f"- [{fact['id']}] {fact['statement']} (source: {fact['source']})" in prompt
     assert "retrieve_figures" in prompt  # completed steps are part of the working view

@@ -66,11 +66,13 @@ def test_each_reason_from_a_real_situation_is_filtered_and_counted(stack, people
     body = found(operator, retried, "retrying")
     assert "500" in body["stuck"]["detail"] and "next try" in body["stuck"]["detail"]
     wait_status(operator, retried, "completed", timeout=60)
-    # The steps panel: every attempt, the failed ones with their error; the model's prompt and response.
+    # The steps panel: every attempt, the failed ones with their error; then the model-call journal
+    # with each prompt (built from the notes) and response.
     steps = operator_page(people).get(f"/executions/{retried}/").content.decode()
     steps = steps[steps.index('id="steps-card"') : steps.index('id="artifact-card"')]
     assert steps.count('class="attempt-failed"') == 2 and "500" in steps
-    assert 'class="attempt-succeeded"' in steps and "<summary>" in steps and "Prompt" in steps
+    assert 'class="attempt-succeeded"' in steps and 'id="model-calls-card"' in steps
+    assert f"{retried}:analyze:r1:c1" in steps and "- MUST: " in steps and "Response" in steps
 
     # permission_denied: a 403 from the provider.
     denied = requester.start("2026-06")["id"]

@@ -59,15 +59,19 @@ flow = registry.register(
 
 @flow.step("retrieve_figures", label="Retrieving the month's figures")
 def retrieve_figures(ctx) -> dict[str, Any]:
-    return {"snapshot_id": retail.SNAPSHOT_ID, "figures": retail.month_figures(ctx.input["month"])}
+    figures = retail.month_figures(ctx.input["month"])
+    ctx.add_facts(retail.verified_facts(figures))  # read from the snapshot: verified, with their sources
+    return {"snapshot_id": retail.SNAPSHOT_ID, "figures": figures}
 
 
 @flow.model_step("analyze", label="Analyzing performance", prompt_version="monthly-analysis-v1")
 def analyze(ctx, model) -> dict[str, Any]:
-    facts = retail.verified_facts(ctx.state["retrieve_figures"]["figures"])
-    ctx.add_facts(facts)
+    """The narrative, from the notes: every constraint (a manager's requested change
+    included, when this runs again) and every fact verified so far."""
+    facts = [f for f in ctx.notes["facts"] if f["source"].startswith(f"{retail.SNAPSHOT_ID}:")]
     prompt = ctx.prompt("Write a short summary of the month for the management team. Cite only the verified facts.")
-    response = model.complete(prompt=prompt, prompt_version="monthly-analysis-v1")
+    response = model.complete(prompt=prompt, prompt_version="monthly-analysis-v1", prompt_id="monthly-analysis")
+    ctx.add_hypothesis(response.text, source=model.keys[-1])
     return {"facts": facts, "narrative": response.text, "model": response.model, "model_label": model.label}
 
 
@@ -100,6 +104,7 @@ flow.gate(
     spec=Approval(
         artifact="report",
         action="publish_report",
+        redraft_from="analyze",  # changes requested: the model writes the narrative again, with the comment
         approver=ApproverPolicy(
             permission="approvals.approve_publish_report",
             expires_after_seconds=settings.APPROVAL_TTL_SECONDS,

@@ -46,3 +46,18 @@ def find_order(key: str, args: dict[str, Any]) -> dict[str, Any] | None:
     reference = args.get("reference") or key
     found = request_json("GET", _url(f"/orders?reference={quote(reference, safe='')}"))["orders"]
     return found[0] if found else None
+
+
+def get_ticket(ticket: str) -> dict[str, Any]:
+    """GET /tickets/{id} at the support desk."""
+    return request_json("GET", _url(f"/tickets/{quote(ticket, safe='')}"))
+
+
+def get_past_order(order: str) -> dict[str, Any]:
+    """GET /orders/{id}: a past order with its customer, address and items."""
+    return request_json("GET", _url(f"/orders/{quote(order, safe='')}"))
+
+
+def get_stock(sku: str) -> dict[str, Any]:
+    """GET /stock/{sku}: ``{"sku", "name", "available"}``."""
+    return request_json("GET", _url(f"/stock/{quote(sku, safe='')}"))

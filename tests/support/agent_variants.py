@@ -1,0 +1,56 @@
+"""Variants of the support agent for the agent tests (listed in a worker's
+RUNTIME_WORKFLOW_MODULES next to workflows.support_agent):
+
+- ``support_agent_tiny``: a budget of two model calls;
+- ``support_agent_strict``: ``check_stock`` takes only SKUs of the form SKU-ABC-123,
+  so the model's ``{"sku": "SKU-MUG-01"}`` is malformed for it and must never run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from pydantic import Field
+
+from executions import registry
+from executions.tools import Budget, ToolArgs
+from executions.workflow import Workflow
+from workflows import support_agent
+
+
+class StrictStockArgs(ToolArgs):
+    sku: str = Field(pattern=r"^SKU-[A-Z]{3}-\d{3}$")
+
+
+def _variant(name: str, *, budget: Budget, tools: list) -> None:
+    base = support_agent.flow
+    flow = registry.register(
+        Workflow(
+            name=name,
+            version=1,
+            title=f"Support agent ({name})",
+            parse_input=base.parse_input,
+            goal=base.goal,
+            constraints=base.constraints,
+        )
+    )
+    step = base.get_step("resolve")
+    flow.agent(
+        "resolve",
+        label=step.label,
+        prompt_id=step.agent.prompt_id,
+        prompt_version=step.prompt_version,
+        instruction=step.agent.instruction,
+        tools=tools,
+        budget=budget,
+        done_when=step.agent.done_when,
+        offline_policy=step.agent.offline_policy,
+    )
+
+
+_variant("support_agent_tiny", budget=Budget(max_calls=2), tools=support_agent.TOOLS)
+_variant(
+    "support_agent_strict",
+    budget=Budget(),
+    tools=[replace(t, args=StrictStockArgs) if t.name == "check_stock" else t for t in support_agent.TOOLS],
+)

@@ -1,0 +1,326 @@
+"""The support agent: a customer's ticket about a broken item, resolved by a model that
+proposes and a runtime that decides.
+
+One agent step, ``resolve``, with five tools: it reads the ticket, looks up the order,
+checks stock (read-only), proposes a replacement (``submit_replacement``: an effect a
+manager approves first, on its effective arguments) and answers the customer
+(``reply_to_customer``: an effect, an email through the sandbox's ``/notify``). The
+runtime allows each tool only when it makes sense, keeps every argument to the
+ticket's own order and item, and clamps the quantity to what was ordered and what is
+in stock, so what the manager approves is what can run.
+
+Input ``{"ticket": "TCK-1001"}``; the support desk (the sandbox) holds TCK-1001 …
+TCK-1005; any other ticket is refused at start.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.conf import settings
+from pydantic import Field, field_validator
+
+from approvals.gate import Approval, ApproverPolicy
+from executions import registry
+from executions.errors import InvalidInput
+from executions.modelclient import Decision, ModelRequest
+from executions.tools import Budget, Progress, Refused, Tool, ToolArgs
+from executions.workflow import Effect, Workflow, WorkflowInput, parse_with
+
+from . import services_client
+
+# The tickets the support desk holds (the sandbox's support data).
+TICKETS = ("TCK-1001", "TCK-1002", "TCK-1003", "TCK-1004", "TCK-1005")
+PROMPT_ID = "support-agent"
+PROMPT_VERSION = "support-agent-v1"
+INSTRUCTION = (
+    "Please resolve support ticket {ticket}: read it, look up the order, check stock, propose a replacement "
+    "of the broken items if any are in stock, then reply to the customer."
+)
+
+
+class SupportInput(WorkflowInput):
+    ticket: str = Field(examples=["TCK-1001"], description="a ticket of the support desk (TCK-1001 … TCK-1005)")
+
+    @field_validator("ticket", mode="before")
+    @classmethod
+    def _known(cls, value: Any) -> str:
+        if value not in TICKETS:
+            raise InvalidInput("input.ticket", f"unknown ticket {value!r}; the support desk holds {', '.join(TICKETS)}")
+        return value
+
+
+# --- the tools' arguments
+
+
+class TicketArgs(ToolArgs):
+    ticket: str = Field(description="the ticket id, e.g. TCK-1001")
+
+
+class OrderArgs(ToolArgs):
+    order: str = Field(description="the order id the ticket is about, e.g. ORD-1001")
+
+
+class StockArgs(ToolArgs):
+    sku: str = Field(description="the SKU of the broken item")
+
+
+class ReplacementArgs(ToolArgs):
+    original_order: str
+    sku: str
+    quantity: int = Field(ge=1, le=1000, description="how many to send")
+
+
+class ReplyArgs(ToolArgs):
+    ticket: str
+    message: str = Field(min_length=1, max_length=2000)
+
+
+# --- when each tool is allowed, and its effective arguments
+
+
+def _ticket(progress: Progress) -> dict[str, Any]:
+    return progress.results["get_ticket"]
+
+
+def _needs(*tools: str):
+    def why_not(progress: Progress) -> str:
+        missing = [t for t in tools if not progress.done(t)]
+        return f"first {', '.join(missing)}" if missing else ""
+
+    return why_not
+
+
+def _once(tool: str, *before: str):
+    needs = _needs(*before)
+
+    def why_not(progress: Progress) -> str:
+        return f"{tool} is already done" if progress.done(tool) else needs(progress)
+
+    return why_not
+
+
+def _same(field: str, proposed: Any, expected: Any) -> None:
+    if proposed != expected:
+        raise Refused(f"{field} must be {expected!r} (this ticket's), not {proposed!r}")
+
+
+def _ticket_args(args: dict[str, Any], progress: Progress) -> dict[str, Any]:
+    _same("ticket", args["ticket"], progress.input["ticket"])
+    return args
+
+
+def _order_args(args: dict[str, Any], progress: Progress) -> dict[str, Any]:
+    _same("order", args["order"], _ticket(progress)["order_id"])
+    return args
+
+
+def _stock_args(args: dict[str, Any], progress: Progress) -> dict[str, Any]:
+    _same("sku", args["sku"], _ticket(progress)["sku"])
+    return args
+
+
+def _replacement_args(args: dict[str, Any], progress: Progress) -> dict[str, Any]:
+    """The ticket's order and item only; never more than were ordered nor than are in stock."""
+    ticket = _ticket(progress)
+    _same("original_order", args["original_order"], ticket["order_id"])
+    _same("sku", args["sku"], ticket["sku"])
+    ordered = sum(i["qty"] for i in progress.results["lookup_order"].get("items", []) if i.get("sku") == args["sku"])
+    available = progress.results["check_stock"].get("available", 0)
+    quantity = min(args["quantity"], ordered, available)
+    if quantity < 1:
+        raise Refused(f"nothing to send: {ordered} ordered, {available} in stock")
+    return {**args, "quantity": quantity}
+
+
+def _reply_allowed(progress: Progress) -> str:
+    if progress.done("reply_to_customer"):
+        return "the customer has been answered"
+    if progress.done("submit_replacement"):
+        return ""
+    if progress.done("check_stock") and progress.results["check_stock"].get("available") == 0:
+        return ""  # nothing to replace: say so
+    return "first submit_replacement (or find the item out of stock)"
+
+
+def _reply_args(args: dict[str, Any], progress: Progress) -> dict[str, Any]:
+    _same("ticket", args["ticket"], progress.input["ticket"])
+    return {**args, "message": args["message"].strip()}
+
+
+# --- what the tools do
+
+
+def _submit(args: dict[str, Any], progress: Progress, key: str) -> Effect:
+    return Effect(
+        key=key,
+        args=args,
+        call=lambda a, k: services_client.submit_order({"reference": k, **a}, k),
+        lookup=services_client.find_order,
+        honors_key=settings.ORDER_SERVICE_HONORS_KEYS,
+    )
+
+
+def _reply(args: dict[str, Any], progress: Progress, key: str) -> Effect:
+    email = {
+        "channel": "email",
+        "to": [_ticket(progress)["customer"]["email"]],
+        "subject": f"Your ticket {args['ticket']}",
+        "body": args["message"],
+    }
+    return Effect(
+        key=key,
+        args=args,
+        call=lambda a, k: services_client.notify(email, k),
+        lookup=services_client.find_notification,
+    )
+
+
+TOOLS = [
+    Tool(
+        name="get_ticket",
+        description="Read a support ticket: customer, order, item (sku), quantity broken, message.",
+        args=TicketArgs,
+        run=lambda a, p: services_client.get_ticket(a["ticket"]),
+        allowed=_once("get_ticket"),
+        normalise=_ticket_args,
+        fact=lambda a, r: (
+            f"Ticket {r.get('ticket_id')}: {r.get('quantity')} × {r.get('item')} ({r.get('sku')}) of order "
+            f"{r.get('order_id')} arrived broken; customer {r.get('customer', {}).get('name')}."
+        ),
+    ),
+    Tool(
+        name="lookup_order",
+        description="Look up the order the ticket is about: items ordered and shipping address.",
+        args=OrderArgs,
+        run=lambda a, p: services_client.get_past_order(a["order"]),
+        allowed=_once("lookup_order", "get_ticket"),
+        normalise=_order_args,
+    ),
+    Tool(
+        name="check_stock",
+        description="How many units of a SKU are in stock.",
+        args=StockArgs,
+        run=lambda a, p: services_client.get_stock(a["sku"]),
+        allowed=_once("check_stock", "get_ticket"),
+        normalise=_stock_args,
+        fact=lambda a, r: f"{r.get('available')} unit(s) of {r.get('sku')} in stock.",
+    ),
+    Tool(
+        name="submit_replacement",
+        description="Submit a replacement order for the broken items (a manager approves it first).",
+        args=ReplacementArgs,
+        run=_submit,
+        effect=True,
+        approval=Approval(
+            artifact="replacement",
+            action="submit_replacement",
+            approver=ApproverPolicy(
+                permission="approvals.approve_submit_order",
+                expires_after_seconds=settings.APPROVAL_TTL_SECONDS,
+                on_expiry="needs_attention",
+            ),
+        ),
+        allowed=_once("submit_replacement", "lookup_order", "check_stock"),
+        normalise=_replacement_args,
+        fact=lambda a, r: (
+            f"Replacement order {r.get('order_id')} of {a['quantity']} × {a['sku']} for {a['original_order']} "
+            "was accepted by the order service."
+        ),
+    ),
+    Tool(
+        name="reply_to_customer",
+        description="Email the customer who opened the ticket.",
+        args=ReplyArgs,
+        run=_reply,
+        effect=True,
+        allowed=_reply_allowed,
+        normalise=_reply_args,
+        fact=lambda a, r: f"The customer was answered (notification {r.get('notification_id')}).",
+    ),
+]
+
+
+# --- how the offline model plays the agent (deterministic, from the conversation)
+
+
+def offline_policy(request: ModelRequest) -> Decision:
+    """The next move from the tool results in ``request`` (the sandbox's support-agent
+    policy, in short): read the ticket, the order, the stock; propose a replacement of
+    the ticket's quantity; reply; then a final answer. A refused or failed proposal
+    ends with a final answer saying so."""
+    offered = {t.name for t in request.tools}
+    done: dict[str, dict[str, Any]] = {}
+    last_error = ""
+    for message in request.messages:
+        if message["role"] == "tool":
+            content = json.loads(message["content"])
+            if message["is_error"]:
+                last_error = f"{message['name']}: {content.get('error', content)}"
+            else:
+                done[message["name"]] = content
+                last_error = ""
+    ticket_id = next(iter(t for t in TICKETS if t in request.user_text), None)
+    if last_error:
+        return Decision(text=f"Stopping: {last_error}")
+    if ticket_id is None:
+        return Decision(text="Which ticket is this about?")
+    ticket = done.get("get_ticket")
+    moves: list[tuple[str, dict[str, Any], str]] = [("get_ticket", {"ticket": ticket_id}, f"Reading {ticket_id}.")]
+    if ticket:
+        available = done.get("check_stock", {}).get("available", 0)
+        replacement = done.get("submit_replacement")
+        moves += [
+            ("lookup_order", {"order": ticket["order_id"]}, f"Looking up {ticket['order_id']}."),
+            ("check_stock", {"sku": ticket["sku"]}, f"Checking stock of {ticket['sku']}."),
+        ]
+        if available:
+            args = {"original_order": ticket["order_id"], "sku": ticket["sku"], "quantity": ticket["quantity"]}
+            moves.append(("submit_replacement", args, "Proposing a replacement."))
+        name = ticket.get("customer", {}).get("name", "customer")
+        if replacement:
+            what = f"We have sent {replacement.get('quantity')} replacement(s) (order {replacement.get('order_id')})."
+        else:
+            what = "It is out of stock, so a colleague will contact you about a refund."
+        message = f"Dear {name}, we are sorry your {ticket['item']} arrived broken. {what}"
+        moves.append(("reply_to_customer", {"ticket": ticket_id, "message": message}, "Answering the customer."))
+    for tool, args, text in moves:
+        if tool not in done:
+            if tool not in offered:
+                return Decision(text=f"I would call {tool} next, but it is not offered; stopping.")
+            return Decision(text=text, tool=tool, args=args)
+    return Decision(text=f"Done with {ticket_id}: the customer has been answered.")
+
+
+flow = registry.register(
+    Workflow(
+        name="support_agent",
+        version=1,
+        title="Support agent",
+        parse_input=parse_with(SupportInput),
+        deadline_seconds=14 * 24 * 3600,
+        goal=lambda data: (
+            f"Resolve support ticket {data['ticket']}: a customer received a broken item. Send a replacement if "
+            "stock allows (a manager approves it first) and answer the customer."
+        ),
+        constraints=lambda data: [
+            f"Act only on ticket {data['ticket']}, its order and its item.",
+            "Never send more items than were ordered or are in stock.",
+            "Submit only the exact replacement a manager approved; answer the customer once.",
+            *data["constraints"],
+        ],
+    )
+)
+
+flow.agent(
+    "resolve",
+    label="Resolving the ticket",
+    prompt_id=PROMPT_ID,
+    prompt_version=PROMPT_VERSION,
+    instruction=lambda ctx: INSTRUCTION.format(ticket=ctx.input["ticket"]),
+    tools=TOOLS,
+    budget=Budget(max_calls=12, max_tokens=60_000, max_seconds=300, max_refusals=3),
+    done_when=lambda progress: progress.done("reply_to_customer"),
+    offline_policy=offline_policy,
+)
