@@ -199,6 +199,8 @@ def _commit_step(lease, execution, ctx, workflow, step, output, started, action)
     following = workflow.next_step(step.name)
     notes["next_action"] = workflow.label_for(following) if following else "done"
     attempt = execution.failed_attempts + 1
+    if action is not None:  # the effect's receipt before the step's checkpoint (it was fenced above)
+        ledger.mark_succeeded(action, output, execution=execution, actor_label=lease.owner)
     execution.context = state
     execution.failed_attempts = 0
     if following:
@@ -236,8 +238,6 @@ def _commit_step(lease, execution, ctx, workflow, step, output, started, action)
         )
     if following:
         _record_run(lease, execution, step, started, StepRun.Outcome.SUCCEEDED, output=output, attempt=attempt)
-    if action is not None:
-        ledger.mark_succeeded(action, output, execution=execution, actor_label=lease.owner)
     return following
 
 
