@@ -45,7 +45,8 @@ def approved(api_as, people, ref: str) -> None:
     assert api_as(people["manager"]).decide(ref, approval).status_code == 202
 
 
-def test_bulk_cancel_dry_run_changes_nothing_and_the_run_acts_only_on_the_frozen_ids(stack, people, api_as):
+def test_s26_bulk_cancel_dry_run_changes_nothing_and_the_run_acts_only_on_the_frozen_ids(stack, people, api_as):
+    """S26: bulk cancel: a dry run, then a real run on the ids it returned while new executions arrive."""
     stack.sandbox()
     stack.worker()
     stack.web()

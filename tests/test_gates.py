@@ -54,7 +54,8 @@ def notifications(stack, ref: str) -> dict:
     return stack.sandbox_stats()["keys"].get(f"{ref}:confirm:v1", {"calls": 0, "effects": 0})
 
 
-def test_a_signal_wakes_the_wait_once_and_becomes_the_steps_output(stack, people, api_as):
+def test_s21_the_same_signal_twice_wakes_the_wait_once_and_becomes_the_steps_output(stack, people, api_as):
+    """S21: the same signal delivered twice wakes it once; the second answers with the first result."""
     up(stack)
     ref = to_the_wait(people, api_as)
     requester, operator = api_as(people["requester"]), api_as(people["operator"])
@@ -81,7 +82,8 @@ def test_a_signal_wakes_the_wait_once_and_becomes_the_steps_output(stack, people
     assert requester.signal(ref, "something_else", event_id="ship-1").status_code == 409
 
 
-def test_two_concurrent_signals_with_different_event_ids_wake_it_once(stack, people, api_as):
+def test_s21_two_concurrent_signals_with_different_event_ids_wake_it_once(stack, people, api_as):
+    """S21: two different signals posted at once: one wake, the other a 409."""
     up(stack)
     ref = to_the_wait(people, api_as)
     requester, operator = api_as(people["requester"]), api_as(people["operator"])
@@ -128,7 +130,8 @@ def test_a_signal_it_is_not_waiting_for_is_a_409_and_changes_nothing(stack, peop
     assert Execution.objects.get(pk=pk(ref)).status == "waiting"
 
 
-def test_the_timeout_sends_it_to_an_operator_as_waiting_overdue(stack, people, api_as):
+def test_s22_the_timeout_sends_it_to_an_operator_as_waiting_overdue(stack, people, api_as):
+    """S22: a wait passes its timeout: needs_attention waiting_overdue by the sweeper, no effect after it."""
     up(stack)
     ref = to_the_wait(people, api_as, confirm_within_seconds=2)
     requester, operator = api_as(people["requester"]), api_as(people["operator"])
@@ -149,7 +152,8 @@ def test_the_timeout_sends_it_to_an_operator_as_waiting_overdue(stack, people, a
     assert notifications(stack, ref) == {"calls": 1, "effects": 1}
 
 
-def test_a_worker_killed_while_the_execution_waits_changes_nothing(stack, people, api_as):
+def test_s22_a_worker_killed_while_the_execution_waits_changes_nothing(stack, people, api_as):
+    """S22: the worker is SIGKILLed while the execution waits: nothing changes."""
     procs = up(stack)
     ref = to_the_wait(people, api_as)
     execution = Execution.objects.get(pk=pk(ref))

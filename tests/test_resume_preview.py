@@ -119,8 +119,10 @@ def test_after_a_permission_failure_the_refused_effect_runs_again_with_its_key(s
     assert set(plans(done).values()) == {"skip"}
 
 
-def test_s16_unknown_outcome_at_a_provider_without_dedup_blocks_resume_until_resolved(stack, people, api_as):
-    """S16: an order service without idempotency drops the connection after creating the order."""
+def test_s25_s16_unknown_outcome_at_a_provider_without_dedup_blocks_resume_until_resolved(stack, people, api_as):
+    """S25 (on S16: an order service without idempotency drops the connection after creating the
+    order): the preview says blocked and resume is refused naming the action; after resolving it
+    goes on; one order in total."""
     up(stack, ORDER_SERVICE_HONORS_KEYS="false")
     orders_mode(stack, idempotent=False)
     requester, manager, operator = api_as(people["requester"]), api_as(people["manager"]), api_as(people["operator"])
