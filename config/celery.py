@@ -34,3 +34,8 @@ def _schedule_sweeper(sender: Celery, **kwargs: object) -> None:
         sender.signature("executions.sweep"),
         name="runtime sweeper",
     )
+    sender.add_periodic_task(
+        float(settings.RUNTIME_SWEEP_SECONDS),
+        sender.signature("metrics.fold"),
+        name="metrics rollup",
+    )

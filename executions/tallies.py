@@ -18,7 +18,7 @@ from django.db import transaction
 from django.db.models import Count, Max
 from django.utils import timezone
 
-from .models import TERMINAL, Execution, TerminalTally
+from .models import ACTIVE, TERMINAL, Execution, TerminalTally
 
 REFRESH = timedelta(minutes=10)
 MARGIN = timedelta(hours=1)
@@ -48,19 +48,31 @@ def refresh(*, force: bool = False) -> bool:
     return True
 
 
-def terminal_counts(*, workflow: str | None = None) -> Counter[tuple[str, str]]:
-    """(status, reason_code) → how many terminal executions (of ``workflow``), exactly."""
+def terminal_counts(
+    *, workflow: str | None = None, by: tuple[str, ...] = ("status", "reason_code")
+) -> Counter[tuple[str, ...]]:
+    """``by`` (of status, workflow, reason_code) → how many terminal executions (of
+    ``workflow``), exactly."""
     tally = TerminalTally.objects.all()
     recent = Execution.objects.filter(status__in=TERMINAL)
     if workflow:
         tally, recent = tally.filter(workflow=workflow), recent.filter(workflow=workflow)
-    counts: Counter[tuple[str, str]] = Counter()
+    counts: Counter[tuple[str, ...]] = Counter()
     through = TerminalTally.objects.values_list("through", flat=True).first()
     if through is not None:  # the tally, and what became terminal since; else count them all
-        for status, code, n in tally.values_list("status", "reason_code", "n"):
-            counts[(status, code)] += n
+        for *key, n in tally.values_list(*by, "n"):
+            counts[tuple(key)] += n
         recent = recent.filter(status_changed_at__gte=through)
-    rows = recent.order_by().values("status", "reason_code").annotate(n=Count("*"))
-    for status, code, n in rows.values_list("status", "reason_code", "n"):
-        counts[(status, code)] += n
+    for *key, n in recent.order_by().values_list(*by).annotate(n=Count("*")).values_list(*by, "n"):
+        counts[tuple(key)] += n
+    return counts
+
+
+def counts_by_workflow() -> Counter[tuple[str, ...]]:
+    """(workflow, status) → how many executions, exactly: the terminal ones through the
+    tally, the live ones counted."""
+    counts = terminal_counts(by=("workflow", "status"))
+    live = Execution.objects.filter(status__in=ACTIVE).order_by().values_list("workflow", "status")
+    for workflow, status, n in live.annotate(n=Count("*")).values_list("workflow", "status", "n"):
+        counts[(workflow, status)] += n
     return counts
