@@ -4,8 +4,3 @@ from django.apps import AppConfig
 class MetricsConfig(AppConfig):
     name = "metrics"
     verbose_name = "Metrics"
-
-    def ready(self) -> None:
-        from . import sql
-
-        sql.install()
