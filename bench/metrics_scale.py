@@ -126,7 +126,18 @@ def fold() -> tuple[float, int, float]:
     return backfill, passes, time.monotonic() - began
 
 
-def timed(client, path: str, headers: dict[str, str]) -> tuple[float, int]:
+def slowest(captured, k: int = 2) -> str:
+    """The ``k`` slowest statements of a call: the table each reads, and its time."""
+    import re
+
+    found = []
+    for query in sorted(captured.captured_queries, key=lambda q: -float(q["time"]))[:k]:
+        table = re.search(r'FROM "(\w+)"', query["sql"])
+        found.append(f"{table[1] if table else query['sql'][:20]} {float(query['time']) * 1000:,.0f} ms")
+    return ", ".join(found)
+
+
+def timed(client, path: str, headers: dict[str, str]) -> tuple[float, int, str]:
     from django.db import connection, reset_queries
     from django.test.utils import CaptureQueriesContext
 
@@ -139,7 +150,7 @@ def timed(client, path: str, headers: dict[str, str]) -> tuple[float, int]:
             answer = client.get(path, **headers)
             times.append(time.perf_counter() - began)
         assert answer.status_code == 200, answer.content[:300]
-    return statistics.median(times), len(captured)
+    return statistics.median(times), len(captured), slowest(captured)
 
 
 def main() -> None:
@@ -181,8 +192,8 @@ def main() -> None:
         ("/api/metrics/history?window=7d", person),
         ("/metrics", scraper),
     ]:
-        seconds, queries = timed(client, path, headers)
-        rows.append(f"| `{path}` | {queries} | {seconds * 1000:,.0f} ms |")
+        seconds, queries, slow = timed(client, path, headers)
+        rows.append(f"| `{path}` | {queries} | {seconds * 1000:,.0f} ms | {slow} |")
         print(rows[-1], file=sys.stderr)
     per_day = N // DAYS
     from metrics.models import Rollup
@@ -197,8 +208,8 @@ def main() -> None:
             f"decisions; filled by SQL in {filled:,.0f} s), PostgreSQL on this machine (2 cores). The median of "
             f"{REPEATS} calls after a warm-up, in-process (no HTTP):",
             "",
-            "| endpoint | queries | time |",
-            "|---|---:|---:|",
+            "| endpoint | queries | time | slowest statements (the last call) |",
+            "|---|---:|---:|---|",
             *rows,
             "",
             f"The measures read the rollup (`metrics.rollup`): counts per minute, per hour and ever that beat "
@@ -207,7 +218,10 @@ def main() -> None:
             f"{passes} passes; a steady-state pass (one minute of this traffic) {minute * 1000:,.0f} ms. The "
             f"rollup then held {rollup_rows:,} rows. `/metrics` adds the live gauges: executions by status "
             "(the sweeper's tally of terminal rows plus the live ones), actions by status (counted) and stuck "
-            "executions.",
+            "executions. Before the rollup, on the same data, a week's measures took 6.0 s, its charts 9.8 s and "
+            "a scrape 7.4 s. What is left is mostly what is live, not history: the stuck count (a CASE over the "
+            "executions that can be stuck — here the 20,000 needing attention, as the triage list's counts) and, "
+            "for `/metrics`, the ledger counted by status.",
         ]
     )
     doc.write_section("metrics", text)
