@@ -62,7 +62,8 @@ bench-peers: install-test services
 	PEERS_PY="$(PEERS_PY)" RESULTS_DIR="$(PEERS_RESULTS)" N=$(PEERS_N) OURS_CMD="$(BIN)/python bench/peers_row.py" "$(PEERS_DIR)/run_all.sh"
 	$(BIN)/python bench/side_by_side.py "$(PEERS_RESULTS)"
 
-# Kill workers, restart Redis, duplicate messages under N executions (CHAOS_ARGS="--executions 500 --seed 1").
+# Kill workers, restart Redis, crash and restart PostgreSQL (a server of its own), duplicate
+# messages under N executions (CHAOS_ARGS="--executions 500 --seed 1"; CHAOS_PG=… uses a shared server, not restarted).
 chaos: install-test services
 	$(BIN)/python scripts/chaos.py $(CHAOS_ARGS)
 

@@ -5,6 +5,12 @@ through the broker, until the execution waits, stops, or the slice's time is up;
 then it gives the lease back and rings again. Every write is fenced by the lease
 token. Cost: one commit per compute/model step (output + checkpoint + event), two
 per effect (ledger row before the call, result after), one claim per slice.
+
+A worker that loses its database connection mid-slice (a restart, a failover, a
+killed backend) is treated as a worker that crashed: it writes nothing more and
+returns; its lease lapses and the sweeper dispatches the execution again, to this
+worker (which reconnects before its next task) or another. It is never a step's
+failure nor a reason to ask a person.
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import InterfaceError, OperationalError, transaction
 from django.db.models import DateTimeField, ExpressionWrapper, F, Value
 from django.db.models.functions import Now
 from django.utils import timezone
@@ -42,8 +48,9 @@ CONTINUE, STOP = "continue", "stop"
 def advance(execution_id: int, *, worker: str) -> str:
     """Run one slice of execution ``execution_id`` if this worker can take it.
 
-    Returns what happened ("not claimed", "stopped", "sliced", "lease lost").
-    Never raises for a lost lease or a stopped execution.
+    Returns what happened ("not claimed", "stopped", "sliced", "lease lost",
+    "database lost"). Never raises for a lost lease, a stopped execution or a
+    database connection lost mid-slice.
     """
     lease = acquire(execution_id, owner=worker)
     if lease is None:
@@ -57,8 +64,33 @@ def advance(execution_id: int, *, worker: str) -> str:
             log.info("execution %s: %s", execution_id, stop)
             return "lease lost" if isinstance(stop, LeaseLost) else "stopped"
         except Exception as exc:  # outside any step: undeployed version, a database error…
+            if _database_lost(exc):
+                log.warning(
+                    "execution %s: lost the database mid-slice, nothing more written; "
+                    "the lease lapses and the sweeper dispatches it again: %r",
+                    execution_id,
+                    exc,
+                )
+                return "database lost"
             log.exception("execution %s: slice failed", execution_id)
             return _flag_outside_step(lease, f"{type(exc).__name__}: {exc}")
+
+
+# A server going away, by SQLSTATE: class 08 (connection exception), 57P01-57P03 (backend
+# terminated by an administrator, crash shutdown, cannot connect now). psycopg reports a
+# connection lost on the client's side (closed under it, refused) with none.
+_CONNECTION_LOST = ("08", "57P01", "57P02", "57P03")
+
+
+def _database_lost(exc: BaseException) -> bool:
+    """Whether ``exc`` is this worker losing the database (the server restarted, failed
+    over, or killed the backend), as opposed to an error a statement caused (a deadlock,
+    a timeout, a constraint). Decided from the error alone: by the time it is caught,
+    Django may have connected again (leaving an atomic block does)."""
+    if not isinstance(exc, (OperationalError, InterfaceError)):
+        return False
+    sqlstate = getattr(exc.__cause__, "sqlstate", "")  # "" when not PostgreSQL's driver (SQLite)
+    return sqlstate is None or sqlstate.startswith(_CONNECTION_LOST)
 
 
 def _overran(lease: Lease) -> str:
@@ -128,6 +160,8 @@ def _run_step(lease: Lease, execution: Execution, workflow: Workflow, step: Step
     except (LeaseLost, ledger.ExecutionStopped):
         raise
     except Exception as exc:  # a bug in step code: keep the evidence, ask a person
+        if _database_lost(exc):
+            raise  # not the step's doing: the slice ends there (advance)
         log.exception("step %s of %s raised", step.name, execution.ref)
         failure = StepFailure(
             FailureKind.TRANSIENT, f"{type(exc).__name__}: {exc}", evidence=traceback.format_exc(limit=5)

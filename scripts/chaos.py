@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Chaos run: many executions through the real stack while things break under them.
 
-Starts its own stack (a fresh PostgreSQL database, its own Redis child process, the
+Starts its own stack (a PostgreSQL server of its own, its own Redis child process, the
 sandbox, the web server, Celery beat and ``--workers`` Celery workers), starts
 ``--executions`` executions through the Task API (alternating ``monthly_report`` and
 ``replacement_order``), approves every pending approval as a manager, confirms the
@@ -11,6 +11,10 @@ shipment every replacement order (version 2) waits for (the signal
 * SIGKILLs a random worker every 1-3 s and starts a replacement;
 * SIGKILLs Redis once, about a third of the way in, and starts it again on the same
   port (nothing persisted: every queued message is gone);
+* crashes PostgreSQL once, about two thirds of the way in (an immediate shutdown, as
+  ``pg_ctl stop -m immediate``: every connection dropped, crash recovery at the next
+  start) and starts it again 1-2 s later on the same port; the web server, beat, the
+  workers and the sandbox stay up and must reconnect by themselves (S32);
 * delivers ``executions.advance`` a second time for random live executions.
 
 When everything has settled (or ``--timeout`` passed) the chaos stops, all workers stay
@@ -21,16 +25,23 @@ alive for a grace period, and the run prints, one per line::
     duplicate effects: Y
     executions not terminal or waiting: Z
 
-It exits 1 if X, Y or Z is above zero (or an accepted start could not be made), 2 if
-the stack could not be set up, else 0.
+then the details, among them how many workers lived through the PostgreSQL restart and
+how many of those wrote step runs after it on the same process. It exits 1 if X, Y or
+Z is above zero (or an accepted start could not be made), 2 if the stack could not be
+set up, else 0.
 
     .venv/bin/python scripts/chaos.py --executions 30 --seed 7
 
-Nothing else on the machine is touched: the database is ``keel_chaos`` (``--database``
-or ``CHAOS_DB``) on ``CHAOS_PG`` (default ``postgres://postgres@127.0.0.1:5432``), Redis
-runs on a free port, and every child process is stopped at the end (children also get
-SIGKILL if this script itself dies). Logs stay in the temporary directory printed at
-the start and the end.
+Nothing else on the machine is touched. PostgreSQL is a throwaway cluster
+(``tests.support.procs.PrivatePostgres``: initdb from ``/usr/lib/postgresql/*/bin``,
+trust authentication, fsync off, a free port, run as the ``postgres`` user when this
+script runs as root) holding the database ``keel_chaos`` (``--database`` or
+``CHAOS_DB``); it is removed at the end. With ``CHAOS_PG`` (e.g.
+``postgres://postgres@127.0.0.1:5432``) the database is made on that server instead,
+and the run does not restart PostgreSQL: it never restarts a server it does not own.
+Redis runs on a free port, and every child process is stopped at the end (children also
+get SIGKILL if this script itself dies). Logs stay in the temporary directory printed
+at the start and the end.
 """
 
 from __future__ import annotations
@@ -41,7 +52,6 @@ import os
 import random
 import re
 import signal
-import socket
 import sys
 import tempfile
 import threading
@@ -57,7 +67,16 @@ import requests
 # Run as `python scripts/chaos.py`: the repository's root holds the shared process harness.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.support.procs import Proc, Processes, free_port, http, keel_env, manage, worker_ready  # noqa: E402
+from tests.support.procs import (  # noqa: E402
+    PrivatePostgres,
+    Proc,
+    Processes,
+    free_port,
+    http,
+    keel_env,
+    manage,
+    worker_ready,
+)
 
 TERMINAL = {"completed", "failed", "cancelled"}
 # Statuses an execution may legitimately rest in at the end of a run.
@@ -92,7 +111,7 @@ class Stack(Processes):
         self.n_workers = workers
         self.worker_serial = 0
         self.noticed: set[int] = set()  # pids of workers already reported as exited on their own
-        self.redis: Proc | None = None
+        self.redis_proc: Proc | None = None
         self.redis_port = free_port()
         self.broker_url = f"redis://127.0.0.1:{self.redis_port}/0"
         env = keel_env(
@@ -105,7 +124,7 @@ class Stack(Processes):
         # leak into the chaos stack.
         for name in ("RUNTIME_FAILPOINT_DIR", "KEEL_TEST_DB_NAME", "KEEL_ARTIFACTS_S3_BUCKET", "RUNTIME_SLICE_SECONDS"):
             env.pop(name, None)
-        (tmp / "logs").mkdir()
+        (tmp / "logs").mkdir(exist_ok=True)
         super().__init__(tmp, env, log_dir=tmp / "logs")
 
     def manage(self, *args: str) -> str:
@@ -114,23 +133,11 @@ class Stack(Processes):
     # redis
 
     def start_redis(self) -> None:
-        self.redis = self.start(
-            "redis",
-            ["redis-server", "--port", str(self.redis_port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
-        )
-        self.redis.wait_until(self._redis_pings, timeout=20, what="redis to answer")
-
-    def _redis_pings(self) -> bool:
-        try:
-            with socket.create_connection(("127.0.0.1", self.redis_port), timeout=1) as s:
-                s.sendall(b"PING\r\n")
-                return s.recv(16).startswith(b"+PONG")
-        except OSError:
-            return False
+        self.redis_proc = self.redis(self.redis_port)
 
     def restart_redis(self, down_seconds: float) -> None:
-        assert self.redis is not None
-        self.redis.kill()
+        assert self.redis_proc is not None
+        self.redis_proc.kill()
         time.sleep(down_seconds)
         self.start_redis()
 
@@ -374,13 +381,14 @@ class Doorbell:
     def __init__(self, broker_url: str) -> None:
         self.broker_url = broker_url
         self.app = None
+        self.connection = None
         self.sent = 0
         self.failed = 0
 
     def _make(self):
         from celery import Celery
 
-        app = Celery("chaos-doorbell", broker=self.broker_url, set_as_current=False)
+        app = Celery("chaos-doorbell", set_as_current=False)
         app.conf.broker_connection_timeout = 2
         app.conf.broker_connection_retry = False
         app.conf.broker_connection_max_retries = 0
@@ -390,20 +398,24 @@ class Doorbell:
         try:
             if self.app is None:
                 self.app = self._make()
-            self.app.send_task("executions.advance", args=[pk(ref)], retry=False)
+                # An explicit connection: Celery prefers $CELERY_BROKER_URL (the caller's,
+                # e.g. pytest's) to any broker it is given.
+                self.connection = self.app.connection_for_write(self.broker_url)
+            self.app.send_task(
+                "executions.advance", args=[pk(ref)], retry=False, connection=self.connection, ignore_result=True
+            )
             self.sent += 1
         except Exception:  # noqa: BLE001
             # Redis may be down right now; start from a fresh connection next time.
             self.failed += 1
-            if self.app is not None:
-                with contextlib.suppress(Exception):
-                    self.app.close()
-            self.app = None
+            self.close()
 
     def close(self) -> None:
-        if self.app is not None:
-            with contextlib.suppress(Exception):
-                self.app.close()
+        for thing in (self.connection, self.app):
+            if thing is not None:
+                with contextlib.suppress(Exception):
+                    thing.close()
+        self.app = self.connection = None
 
 
 # --- the run
@@ -427,10 +439,20 @@ def settled(refs: set[str], statuses: dict[str, str]) -> bool:
 
 def run(args: argparse.Namespace) -> int:
     rng = random.Random(args.seed)
-    server = os.environ.get("CHAOS_PG", "postgres://postgres@127.0.0.1:5432").rstrip("/")
     tmp = Path(tempfile.mkdtemp(prefix="keel-chaos-"))
+    (tmp / "logs").mkdir()
     t0 = time.monotonic()
     log(f"seed {args.seed}; {args.executions} executions, {args.workers} workers; logs in {tmp / 'logs'}")
+    # A server of our own, which the run crashes and restarts; never a shared one (CHAOS_PG).
+    postgres: PrivatePostgres | None = None
+    if os.environ.get("CHAOS_PG"):
+        server = os.environ["CHAOS_PG"].rstrip("/")
+        log(f"CHAOS_PG: database on {server}, which the run will not restart")
+    else:
+        postgres = PrivatePostgres(tmp / "logs")
+        postgres.start()
+        server = postgres.url
+        log(f"postgres of our own at {server} (cluster in {postgres.dir})")
     database_url = recreate_database(server, args.database)
     stack = Stack(tmp, database_url, args.workers)
     shared = Shared()
@@ -474,6 +496,7 @@ def run(args: argparse.Namespace) -> int:
         next_look = chaos_start
         next_report = chaos_start + 10
         redis_restarted = False
+        pg_restart: PgRestart | None = None
         self_exits: list[str] = []
         statuses: dict[str, str] = {}
         timed_out = False
@@ -481,6 +504,17 @@ def run(args: argparse.Namespace) -> int:
             now = time.monotonic()
             with shared.lock:
                 refs = set(shared.started)
+            # Once, about two thirds of the way in (after the Redis restart): the database
+            # crashes (immediate shutdown, every connection dropped) and comes back. Nothing
+            # else is restarted for it. Progress is read from the database itself, every
+            # turn: a short run can finish between two snapshots of the API.
+            if postgres is not None and redis_restarted and pg_restart is None:
+                done_now = count_terminal(database_url)
+                if done_now is not None and (
+                    done_now >= args.executions * 2 / 3 or now - chaos_start > args.timeout * 2 / 3
+                ):
+                    pg_restart = restart_postgres(postgres, stack, database_url, done_now, args.executions, rng)
+                    counters["postgres restarts"] += 1
             if now >= next_look:
                 statuses = snapshot(session, stack.web_url, refs) or statuses
                 next_look = now + 1
@@ -555,13 +589,63 @@ def run(args: argparse.Namespace) -> int:
             grace_seconds,
             timed_out,
             redis_restarted,
+            postgres is not None,
+            pg_restart,
             self_exits,
         )
     finally:
         shared.stop.set()
         doorbell.close()
         stack.close()
-        log(f"stopped every child process; logs in {tmp / 'logs'}; database {args.database}")
+        if postgres is not None:
+            postgres.close()
+            log(f"stopped every child process and removed our postgres; logs in {tmp / 'logs'}")
+        else:
+            log(f"stopped every child process; logs in {tmp / 'logs'}; database {args.database}")
+
+
+class PgRestart:
+    """What the PostgreSQL restart left to check: which workers lived through it, and the
+    last step run committed before they could have written again."""
+
+    def __init__(self, survivors: dict[int, str], mark: int) -> None:
+        self.survivors = survivors  # pid -> worker name, alive across the restart
+        self.mark = mark  # a step run with a higher id was written after the restart
+
+
+def count_terminal(database_url: str) -> int | None:
+    """Executions completed, failed or cancelled, read from the database (None if it can't be)."""
+    try:
+        with psycopg.connect(database_url, connect_timeout=2) as conn:
+            query = "SELECT count(*) FROM executions_execution WHERE status = ANY(%s)"
+            return conn.execute(query, [sorted(TERMINAL)]).fetchone()[0]
+    except psycopg.Error:
+        return None
+
+
+def restart_postgres(
+    postgres: PrivatePostgres, stack: Stack, database_url: str, done: int, total: int, rng: random.Random
+) -> PgRestart:
+    survivors = {w.pid: w.name for w in stack.live_workers()}
+    down = rng.uniform(1, 2)
+    log(f"immediate shutdown of postgres ({done}/{total} terminal), down {down:.1f}s; web, beat, workers stay up")
+    postgres.restart(kill=True, down_seconds=down)
+    with psycopg.connect(database_url) as conn:
+        mark = conn.execute("SELECT coalesce(max(id), 0) FROM executions_steprun").fetchone()[0]
+    survivors = {pid: name for pid, name in survivors.items() if any(w.pid == pid and w.alive() for w in stack.workers)}
+    log(f"postgres back; {len(survivors)} workers up across the restart")
+    return PgRestart(survivors, mark)
+
+
+def reconnected_workers(database_url: str, pg_restart: PgRestart) -> set[int]:
+    """The pids of workers alive across the restart that wrote a step run after it."""
+    with psycopg.connect(database_url) as conn:
+        owners = conn.execute(
+            "SELECT DISTINCT worker FROM executions_steprun WHERE id > %s", [pg_restart.mark]
+        ).fetchall()
+    # executions.dispatch.worker_identity: worker:<host>:<pid>:<nonce>
+    pids = {int(parts[2]) for (owner,) in owners if len(parts := owner.split(":")) == 4 and parts[2].isdigit()}
+    return pids & set(pg_restart.survivors)
 
 
 def report(
@@ -576,6 +660,8 @@ def report(
     grace_seconds,
     timed_out,
     redis_restarted,
+    own_postgres,
+    pg_restart,
     self_exits,
 ) -> int:
     session = http(tokens["requester"])
@@ -650,10 +736,20 @@ def report(
     print(f"succeeded actions without a provider effect: {len(missing)}")
     print(
         f"chaos: {counters['worker kills']} worker kills, {stack.worker_serial} workers started, "
-        f"{counters['redis restarts']} redis restart(s), {doorbell.sent} duplicate advance messages "
+        f"{counters['redis restarts']} redis restart(s), {counters['postgres restarts']} postgres restart(s), "
+        f"{doorbell.sent} duplicate advance messages "
         f"({doorbell.failed} could not be sent)"
     )
     print(f"workers that exited on their own (replaced, as a supervisor would): {len(self_exits)}")
+    if pg_restart is not None:
+        went_on = reconnected_workers(stack.env["DATABASE_URL"], pg_restart)
+        rest = [w for w in stack.workers if w.pid in pg_restart.survivors and w.pid not in went_on]
+        killed = sum(1 for w in rest if w.killed)
+        print(
+            f"workers up across the postgres restart: {len(pg_restart.survivors)}; wrote step runs after it "
+            f"on the same process: {len(went_on)}; SIGKILLed before writing one: {killed}; "
+            f"alive and wrote none: {len(rest) - killed}"
+        )
     answers = ", ".join(f"HTTP {s}={n}" for s, n in sorted(shared.approvals.items())) or "none sent"
     print(f"approvals: {answers}; {len(shared.approved_ids)} approved")
     signals = ", ".join(f"HTTP {s}={n}" for s, n in sorted(shared.signals.items())) or "none sent"
@@ -686,6 +782,10 @@ def report(
         print(f"  exited on its own: {line}")
     if not redis_restarted:
         print("  note: redis was never restarted (the run ended first)")
+    if not own_postgres:
+        print("  note: postgres was not restarted (CHAOS_PG names a server this run does not own)")
+    elif pg_restart is None:
+        print("  note: postgres was never restarted (the run ended first)")
     worker_problems = scan_logs(stack.log_dir)
     if worker_problems:
         print("log lines at ERROR/CRITICAL or with a traceback (distinct messages, most frequent first):")
@@ -707,7 +807,7 @@ _NOISE = re.compile(r"\d{4}-\d\d-\d\d[ T][\d:,.]+|RUN_\d+|\b\d+\b|[0-9a-f]{8,}")
 def scan_logs(logs: Path) -> Counter[str]:
     found: Counter[str] = Counter()
     for path in sorted(logs.glob("*.log")):
-        if path.name.startswith("redis") or path.name == "manage.log":
+        if path.name.startswith(("redis", "postgres")) or path.name == "manage.log":
             continue
         kind = re.sub(r"[\d-]+$", "", path.stem)  # worker-chaos3-7 -> worker-chaos
         for line in path.read_text(errors="replace").splitlines():

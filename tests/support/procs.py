@@ -1,9 +1,11 @@
 """The process harness the tests and ``scripts/chaos.py`` share: keel's real processes.
 
 ``Processes`` starts the sandbox (``manage.py runsandbox``), the web server (gunicorn,
-as in production), Celery workers and beat with one environment, each a ``Proc`` with
-its output in a log file, and stops them all in ``close``. ``Proc.kill`` is SIGKILL:
-crash tests and the chaos run use it as a machine's crash. Nothing here imports
+as in production), Celery workers and beat (and, for a run that owns its broker, a
+Redis server) with one environment, each a ``Proc`` with its output in a log file, and
+stops them all in ``close``. ``Proc.kill`` is SIGKILL: crash tests and the chaos run
+use it as a machine's crash. ``PrivatePostgres`` is a throwaway PostgreSQL server a
+run may crash and restart without touching the machine's own. Nothing here imports
 Django, so a script outside any Django process can use it; ``tests/support/stack.py``
 adds what the pytest process knows (its test database, Redis and secret key).
 """
@@ -12,11 +14,13 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -207,8 +211,9 @@ class Processes:
         proc.wait_until(lambda: responds(f"{self.web_url}/login/"), what="the web server to listen")
         return proc
 
-    def worker(self, name: str = "w1", *, ready: bool = True, **env: str) -> Proc:
-        """A solo-pool Celery worker named ``<name>-<our pid>``; with ``ready``, once it logged "ready."."""
+    def worker(self, name: str = "w1", *, ready: bool = True, queues: str | None = None, **env: str) -> Proc:
+        """A solo-pool Celery worker named ``<name>-<our pid>``; with ``ready``, once it logged "ready.";
+        with ``queues`` (``-Q``), consuming only those instead of the default queue."""
         args = [
             str(BIN / "celery"),
             "-A",
@@ -221,6 +226,7 @@ class Processes:
             "--without-gossip",
             "--without-mingle",
             "--without-heartbeat",
+            *(["-Q", queues] if queues else []),
         ]
         proc = self.start(f"worker-{name}", args, **env)
         if ready:
@@ -232,6 +238,14 @@ class Processes:
         return self.start(
             "beat", [str(BIN / "celery"), "-A", "config", "beat", "--loglevel=INFO", "-s", schedule], **env
         )
+
+    def redis(self, port: int) -> Proc:
+        """redis-server on ``port`` of 127.0.0.1, persisting nothing (a restart forgets every
+        message), answering PING."""
+        args = ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+        proc = self.start("redis", args)
+        proc.wait_until(lambda: redis_pings(port), timeout=20, what="redis to answer")
+        return proc
 
     def sandbox_stats(self) -> dict:
         return http().get(f"{self.sandbox_url}/_stats", timeout=30).json()
@@ -252,3 +266,113 @@ class Processes:
 def worker_ready(worker: Proc, timeout: float = 60) -> None:
     """Until a worker logged "ready."; AssertionError with its output if it died first."""
     worker.wait_until(lambda: "ready." in worker.output(), timeout=timeout, what=f"{worker.name} to be ready")
+
+
+def redis_pings(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1) as s:
+            s.sendall(b"PING\r\n")
+            return s.recv(16).startswith(b"+PONG")
+    except OSError:
+        return False
+
+
+def postgres_bin() -> Path:
+    """The newest ``/usr/lib/postgresql/<version>/bin`` (Debian's layout); ``KEEL_PG_BIN`` overrides."""
+    if os.environ.get("KEEL_PG_BIN"):
+        return Path(os.environ["KEEL_PG_BIN"])
+    found = [p for p in Path("/usr/lib/postgresql").glob("*/bin") if (p / "postgres").exists()]
+    if not found:
+        raise RuntimeError("no PostgreSQL server binaries in /usr/lib/postgresql/*/bin (set KEEL_PG_BIN)")
+    return max(found, key=lambda p: [int(n) for n in re.findall(r"\d+", p.parent.name)] or [0])
+
+
+class PrivatePostgres:
+    """A throwaway PostgreSQL server: a new cluster (initdb, trust authentication, fsync
+    off) in a directory of its own, listening on a free port of 127.0.0.1 only, no Unix
+    socket. A run may stop, crash and restart it; the machine's PostgreSQL is never touched.
+
+    The postmaster runs in the foreground as a ``Proc`` (its log in ``log_dir``, SIGKILLed
+    if this process dies). Run as root, the cluster belongs to the ``postgres`` user and
+    the server runs as it (PostgreSQL refuses root). ``stop`` sends what ``pg_ctl stop``
+    sends: SIGQUIT for ``-m immediate`` (every backend killed, no checkpoint: crash
+    recovery at the next start, as after a crash) or SIGINT for ``-m fast``. Data
+    survives a restart; the port stays the same. Call ``close``: it stops the server and
+    removes the cluster.
+    """
+
+    def __init__(self, log_dir: Path, *, user: str = "postgres") -> None:
+        self.bin = postgres_bin()
+        self.log_dir = log_dir
+        self.port = free_port()
+        self.user = user
+        self.proc: Proc | None = None
+        self.starts = 0
+        # Its own directory: a caller's temporary directory is often closed to other users.
+        self.dir = Path(tempfile.mkdtemp(prefix="keel-pg-"))
+        self.data = self.dir / "data"
+        self._as_owner: list[str] = []
+        if os.geteuid() == 0:
+            shutil.chown(self.dir, user, user)
+            # Changing the user clears the parent-death signal ``Proc`` set: set it again after.
+            death = ["--pdeathsig", "KILL"] if _SETPRIV else []
+            self._as_owner = ["setpriv", f"--reuid={user}", f"--regid={user}", "--init-groups", *death, "--"]
+        done = subprocess.run(
+            [*self._as_owner, str(self.bin / "initdb"), "-D", str(self.data), "-U", "postgres"]
+            + ["--auth=trust", "--encoding=UTF8", "--no-locale", "--no-sync", "--no-instructions"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if done.returncode != 0:
+            self.close()
+            raise RuntimeError(f"initdb failed:\n{done.stdout}{done.stderr}")
+
+    @property
+    def url(self) -> str:
+        """The server, as its superuser: append ``/<database>``."""
+        return f"postgres://postgres@127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 60) -> None:
+        """Start the server on its port; return once it accepts connections."""
+        self.starts += 1
+        args = [*self._as_owner, str(self.bin / "postgres"), "-D", str(self.data), "-p", str(self.port)]
+        for setting in (
+            "listen_addresses=127.0.0.1",
+            "unix_socket_directories=",
+            "fsync=off",
+            "full_page_writes=off",
+            "max_connections=200",
+        ):
+            args += ["-c", setting]
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C"}
+        self.proc = Proc("postgres", args, env, self.log_dir / f"postgres-{self.starts}.log")
+        self.proc.wait_until(self.accepts, timeout=timeout, what="PostgreSQL to accept connections")
+
+    def accepts(self) -> bool:
+        import psycopg
+
+        try:
+            with psycopg.connect(f"{self.url}/postgres", connect_timeout=2):
+                return True
+        except psycopg.Error:
+            return False
+
+    def stop(self, *, kill: bool = True, timeout: float = 60) -> None:
+        """``kill``: immediate shutdown (a crash); else a fast one (clients disconnected, checkpoint)."""
+        if self.proc is None or not self.proc.alive():
+            return
+        self.proc.popen.send_signal(signal.SIGQUIT if kill else signal.SIGINT)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.popen.wait(timeout=timeout)
+        self.proc.kill()  # already gone unless it hung; closes its log either way
+
+    def restart(self, *, kill: bool = True, down_seconds: float = 0) -> None:
+        """Stop (see ``stop``), stay down ``down_seconds``, start again on the same port and data."""
+        self.stop(kill=kill)
+        time.sleep(down_seconds)
+        self.start()
+
+    def close(self) -> None:
+        self.stop(kill=True, timeout=20)
+        shutil.rmtree(self.dir, ignore_errors=True)
