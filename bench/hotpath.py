@@ -57,7 +57,9 @@ def shape(sql: str) -> tuple[str, str]:
     kind = sql.split(None, 1)[0].upper()
     found = TABLE.search(sql)
     table = (found.group(1) if found else "?").removeprefix("executions_")
-    if kind == "UPDATE":
+    if kind == "WITH" and "executions_steprun" in sql:
+        kind, label = "UPDATE+INSERT", "WITH fenced UPDATE execution … INSERT steprun (executions.checkpoints)"
+    elif kind == "UPDATE":
         head = sql.split(" WHERE ", 1)[0]
         columns = SET_COLUMNS.findall(head.split(" SET ", 1)[-1])
         label = f"UPDATE {table} SET {', '.join(columns)}"
@@ -311,7 +313,10 @@ def main() -> None:
 def markdown(result: dict) -> str:
     c, p = result["counts"], result["profile"]
     run, creation = c["run"], c["creation"]
-    both = {k: creation["by_kind"].get(k, 0) + run["by_kind"].get(k, 0) for k in ("SELECT", "INSERT", "UPDATE")}
+    both = {
+        k: creation["by_kind"].get(k, 0) + run["by_kind"].get(k, 0)
+        for k in ("SELECT", "INSERT", "UPDATE", "UPDATE+INSERT")
+    }
     out = [
         "## Where the time goes (in-process, 5-step no-op workflow)",
         "",
@@ -321,20 +326,20 @@ def markdown(result: dict) -> str:
         "",
         "### SQL per workflow",
         "",
-        "| | statements | SELECT | INSERT | UPDATE | autocommit statements | BEGIN…COMMIT blocks (writing) | round trips | ms in statements | ms in COMMIT |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| | statements | SELECT | INSERT | UPDATE | UPDATE+INSERT (one statement) | autocommit statements | BEGIN…COMMIT blocks (writing) | round trips | ms in statements | ms in COMMIT |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for label, part in (("creation (`execution_start`)", creation), ("run (claim + 5 steps)", run)):
         k = part["by_kind"]
         out.append(
             f"| {label} | {part['statements']:.0f} | {k.get('SELECT', 0):.0f} | {k.get('INSERT', 0):.0f} | "
-            f"{k.get('UPDATE', 0):.0f} | {part['autocommit_statements']:.0f} | "
+            f"{k.get('UPDATE', 0):.0f} | {k.get('UPDATE+INSERT', 0):.0f} | {part['autocommit_statements']:.0f} | "
             f"{part['explicit_transactions']:.0f} ({part['write_transactions']:.0f}) | {part['round_trips']:.0f} | "
             f"{part['statement_ms']:.1f} | {part['commit_ms']:.1f} |"
         )
     out += [
         f"| **whole workflow** | **{creation['statements'] + run['statements']:.0f}** | {both['SELECT']:.0f} | "
-        f"{both['INSERT']:.0f} | {both['UPDATE']:.0f} | "
+        f"{both['INSERT']:.0f} | {both['UPDATE']:.0f} | {both['UPDATE+INSERT']:.0f} | "
         f"{creation['autocommit_statements'] + run['autocommit_statements']:.0f} | "
         f"{creation['explicit_transactions'] + run['explicit_transactions']:.0f} "
         f"({creation['write_transactions'] + run['write_transactions']:.0f}) | "

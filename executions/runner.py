@@ -29,7 +29,7 @@ from django.utils import timezone
 
 from artifacts.services import artifact_version_create
 
-from . import agents, dispatch, failpoints, gates, leases, ledger, lifecycle, logcontext, registry, retry
+from . import agents, checkpoints, dispatch, failpoints, gates, leases, ledger, lifecycle, logcontext, registry, retry
 from . import notes as progress_notes
 from .context import StepContext
 from .errors import FailureKind, NeedsAttention, StepFailure
@@ -188,10 +188,14 @@ def _checkpoint(
     """
     execution = ctx.execution
     try:
-        with transaction.atomic():
-            if ctx.staged_artifacts or action is not None:  # prove the lease before writing anything
-                leases.checkpoint(lease, step.name)
-            following = _commit_step(lease, execution, ctx, workflow, step, output, started, action)
+        following = workflow.next_step(step.name)
+        if following and not ctx.staged_artifacts and action is None and checkpoints.available():
+            _checkpoint_in_one(lease, execution, ctx, workflow, step, output, started, following)
+        else:
+            with transaction.atomic():
+                if ctx.staged_artifacts or action is not None:  # prove the lease before writing anything
+                    leases.checkpoint(lease, step.name)
+                following = _commit_step(lease, execution, ctx, workflow, step, output, started, action)
     except leases.Fenced:
         current = leases.diagnose(lease)  # LeaseLost if it isn't ours any more
         if action is not None:
@@ -202,6 +206,42 @@ def _checkpoint(
     log.info("%s: %s done (%s)%s", execution.ref, step.name, step.kind, "" if following else "; completed")
     failpoints.hit(f"after_step:{step.name}")
     return CONTINUE if following else STOP
+
+
+def _note_step(state: dict[str, Any], ctx: StepContext, workflow: Workflow, step: Step, output: dict) -> str:
+    """The step's output and progress notes into ``state`` (in memory); the next step ("" at the end)."""
+    state.setdefault("state", {})[step.name] = output
+    notes = state["notes"]
+    # Each fact remembers the step that verified it, so a restart keeps only the facts of
+    # the steps it reuses (executions.restart).
+    notes["facts"] = progress_notes.merge_facts(notes["facts"], [{"step": step.name, **f} for f in ctx.new_facts])
+    notes["hypotheses"] = progress_notes.merge_hypotheses(notes.get("hypotheses", []), ctx.new_hypotheses)
+    notes["completed_steps"].append(step.name)
+    following = workflow.next_step(step.name)
+    notes["next_action"] = workflow.label_for(following) if following else "done"
+    return following
+
+
+def _checkpoint_in_one(lease, execution, ctx, workflow, step, output, started, following) -> None:
+    """A step that is not the last, with no artifact and no effect: the checkpoint and
+    its step run in one statement (executions.checkpoints). Raises Fenced if refused."""
+    _note_step(execution.context, ctx, workflow, step, output)
+    written = checkpoints.checkpoint_step(
+        execution=execution,
+        lease_token=lease.token,
+        lease_owner=lease.owner,
+        step=step.name,
+        kind=step.kind,
+        following=following,
+        timeout=workflow.timeout_for(following),
+        output=output,
+        attempt=execution.failed_attempts + 1,
+        started=started,
+        now=timezone.now(),
+    )
+    if not written:
+        raise leases.Fenced(f"execution {lease.execution_id} is not running at {step.name} under token {lease.token}")
+    execution.failed_attempts, execution.current_step = 0, following
 
 
 def _commit_step(lease, execution, ctx, workflow, step, output, started, action) -> str:
@@ -223,15 +263,7 @@ def _commit_step(lease, execution, ctx, workflow, step, output, started, action)
         )
         state.setdefault("artifacts", {})[staged.name] = version.as_ref()
         gates.new_version(version, actor_label=lease.owner)
-    state.setdefault("state", {})[step.name] = output
-    notes = state["notes"]
-    # Each fact remembers the step that verified it, so a restart keeps only the facts of
-    # the steps it reuses (executions.restart).
-    notes["facts"] = progress_notes.merge_facts(notes["facts"], [{"step": step.name, **f} for f in ctx.new_facts])
-    notes["hypotheses"] = progress_notes.merge_hypotheses(notes.get("hypotheses", []), ctx.new_hypotheses)
-    notes["completed_steps"].append(step.name)
-    following = workflow.next_step(step.name)
-    notes["next_action"] = workflow.label_for(following) if following else "done"
+    following = _note_step(state, ctx, workflow, step, output)
     attempt = execution.failed_attempts + 1
     if action is not None:  # the effect's receipt before the step's checkpoint (it was fenced above)
         ledger.mark_succeeded(action, output, execution=execution, actor_label=lease.owner)

@@ -58,10 +58,23 @@ def wire_trace(path: Path) -> Iterator[Wire]:
     _parse(path.read_text(errors="replace"), wire)
 
 
+def _messages(trace: str) -> Iterator[str]:
+    """The trace's messages, one each: a query's own newlines continue its message."""
+    message = ""
+    for line in trace.splitlines():
+        if line[:2] in ("F\t", "B\t") and message:
+            yield message
+            message = line
+        else:
+            message = f"{message}\n{line}" if message else line
+    if message:
+        yield message
+
+
 def _parse(trace: str, wire: Wire) -> None:
     last_command = ""
     failed = False
-    for line in trace.splitlines():
+    for line in _messages(trace):
         parts = line.split("\t", 3)
         if len(parts) < 3 or parts[0] not in ("F", "B"):
             continue
