@@ -23,6 +23,12 @@ log = logging.getLogger(__name__)
 def dispatch_on_commit(execution_id: int) -> None:
     """Inside a transaction: note the dispatch and send the message after commit."""
     Execution.objects.filter(pk=execution_id).update(dispatched_at=Now())
+    send_on_commit(execution_id)
+
+
+def send_on_commit(execution_id: int) -> None:
+    """Send the message after commit, for a row that already notes the dispatch (an
+    execution created with ``dispatched_at``: one statement fewer)."""
     transaction.on_commit(lambda: send(execution_id))
 
 

@@ -48,7 +48,8 @@ class Execution(ConcurrentTransitionMixin, models.Model):
     idempotency_key = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001 - NULL: no key (unique per user when set)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
 
-    status = FSMField(default=Status.PENDING, choices=Status.choices, protected=True, db_index=True)
+    # Not indexed alone: every index of the table that filters by status begins with it.
+    status = FSMField(default=Status.PENDING, choices=Status.choices, protected=True)
     status_changed_at = models.DateTimeField(auto_now_add=True)
     status_reason = models.TextField(blank=True, default="")
     # Why it stopped, as a word from the stuck vocabulary (DESIGN §4): waiting_overdue,
@@ -193,7 +194,7 @@ class ExecutionEvent(models.Model):
     )
     actor_label = models.CharField(max_length=200, blank=True, default="")
     payload = models.JSONField(default=dict, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    created_at = models.DateTimeField(auto_now_add=True)  # read by type: (type, created_at)
 
     class Meta:
         ordering = ["id"]
@@ -215,7 +216,8 @@ class StepRun(models.Model):
         SUCCEEDED = "succeeded"
         FAILED = "failed"
 
-    execution = models.ForeignKey(Execution, on_delete=models.CASCADE, related_name="step_runs")
+    # No index of its own: (execution, started_at) and the unique (execution, step, round) begin with it.
+    execution = models.ForeignKey(Execution, on_delete=models.CASCADE, related_name="step_runs", db_index=False)
     step = models.CharField(max_length=100)
     kind = models.CharField(max_length=20)
     round = models.PositiveIntegerField(default=1)

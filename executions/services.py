@@ -57,6 +57,7 @@ def execution_start(
                 idempotency_key=idempotency_key or None,
                 created_by=user,
                 current_step=flow.first_step,
+                dispatched_at=Now(),  # the doorbell rings once this commits (below)
                 deadline=timezone.now() + timedelta(seconds=flow.deadline_seconds) if flow.deadline_seconds else None,
                 context={
                     "state": {},
@@ -74,7 +75,7 @@ def execution_start(
                 actor=user,
                 payload={"workflow": flow.name, "workflow_version": flow.version, "input": parsed},
             )
-            dispatch.dispatch_on_commit(execution.pk)
+            dispatch.send_on_commit(execution.pk)
     except IntegrityError:  # the same key raced in from another request
         existing = Execution.objects.get(created_by=user, idempotency_key=idempotency_key)
         return _replay(existing, digest), False

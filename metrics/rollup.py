@@ -100,8 +100,9 @@ def fold_all(*, now: datetime | None = None, passes: int = 100) -> int:
 
 
 def _begin(target: datetime) -> Folded:
-    """The first fold starts at the first minute of the record (or now, if it is empty)."""
-    first = ExecutionEvent.objects.aggregate(at=Min("created_at"))["at"]
+    """The first fold starts at the first minute of the record — every execution's first
+    event is its creation — or now, if it is empty."""
+    first = ExecutionEvent.objects.filter(type="execution.created").aggregate(at=Min("created_at"))["at"]
     through = _floor(first, Rollup.MINUTE) if first else target
     state, _ = Folded.objects.get_or_create(pk=1, defaults={"through": through, "folded_at": timezone.now()})
     return Folded.objects.select_for_update().get(pk=state.pk)

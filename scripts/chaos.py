@@ -71,6 +71,7 @@ from tests.support.procs import (  # noqa: E402
     PrivatePostgres,
     Proc,
     Processes,
+    approval_decision,
     free_port,
     http,
     keel_env,
@@ -305,15 +306,8 @@ def approve_loop(shared: Shared, web_url: str, token: str) -> None:
                 approval = execution.get("pending_approval")
                 if not approval:
                     continue
-                body = {
-                    "type": "approval.decision",
-                    "approval_id": approval["id"],
-                    "decision": "approve",
-                    "artifact_version": approval["artifact_version"],
-                    "content_sha256": approval["content_sha256"],
-                    # Stable per approval: a retry (or a second sighting) is the same event.
-                    "event_id": f"chaos-approve-{approval['id']}",
-                }
+                # Stable per approval: a retry (or a second sighting) is the same event.
+                body = approval_decision(approval, f"chaos-approve-{approval['id']}")
                 response = post_with_retry(
                     session,
                     f"{web_url}/api/executions/{execution['id']}/events",

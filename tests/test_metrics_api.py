@@ -11,10 +11,8 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from approvals.models import ApprovalRequest, Decision
-from artifacts import store
-from artifacts.services import artifact_version_create
 from executions.models import Action, Execution, ExecutionEvent, Status, StepRun
+from tests.support.records import approved_execution
 
 TOKEN = "scrape-secret"
 
@@ -142,35 +140,7 @@ def make_history(people, n: int) -> None:
 
 
 def _one(requester, manager, *, started, i: int) -> None:
-    execution = Execution.objects.create(
-        workflow="monthly_report", workflow_version=1, input_digest="x", created_by=requester
-    )
-    version = artifact_version_create(
-        execution=execution,
-        kind="report",
-        title="r",
-        blob=store.put(f"report {i}".encode()),
-        content_type="text/markdown",
-        step="draft_report",
-    )
-    request = ApprovalRequest.objects.create(
-        execution=execution,
-        step="review",
-        artifact_version=version,
-        version=version.number,
-        content_sha256=version.sha256,
-        action="publish_report",
-        requested_by=requester,
-    )
-    Decision.objects.create(
-        request=request,
-        event_id=f"e{execution.pk}",
-        decision="approve",
-        decided_by=manager,
-        artifact_version=1,
-        content_sha256=version.sha256,
-        execution_status="running",
-    )
+    execution, _, _ = approved_execution(requester, manager, i)
     key = f"{execution.ref}:publish:v1"
     Action.objects.create(key=key, execution=execution, step="publish", type="publish_report", attempts=1)
     e = {"execution": execution}

@@ -17,8 +17,6 @@ from django.test import Client
 from django.utils import timezone
 
 from approvals.models import ApprovalRequest, Decision
-from artifacts import store
-from artifacts.services import artifact_version_create
 from executions.models import Action, Execution, ExecutionEvent, Status, StepRun
 from metrics import histograms, rollup
 from metrics.history import history
@@ -26,6 +24,7 @@ from metrics.measures import measures
 from metrics.models import Folded, Rollup
 from metrics.prometheus import RESUME_BUCKETS, STEP_BUCKETS
 from metrics.windows import Window
+from tests.support.records import approved_execution
 from tests.test_metrics_api import TOKEN, bearer, queries
 
 # --- histograms
@@ -99,35 +98,9 @@ def rewriting_history():
 
 def _one(requester, manager, began: datetime, i: int, rng: random.Random) -> None:
     workflow = "replacement_order" if i % 3 == 0 else "monthly_report"
-    execution = Execution.objects.create(workflow=workflow, workflow_version=1, input_digest="x", created_by=requester)
-    version = artifact_version_create(
-        execution=execution,
-        kind="report",
-        title="r",
-        blob=store.put(f"report {i}".encode()),
-        content_type="text/markdown",
-        step="draft_report",
-    )
+    execution, request, decision = approved_execution(requester, manager, i, workflow=workflow)
     asked, decided = began + timedelta(seconds=5), began + timedelta(seconds=5 + rng.uniform(1, 300))
-    request = ApprovalRequest.objects.create(
-        execution=execution,
-        step="review",
-        artifact_version=version,
-        version=1,
-        content_sha256=version.sha256,
-        action="publish_report",
-        requested_by=requester,
-    )
     ApprovalRequest.objects.filter(pk=request.pk).update(created_at=asked)
-    decision = Decision.objects.create(
-        request=request,
-        event_id=f"e{execution.pk}",
-        decision="approve",
-        decided_by=manager,
-        artifact_version=1,
-        content_sha256=version.sha256,
-        execution_status="running",
-    )
     Decision.objects.filter(pk=decision.pk).update(created_at=decided)
     key = f"{execution.ref}:publish:v1"
     Action.objects.create(key=key, execution=execution, step="publish", type="publish_report", attempts=1)

@@ -25,7 +25,17 @@ import pytest
 import requests
 from celery import Celery
 
-from tests.support.procs import PrivatePostgres, Proc, Processes, free_port, http, keel_env, manage, wait_for
+from tests.support.procs import (
+    PrivatePostgres,
+    Proc,
+    Processes,
+    approval_decision,
+    free_port,
+    http,
+    keel_env,
+    manage,
+    wait_for,
+)
 
 APP_ROLE = "keel_app"
 N = 12
@@ -235,14 +245,7 @@ class Approver:
             return
         for execution in response.json()["items"]:
             approval = execution["pending_approval"]
-            body = {
-                "type": "approval.decision",
-                "approval_id": approval["id"],
-                "decision": "approve",
-                "artifact_version": approval["artifact_version"],
-                "content_sha256": approval["content_sha256"],
-                "event_id": f"s32-approve-{approval['id']}",
-            }
+            body = approval_decision(approval, f"s32-approve-{approval['id']}")
             answer = self.session.post(f"{self.api}/executions/{execution['id']}/events", json=body, timeout=15)
             if answer.status_code not in (202, 409):
                 self.failures.append((time.time(), f"{execution['id']}: HTTP {answer.status_code}"))

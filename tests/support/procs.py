@@ -64,6 +64,19 @@ def http(token: str | None = None) -> requests.Session:
     return session
 
 
+def approval_decision(approval: dict, event_id: str, decision: str = "approve") -> dict:
+    """The body of ``POST /api/executions/{id}/events`` deciding ``approval`` (an
+    execution's ``pending_approval``) for the exact version and hash it shows."""
+    return {
+        "type": "approval.decision",
+        "approval_id": approval["id"],
+        "decision": decision,
+        "artifact_version": approval["artifact_version"],
+        "content_sha256": approval["content_sha256"],
+        "event_id": event_id,
+    }
+
+
 def responds(url: str) -> bool:
     """Whether anything answers HTTP at ``url`` within a second, whatever the status."""
     try:
