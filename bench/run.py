@@ -164,7 +164,7 @@ while the runner advanced {p["executions"]} executions in this process.
 | write transactions per execution | {p["per_execution"]:.2f} | {steps} steps + 1 claim = {steps + 1} |
 | write transactions per step | {p["per_step"]:.3f} | 1 (+ 1 claim per slice) |
 
-The floor is one commit per compute/model step (output, checkpoint and event
+The floor is one commit per compute/model step (output, checkpoint and step run
 together) and one claim per slice; the last step's commit also completes the
 execution and releases the lease. Durable engines such as DBOS pay about N+2
 commits for N steps.
@@ -172,7 +172,8 @@ commits for N steps.
 ### Throughput, one worker in-process (no broker)
 
 {p["steps"]} steps in total: **{p["steps_per_s"]:.0f} steps/s**, {p["ms_per_step"]:.2f} ms per step
-(one commit, one event row, one step-run row, a fenced UPDATE, a JSON context write).
+(on PostgreSQL one statement, one round trip and one commit each: the fenced
+checkpoint of the row with its JSON context, and the step run; executions/checkpoints.py).
 
 ### End to end: {e["workers"]} Celery worker processes over Redis
 
