@@ -1,18 +1,27 @@
-"""A step's checkpoint in one statement, one round trip and one commit (PostgreSQL).
+"""A worker's fenced write in one statement, one round trip and one commit (PostgreSQL).
 
-The common case — a step succeeded that is not the last, made no artifact and sent no
-effect — needs two writes: the fenced checkpoint of the execution (its state, the next
-step) and the step run. The ORM would send BEGIN, an UPDATE, an INSERT and COMMIT, four
-round trips, and compile both statements each time. Here they are one statement: the
-UPDATE is the fence (our lease token and owner, still running, still at this step) and
-its RETURNING feeds the INSERT, so the step run exists exactly when the fence held, and
-the statement commits on its own (autocommit; inside a caller's transaction it simply
-joins it). Nothing returned: the fence refused, nothing was written.
+A step's end needs a few writes: the fenced UPDATE of the execution (its state, the
+next step — or, for the last step, the ``complete`` transition django-fsm has just
+allowed in memory) and the rows that go with it (the step run; the transition's
+event). The ORM would send BEGIN, each statement, COMMIT — a round trip apiece — and
+compile each statement every time. Here they are one statement:
 
-Everything else — the last step (a transition, through django-fsm), artifacts, effects,
-failures — goes through the ORM path in ``executions.runner``, as does every step on
-SQLite (no UPDATE inside a WITH there). The two paths write the same rows: the tests of
-the runner run on both.
+    WITH fenced AS (
+        UPDATE executions_execution SET … WHERE id = … AND lease_token = … AND … RETURNING id
+    ), i1 AS (
+        INSERT INTO executions_steprun (…) SELECT … FROM fenced
+    )
+    INSERT INTO executions_executionevent (…) SELECT … FROM fenced RETURNING id
+
+The UPDATE is the fence (our lease token and owner, the status it was read with, the
+step); every INSERT selects ``FROM fenced``, so the rows exist exactly when the fence
+held, and the statement commits on its own (autocommit; inside a caller's transaction
+it joins it). Nothing returned: the fence refused, nothing was written.
+
+Values are prepared by the models' own fields (JSON with Django's encoder, aware
+datetimes, ``auto_now_add``), so the rows are the ones the ORM would write. SQLite has
+no UPDATE inside a WITH: there, and for writes that need more (artifacts, effects),
+``executions.runner`` uses the ORM in one transaction.
 """
 
 from __future__ import annotations
@@ -21,81 +30,140 @@ from datetime import datetime
 from typing import Any
 
 from django.db import connection
+from django.db.models import Model
+from django.db.models.sql import UpdateQuery
 
 from .models import Execution, StepRun
 
-# The columns are the models' (executions_execution, executions_steprun); the values
-# are adapted by the models' own fields (JSON with Django's encoder, aware datetimes).
-CHECKPOINT = """
-WITH fenced AS (
-    -- The fence and the checkpoint: only under our lease, only while running at this step.
-    UPDATE executions_execution
-       SET context = %(context)s,
-           current_step = %(following)s,
-           failed_attempts = 0,
-           step_deadline = now() + %(timeout)s::float8 * interval '1 second',  -- NULL without a timeout
-           updated_at = %(now)s
-     WHERE id = %(id)s
-       AND lease_token = %(token)s
-       AND lease_owner = %(owner)s
-       AND status = 'running'
-       AND current_step = %(step)s
- RETURNING id
-)
--- The step run, written only if the fence held.
-INSERT INTO executions_steprun
-       (execution_id, step, kind, round, attempt, outcome, output, error, worker,
-        lease_token, workflow_version, started_at, finished_at)
-SELECT id, %(step)s, %(kind)s, %(round)s, %(attempt)s, %(outcome)s, %(output)s, '', %(owner)s,
-       %(token)s, %(version)s, %(started)s, %(now)s
-  FROM fenced
-RETURNING id
-"""
-
-_CONTEXT = Execution._meta.get_field("context")
-_OUTPUT = StepRun._meta.get_field("output")
-
 
 def available() -> bool:
-    """Whether this database takes the one-statement checkpoint (PostgreSQL)."""
+    """Whether this database takes the one-statement write (PostgreSQL)."""
     return connection.vendor == "postgresql"
+
+
+def fenced_write(values: dict[str, Any], where: dict[str, Any], inserts: list[Model]) -> int | None:
+    """UPDATE the execution's ``values`` (plain values, or expressions the database
+    computes, such as ``now() + lease``) where ``where`` holds (equalities, None for IS
+    NULL; ``pk`` for the id) and INSERT the unsaved ``inserts`` with it, in one statement. The id of the
+    last insert (or of the execution, with none), or None if the fence refused."""
+    ops = connection.ops
+    query = UpdateQuery(Execution)
+    compiler = query.get_compiler(connection=connection)
+    params: list[Any] = []
+    assignments = []
+    for name, value in values.items():
+        column = Execution._meta.get_field(name)
+        if hasattr(value, "resolve_expression"):  # computed by the database: now() + a lease…
+            sql, found = value.resolve_expression(query).as_sql(compiler, connection)
+            assignments.append(f"{ops.quote_name(column.column)} = {sql}")
+            params += found
+        else:
+            assignments.append(f"{ops.quote_name(column.column)} = %s")
+            params.append(column.get_db_prep_save(value, connection))
+    conditions = []
+    for name, value in where.items():
+        column = Execution._meta.pk if name == "pk" else Execution._meta.get_field(name)
+        if value is None:
+            conditions.append(f"{ops.quote_name(column.column)} IS NULL")
+        else:
+            conditions.append(f"{ops.quote_name(column.column)} = %s")
+            params.append(column.get_db_prep_value(value, connection))
+    parts = [
+        f"WITH fenced AS (UPDATE {ops.quote_name(Execution._meta.db_table)} SET {', '.join(assignments)} "
+        f"WHERE {' AND '.join(conditions)} RETURNING id)"
+    ]
+    selects = []
+    for instance in inserts:
+        columns, placeholders, row = _insert_values(instance)
+        table = ops.quote_name(instance._meta.db_table)
+        selects.append(f"INSERT INTO {table} ({', '.join(columns)}) SELECT {', '.join(placeholders)} FROM fenced")
+        params += row
+    if selects:
+        for n, insert in enumerate(selects[:-1], start=1):
+            parts.append(f", i{n} AS ({insert})")
+        parts.append(f" {selects[-1]} RETURNING id")
+    else:
+        parts.append(" SELECT id FROM fenced")
+    with connection.cursor() as cursor:
+        cursor.execute("".join(parts), params)
+        found = cursor.fetchone()
+    return found[0] if found else None
+
+
+def _insert_values(instance: Model) -> tuple[list[str], list[str], list[Any]]:
+    """The columns, placeholders and prepared values of an unsaved ``instance`` (its id left to the database)."""
+    columns, placeholders, row = [], [], []
+    for f in instance._meta.concrete_fields:
+        if f.primary_key:
+            continue
+        columns.append(connection.ops.quote_name(f.column))
+        placeholders.append("%s")
+        row.append(f.get_db_prep_save(f.pre_save(instance, add=True), connection))
+    return columns, placeholders, row
 
 
 def checkpoint_step(
     *,
     execution: Execution,
-    lease_token: int,
-    lease_owner: str,
+    where: dict[str, Any],
     step: str,
     kind: str,
     following: str,
-    timeout: float | None,
+    step_deadline: Any,
     output: dict[str, Any],
     attempt: int,
+    lease_token: int,
+    worker: str,
     started: datetime,
     now: datetime,
 ) -> bool:
     """Checkpoint ``execution`` past ``step`` to ``following`` and record the step's run.
     True if written; False if the fence refused (nothing written)."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            CHECKPOINT,
-            {
-                "context": _CONTEXT.get_db_prep_value(execution.context, connection),
-                "following": following,
-                "timeout": timeout,
-                "now": now,
-                "id": execution.pk,
-                "token": lease_token,
-                "owner": lease_owner,
-                "step": step,
-                "kind": kind,
-                "round": execution.round,
-                "attempt": attempt,
-                "outcome": StepRun.Outcome.SUCCEEDED,
-                "output": _OUTPUT.get_db_prep_value(output, connection),
-                "version": execution.workflow_version,
-                "started": started,
-            },
-        )
-        return cursor.fetchone() is not None
+    run = step_run(
+        execution,
+        step=step,
+        kind=kind,
+        output=output,
+        attempt=attempt,
+        lease_token=lease_token,
+        worker=worker,
+        started=started,
+        finished=now,
+    )
+    values = {
+        "context": execution.context,
+        "current_step": following,
+        "failed_attempts": 0,
+        "step_deadline": step_deadline,
+        "updated_at": now,
+    }
+    return fenced_write(values, where, [run]) is not None
+
+
+def step_run(
+    execution: Execution,
+    *,
+    step: str,
+    kind: str,
+    output: dict,
+    attempt: int,
+    lease_token: int,
+    worker: str,
+    started: datetime,
+    finished: datetime,
+) -> StepRun:
+    """The unsaved run of a step that succeeded."""
+    return StepRun(
+        execution_id=execution.pk,
+        step=step,
+        kind=kind,
+        round=execution.round,
+        attempt=attempt,
+        outcome=StepRun.Outcome.SUCCEEDED,
+        output=output,
+        worker=worker,
+        lease_token=lease_token,
+        workflow_version=execution.workflow_version,
+        started_at=started,
+        finished_at=finished,
+    )

@@ -12,9 +12,11 @@ from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
+from django.db.models import Model
 from django.utils import timezone
 from django_fsm import TransitionNotAllowed
 
+from . import checkpoints
 from .models import Execution, ExecutionEvent
 
 # Every transition method on Execution, so callers name them and tests can walk them.
@@ -33,7 +35,7 @@ TRANSITIONS = (
     "resume",
 )
 
-__all__ = ["TRANSITIONS", "Fenced", "TransitionNotAllowed", "apply", "record"]
+__all__ = ["TRANSITIONS", "Fenced", "TransitionNotAllowed", "apply", "event", "record"]
 
 
 class Fenced(Exception):
@@ -53,6 +55,7 @@ def apply(
     payload: dict[str, Any] | None = None,
     update_fields: tuple[str, ...] = (),
     where: dict[str, Any] | None = None,
+    with_rows: tuple[Model, ...] = (),
 ) -> ExecutionEvent:
     """Run transition ``name``, save it, and append the event. Raises TransitionNotAllowed.
 
@@ -61,25 +64,21 @@ def apply(
     counts. ``update_fields`` names other fields the caller changed on ``execution``
     that must be saved in the same UPDATE. ``where``: more conditions for that UPDATE
     (a worker's fence: its lease token and step); if the row doesn't meet them nothing
-    is written and ``Fenced`` is raised.
+    is written and ``Fenced`` is raised. A fenced transition is written in one statement
+    on PostgreSQL (``executions.checkpoints``), with ``with_rows`` (unsaved rows that
+    belong to it, e.g. the last step's run) inserted in the same statement, and needs no
+    transaction; elsewhere in the caller's transaction, as every unfenced transition.
     """
     if name not in TRANSITIONS:
         raise ValueError(f"unknown transition {name!r}")
-    assert transaction.get_connection().in_atomic_block, "lifecycle.apply needs an open transaction"
+    assert where is not None or transaction.get_connection().in_atomic_block, "lifecycle.apply needs a transaction"
     before, entered = execution.status, execution.status_changed_at
     getattr(execution, name)()
     execution.status_changed_at = timezone.now()
     execution.status_reason = reason  # the reason for *this* status; none clears the last one
     execution.reason_code = code
     fields = {"status", "status_changed_at", "status_reason", "reason_code", "updated_at", *update_fields}
-    if where is None:
-        execution.save(update_fields=sorted(fields))
-    else:
-        execution.updated_at = execution.status_changed_at
-        values = {name: getattr(execution, name) for name in fields}
-        if not Execution.objects.filter(**{**where, "status": before}).update(**values):
-            raise Fenced(f"{execution.ref} is not {before} under the conditions {sorted(where)}")
-    return record(
+    transition = event(
         execution,
         "transition",
         from_status=before,
@@ -96,6 +95,27 @@ def apply(
             **(payload or {}),
         },
     )
+    if where is None:
+        execution.save(update_fields=sorted(fields))
+        for row in with_rows:
+            row.save()
+        transition.save()
+        return transition
+    execution.updated_at = execution.status_changed_at
+    values = {name: getattr(execution, name) for name in sorted(fields)}
+    fence = {**where, "status": before}
+    if checkpoints.available():  # the UPDATE, ``with_rows`` and the event: one statement
+        transition.pk = checkpoints.fenced_write(values, fence, [*with_rows, transition])
+        if transition.pk is None:
+            raise Fenced(f"{execution.ref} is not {before} under the conditions {sorted(where)}")
+        return transition
+    assert transaction.get_connection().in_atomic_block, "lifecycle.apply needs a transaction"
+    if not Execution.objects.filter(**fence).update(**values):
+        raise Fenced(f"{execution.ref} is not {before} under the conditions {sorted(where)}")
+    for row in with_rows:
+        row.save()
+    transition.save()
+    return transition
 
 
 def record(
@@ -110,9 +130,35 @@ def record(
     payload: dict[str, Any] | None = None,
 ) -> ExecutionEvent:
     """Append one event to the execution's history (never updated afterwards)."""
+    made = event(
+        execution,
+        type,
+        from_status=from_status,
+        to_status=to_status,
+        step=step,
+        actor=actor,
+        actor_label=actor_label,
+        payload=payload,
+    )
+    made.save()
+    return made
+
+
+def event(
+    execution: Execution,
+    type: str,
+    *,
+    from_status: str = "",
+    to_status: str = "",
+    step: str = "",
+    actor: AbstractBaseUser | None = None,
+    actor_label: str = "",
+    payload: dict[str, Any] | None = None,
+) -> ExecutionEvent:
+    """An event, unsaved (``record`` saves one; ``apply`` writes them with a transition)."""
     if actor is not None and not actor_label:
         actor_label = f"user:{actor.get_username()}"
-    return ExecutionEvent.objects.create(
+    return ExecutionEvent(
         execution=execution,
         type=type,
         from_status=from_status,

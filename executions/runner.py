@@ -189,8 +189,8 @@ def _checkpoint(
     execution = ctx.execution
     try:
         following = workflow.next_step(step.name)
-        if following and not ctx.staged_artifacts and action is None and checkpoints.available():
-            _checkpoint_in_one(lease, execution, ctx, workflow, step, output, started, following)
+        if not ctx.staged_artifacts and action is None and checkpoints.available():
+            _finish_in_one(lease, execution, ctx, workflow, step, output, started, following)
         else:
             with transaction.atomic():
                 if ctx.staged_artifacts or action is not None:  # prove the lease before writing anything
@@ -222,26 +222,67 @@ def _note_step(state: dict[str, Any], ctx: StepContext, workflow: Workflow, step
     return following
 
 
-def _checkpoint_in_one(lease, execution, ctx, workflow, step, output, started, following) -> None:
-    """A step that is not the last, with no artifact and no effect: the checkpoint and
-    its step run in one statement (executions.checkpoints). Raises Fenced if refused."""
+def _finish_in_one(lease, execution, ctx, workflow, step, output, started, following) -> None:
+    """A step with no artifact and no effect: its checkpoint (or, for the last step, the
+    completion) and its step run in one statement (executions.checkpoints). Raises Fenced
+    if refused."""
     _note_step(execution.context, ctx, workflow, step, output)
+    attempt = execution.failed_attempts + 1
+    if not following:
+        _complete(lease, execution, step, output, started, attempt)
+        return
     written = checkpoints.checkpoint_step(
         execution=execution,
-        lease_token=lease.token,
-        lease_owner=lease.owner,
+        where=leases.fence_conditions(lease, step.name),
         step=step.name,
         kind=step.kind,
         following=following,
-        timeout=workflow.timeout_for(following),
+        step_deadline=leases.in_seconds(workflow.timeout_for(following)),
         output=output,
-        attempt=execution.failed_attempts + 1,
+        attempt=attempt,
+        lease_token=lease.token,
+        worker=lease.owner,
         started=started,
         now=timezone.now(),
     )
     if not written:
         raise leases.Fenced(f"execution {lease.execution_id} is not running at {step.name} under token {lease.token}")
     execution.failed_attempts, execution.current_step = 0, following
+
+
+def _complete(lease, execution, step, output, started, attempt) -> None:
+    """The last step done: the ``complete`` transition with the checkpoint and the lease
+    given back, fenced, with the step's run (written first, so the timeline reads it
+    before the completion). Raises Fenced if the lease is gone or the execution moved on."""
+    run = checkpoints.step_run(
+        execution,
+        step=step.name,
+        kind=step.kind,
+        output=output,
+        attempt=attempt,
+        lease_token=lease.token,
+        worker=lease.owner,
+        started=started,
+        finished=timezone.now(),
+    )
+    execution.current_step, execution.step_deadline, execution.failed_attempts = "", None, 0
+    execution.lease_owner, execution.lease_expires_at = "", None  # the lease is given back with it
+    lifecycle.apply(
+        execution,
+        "complete",
+        actor_label=lease.owner,
+        update_fields=(
+            "context",
+            "current_step",
+            "failed_attempts",
+            "step_deadline",
+            "lease_owner",
+            "lease_expires_at",
+        ),
+        where=leases.fence_conditions(lease, step.name),
+        payload={"step": step.name},
+        with_rows=(run,),
+    )
 
 
 def _commit_step(lease, execution, ctx, workflow, step, output, started, action) -> str:
@@ -281,29 +322,9 @@ def _commit_step(lease, execution, ctx, workflow, step, output, started, action)
             updated_at=timezone.now(),
         )
         execution.current_step = following
+        _record_run(lease, execution, step, started, StepRun.Outcome.SUCCEEDED, output=output, attempt=attempt)
     else:
-        # The step run first, so the timeline reads it before the completion (if the fenced
-        # UPDATE below finds the lease gone, the whole transaction rolls back with it).
-        _record_run(lease, execution, step, started, StepRun.Outcome.SUCCEEDED, output=output, attempt=attempt)
-        execution.current_step, execution.step_deadline = "", None
-        execution.lease_owner, execution.lease_expires_at = "", None  # the lease is given back with it
-        lifecycle.apply(
-            execution,
-            "complete",
-            actor_label=lease.owner,
-            update_fields=(
-                "context",
-                "current_step",
-                "failed_attempts",
-                "step_deadline",
-                "lease_owner",
-                "lease_expires_at",
-            ),
-            where=leases.fence_conditions(lease, step.name),
-            payload={"step": step.name},
-        )
-    if following:
-        _record_run(lease, execution, step, started, StepRun.Outcome.SUCCEEDED, output=output, attempt=attempt)
+        _complete(lease, execution, step, output, started, attempt)
     return following
 
 

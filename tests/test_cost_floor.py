@@ -5,12 +5,12 @@
 - A Celery worker process serves 100 tasks on one database connection.
 
 Measured before the optimisation: 41 statements and 11 commits for the 5-step
-workflow, and a new connection per task. Now, on PostgreSQL: 10 statements and 14
-round trips (the claim: the row locked and read, the lease and the transition in one
-UPDATE, its event, in one transaction; each of the first four steps: one statement
-that fences, checkpoints and records the step run, committing on its own —
-executions.checkpoints; the last step: its run, the completion and its event) and 6
-commits. A broken measurement is a plain failure (``pytest.fail``), not a floor
+workflow, and a new connection per task. Now, on PostgreSQL: 7 statements and 9
+round trips (the claim: the row locked and read, then the lease, the transition and
+its event in one statement, in one transaction; each step: one statement that fences,
+checkpoints and records the step run — for the last step also the completion and its
+event — committing on its own: executions.checkpoints) and 6 commits.
+A broken measurement is a plain failure (``pytest.fail``), not a floor
 miss.
 """
 
