@@ -57,8 +57,10 @@ def shape(sql: str) -> tuple[str, str]:
     kind = sql.split(None, 1)[0].upper()
     found = TABLE.search(sql)
     table = (found.group(1) if found else "?").removeprefix("executions_")
-    if kind == "WITH" and "executions_steprun" in sql:
-        kind, label = "UPDATE+INSERT", "WITH fenced UPDATE execution … INSERT steprun (executions.checkpoints)"
+    if kind == "WITH" and "fenced" in sql:  # executions.checkpoints: one fenced UPDATE and its INSERTs
+        inserted = [t for t in ("steprun", "executionevent") if f"executions_{t}" in sql]
+        kind = "UPDATE+INSERT"
+        label = f"WITH fenced UPDATE execution … INSERT {' + '.join(inserted)} (executions.checkpoints)"
     elif kind == "UPDATE":
         head = sql.split(" WHERE ", 1)[0]
         columns = SET_COLUMNS.findall(head.split(" SET ", 1)[-1])
@@ -99,7 +101,7 @@ class Counting:
             self.shapes[label] += 1
             if self.connection.get_autocommit():
                 self.autocommit += 1
-            elif kind in ("INSERT", "UPDATE", "DELETE"):
+            elif kind in ("INSERT", "UPDATE", "DELETE", "UPDATE+INSERT"):
                 self._writing = True
 
     def on_commit(self, seconds: float) -> None:
