@@ -103,33 +103,10 @@ def _insert_values(instance: Model) -> tuple[list[str], list[str], list[Any]]:
 
 
 def checkpoint_step(
-    *,
-    execution: Execution,
-    where: dict[str, Any],
-    step: str,
-    kind: str,
-    following: str,
-    step_deadline: Any,
-    output: dict[str, Any],
-    attempt: int,
-    lease_token: int,
-    worker: str,
-    started: datetime,
-    now: datetime,
+    *, execution: Execution, where: dict[str, Any], following: str, step_deadline: Any, run: StepRun, now: datetime
 ) -> bool:
-    """Checkpoint ``execution`` past ``step`` to ``following`` and record the step's run.
+    """Checkpoint ``execution`` to ``following`` and insert its step's ``run`` (unsaved).
     True if written; False if the fence refused (nothing written)."""
-    run = step_run(
-        execution,
-        step=step,
-        kind=kind,
-        output=output,
-        attempt=attempt,
-        lease_token=lease_token,
-        worker=worker,
-        started=started,
-        finished=now,
-    )
     values = {
         "context": execution.context,
         "current_step": following,
@@ -138,32 +115,3 @@ def checkpoint_step(
         "updated_at": now,
     }
     return fenced_write(values, where, [run]) is not None
-
-
-def step_run(
-    execution: Execution,
-    *,
-    step: str,
-    kind: str,
-    output: dict,
-    attempt: int,
-    lease_token: int,
-    worker: str,
-    started: datetime,
-    finished: datetime,
-) -> StepRun:
-    """The unsaved run of a step that succeeded."""
-    return StepRun(
-        execution_id=execution.pk,
-        step=step,
-        kind=kind,
-        round=execution.round,
-        attempt=attempt,
-        outcome=StepRun.Outcome.SUCCEEDED,
-        output=output,
-        worker=worker,
-        lease_token=lease_token,
-        workflow_version=execution.workflow_version,
-        started_at=started,
-        finished_at=finished,
-    )

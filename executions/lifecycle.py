@@ -118,28 +118,10 @@ def apply(
     return transition
 
 
-def record(
-    execution: Execution,
-    type: str,
-    *,
-    from_status: str = "",
-    to_status: str = "",
-    step: str = "",
-    actor: AbstractBaseUser | None = None,
-    actor_label: str = "",
-    payload: dict[str, Any] | None = None,
-) -> ExecutionEvent:
-    """Append one event to the execution's history (never updated afterwards)."""
-    made = event(
-        execution,
-        type,
-        from_status=from_status,
-        to_status=to_status,
-        step=step,
-        actor=actor,
-        actor_label=actor_label,
-        payload=payload,
-    )
+def record(execution: Execution, type: str, **fields: Any) -> ExecutionEvent:
+    """Append one event to the execution's history (never updated afterwards); ``fields``
+    as ``event``'s."""
+    made = event(execution, type, **fields)
     made.save()
     return made
 

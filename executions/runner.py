@@ -234,15 +234,9 @@ def _finish_in_one(lease, execution, ctx, workflow, step, output, started, follo
     written = checkpoints.checkpoint_step(
         execution=execution,
         where=leases.fence_conditions(lease, step.name),
-        step=step.name,
-        kind=step.kind,
         following=following,
         step_deadline=leases.in_seconds(workflow.timeout_for(following)),
-        output=output,
-        attempt=attempt,
-        lease_token=lease.token,
-        worker=lease.owner,
-        started=started,
+        run=_run_of(lease, execution, step, started, StepRun.Outcome.SUCCEEDED, output=output, attempt=attempt),
         now=timezone.now(),
     )
     if not written:
@@ -254,17 +248,7 @@ def _complete(lease, execution, step, output, started, attempt) -> None:
     """The last step done: the ``complete`` transition with the checkpoint and the lease
     given back, fenced, with the step's run (written first, so the timeline reads it
     before the completion). Raises Fenced if the lease is gone or the execution moved on."""
-    run = checkpoints.step_run(
-        execution,
-        step=step.name,
-        kind=step.kind,
-        output=output,
-        attempt=attempt,
-        lease_token=lease.token,
-        worker=lease.owner,
-        started=started,
-        finished=timezone.now(),
-    )
+    run = _run_of(lease, execution, step, started, StepRun.Outcome.SUCCEEDED, output=output, attempt=attempt)
     execution.current_step, execution.step_deadline, execution.failed_attempts = "", None, 0
     execution.lease_owner, execution.lease_expires_at = "", None  # the lease is given back with it
     lifecycle.apply(
@@ -537,7 +521,13 @@ def _record_run(
     """Append this attempt's StepRun (inside the fenced transaction); returns the attempt
     number: the step's failed attempts in this round, plus one."""
     attempt = attempt or execution.failed_attempts + 1
-    StepRun.objects.create(
+    _run_of(lease, execution, step, started, outcome, output=output, error=error, attempt=attempt).save()
+    return attempt
+
+
+def _run_of(lease, execution, step, started, outcome, *, output: dict, error: str = "", attempt: int) -> StepRun:
+    """This attempt's StepRun, unsaved."""
+    return StepRun(
         execution=execution,
         step=step.name,
         kind=step.kind,
@@ -551,4 +541,3 @@ def _record_run(
         workflow_version=execution.workflow_version,
         started_at=started,
     )
-    return attempt
