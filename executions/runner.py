@@ -3,9 +3,9 @@
 A worker that holds the lease runs the next step directly, without a round trip
 through the broker, until the execution waits, stops, or the slice's time is up;
 then it gives the lease back and rings again. Every write is fenced by the lease
-token. Cost: one commit per compute/model step (checkpoint + step run, one statement on
-PostgreSQL: executions.checkpoints), two
-per effect (ledger row before the call, result after), one claim per slice.
+token. Cost: one commit per compute/model step (checkpoint + step run, one statement
+on PostgreSQL: executions.checkpoints), two per effect (ledger row before the call,
+result after), one claim per slice.
 
 A worker that loses its database connection mid-slice (a restart, a failover, a
 killed backend) is treated as a worker that crashed: it writes nothing more and
