@@ -10,9 +10,9 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 
 from . import ledger
-from .errors import Conflict, Forbidden, InvalidInput, NotFound
+from .errors import Conflict, NotFound
 from .models import Action, Execution, Status
-from .services import OPERATE
+from .services import operator_outcome
 
 
 def action_close(*, key: str, user: AbstractBaseUser, outcome: str, evidence: str) -> Action:
@@ -21,13 +21,9 @@ def action_close(*, key: str, user: AbstractBaseUser, outcome: str, evidence: st
     Raises Forbidden, InvalidInput naming ``outcome`` or ``evidence``, NotFound, Conflict
     (not a compensation, not planned any more, the execution not cancelled).
     """
-    if not user.has_perm(OPERATE):
-        raise Forbidden("only operators may close compensations")
-    if outcome not in (Action.State.SUCCEEDED, Action.State.FAILED):
-        raise InvalidInput("outcome", "must be succeeded or failed")
-    evidence = evidence.strip()
-    if not evidence:
-        raise InvalidInput("evidence", "say what was done at the provider, and how you know")
+    evidence = operator_outcome(
+        user, outcome, evidence, act="close compensations", hint="say what was done at the provider, and how you know"
+    )
     found = Action.objects.filter(key=key).values_list("execution_id", flat=True).first()
     if found is None:
         raise NotFound(f"no action {key}")

@@ -236,6 +236,20 @@ def execution_retry_now(*, ref: str, user: AbstractBaseUser, reason: str) -> Exe
     return execution
 
 
+def operator_outcome(user: AbstractBaseUser, outcome: str, evidence: str, *, act: str, hint: str) -> str:
+    """An operator's word on an action's outcome, checked: Forbidden for anyone else,
+    InvalidInput naming ``outcome`` (succeeded or failed) or ``evidence`` (``hint`` says
+    what to write). Returns the evidence, stripped."""
+    if not user.has_perm(OPERATE):
+        raise Forbidden(f"only operators may {act}")
+    if outcome not in (Action.State.SUCCEEDED, Action.State.FAILED):
+        raise InvalidInput("outcome", "must be succeeded or failed")
+    evidence = evidence.strip()
+    if not evidence:
+        raise InvalidInput("evidence", hint)
+    return evidence
+
+
 def action_resolve(
     *, key: str, user: AbstractBaseUser, outcome: str, evidence: str, receipt: dict[str, Any] | None = None
 ) -> Action:
@@ -249,13 +263,9 @@ def action_resolve(
     ``failed`` fails the execution. Raises InvalidInput naming ``receipt.<field>``
     (nothing written), Forbidden, NotFound, Conflict.
     """
-    if not user.has_perm(OPERATE):
-        raise Forbidden("only operators may resolve actions")
-    if outcome not in (Action.State.SUCCEEDED, Action.State.FAILED):
-        raise InvalidInput("outcome", "must be succeeded or failed")
-    evidence = evidence.strip()
-    if not evidence:
-        raise InvalidInput("evidence", "say how you established the outcome")
+    evidence = operator_outcome(
+        user, outcome, evidence, act="resolve actions", hint="say how you established the outcome"
+    )
     if receipt is not None and not isinstance(receipt, dict):
         raise InvalidInput("receipt", "must be an object of receipt fields")
     given = {k: v for k, v in (receipt or {}).items() if v not in (None, "")}
