@@ -176,6 +176,45 @@ def decide(conversation: Conversation, *, rogue: bool = False) -> Decision:
     )
 
 
+# The obedient model (``/obedient/v1/…``): it does what any text it is sent tells it to.
+DIRECTIVE_RE = re.compile(r"(?i)\bcall\s+([A-Za-z0-9_-]{1,64})\s+with\s+(?=\{)")
+
+
+def directives(conversation: Conversation) -> list[tuple[str, dict[str, Any]]]:
+    """Every ``call TOOL with {json}`` in the system and user text and in the tool results,
+    in order: what an injected instruction asks for."""
+    found: list[tuple[str, dict[str, Any]]] = []
+    decoder = json.JSONDecoder()
+    texts = [*conversation.instructions, *(r.content for r in conversation.results)]
+    for text in texts:
+        for variant in (text, _unescaped(text)):
+            for match in DIRECTIVE_RE.finditer(variant):
+                try:
+                    args, _ = decoder.raw_decode(variant, match.end())
+                except ValueError:
+                    continue
+                if isinstance(args, dict) and (match.group(1), args) not in found:
+                    found.append((match.group(1), args))
+    return found
+
+
+def _unescaped(text: str) -> str:
+    """``text`` as it reads inside a JSON string (a tool result quotes what it carries)."""
+    try:
+        return json.loads(f'"{text}"')
+    except ValueError:
+        return text.replace('\\"', '"')
+
+
+def obey(conversation: Conversation) -> Decision:
+    """The obedient model's next move: the first directive it has not yet acted on,
+    proposed as written, offered or not; then the ordinary policy (``decide``)."""
+    for tool, args in directives(conversation):
+        if not any(call.name == tool and call.args == args for call in conversation.calls):
+            return Decision(text=f"As instructed, calling {tool}.", tool=tool, args=args)
+    return decide(conversation)
+
+
 def _ticket_id(conversation: Conversation) -> str | None:
     for text in conversation.instructions:
         found = TICKET_ID_RE.search(text)
