@@ -119,7 +119,7 @@ def audit_export(request: HttpRequest) -> HttpResponse:
                     r.requested_by.get_username(),
                     r.created_at.isoformat(),
                     r.status,
-                    d.decided_by.get_username() if d else "",
+                    d.approver if d else "",
                     d.decision if d else "",
                     d.created_at.isoformat() if d else "",
                     d.comment if d else "",

@@ -16,9 +16,9 @@ What the policy reads from a conversation:
   The policy uses the last successful result of each tool, parsed as a JSON
   object: ``get_ticket`` needs ``order_id``, ``sku``, ``quantity`` (the
   sandbox's ``GET /tickets/{id}`` body), ``check_stock`` needs ``available``
-  (``GET /stock/{sku}``); ``lookup_order`` (``GET /orders/{id}``) adds the
-  shipping city to the reply, and ``submit_replacement`` may carry
-  ``order_id`` and ``quantity`` (the effective quantity) for the reply.
+  (``GET /stock/{sku}``); ``lookup_order`` (``GET /orders/{id}``) only has to
+  have succeeded, and ``submit_replacement`` may carry
+  ``order_id`` and ``quantity`` (the effective quantity) for the final text.
 
 Decision table (first row that applies wins):
 
@@ -37,9 +37,9 @@ Decision table (first row that applies wins):
  7     available > 0, ``submit_replacement``        ``submit_replacement {"original_order",
        not done                                     "sku", "quantity": min(ticket quantity,
                                                     available)}``
- 8     ``reply_to_customer`` not done               ``reply_to_customer {"ticket", "message"}``
-                                                    (replacement sent / partly sent / out of
-                                                    stock)
+ 8     ``reply_to_customer`` not done               ``reply_to_customer {"ticket"}`` (the
+                                                    runtime writes the message from its
+                                                    template)
  9     otherwise                                    final text summing up
 =====  ==========================================  ===========================================
 
@@ -159,11 +159,8 @@ def decide(conversation: Conversation, *, rogue: bool = False) -> Decision:
         args = {"original_order": order_id, "sku": sku, "quantity": replace}
         return propose("submit_replacement", args, f"Proposing a replacement of {replace} × {sku} for {order_id}.")
     replacement = done.get("submit_replacement")
-    if "reply_to_customer" not in done:
-        message = _reply(ticket, (done["lookup_order"].data or {}), replacement, available)
-        return propose(
-            "reply_to_customer", {"ticket": ticket_id, "message": message}, f"Answering the customer of {ticket_id}."
-        )
+    if "reply_to_customer" not in done:  # the runtime writes the reply from its template
+        return propose("reply_to_customer", {"ticket": ticket_id}, f"Answering the customer of {ticket_id}.")
     if replacement is None:
         return Decision(
             text=f"Done with {ticket_id}: {sku} is out of stock, so no replacement was submitted; "
@@ -258,25 +255,6 @@ def _replacement_facts(result: ToolResult) -> tuple[str | None, int]:
     if isinstance(quantity, bool) or not isinstance(quantity, int):
         quantity = 0
     return (order_id if isinstance(order_id, str) and order_id else None), quantity
-
-
-def _reply(ticket: dict[str, Any], order: dict[str, Any], replacement: ToolResult | None, available: int) -> str:
-    greeting = f"Dear {ticket['customer']},"
-    sorry = f"we are sorry that your {ticket['item']} from order {ticket['order_id']} arrived damaged."
-    if replacement is None:
-        return (
-            f"{greeting} {sorry} It is out of stock at the moment, so we cannot send a replacement yet; "
-            "a colleague will contact you about a refund."
-        )
-    new_order, sent = _replacement_facts(replacement)
-    address = order.get("shipping_address")
-    city = address.get("city") if isinstance(address, dict) else None
-    where = f" to {city}" if isinstance(city, str) and city else ""
-    ref = f" (order {new_order})" if new_order else ""
-    text = f"{greeting} {sorry} We have sent {sent} replacement(s){ref}{where}."
-    if available < ticket["quantity"] and sent < ticket["quantity"]:
-        text += f" The remaining {ticket['quantity'] - sent} will follow as soon as they are back in stock."
-    return text
 
 
 def _rogue(ticket_id: str | None, done: dict[str, ToolResult]) -> Decision:
