@@ -48,6 +48,11 @@ if PRODUCTION and DEBUG:
     raise ImproperlyConfigured("KEEL_ENV=production refuses DJANGO_DEBUG=on: debug pages show settings and data.")
 if os.environ.get("DJANGO_SECRET_KEY"):
     SECRET_KEY = os.environ["DJANGO_SECRET_KEY"]
+    if PRODUCTION and (len(SECRET_KEY) < 50 or len(set(SECRET_KEY)) < 5):
+        raise ImproperlyConfigured(
+            "KEEL_ENV=production refuses a weak DJANGO_SECRET_KEY (under 50 characters, or fewer than 5 distinct "
+            "ones): make one with python -c 'import secrets; print(secrets.token_urlsafe(50))'."
+        )
 elif PRODUCTION:
     raise ImproperlyConfigured(
         "KEEL_ENV=production needs DJANGO_SECRET_KEY: one long random value shared by every process."
@@ -155,8 +160,13 @@ else:
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
+# Every password a person sets through a form (the admin, a password change): at least 12
+# characters, not like the username or e-mail, not one of the 20,000 most common, not only digits.
 AUTH_PASSWORD_VALIDATORS = [
-    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator", "OPTIONS": {"min_length": 12}},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
 # --- Login throttling (django-axes): after KEEL_LOGIN_FAILURE_LIMIT failed logins for one
 # username from one address, that pair is locked out for KEEL_LOGIN_COOLOFF_MINUTES (each
@@ -173,6 +183,11 @@ AXES_RESET_ON_SUCCESS = True
 AXES_ENABLE_ACCESS_FAILURE_LOG = True
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
 AXES_VERBOSE = False
+# Behind the documented proxy (docs/operations.md, "The web server"), the client's address is
+# the one the last KEEL_TRUSTED_PROXY_COUNT proxies put in X-Forwarded-For: lockouts are per
+# real client, so failures from one address can't lock an account for everyone behind the proxy.
+KEEL_TRUSTED_PROXY_COUNT = env_int("KEEL_TRUSTED_PROXY_COUNT", 0)
+AXES_CLIENT_IP_CALLABLE = "config.login.client_address"
 
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "executions:list"

@@ -182,11 +182,11 @@ def _declared(execution: Execution, wait: Wait) -> WaitFor:
 
 
 def _replay(event_id: str, execution: Execution, name: str) -> dict[str, str] | None:
-    previous = Wait.objects.filter(event_id=event_id).first()
+    previous = Wait.objects.filter(execution=execution, event_id=event_id).first()  # ids are per execution
     if previous is None:
         return None
-    if previous.execution_id != execution.pk or previous.signal != name:
-        raise Conflict(f"event_id {event_id} was already used for another signal")
+    if previous.signal != name:
+        raise Conflict(f"event_id {event_id} was already used for another signal of {execution.ref}")
     return {"event_id": event_id, "execution_status": previous.execution_status}
 
 

@@ -204,10 +204,12 @@ def _unescaped(text: str) -> str:
 
 
 def obey(conversation: Conversation) -> Decision:
-    """The obedient model's next move: the first directive it has not yet acted on,
-    proposed as written, offered or not; then the ordinary policy (``decide``)."""
+    """The obedient model's next move: the first directive it has not yet acted on whose
+    tool is offered now, proposed exactly as written; otherwise the ordinary policy
+    (``decide``). Each directive is tried once (a refusal doesn't make it insist)."""
     for tool, args in directives(conversation):
-        if not any(call.name == tool and call.args == args for call in conversation.calls):
+        tried = any(call.name == tool and call.args == args for call in conversation.calls)
+        if not tried and tool in conversation.tools:
             return Decision(text=f"As instructed, calling {tool}.", tool=tool, args=args)
     return decide(conversation)
 

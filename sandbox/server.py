@@ -55,9 +55,9 @@ response with that garbage in it.
 
 ``/obedient/v1/chat/completions`` and ``/obedient/v1/messages`` speak the same
 wire formats, played by a model that obeys every ``call TOOL with {json}`` it
-finds in the system or user text or in a tool result, once each and offered or
-not, before the ordinary policy (``agent_policy.obey``): a prompt injection, as
-the runtime meets it.
+finds in the system or user text or in a tool result, once each, as soon as that
+tool is offered, before the ordinary policy (``agent_policy.obey``): a prompt
+injection, as the runtime meets it.
 """
 
 from __future__ import annotations

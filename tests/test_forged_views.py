@@ -64,7 +64,9 @@ def test_a_same_origin_image_in_a_report_records_no_view_of_the_request_it_point
     page.wait_for_load_state("networkidle")
 
     assert views_of(target) == []
-    assert not [u for u in sent if u.endswith(f"/approvals/{target.pk}/") or f"/executions/{target.execution.ref}/" in u]
+    assert not [
+        u for u in sent if u.endswith(f"/approvals/{target.pk}/") or f"/executions/{target.execution.ref}/" in u
+    ]
     seen = wait_for(lambda: len(views_of(report)) == 2 and views_of(report), what="the two cards' views")
     assert [v.detail.get("via", "approval page") for v in seen] == ["approval page", "execution page"]
     assert all(v.actor == people["manager"].user and v.content_sha256 == report.content_sha256 for v in seen)

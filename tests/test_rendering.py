@@ -70,7 +70,10 @@ def test_raw_html_in_markdown_is_shown_as_text(raw):
         ("<p>ok<script>alert(1)</script></p>", "<p>ok</p>"),
         ('<img src="/artifacts/A_1/v1/raw" onerror="alert(1)">', '<img src="/artifacts/A_1/v1/raw">'),
         ('<img src="/static/a.png">', "<img>"),  # this site, but not the artifact store
-        ('<a href="//evil.example/x">a</a>', '<a href="https://evil.example/x" rel="noopener noreferrer nofollow">a</a>'),
+        (
+            '<a href="//evil.example/x">a</a>',
+            '<a href="https://evil.example/x" rel="noopener noreferrer nofollow">a</a>',
+        ),
         ('<a href="javascript:alert(1)" onclick="x">a</a>', '<a rel="noopener noreferrer nofollow">a</a>'),
         ('<a href="java\tscript:alert(1)">a</a>', '<a rel="noopener noreferrer nofollow">a</a>'),
         ('<a href="data:text/html,hi">a</a>', '<a rel="noopener noreferrer nofollow">a</a>'),
