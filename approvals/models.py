@@ -120,7 +120,7 @@ class Decision(models.Model):
     decision = models.CharField(max_length=20, choices=Verdict.choices)
     decided_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
     # The approver's username when they decided: history shows who decided, even after a rename.
-    decided_by_username = models.CharField(max_length=150, blank=True, default="")
+    decided_by_username = models.CharField(max_length=150, blank=True, default="", db_default="")
     artifact_version = models.PositiveIntegerField()
     content_sha256 = models.CharField(max_length=64)
     comment = models.TextField(blank=True, default="")

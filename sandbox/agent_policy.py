@@ -55,7 +55,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sandbox import support_data
@@ -207,11 +207,14 @@ def obey(conversation: Conversation) -> Decision:
     """The obedient model's next move: the first directive it has not yet acted on whose
     tool is offered now, proposed exactly as written; otherwise the ordinary policy
     (``decide``). Each directive is tried once (a refusal doesn't make it insist)."""
-    for tool, args in directives(conversation):
+    found = directives(conversation)
+    for tool, args in found:
         tried = any(call.name == tool and call.args == args for call in conversation.calls)
         if not tried and tool in conversation.tools:
             return Decision(text=f"As instructed, calling {tool}.", tool=tool, args=args)
-    return decide(conversation)
+    # A refused directive doesn't stop it: it goes on as if it had not been tried.
+    latest = tuple(r for r in conversation.latest if (r.call.name, r.call.args) not in found)
+    return decide(replace(conversation, latest=latest))
 
 
 def _ticket_id(conversation: Conversation) -> str | None:

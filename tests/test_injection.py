@@ -64,7 +64,7 @@ def test_an_obedient_model_gets_no_effect_past_its_approval_and_no_text_to_the_c
     assert f"- MUST: {INJECTED[0]}" not in system  # never with the runtime's authority…
     assert f"> - {INJECTED[0]}" in system.split(notes.REQUESTED_HEADING)[1]  # …but quoted, verbatim
     document = requester.get(f"/artifacts/{approval['artifact_id']}/versions/{approval['artifact_version']}/content")
-    assert json.loads(document.content)["args"]["quantity"] == 2  # what the manager sees is what can run
+    assert json.loads(document.content)["args"]["quantity"] == 4  # 50 asked, clamped to the 4 ordered
 
     assert manager.decide(ref, approval).status_code == 202
     wait_status(requester, ref, "completed")
@@ -154,7 +154,7 @@ def test_a_third_party_effect_needs_an_approval_or_a_bounded_template():
     reply = {"name": "reply", "description": "d", "run": lambda a, p, k: None, "effect": True, "third_party": True}
     with pytest.raises(ValueError, match="needs an approval, or the templates"):
         Tool(args=Bounded, **reply)
-    with pytest.raises(ValueError, match="message is free text"):
+    with pytest.raises(ValueError, match=r"message, ticket is free text"):
         Tool(args=FreeText, templates=(Template(name="t", text="Hello"),), **reply)
     Tool(args=Bounded, templates=(Template(name="t", text="Hello"),), **reply)  # bounded: declared
     assert unbounded_text(FreeText) == ["message", "ticket"] and unbounded_text(Bounded) == []

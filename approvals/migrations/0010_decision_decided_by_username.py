@@ -14,6 +14,6 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name="decision",
             name="decided_by_username",
-            field=models.CharField(blank=True, default="", max_length=150),
+            field=models.CharField(blank=True, db_default="", default="", max_length=150),
         ),
     ]
