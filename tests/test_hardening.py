@@ -12,6 +12,7 @@ import uuid
 import psycopg
 import pytest
 from django.contrib.auth import get_user_model
+from django.contrib.auth.hashers import PBKDF2PasswordHasher
 from django.contrib.auth.password_validation import validate_password
 from django.core.exceptions import ValidationError
 from django.test import Client
@@ -53,6 +54,9 @@ def test_info_lockouts_are_per_real_client_behind_the_documented_proxy(stack, pe
     client is locked out, the manager logging in from elsewhere is not."""
     stack.web(KEEL_TRUSTED_PROXY_COUNT="1")
     base, manager = stack.web_url, people["manager"]
+    # The web process hashes as production does (the tests' own hasher is MD5, for speed).
+    manager.user.password = PBKDF2PasswordHasher().encode(manager.password, "saltsaltsalt")
+    manager.user.save(update_fields=["password"])
     attacker = {"X-Forwarded-For": "203.0.113.9"}
     for _ in range(5):
         login(base, "/login/", "manager", "wrong", **attacker)
