@@ -12,6 +12,8 @@ from django.shortcuts import render
 from django.utils.http import urlencode
 from django.views.decorators.http import require_GET
 
+from executions.spreadsheet import safe_cell
+
 from . import outcomes, selectors
 
 VIEW_AUDIT = "approvals.view_audit"
@@ -90,8 +92,7 @@ def audit_story(request: HttpRequest, pk: int) -> HttpResponse:
 
 def _cell(value) -> str:
     """A CSV cell a spreadsheet won't run as a formula (comments and names are user input)."""
-    text = "" if value is None else str(value)
-    return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
+    return safe_cell(value)
 
 
 @auditors_only
@@ -119,7 +120,7 @@ def audit_export(request: HttpRequest) -> HttpResponse:
                     r.requested_by.get_username(),
                     r.created_at.isoformat(),
                     r.status,
-                    d.decided_by.get_username() if d else "",
+                    d.approver if d else "",
                     d.decision if d else "",
                     d.created_at.isoformat() if d else "",
                     d.comment if d else "",

@@ -91,7 +91,7 @@ class ApprovalGate(gates.Gate):
             {
                 "approval_id": request.pk,
                 "decision": decision.decision,
-                "decided_by": decision.decided_by.get_username(),
+                "decided_by": decision.approver,
                 "artifact_version": request.version,
                 "content_sha256": request.content_sha256,
                 "action": request.action,

@@ -2,16 +2,22 @@
 
 Deciding is not here: the approval page's form posts to ``executions:decide``
 (``approvals.views.decide``) with ``then=inbox``, so the manager lands on the next item.
+
+Rendering never writes the audit. A "viewed" entry is recorded only by ``approval_viewed``,
+a POST (CSRF-checked) that the approval card of a page a person opened sends once it is
+shown: an ``<img>`` or any other GET of a page — a same-origin image in a report,
+a prefetch — records nothing.
 """
 
 from __future__ import annotations
 
+import re
 import uuid
 
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_GET, require_POST
 
 from artifacts.rendering import render_artifact, version_diff
 
@@ -43,17 +49,6 @@ def approval_detail(request: HttpRequest, pk: int) -> HttpResponse:
     is_open = selectors.is_open(approval)
     show_form = refusal is None and is_open
     event_id = uuid.uuid4().hex if show_form else ""
-    if refusal is None:
-        # Who saw which version and hash, and when; the form token ties a later decision to this view.
-        audit.record(
-            AuditEntry.Kind.VIEWED,
-            request=approval,
-            actor=request.user,
-            artifact_version=approval.version,
-            content_sha256=approval.content_sha256,
-            status=approval.status,
-            **({"form_token": event_id} if event_id else {}),
-        )
     version = approval.artifact_version
     decision = selectors.decision_of(approval)
     context = {
@@ -69,8 +64,41 @@ def approval_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "show_form": show_form,
         "expires_soon": selectors.expires_soon(approval),
         "event_id": event_id,
+        "record_view": refusal is None,  # the card, once shown, says it was seen (approval_viewed)
+        "third_party_messages": selectors.third_party_messages(approval),
     }
     return render(request, "approvals/detail.html", context)
+
+
+VIEWED_FROM = ("approval page", "execution page")
+
+
+@login_required
+@require_POST
+def approval_viewed(request: HttpRequest, pk: int) -> HttpResponse:
+    """The approval card a person opened was shown: record who saw which version and hash,
+    with the form token that ties a later decision to this view (``form_token``, the
+    32 hex characters of the card's decide form, or none) and where (``via``). 204;
+    nothing is recorded for a user who may not decide it."""
+    approval = selectors.approval_for(pk)
+    if approval is None:
+        raise Http404(f"no approval request {pk}")
+    token = request.POST.get("form_token", "")
+    via = request.POST.get("via", VIEWED_FROM[0])
+    if (token and not re.fullmatch(r"[0-9a-f]{32}", token)) or via not in VIEWED_FROM:
+        return HttpResponse("form_token must be 32 hex characters and via one of " + ", ".join(VIEWED_FROM), status=422)
+    if policy.refusal(request.user, approval) is None:
+        audit.record(
+            AuditEntry.Kind.VIEWED,
+            request=approval,
+            actor=request.user,
+            artifact_version=approval.version,
+            content_sha256=approval.content_sha256,
+            status=approval.status,
+            **({"form_token": token} if token else {}),
+            **({"via": via} if via != VIEWED_FROM[0] else {}),
+        )
+    return HttpResponse(status=204)
 
 
 @login_required

@@ -119,6 +119,8 @@ class Decision(models.Model):
     event_id = models.CharField(max_length=100, unique=True)
     decision = models.CharField(max_length=20, choices=Verdict.choices)
     decided_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    # The approver's username when they decided: history shows who decided, even after a rename.
+    decided_by_username = models.CharField(max_length=150, blank=True, default="", db_default="")
     artifact_version = models.PositiveIntegerField()
     content_sha256 = models.CharField(max_length=64)
     comment = models.TextField(blank=True, default="")
@@ -133,6 +135,11 @@ class Decision(models.Model):
 
     def __str__(self) -> str:
         return f"{self.decision} on approval {self.request_id}"
+
+    @property
+    def approver(self) -> str:
+        """Who decided, as they were called then (rows older than the column: the name now)."""
+        return self.decided_by_username or self.decided_by.get_username()
 
 
 class AuditEntry(models.Model):

@@ -17,8 +17,10 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import Count, Q, QuerySet
 from django.utils import timezone
 
+from executions import registry
 from executions.inputs import text_refusal
 from executions.models import ExecutionEvent, Status
+from executions.outbound import Template
 
 from . import policy
 from .models import ApprovalRequest, AuditEntry, Decision
@@ -186,7 +188,11 @@ def approval_history(filters: HistoryFilters | None = None) -> QuerySet[Approval
         viewed_count=Count("audit", filter=Q(audit__kind=AuditEntry.Kind.VIEWED)),
     )
     if filters.approver:
-        rows = rows.filter(decision__decided_by__username__iexact=filters.approver)
+        # By the name at decision time (rows older than that column: the name now, as shown).
+        rows = rows.filter(
+            Q(decision__decided_by_username__iexact=filters.approver)
+            | Q(decision__decided_by_username="", decision__decided_by__username__iexact=filters.approver)
+        )
     if filters.workflow:
         rows = rows.filter(execution__workflow=filters.workflow)
     if filters.decision == NO_DECISION:
@@ -314,7 +320,7 @@ def approval_story(request: ApprovalRequest) -> list[StoryItem]:
                 at=decision.created_at,
                 source="audit",
                 kind=AuditEntry.Kind.DECIDED,
-                actor=f"user:{decision.decided_by.get_username()}",
+                actor=f"user:{decision.approver}",
                 version=decision.artifact_version,
                 sha256=decision.content_sha256,
                 detail={"decision": decision.decision, "comment": decision.comment, "event_id": decision.event_id},
@@ -340,3 +346,14 @@ def approval_story(request: ApprovalRequest) -> list[StoryItem]:
             )
         )
     return sorted(items, key=lambda i: (i.at, i.source != "audit", i.order))
+
+
+def third_party_messages(approval: ApprovalRequest) -> list[tuple[str, Template]]:
+    """What the approved execution may then send to a third party without asking again:
+    (where, template) of its workflow's templated effects (executions.outbound)."""
+    execution = approval.execution
+    try:
+        workflow = registry.get(execution.workflow, execution.workflow_version)
+    except registry.UnknownWorkflow:
+        return []
+    return workflow.third_party_messages()

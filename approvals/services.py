@@ -87,7 +87,7 @@ class DecisionResult:
             "approval_id": self.decision.request_id,
             "decision": self.decision.decision,
             "event_id": self.decision.event_id,
-            "decided_by": self.decision.decided_by.get_username(),
+            "decided_by": self.decision.approver,
             "execution_status": self.execution_status,
         }
 
@@ -227,6 +227,7 @@ def _decide(*, user, execution_ref, approval_id, decision, artifact_version, con
         event_id=event_id,
         decision=decision,
         decided_by=user,
+        decided_by_username=user.get_username(),
         artifact_version=artifact_version,
         content_sha256=content_sha256,
         comment=comment,
@@ -271,10 +272,10 @@ def _replay(previous: Decision, user: AbstractBaseUser, approval_id: int) -> Dec
 def _already_decided(existing: Decision) -> Conflict:
     return Conflict(
         f"approval request {existing.request_id} was already decided: {existing.decision} by "
-        f"{existing.decided_by.get_username()} at {existing.created_at:%Y-%m-%d %H:%M:%S} UTC",
+        f"{existing.approver} at {existing.created_at:%Y-%m-%d %H:%M:%S} UTC",
         existing={
             "decision": existing.decision,
-            "decided_by": existing.decided_by.get_username(),
+            "decided_by": existing.approver,
             "event_id": existing.event_id,
         },
     )

@@ -12,4 +12,5 @@ urlpatterns = [
     path("audit/<int:pk>/", audit_views.audit_story, name="audit_story"),
     path("<int:pk>/", inbox_views.approval_detail, name="detail"),
     path("<int:pk>/state/", inbox_views.approval_state, name="state"),
+    path("<int:pk>/viewed/", inbox_views.approval_viewed, name="viewed"),
 ]

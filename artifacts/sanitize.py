@@ -12,13 +12,19 @@ It guarantees, whatever the source:
   and ``data:`` are removed), every link gets ``rel="noopener noreferrer nofollow"``;
 - a link with any other scheme is not a link: its text stays, followed by a note
   "[link removed: javascript:…]", so the approver sees what was attempted;
-- images are loaded only from this site (a path such as ``/static/x.png``); any other
-  image (another host, ``//host``, ``data:``) is not loaded but shown as a note naming
-  its alt text and its address as plain text, so the approver sees it was there.
+- a protocol-relative link (``//host/…``, or ``/\\host/…`` as browsers read it) is an
+  absolute link to another host and follows their rule: written out as ``https://host/…``,
+  so what it points at is what it says;
+- images are loaded only from the artifact store's own paths (``/artifacts/<ref>/v<n>/raw``):
+  any other image — another host, ``//host``, ``data:``, and any other path of this site
+  (``/approvals/12/``: a page a GET must never act on for the reader) — is not loaded but
+  shown as a note naming its alt text and its address as plain text, so the approver
+  sees it was there.
 """
 
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as etree
 
 import markdown
@@ -95,6 +101,24 @@ def is_same_origin_path(url: str) -> bool:
     return not any(ch == "\\" or ch.isspace() or ord(ch) < 0x20 or ord(ch) == 0x7F for ch in url)
 
 
+ARTIFACT_IMAGE_PATH = re.compile(r"/artifacts/[A-Za-z0-9_.-]{1,60}/v[0-9]{1,10}/raw")
+
+
+def is_artifact_image(url: str) -> bool:
+    """An image the artifact store serves (``/artifacts/REPORT_001/v2/raw``): the only images shown."""
+    return is_same_origin_path(url) and ARTIFACT_IMAGE_PATH.fullmatch(url) is not None
+
+
+def absolute_form(url: str) -> str:
+    """A protocol-relative URL as the absolute one a browser follows (``//h/x``, ``/\\h/x``
+    → ``https://h/x``); any other URL as it is."""
+    cleaned = "".join(ch for ch in url if not (ch.isspace() or ord(ch) < 0x20 or ord(ch) == 0x7F))
+    head = cleaned[:2].replace("\\", "/")
+    if head == "//":
+        return "https://" + cleaned[2:].replace("\\", "/").lstrip("/")
+    return url
+
+
 def url_scheme(url: str) -> str:
     """The scheme a browser would see (lower case), or "" for a relative URL.
 
@@ -113,8 +137,10 @@ def is_allowed_link(url: str) -> bool:
 
 
 def _attribute_filter(tag: str, attribute: str, value: str) -> str | None:
-    if tag == "img" and attribute == "src" and not is_same_origin_path(value):
+    if tag == "img" and attribute == "src" and not is_artifact_image(value):
         return None
+    if tag == "a" and attribute == "href":
+        return absolute_form(value)
     return value
 
 
@@ -141,14 +167,16 @@ class _InertLinksAndImages(Treeprocessor):
     def run(self, root: etree.Element) -> None:
         for parent in root.iter():
             for index, child in enumerate(list(parent)):
-                if child.tag == "img" and not is_same_origin_path(child.get("src", "")):
+                if child.tag == "img" and not is_artifact_image(child.get("src", "")):
                     note = etree.Element("span", {"class": IMAGE_NOTE_CLASS})
                     alt = child.get("alt", "") or "no description"
                     note.text = f"[image not loaded: {alt} — {child.get('src', '')}]"
                     note.tail = child.tail
                     parent.remove(child)
                     parent.insert(index, note)
-                elif child.tag == "a" and not is_allowed_link(child.get("href", "")):
+                elif child.tag == "a" and child.get("href", "") != absolute_form(child.get("href", "")):
+                    child.set("href", absolute_form(child.get("href", "")))
+                if child.tag == "a" and not is_allowed_link(child.get("href", "")):
                     note = f" [link removed: {child.get('href', '')}]"
                     child.tag, child.attrib = "span", {"class": LINK_NOTE_CLASS}
                     if len(child):

@@ -11,6 +11,7 @@ from __future__ import annotations
 from django.http import HttpRequest
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
+from ninja.parser import Parser
 
 from approvals.api import router as approvals_router
 from executions.api import BearerToken, BrowserSession
@@ -18,7 +19,23 @@ from executions.api import router as executions_router
 from executions.errors import InvalidInput, RateLimited, ServiceError
 from metrics.api import router as metrics_router
 
+
+class BodyNotAnObject(ValueError):
+    """A JSON body that is not an object (``[]``, ``"x"``, ``3``)."""
+
+
+class ObjectBodies(Parser):
+    """Every body of this API is a JSON object: anything else is a 422, never read as ``{}``."""
+
+    def parse_body(self, request: HttpRequest):
+        data = super().parse_body(request)
+        if not isinstance(data, dict):
+            raise BodyNotAnObject(f"the request body must be a JSON object, not {type(data).__name__}")
+        return data
+
+
 api = NinjaAPI(
+    parser=ObjectBodies(),
     title="keel Task API",
     version="1",
     description="Start, follow, decide, signal and cancel durable agent executions.",
@@ -70,7 +87,10 @@ _EVENT_TAGS = {"approval.decision", "signal"}
 def _http_error(request: HttpRequest, exc: HttpError):
     if exc.status_code == 400 and str(exc).startswith("Cannot parse request body"):
         # Malformed input is a 422 everywhere in this API, an unparseable body included.
-        detail = [{"loc": ["body"], "msg": "the request body is not valid JSON", "type": "json_invalid"}]
+        if isinstance(exc.__cause__, BodyNotAnObject):
+            detail = [{"loc": ["body"], "msg": str(exc.__cause__), "type": "model_type"}]
+        else:
+            detail = [{"loc": ["body"], "msg": "the request body is not valid JSON", "type": "json_invalid"}]
         return api.create_response(request, {"detail": detail}, status=422)
     return api.create_response(request, {"detail": str(exc)}, status=exc.status_code)
 

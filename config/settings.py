@@ -48,6 +48,11 @@ if PRODUCTION and DEBUG:
     raise ImproperlyConfigured("KEEL_ENV=production refuses DJANGO_DEBUG=on: debug pages show settings and data.")
 if os.environ.get("DJANGO_SECRET_KEY"):
     SECRET_KEY = os.environ["DJANGO_SECRET_KEY"]
+    if PRODUCTION and (len(SECRET_KEY) < 50 or len(set(SECRET_KEY)) < 5):
+        raise ImproperlyConfigured(
+            "KEEL_ENV=production refuses a weak DJANGO_SECRET_KEY (under 50 characters, or fewer than 5 distinct "
+            "ones): make one with python -c 'import secrets; print(secrets.token_urlsafe(50))'."
+        )
 elif PRODUCTION:
     raise ImproperlyConfigured(
         "KEEL_ENV=production needs DJANGO_SECRET_KEY: one long random value shared by every process."
@@ -155,8 +160,13 @@ else:
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
+# Every password a person sets through a form (the admin, a password change): at least 12
+# characters, not like the username or e-mail, not one of the 20,000 most common, not only digits.
 AUTH_PASSWORD_VALIDATORS = [
-    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator", "OPTIONS": {"min_length": 12}},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
 # --- Login throttling (django-axes): after KEEL_LOGIN_FAILURE_LIMIT failed logins for one
 # username from one address, that pair is locked out for KEEL_LOGIN_COOLOFF_MINUTES (each
@@ -173,6 +183,11 @@ AXES_RESET_ON_SUCCESS = True
 AXES_ENABLE_ACCESS_FAILURE_LOG = True
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
 AXES_VERBOSE = False
+# Behind the documented proxy (docs/operations.md, "The web server"), the client's address is
+# the one the last KEEL_TRUSTED_PROXY_COUNT proxies put in X-Forwarded-For: lockouts are per
+# real client, so failures from one address can't lock an account for everyone behind the proxy.
+KEEL_TRUSTED_PROXY_COUNT = env_int("KEEL_TRUSTED_PROXY_COUNT", 0)
+AXES_CLIENT_IP_CALLABLE = "config.login.client_address"
 
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "executions:list"
@@ -289,6 +304,42 @@ METRICS_POLL_MS = env_int("METRICS_POLL_MS", 15000)
 # A bearer token for Prometheus to scrape /metrics without a user (unset: users' tokens only).
 RUNTIME_METRICS_TOKEN = os.environ.get("RUNTIME_METRICS_TOKEN", "")
 
+# --- Secrets (docs/operations.md, "What is redacted, and where"): every configured secret,
+# by the name it is configured under, in one list. Whatever came from outside (a provider's
+# error or body, a receipt, a tool result, a model's answer, a log line) is stripped of
+# these values before it is stored or shown (executions.redaction), each replaced by
+# ``[redacted: NAME]``. A database or broker URL contributes its password. Values shorter
+# than REDACT_MIN_LENGTH are left out: they would redact ordinary words.
+REDACT_MIN_LENGTH = 8
+
+
+def _url_password(url: str) -> str:
+    from urllib.parse import unquote, urlsplit
+
+    try:
+        password = urlsplit(url).password
+    except ValueError:
+        return ""
+    return unquote(password) if password else ""
+
+
+SECRETS = {
+    name: value
+    for name, value in {
+        "DJANGO_SECRET_KEY": SECRET_KEY,
+        "OPENAI_API_KEY": OPENAI_API_KEY,
+        "ANTHROPIC_API_KEY": ANTHROPIC_API_KEY,
+        "RUNTIME_METRICS_TOKEN": RUNTIME_METRICS_TOKEN,
+        "EMAIL_HOST_PASSWORD": os.environ.get("EMAIL_HOST_PASSWORD", ""),
+        "KEEL_WEBHOOK_SECRET": os.environ.get("KEEL_WEBHOOK_SECRET", ""),
+        "AWS_SECRET_ACCESS_KEY": os.environ.get("AWS_SECRET_ACCESS_KEY", ""),
+        "DATABASE_URL": _url_password(os.environ.get("DATABASE_URL", "")),
+        "DATABASE_OWNER_URL": _url_password(os.environ.get("DATABASE_OWNER_URL", "")),
+        "CELERY_BROKER_URL": _url_password(CELERY_BROKER_URL),
+    }.items()
+    if value and len(value) >= REDACT_MIN_LENGTH
+}
+
 # Every line a worker writes inside a slice names the execution, the step and the lease
 # token (executions.logcontext); KEEL_LOG_FORMAT=json writes one JSON object per line.
 KEEL_LOG_FORMAT = os.environ.get("KEEL_LOG_FORMAT", "plain").strip().lower()
@@ -297,12 +348,17 @@ if KEEL_LOG_FORMAT not in ("plain", "json"):
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "filters": {"slice": {"()": "executions.logcontext.SliceFilter"}},
+    "filters": {
+        "slice": {"()": "executions.logcontext.SliceFilter"},
+        "redact": {"()": "executions.redaction.RedactingFilter"},  # no configured secret in a log line
+    },
     "formatters": {
         "plain": {"format": "%(asctime)s %(levelname)s %(name)s%(slice)s %(message)s"},
         "json": {"()": "executions.logcontext.JsonFormatter"},
     },
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": KEEL_LOG_FORMAT, "filters": ["slice"]}},
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "formatter": KEEL_LOG_FORMAT, "filters": ["slice", "redact"]}
+    },
     "root": {"handlers": ["console"], "level": os.environ.get("KEEL_LOG_LEVEL", "INFO")},
     "loggers": {
         "django.server": {"level": "WARNING"},

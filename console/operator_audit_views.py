@@ -17,6 +17,7 @@ from django.views.decorators.http import require_GET
 
 from approvals.roles import reads_operator_audit
 from executions import operator_audit
+from executions.spreadsheet import safe_cell
 
 CSV_HEADER = ["at", "execution", "actor", "action", "reason", "before", "after", "subject", "batch"]
 
@@ -54,8 +55,7 @@ def operator_audit_list(request: HttpRequest) -> HttpResponse:
 
 def _cell(value) -> str:
     """A CSV cell a spreadsheet won't run as a formula (reasons and names are user input)."""
-    text = "" if value is None else str(value)
-    return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
+    return safe_cell(value)
 
 
 @readers_only

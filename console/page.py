@@ -25,9 +25,9 @@ from django.db.models import Max
 from django.urls import reverse
 from django.utils import timezone
 
-from approvals import audit, policy
+from approvals import policy
 from approvals import selectors as approval_selectors
-from approvals.models import ApprovalRequest, AuditEntry
+from approvals.models import ApprovalRequest
 from artifacts.models import ArtifactVersion
 from executions import gates, selectors, services, stuck
 from executions.models import Action, Execution, ExecutionEvent, ModelCall, Status, StepRun, ref_for
@@ -275,7 +275,7 @@ def panel_context(
     resolve_form: ResolveForm | None = None,
 ) -> dict[str, Any]:
     """What the named panels need. ``record_view``: a decidable approval card rendered
-    for this user is recorded as ``viewed`` (version and hash), once per render.
+    for this user asks, once shown, to be recorded as ``viewed`` (version and hash).
     ``resolve_form``: a refused Resolve form, shown again with its message."""
     user = request.user
     execution = snap.execution
@@ -332,25 +332,15 @@ def approval_context(user: AbstractBaseUser, snap: Snapshot, *, record_view: boo
     is_open = approval is not None and approval_selectors.is_open(approval)
     can_decide = is_open and policy.can_decide(user, approval)
     event_id = uuid.uuid4().hex
-    if can_decide and record_view:
-        # What the approver saw, as on the approval page: the version, its hash, and the
-        # form token that ties a later decision to this view.
-        audit.record(
-            AuditEntry.Kind.VIEWED,
-            request=approval,
-            actor=user,
-            artifact_version=approval.version,
-            content_sha256=approval.content_sha256,
-            status=approval.status,
-            form_token=event_id,
-            via="execution page",
-        )
     return {
         "approval": approval,
         "approval_open": is_open,
         "can_decide": can_decide,
         "can_redraft": approval is not None and (user.has_perm(services.OPERATE) or execution.created_by_id == user.pk),
         "event_id": event_id,
+        # Shown to a person who may decide it, the card says it was seen (approvals' viewed
+        # endpoint, a POST once it is on screen): rendering itself never writes the audit.
+        "record_view": can_decide and record_view,
         # Between versions (a redraft): say the next one will appear here.
         "approval_expected": approval is None
         and not execution.is_terminal
@@ -381,7 +371,7 @@ def approval_row(request: ApprovalRequest) -> ApprovalRow:
         sha256=request.content_sha256,
         status=request.status,
         status_label=request.get_status_display().lower(),
-        decided_by=decision.decided_by.get_username() if decision else "",
+        decided_by=decision.approver if decision else "",
         decided_at=decision.created_at if decision else None,
         comment=decision.comment if decision else "",
     )

@@ -26,6 +26,7 @@ from django.conf import settings
 
 from .errors import FailureKind, StepFailure
 from .modelclient import JSON, ModelRequest, ModelResponse, ToolCall
+from .redaction import redact
 
 CALL_KEY_HEADER = "X-Model-Call-Key"
 
@@ -62,8 +63,8 @@ def _message(exc: Exception) -> str:
     if isinstance(body, dict):
         error = body.get("error", body)
         if isinstance(error, dict) and error.get("message"):
-            return str(error["message"])[:300]
-    return str(exc)[:300]
+            return redact(str(error["message"]))[:300]
+    return redact(str(exc))[:300]
 
 
 def _raw(exc: Exception) -> JSON:
@@ -74,7 +75,7 @@ def _raw(exc: Exception) -> JSON:
             text = response.text
         except Exception:  # a streamed or closed body: the status is evidence enough
             text = ""
-    return {"status": getattr(exc, "status_code", None), "body": text[:2000]}
+    return {"status": getattr(exc, "status_code", None), "body": redact(text)[:2000]}
 
 
 def _retry_after(response: Any) -> float | None:
@@ -87,7 +88,7 @@ def _retry_after(response: Any) -> float | None:
 
 def _garbage(provider: str, why: str, raw: Any) -> StepFailure:
     return StepFailure(
-        FailureKind.TRANSIENT, f"{provider}: unreadable answer ({why})", evidence={"body": str(raw)[:2000]}
+        FailureKind.TRANSIENT, f"{provider}: unreadable answer ({why})", evidence={"body": redact(str(raw))[:2000]}
     )
 
 

@@ -48,6 +48,7 @@ from .journal import JournaledModel
 from .leases import Lease, fence, release
 from .modelclient import ModelRequest, ModelResponse, ToolCall, canonical_json, get_model_client
 from .models import Action, Execution, ExecutionEvent, ModelCall, Status
+from .redaction import redact
 from .tools import Progress, Refused, Tool
 from .workflow import Effect, Step, StepKind, Workflow
 
@@ -236,7 +237,7 @@ class _Visit:
             return recorded["content"], recorded["is_error"]
         try:
             with call_timeout(self.step.retry.timeout):
-                content, is_error = tool.run(args, self._progress()), False
+                content, is_error = redact(tool.run(args, self._progress())), False
         except StepFailure as failure:
             if failure.kind not in TOLD_TO_THE_MODEL:
                 raise

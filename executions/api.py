@@ -385,14 +385,21 @@ def close_action(request: HttpRequest, key: ActionKey, payload: CloseIn):
     return compensations.action_close(key=key, user=request.user, outcome=payload.outcome, evidence=payload.evidence)
 
 
-# The stored bytes of any content type, or an error as JSON.
+# The stored bytes of any content type, or an error as JSON. A JSON artifact (a tool
+# call's arguments, an order proposal) is answered as application/json: a client that
+# parses it gets any JSON value, so that media type is declared on its own (under */* it
+# would be read as one binary string, and fail the declaration).
 CONTENT_RESPONSES = {
     200: {
         "description": "The version's bytes, in its content type; `X-Content-SHA256` is their verified sha256.",
         "headers": {
             "X-Content-SHA256": {"schema": {"type": "string", "pattern": "^[0-9a-f]{64}$"}},
         },
-        "content": {"*/*": {"schema": {"type": "string", "format": "binary"}}},
+        "content": {
+            "application/json": {"schema": {"description": "a JSON artifact's bytes: any JSON value"}},
+            "text/markdown": {"schema": {"type": "string"}},
+            "*/*": {"schema": {"type": "string", "format": "binary"}},
+        },
     }
 }
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any
 
+from .redaction import redact
+
 
 class ServiceError(Exception):
     status_code = 400
@@ -60,9 +62,14 @@ class FailureKind(StrEnum):
 
 
 class StepFailure(Exception):
-    """Raised by step code and effect calls to say how they failed."""
+    """Raised by step code and effect calls to say how they failed.
+
+    The message and evidence are redacted when the failure is made (executions.redaction):
+    they often quote what an outside service said, and every record of the failure (the
+    status reason, events, the step run, the action) is written from them."""
 
     def __init__(self, kind: FailureKind, message: str, *, retry_after: float | None = None, evidence: Any = None):
+        message, evidence = redact(message), redact(evidence)
         super().__init__(message)
         self.kind = kind
         self.message = message
@@ -78,6 +85,7 @@ class NeedsAttention(Exception):
     code = "step_error"
 
     def __init__(self, message: str, *, code: str | None = None, evidence: Any = None) -> None:
+        message, evidence = redact(message), redact(evidence)  # as StepFailure's
         super().__init__(message)
         self.message = message
         self.evidence = evidence

@@ -16,6 +16,7 @@ import requests
 from django.conf import settings
 
 from .errors import FailureKind, StepFailure
+from .redaction import redact
 
 _timeout: ContextVar[float | None] = ContextVar("effect_call_timeout", default=None)
 
@@ -59,10 +60,12 @@ def request_json(method: str, url: str, *, body: dict | None = None, key: str | 
 
 
 def _classify(response: requests.Response, url: str) -> dict[str, Any]:
+    """The answer, redacted (executions.redaction) before anyone stores it: a receipt, a
+    tool's result or an error body may quote what it was sent."""
     try:
-        payload = response.json()
+        payload = redact(response.json())
     except ValueError:
-        payload = {"body": response.text[:500]}
+        payload = {"body": redact(response.text)[:500]}
     code = response.status_code
     if 200 <= code < 300:
         return payload

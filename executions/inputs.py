@@ -111,13 +111,24 @@ Reason = Text(max_length=2000)
 # --- bodies (the API's and the screens')
 
 
-class StartIn(Schema):
+class Body(Schema):
+    """Base of every API body: a field it doesn't declare is a 422 naming it (a typo in an
+    optional field would otherwise be dropped in silence). Screen forms accept the
+    browser's extra fields (the CSRF token): they set ``extra="ignore"``."""
+
+    model_config = pydantic.ConfigDict(extra="forbid")
+
+
+FORM = pydantic.ConfigDict(extra="ignore")
+
+
+class StartIn(Body):
     workflow: RequiredWorkflowName
     input: SafeJsonObject = Field(default_factory=dict)
     idempotency_key: IdempotencyKey | None = None
 
 
-class DecisionIn(Schema):
+class DecisionIn(Body):
     approval_id: DbInt
     decision: Literal["approve", "reject", "request_changes"]
     artifact_version: DbInt
@@ -133,7 +144,7 @@ class DecisionEventIn(DecisionIn):
 SignalName = Text(min_length=1, max_length=100)
 
 
-class SignalIn(Schema):
+class SignalIn(Body):
     name: SignalName
     payload: Any = Field(default=None, description="any JSON; recorded as the wait step's output")
     event_id: EventId
@@ -166,11 +177,11 @@ class ListFilters(Schema):
     cursor: Cursor | None = None
 
 
-class ReasonIn(Schema):
+class ReasonIn(Body):
     reason: Reason = ""
 
 
-class RedraftIn(Schema):
+class RedraftIn(Body):
     instruction: Instruction
 
 
@@ -178,7 +189,7 @@ ReceiptName = Text(min_length=1, max_length=100)
 ReceiptValue = Text(max_length=500)
 
 
-class ResolveIn(Schema):
+class ResolveIn(Body):
     outcome: Literal["succeeded", "failed"]
     evidence: Evidence
     # The receipt fields the effect declares (e.g. order_id); required for succeeded when declared.
@@ -186,6 +197,7 @@ class ResolveIn(Schema):
 
 
 class ResolveFormIn(ResolveIn):
+    model_config = FORM
     key: ActionKey
 
 
@@ -194,17 +206,18 @@ class ResolveFormIn(ResolveIn):
 StepName = Text(min_length=1, max_length=100)
 
 
-class RestartIn(Schema):
+class RestartIn(Body):
     from_step: StepName
     reason: Reason = ""
 
 
-class CloseIn(Schema):
+class CloseIn(Body):
     outcome: Literal["succeeded", "failed"]
     evidence: Evidence
 
 
 class CloseFormIn(CloseIn):
+    model_config = FORM
     key: ActionKey
 
 
@@ -243,7 +256,7 @@ def clip_int(value: Any) -> int | None:
 MAX_BULK_ITEMS = 500  # executions in one bulk run
 
 
-class BulkFilterIn(Schema):
+class BulkFilterIn(Body):
     """The execution list's filters, to pick what a dry run looks at."""
 
     status: Status | None = None
@@ -251,7 +264,7 @@ class BulkFilterIn(Schema):
     workflow: WorkflowName | None = None
 
 
-class BulkIn(Schema):
+class BulkIn(Body):
     operation: Literal["cancel", "resume", "retry"]
     ids: list[ExecutionRef] | None = Field(default=None, min_length=1, max_length=MAX_BULK_ITEMS)
     filter: BulkFilterIn | None = None

@@ -12,11 +12,21 @@ the key ``E:s:r{r}:c{n}``, sent to the provider as ``X-Model-Call-Key``. ``ask``
 
 The request hashed is ``ModelRequest.canonical``: model, prompt id and version,
 system text, messages, tools, parameters.
+
+What a provider answers is outside data: it is redacted before anything reads it
+(executions.redaction), and checked before it is stored — text and tool calls the
+database can hold (no NUL, no lone surrogate), token counts within an integer column,
+model, id and finish reason within theirs. An answer that fails is not recorded: the
+call is a transient failure whose evidence is the answer as received (escaped,
+redacted, at most ``EVIDENCE_CHARS``), and the step's retry policy asks again. The
+stored request is redacted too, while its sha256 stays the hash of what was sent, so a
+replay compares the request it rebuilds with the one the provider got.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import time
 from collections.abc import Callable
 from typing import Any
@@ -24,11 +34,15 @@ from typing import Any
 from django.db import transaction
 
 from . import failpoints
-from .errors import NeedsAttention
+from .errors import FailureKind, NeedsAttention, StepFailure
+from .inputs import DB_INT_MAX, json_refusal, text_refusal
 from .leases import Lease, fence
 from .ledger import ExecutionStopped
 from .modelclient import ModelClient, ModelRequest, ModelResponse, ToolCall, canonical_json
 from .models import Execution, ModelCall, Status
+from .redaction import redact
+
+EVIDENCE_CHARS = 2000
 
 
 class ModelDrift(NeedsAttention):
@@ -90,8 +104,8 @@ class JournaledModel:
             return response_of(recorded)
         failpoints.hit(f"before_model_call:{self.step}:c{self.seq}")
         started = time.monotonic()
-        response = self.client.complete(request, call_key=key)
-        latency_ms = int((time.monotonic() - started) * 1000)
+        response = _checked(self.client, _redacted(self.client.complete(request, call_key=key)))
+        latency_ms = min(int((time.monotonic() - started) * 1000), DB_INT_MAX)
         failpoints.hit(f"after_model_call:{self.step}:c{self.seq}")  # answered, not yet recorded
         with transaction.atomic():
             fence(self.lease)
@@ -111,7 +125,7 @@ class JournaledModel:
                 prompt_id=request.prompt_id,
                 prompt_version=request.prompt_version,
                 request_sha256=sha,
-                request=canonical,
+                request=redact(canonical),  # the hash above is of what was sent
                 response={"text": response.text, "tool_calls": [c.as_dict() for c in response.tool_calls]},
                 finish_reason=response.finish_reason,
                 input_tokens=response.input_tokens,
@@ -140,6 +154,83 @@ class JournaledModel:
     def summary(self) -> list[dict[str, Any]]:
         """What the step's checkpoint keeps of its calls: the keys (the journal has the rest)."""
         return [{"key": key, "model": self.client.model} for key in self.keys]
+
+
+def _redacted(response: ModelResponse) -> ModelResponse:
+    """The answer without configured secrets or credential shapes, before anything reads it."""
+    return ModelResponse(
+        text=redact(response.text),
+        model=response.model,
+        tool_calls=tuple(
+            ToolCall(id=c.id, name=c.name, args=redact(c.args), raw=redact(c.raw)) for c in response.tool_calls
+        ),
+        finish_reason=response.finish_reason,
+        input_tokens=response.input_tokens,
+        output_tokens=response.output_tokens,
+        response_id=response.response_id,
+    )
+
+
+# What the journal's columns hold (executions.models.ModelCall).
+_BOUNDED = {"model": 200, "response_id": 200, "finish_reason": 40}
+_CALL_FIELD_CHARS = 200  # a tool call's id and name
+
+
+def _checked(client: ModelClient, response: ModelResponse) -> ModelResponse:
+    """``response`` if the journal can store it as it is; else a transient StepFailure
+    with the answer as evidence (the module docstring)."""
+    problem = _problem(response)
+    if problem is None:
+        return response
+    raise StepFailure(
+        FailureKind.TRANSIENT,
+        f"{client.provider}: unreadable answer ({problem})",
+        evidence={"answer": _escaped(response)},
+    )
+
+
+def _problem(response: ModelResponse) -> str | None:
+    for name, limit in _BOUNDED.items():
+        value = getattr(response, name)
+        if not isinstance(value, str):
+            return f"{name} is not text"
+        reason = text_refusal(value)
+        if reason:
+            return f"{name} {reason}"
+        if len(value) > limit:
+            return f"{name} is {len(value)} characters long (at most {limit})"
+    for name in ("input_tokens", "output_tokens"):
+        value = getattr(response, name)
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= DB_INT_MAX:
+            return f"{name} is {str(value)[:40]!r}, not a count between 0 and {DB_INT_MAX}"
+    if not isinstance(response.text, str):
+        return "the text is not text"
+    reason = text_refusal(response.text)
+    if reason:
+        return f"the text {reason}"
+    for call in response.tool_calls:
+        for name in ("id", "name"):
+            value = getattr(call, name)
+            if not isinstance(value, str) or text_refusal(value) or len(value) > _CALL_FIELD_CHARS:
+                return f"a tool call's {name} is not text of at most {_CALL_FIELD_CHARS} characters"
+        reason = json_refusal(call.args) if call.args is not None else text_refusal(call.raw or "")
+        if reason:
+            return f"the arguments of {call.name[:_CALL_FIELD_CHARS]}: {reason}"
+    return None
+
+
+def _escaped(response: ModelResponse) -> str:
+    """The answer as text any column can hold: JSON with every non-ASCII character (NUL
+    and lone surrogates included) escaped, at most EVIDENCE_CHARS."""
+    answer = {
+        "text": response.text,
+        "model": response.model,
+        "id": response.response_id,
+        "finish_reason": response.finish_reason,
+        "usage": {"input_tokens": response.input_tokens, "output_tokens": response.output_tokens},
+        "tool_calls": [{"id": c.id, "name": c.name, "args": c.args, "raw": c.raw} for c in response.tool_calls],
+    }
+    return json.dumps(answer, ensure_ascii=True, default=repr)[:EVIDENCE_CHARS]
 
 
 def response_of(row: ModelCall) -> ModelResponse:

@@ -14,7 +14,8 @@ An action found ``executing`` or ``unknown`` from an earlier attempt (or ``faile
 a provider that doesn't deduplicate) is reconciled before anything else: looked up at
 the provider by its key; re-sent with the same key only when the provider honours
 keys; otherwise it stays unknown and the execution ends up with an operator.
-The provider is never called inside a database transaction.
+The provider is never called inside a database transaction. What it answers (a
+receipt, a lookup's record) is redacted before it is stored (executions.redaction).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from . import failpoints, lifecycle
 from .errors import FailureKind, StepFailure
 from .leases import Lease, fence
 from .models import COMPENSATION_SUFFIX, Action, Execution, Status
+from .redaction import redact
 from .workflow import Effect
 
 log = logging.getLogger(__name__)
@@ -51,7 +53,7 @@ def perform(*, lease: Lease, step: str, action_type: str, effect: Effect) -> tup
         return action, receipt
     failpoints.hit(f"before_effect_call:{step}")
     try:
-        receipt = effect.call(effect.args, effect.key)
+        receipt = redact(effect.call(effect.args, effect.key))  # outside data, before it is stored
     except StepFailure as failure:
         _record_failure(lease=lease, key=action.key, failure=failure)
         raise
@@ -235,7 +237,7 @@ def _lookup(action: Action, effect: Effect) -> dict[str, Any]:
         evidence["lookup"] = "this provider offers no lookup"
         return evidence
     try:
-        found = effect.lookup(effect.key, effect.args)
+        found = redact(effect.lookup(effect.key, effect.args))
     except StepFailure as failure:
         evidence["lookup_error"] = failure.message
         return evidence

@@ -404,7 +404,8 @@ class Wait(ConcurrentTransitionMixin, models.Model):
     due_at = models.DateTimeField(null=True, blank=True)  # the timeout (or the timer)
     closed_at = models.DateTimeField(null=True, blank=True)
     # The signal that closed it, and what the sender was answered (replayed for the same event_id).
-    event_id = models.CharField(max_length=100, null=True, blank=True, unique=True)  # noqa: DJ001 - NULL: not received
+    # Unique per execution (not globally): someone else's waiting run can't squat an id.
+    event_id = models.CharField(max_length=100, null=True, blank=True)  # noqa: DJ001 - NULL: not received
     payload = models.JSONField(null=True, blank=True)
     sent_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
@@ -414,7 +415,10 @@ class Wait(ConcurrentTransitionMixin, models.Model):
 
     class Meta:
         ordering = ["id"]
-        constraints = [models.UniqueConstraint(fields=["execution", "step", "round"], name="one_wait_per_step_round")]
+        constraints = [
+            models.UniqueConstraint(fields=["execution", "step", "round"], name="one_wait_per_step_round"),
+            models.UniqueConstraint(fields=["execution", "event_id"], name="one_signal_event_per_execution"),
+        ]
         indexes = [models.Index(fields=["status", "due_at"], name="wait_status_due")]
 
     def __str__(self) -> str:

@@ -62,7 +62,7 @@ def execution_start(
                 context={
                     "state": {},
                     "artifacts": {},
-                    "notes": notes.initial(goal=flow.goal(parsed), constraints=flow.constraints(parsed)),
+                    "notes": _initial_notes(flow, parsed),
                     # The prompt template of each model and agent step, pinned as the execution starts.
                     "prompts": {s.name: s.prompt_version for s in flow.steps if s.prompt_version},
                 },
@@ -147,6 +147,15 @@ def execution_continue(execution: Execution, *, actor: AbstractBaseUser, payload
     work at the same step (the gate's visit records the outcome)."""
     lifecycle.apply(execution, "resume_after_decision", actor=actor, payload=payload)
     dispatch.dispatch_on_commit(execution.pk)
+
+
+def _initial_notes(flow, parsed: dict) -> dict:
+    """The first progress notes. The requester's ``constraints`` go in as ``requested``
+    (quoted data in the prompt, executions.notes), never with the runtime's authority —
+    even when a workflow's ``constraints`` repeat them."""
+    requested = list(parsed.get("constraints") or [])
+    own = [c for c in flow.constraints(parsed) if c not in requested]
+    return notes.initial(goal=flow.goal(parsed), constraints=own, requested=requested)
 
 
 def execution_rewind(

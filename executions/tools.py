@@ -7,6 +7,10 @@ effect, whether it needs an approval first (the gate spec, e.g.
 ``Approval(artifact=…, action=…)``), when it is allowed, and how its arguments are
 normalised into the *effective* arguments that will run. The model only proposes;
 ``executions.agents`` decides.
+
+A tool whose effect sends text to a third party (``third_party=True``: a customer's
+inbox) needs an approval, or declares the fixed ``templates`` it sends and takes only
+bounded arguments (executions.outbound): declaring it otherwise fails at import.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import pydantic
 
 from .gates import GateSpec
 from .modelclient import Decision, ModelRequest, ToolSpec
+from .outbound import FREE_TEXT_CHARS, Template, unbounded_text
 
 JSON = dict[str, Any]
 
@@ -63,6 +68,27 @@ class Tool:
     allowed: Callable[[Progress], str] | None = None
     normalise: Callable[[JSON, Progress], JSON] | None = None
     fact: Callable[[JSON, JSON], str] | None = None
+    third_party: bool = False  # its effect sends text to someone outside (a customer)
+    templates: tuple[Template, ...] = ()  # what it sends, when no approval guards it
+
+    def __post_init__(self) -> None:
+        if not self.third_party:
+            return
+        if not self.effect:
+            raise ValueError(f"tool {self.name}: third_party applies to effects")
+        if self.needs_approval:
+            return
+        if not self.templates:
+            raise ValueError(
+                f"tool {self.name} sends text to a third party: it needs an approval, or the templates it sends"
+            )
+        free = unbounded_text(self.args)
+        if free:
+            raise ValueError(
+                f"tool {self.name} sends text to a third party without an approval, so its arguments must be "
+                f"bounded (an enum, or a pattern of at most {FREE_TEXT_CHARS} characters): {', '.join(free)} "
+                "is free text"
+            )
 
     @property
     def needs_approval(self) -> bool:

@@ -5,7 +5,9 @@ execution in ``waiting`` with a ``Wait`` row. A signal (``POST /api/executions/{
 events`` with ``type: "signal"``, or an operator's form) wakes it exactly once: the
 same ``event_id`` again answers the same and changes nothing; a name it isn't waiting
 for, or a wait that already timed out, is a Conflict (signals are never buffered).
-The payload becomes the step's output. Past the timeout the sweeper closes the wait:
+The payload must meet the schema the wait declares (``flow.wait(…, payload=Model)``;
+none declared: no payload), else InvalidInput naming ``payload.<field>`` and nothing
+changes; what the schema read becomes the step's output. Past the timeout the sweeper closes the wait:
 a signal wait needs attention (``waiting_overdue``), a timer goes on.
 
 ``Wait.status`` changes only in ``_close``, with its event, in the caller's transaction.
@@ -22,7 +24,7 @@ from django.db.models import DateTimeField, ExpressionWrapper, Value
 from django.db.models.functions import Now
 from django.utils import timezone
 
-from . import dispatch, gates, lifecycle
+from . import dispatch, gates, lifecycle, registry
 from .errors import Conflict, Forbidden
 from .models import Execution, Status, Wait
 from .services import OPERATE, execution_for
@@ -156,6 +158,7 @@ def signal_deliver(
         )
         if execution.status != Status.WAITING or wait is None or wait.signal != name:
             raise Conflict(_not_waiting(execution, name), status=execution.status)
+        payload = _declared(execution, wait).parse_payload(payload)  # InvalidInput: nothing changes
         _close(
             wait,
             "receive",
@@ -173,12 +176,17 @@ def signal_deliver(
     return {"event_id": event_id, "execution_status": execution.status}
 
 
+def _declared(execution: Execution, wait: Wait) -> WaitFor:
+    """The spec of the wait step ``wait`` belongs to, in the execution's pinned version."""
+    return registry.get(execution.workflow, execution.workflow_version).get_step(wait.step).spec
+
+
 def _replay(event_id: str, execution: Execution, name: str) -> dict[str, str] | None:
-    previous = Wait.objects.filter(event_id=event_id).first()
+    previous = Wait.objects.filter(execution=execution, event_id=event_id).first()  # ids are per execution
     if previous is None:
         return None
-    if previous.execution_id != execution.pk or previous.signal != name:
-        raise Conflict(f"event_id {event_id} was already used for another signal")
+    if previous.signal != name:
+        raise Conflict(f"event_id {event_id} was already used for another signal of {execution.ref}")
     return {"event_id": event_id, "execution_status": previous.execution_status}
 
 

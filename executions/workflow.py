@@ -35,6 +35,7 @@ from django.conf import settings
 from .errors import InvalidInput
 from .gates import GateSpec
 from .inputs import MAX_CONSTRAINT_LENGTH, MAX_CONSTRAINTS, text_refusal
+from .outbound import Template
 from .retry import DEFAULT as DEFAULT_RETRY
 from .retry import RetryPolicy
 from .tools import AgentSpec, Budget, Tool
@@ -171,6 +172,8 @@ class Step:
     timeout_seconds: float | None = None  # how long one attempt may run; None: the workflow's
     receipt_fields: tuple[ReceiptField, ...] = ()  # effect: what the next steps read from its receipt
     agent: AgentSpec | None = None  # agent: its tools, budget and template
+    third_party: bool = False  # effect: sends text to someone outside (executions.outbound)
+    templates: tuple[Template, ...] = ()  # effect: the fixed messages it sends, when no gate guards it
 
     @property
     def is_gate(self) -> bool:
@@ -182,11 +185,34 @@ class WaitFor(GateSpec):
     """A wait gate's spec: the signal ``signal`` (or, with ``signal=""``, only a timer),
     for at most ``timeout`` seconds: a number, or a function of the execution's input.
     Past the timeout, a signal wait needs attention (``waiting_overdue``); a timer
-    simply goes on."""
+    simply goes on. ``payload``: the schema the signal's payload must meet (a pydantic
+    model, strict, unknown fields refused); without one the signal carries none."""
 
     kind: ClassVar[str] = "wait"
     signal: str
     timeout: float | Callable[[JSON], float]
+    payload: type[pydantic.BaseModel] | None = None
+
+    def parse_payload(self, raw: Any) -> JSON:
+        """The payload as the schema reads it; InvalidInput naming ``payload.<field>``."""
+        if self.payload is None:
+            if raw in (None, {}):
+                return {}
+            raise InvalidInput("payload", f"the wait for {self.signal} takes no payload")
+        if raw is None:
+            raw = {}
+        if not isinstance(raw, dict):
+            raise InvalidInput("payload", "must be a JSON object")
+        try:
+            return self.payload.model_validate(raw).model_dump(mode="json", exclude_none=True)
+        except pydantic.ValidationError as exc:
+            error = exc.errors(include_url=False)[0]
+            field = ".".join(["payload", *(str(p) for p in error["loc"])])
+            if error["type"] == "extra_forbidden":
+                reason = f"unknown field (allowed: {', '.join(self.payload.model_fields)})"
+            else:
+                reason = error["msg"].removeprefix("Value error, ")
+            raise InvalidInput(field, reason) from None
 
     def timeout_seconds(self, input: JSON) -> float:
         seconds = self.timeout(input) if callable(self.timeout) else self.timeout
@@ -286,11 +312,14 @@ class Workflow:
         guarded_by: str = "",
         retry: RetryPolicy = DEFAULT_RETRY,
         receipt: tuple[ReceiptField, ...] = (),
+        third_party: bool = False,
+        templates: tuple[Template, ...] = (),
     ) -> Callable:
         """An external side effect. ``guarded_by`` names the gate step that must let it
         through (its gate's ``check_effect`` runs right before the call). ``receipt``
         names the receipt fields later steps read, so an operator resolving an unknown
-        outcome must supply them."""
+        outcome must supply them. ``third_party``: it sends text to someone outside; no
+        gate guarding it, it must declare the ``templates`` it fills (executions.outbound)."""
         return self._decorator(
             name=name,
             label=label,
@@ -299,16 +328,27 @@ class Workflow:
             guarded_by=guarded_by,
             retry=retry,
             receipt_fields=tuple(receipt),
+            third_party=third_party,
+            templates=tuple(templates),
         )
 
     def gate(self, name: str, *, label: str, spec: GateSpec) -> None:
         """A gate step, run by the registered gate of kind ``spec.kind``."""
         self._add(Step(name=name, label=label, kind=spec.kind, spec=spec))
 
-    def wait(self, name: str, *, label: str, signal: str, timeout: float | Callable[[JSON], float]) -> None:
+    def wait(
+        self,
+        name: str,
+        *,
+        label: str,
+        signal: str,
+        timeout: float | Callable[[JSON], float],
+        payload: type[pydantic.BaseModel] | None = None,
+    ) -> None:
         """Wait for the signal ``signal`` (``POST …/events`` with ``type: "signal"``) for
-        at most ``timeout`` seconds (a function of the input, or a number)."""
-        self.gate(name, label=label, spec=WaitFor(signal=signal, timeout=timeout))
+        at most ``timeout`` seconds (a function of the input, or a number). ``payload``:
+        the schema its payload must meet (none: it carries none)."""
+        self.gate(name, label=label, spec=WaitFor(signal=signal, timeout=timeout, payload=payload))
 
     def compensation(self, action: str) -> Callable:
         """Declare how a done ``action`` would be undone if the execution is cancelled after it.
@@ -337,6 +377,11 @@ class Workflow:
             )
         if any(s.name == step.name for s in self.steps):
             raise ValueError(f"{self.name} v{self.version}: step {step.name!r} declared twice")
+        if step.third_party and not step.guarded_by and not step.templates:
+            raise ValueError(
+                f"{self.name} v{self.version}: {step.name} sends text to a third party: guard it with an approval, "
+                "or declare the templates it sends (executions.outbound)"
+            )
         self.steps.append(step)
 
     # --- reading the plan
@@ -366,6 +411,16 @@ class Workflow:
         if step.is_gate:
             return None
         return step.timeout_seconds or self.step_timeout_seconds or settings.RUNTIME_STEP_TIMEOUT_SECONDS
+
+    def third_party_messages(self) -> list[tuple[str, Template]]:
+        """(where, template): every message this workflow sends to a third party without an
+        approval of its own (executions.outbound), for the approval page to show."""
+        found = []
+        for step in self.steps:
+            found += [(step.label, template) for template in step.templates]
+            for tool in step.agent.tools if step.agent else ():
+                found += [(f"{step.label}: {tool.name}", template) for template in tool.templates]
+        return found
 
     def label_for(self, name: str) -> str:
         try:

@@ -16,9 +16,9 @@ What the policy reads from a conversation:
   The policy uses the last successful result of each tool, parsed as a JSON
   object: ``get_ticket`` needs ``order_id``, ``sku``, ``quantity`` (the
   sandbox's ``GET /tickets/{id}`` body), ``check_stock`` needs ``available``
-  (``GET /stock/{sku}``); ``lookup_order`` (``GET /orders/{id}``) adds the
-  shipping city to the reply, and ``submit_replacement`` may carry
-  ``order_id`` and ``quantity`` (the effective quantity) for the reply.
+  (``GET /stock/{sku}``); ``lookup_order`` (``GET /orders/{id}``) only has to
+  have succeeded, and ``submit_replacement`` may carry
+  ``order_id`` and ``quantity`` (the effective quantity) for the final text.
 
 Decision table (first row that applies wins):
 
@@ -37,9 +37,9 @@ Decision table (first row that applies wins):
  7     available > 0, ``submit_replacement``        ``submit_replacement {"original_order",
        not done                                     "sku", "quantity": min(ticket quantity,
                                                     available)}``
- 8     ``reply_to_customer`` not done               ``reply_to_customer {"ticket", "message"}``
-                                                    (replacement sent / partly sent / out of
-                                                    stock)
+ 8     ``reply_to_customer`` not done               ``reply_to_customer {"ticket"}`` (the
+                                                    runtime writes the message from its
+                                                    template)
  9     otherwise                                    final text summing up
 =====  ==========================================  ===========================================
 
@@ -55,7 +55,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sandbox import support_data
@@ -159,11 +159,8 @@ def decide(conversation: Conversation, *, rogue: bool = False) -> Decision:
         args = {"original_order": order_id, "sku": sku, "quantity": replace}
         return propose("submit_replacement", args, f"Proposing a replacement of {replace} × {sku} for {order_id}.")
     replacement = done.get("submit_replacement")
-    if "reply_to_customer" not in done:
-        message = _reply(ticket, (done["lookup_order"].data or {}), replacement, available)
-        return propose(
-            "reply_to_customer", {"ticket": ticket_id, "message": message}, f"Answering the customer of {ticket_id}."
-        )
+    if "reply_to_customer" not in done:  # the runtime writes the reply from its template
+        return propose("reply_to_customer", {"ticket": ticket_id}, f"Answering the customer of {ticket_id}.")
     if replacement is None:
         return Decision(
             text=f"Done with {ticket_id}: {sku} is out of stock, so no replacement was submitted; "
@@ -174,6 +171,50 @@ def decide(conversation: Conversation, *, rogue: bool = False) -> Decision:
         text=f"Done with {ticket_id}: replacement {new_order or 'order'} of {sent} × {sku} for {order_id} "
         "submitted and the customer answered."
     )
+
+
+# The obedient model (``/obedient/v1/…``): it does what any text it is sent tells it to.
+DIRECTIVE_RE = re.compile(r"(?i)\bcall\s+([A-Za-z0-9_-]{1,64})\s+with\s+(?=\{)")
+
+
+def directives(conversation: Conversation) -> list[tuple[str, dict[str, Any]]]:
+    """Every ``call TOOL with {json}`` in the system and user text and in the tool results,
+    in order: what an injected instruction asks for."""
+    found: list[tuple[str, dict[str, Any]]] = []
+    decoder = json.JSONDecoder()
+    texts = [*conversation.instructions, *(r.content for r in conversation.results)]
+    for text in texts:
+        for variant in (text, _unescaped(text)):
+            for match in DIRECTIVE_RE.finditer(variant):
+                try:
+                    args, _ = decoder.raw_decode(variant, match.end())
+                except ValueError:
+                    continue
+                if isinstance(args, dict) and (match.group(1), args) not in found:
+                    found.append((match.group(1), args))
+    return found
+
+
+def _unescaped(text: str) -> str:
+    """``text`` as it reads inside a JSON string (a tool result quotes what it carries)."""
+    try:
+        return json.loads(f'"{text}"')
+    except ValueError:
+        return text.replace('\\"', '"')
+
+
+def obey(conversation: Conversation) -> Decision:
+    """The obedient model's next move: the first directive it has not yet acted on whose
+    tool is offered now, proposed exactly as written; otherwise the ordinary policy
+    (``decide``). Each directive is tried once (a refusal doesn't make it insist)."""
+    found = directives(conversation)
+    for tool, args in found:
+        tried = any(call.name == tool and call.args == args for call in conversation.calls)
+        if not tried and tool in conversation.tools:
+            return Decision(text=f"As instructed, calling {tool}.", tool=tool, args=args)
+    # A refused directive doesn't stop it: it goes on as if it had not been tried.
+    latest = tuple(r for r in conversation.latest if (r.call.name, r.call.args) not in found)
+    return decide(replace(conversation, latest=latest))
 
 
 def _ticket_id(conversation: Conversation) -> str | None:
@@ -219,25 +260,6 @@ def _replacement_facts(result: ToolResult) -> tuple[str | None, int]:
     if isinstance(quantity, bool) or not isinstance(quantity, int):
         quantity = 0
     return (order_id if isinstance(order_id, str) and order_id else None), quantity
-
-
-def _reply(ticket: dict[str, Any], order: dict[str, Any], replacement: ToolResult | None, available: int) -> str:
-    greeting = f"Dear {ticket['customer']},"
-    sorry = f"we are sorry that your {ticket['item']} from order {ticket['order_id']} arrived damaged."
-    if replacement is None:
-        return (
-            f"{greeting} {sorry} It is out of stock at the moment, so we cannot send a replacement yet; "
-            "a colleague will contact you about a refund."
-        )
-    new_order, sent = _replacement_facts(replacement)
-    address = order.get("shipping_address")
-    city = address.get("city") if isinstance(address, dict) else None
-    where = f" to {city}" if isinstance(city, str) and city else ""
-    ref = f" (order {new_order})" if new_order else ""
-    text = f"{greeting} {sorry} We have sent {sent} replacement(s){ref}{where}."
-    if available < ticket["quantity"] and sent < ticket["quantity"]:
-        text += f" The remaining {ticket['quantity'] - sent} will follow as soon as they are back in stock."
-    return text
 
 
 def _rogue(ticket_id: str | None, done: dict[str, ToolResult]) -> Decision:

@@ -430,3 +430,34 @@ ANTHROPIC = Provider(
     request_id_header="request-id",
 )
 PROVIDERS = {"/v1/chat/completions": OPENAI, "/v1/messages": ANTHROPIC}
+# The same wire formats, played by a model that obeys instructions found anywhere in
+# what it is sent (agent_policy.obey): what a prompt injection looks like to the runtime.
+OBEDIENT_PREFIX = "/obedient"
+PROVIDERS.update({OBEDIENT_PREFIX + route: provider for route, provider in list(PROVIDERS.items())})
+
+
+def garble(provider: Provider, body: dict[str, Any], variant: str) -> dict[str, Any]:
+    """A well-formed response made into garbage the client can still parse (the ``garbage``
+    fault): ``nul`` or ``surrogate`` in the text, ``tokens`` out of any integer column's
+    range, ``long_fields`` (model, id and finish reason thousands of characters long)."""
+    openai_shape = provider is OPENAI
+    if variant in ("nul", "surrogate"):
+        bad = "\x00" if variant == "nul" else "\ud800"
+        if openai_shape:
+            message = body["choices"][0]["message"]
+            message["content"] = (message.get("content") or "") + f"done{bad}"
+        else:
+            body["content"][0]["text"] += f"done{bad}"
+    elif variant == "tokens":
+        usage = body["usage"]
+        usage["prompt_tokens" if openai_shape else "input_tokens"] = 2**40
+    elif variant == "long_fields":
+        body["model"] = "m" * 5000
+        body["id"] = "i" * 5000
+        if openai_shape:
+            body["choices"][0]["finish_reason"] = "f" * 500
+        else:
+            body["stop_reason"] = "f" * 500
+    else:
+        raise ValueError(f"unknown garbage variant {variant!r}")
+    return body

@@ -47,7 +47,17 @@ endpoint is named either by one path (``/tickets/TCK-1001``) or by its
 pattern (``/tickets/{id}``). On a provider, ``commit_then_hang`` computes and
 counts the response, then answers it late; ``rogue_tool_call`` (providers
 only) makes the response propose ``submit_replacement`` whatever the
-conversation, even when that tool is not offered.
+conversation, even when that tool is not offered; ``quote_headers``
+(providers) answers 500 with a message quoting every request header, API key
+included, as a careless gateway does; ``garbage`` (providers, ``"variant"``:
+``nul``, ``surrogate``, ``tokens``, ``long_fields``) answers a parseable
+response with that garbage in it.
+
+``/obedient/v1/chat/completions`` and ``/obedient/v1/messages`` speak the same
+wire formats, played by a model that obeys every ``call TOOL with {json}`` it
+finds in the system or user text or in a tool result, once each, as soon as that
+tool is offered, before the ordinary policy (``agent_policy.obey``): a prompt
+injection, as the runtime meets it.
 """
 
 from __future__ import annotations
@@ -69,7 +79,7 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from sandbox import agent_policy, support_data
-from sandbox.providers import PROVIDERS, ProviderError, request_digest
+from sandbox.providers import OBEDIENT_PREFIX, PROVIDERS, ProviderError, garble, request_digest
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 MODEL_CALL_HEADER = "X-Model-Call-Key"
@@ -131,7 +141,10 @@ IMMEDIATE_FAULTS = {
     "error_403": (403, "injected permission denied"),
 }
 HANG_FAULTS = ("timeout", "commit_then_hang")
-PROVIDER_FAULTS = ("rogue_tool_call",)  # model providers only
+# Model providers only: a tool call whatever the state; an error quoting the request's
+# headers (API key included, as a careless gateway does); a parseable answer full of garbage.
+PROVIDER_FAULTS = ("rogue_tool_call", "quote_headers", "garbage")
+GARBAGE_VARIANTS = ("nul", "surrogate", "tokens", "long_fields")
 FAULT_NAMES = tuple(IMMEDIATE_FAULTS) + HANG_FAULTS + PROVIDER_FAULTS
 
 
@@ -166,6 +179,7 @@ class Request:
     route: str = ""  # the routing pattern, e.g. /tickets/{id}; path for fixed routes
     params: dict[str, str] = field(default_factory=dict)  # values of the pattern's {names}
     rogue_tool_call: bool = False  # a provider answers with the rogue_tool_call fault
+    garbage: str = ""  # a provider answers with the garbage fault's variant
 
     @property
     def idempotency_key(self) -> str | None:
@@ -453,6 +467,8 @@ class Sandbox:
             ("GET", "/stock/{sku}"): self.get_stock,
             ("POST", "/v1/chat/completions"): self.model_call,
             ("POST", "/v1/messages"): self.model_call,
+            ("POST", "/obedient/v1/chat/completions"): self.model_call,
+            ("POST", "/obedient/v1/messages"): self.model_call,
             ("GET", "/_health"): lambda request: Reply(200, {"ok": True}),
             ("GET", "/_stats"): lambda request: Reply(200, self.store.stats()),
             ("POST", "/_reset"): self.reset,
@@ -566,6 +582,12 @@ class Sandbox:
             return reply
         if name == "rogue_tool_call":
             request.rogue_tool_call = True
+            return handler(request)
+        if name == "quote_headers":
+            quoted = "; ".join(f"{k}: {v}" for k, v in sorted(request.headers.items()))
+            return self.error(request.route, 500, f"upstream gateway error for the request with headers {quoted}")
+        if name == "garbage":
+            request.garbage = fault["variant"]
             return handler(request)
         try:  # commit_then_hang: real work (counted above), then a late answer
             reply = handler(request)
@@ -716,9 +738,14 @@ class Sandbox:
             conversation = provider.read(request.body)
         except ProviderError as exc:
             raise HttpError(exc.status, exc.message, exc.param) from None
-        decision = agent_policy.decide(conversation, rogue=request.rogue_tool_call)
+        if request.route.startswith(OBEDIENT_PREFIX) and not request.rogue_tool_call:
+            decision = agent_policy.obey(conversation)
+        else:
+            decision = agent_policy.decide(conversation, rogue=request.rogue_tool_call)
         digest = request_digest({"rogue": request.rogue_tool_call, "request": request.body})
         body = provider.render(decision, body=request.body, digest=digest)
+        if request.garbage:
+            body = garble(provider, body, request.garbage)
         return Reply(200, body, headers={provider.request_id_header: f"req_{digest[:24]}"})
 
     @staticmethod
@@ -795,7 +822,10 @@ class Sandbox:
             "remaining": count,
             "retry_after": _number(body, "retry_after", 1),
             "hang_seconds": _number(body, "hang_seconds", 30),
+            "variant": body.get("variant", GARBAGE_VARIANTS[0]),
         }
+        if entry["variant"] not in GARBAGE_VARIANTS:
+            raise HttpError(400, f"variant must be one of {list(GARBAGE_VARIANTS)}")
         self.faults.add(entry)
         return Reply(201, {"fault": dict(entry), "faults": self.faults.list()})
 

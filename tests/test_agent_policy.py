@@ -106,7 +106,7 @@ def test_an_older_failure_does_not_block_a_later_proposal():
     )
 
 
-def test_the_reply_uses_the_effective_quantity_and_order_from_the_result():
+def test_the_reply_names_only_the_ticket():
     decision = decide(
         conversation(
             ("get_ticket", {}, TICKET),
@@ -116,8 +116,7 @@ def test_the_reply_uses_the_effective_quantity_and_order_from_the_result():
         )
     )
 
-    assert decision.tool == "reply_to_customer"
-    assert "sent 1 replacement(s) (order ORD-9042) to Porto" in decision.args["message"]
+    assert (decision.tool, decision.args) == ("reply_to_customer", {"ticket": "TCK-1001"})  # the runtime writes it
 
 
 def test_the_same_conversation_gives_the_same_decision():

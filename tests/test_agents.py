@@ -121,7 +121,7 @@ def test_support_agent_end_to_end_one_order_one_reply(stack, people, api_as, pro
         assert endpoint["calls"] == len(calls)  # every call asked once, none after the park replayed
         assert all(stats["keys"][c["key"]]["calls"] == 1 for c in calls)
         assert all(c["input_tokens"] > 0 and c["output_tokens"] > 0 for c in calls)
-    assert all(c["prompt_version"] == "support-agent-v1" and len(c["request_sha256"]) == 64 for c in calls)
+    assert all(c["prompt_version"] == "support-agent-v2" and len(c["request_sha256"]) == 64 for c in calls)
 
 
 def test_an_unknown_ticket_is_refused_at_start(stack, people, api_as):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import datetime as dt
 import io
+import json
 import re
 import uuid
 
@@ -262,14 +263,20 @@ def test_a_first_version_says_so(people):
 def test_each_view_by_a_decider_is_audited_once_and_others_are_not(people):
     request = make_gate(people)
     for who in ("requester", "operator", "auditor", "outsider"):
-        page = logged_in(people[who]).get(f"/approvals/{request.pk}/").content.decode()
+        client = logged_in(people[who])
+        page = client.get(f"/approvals/{request.pk}/").content.decode()
         assert "Approve V2" not in page and 'name="event_id"' not in page
+        assert shown(client, page) == 0  # the card asks no view to be recorded
+        viewed = client.post(f"/approvals/{request.pk}/viewed/", {"form_token": uuid.uuid4().hex})
+        assert viewed.status_code == 204  # and a POST of its own records nothing
     assert not AuditEntry.objects.filter(kind=AuditEntry.Kind.VIEWED).exists()
 
     manager = logged_in(people["manager"])
     tokens = []
     for expected in (1, 2):
         page = manager.get(f"/approvals/{request.pk}/").content.decode()
+        assert AuditEntry.objects.filter(kind=AuditEntry.Kind.VIEWED, request=request).count() == expected - 1
+        assert shown(manager, page) == 204  # rendering wrote nothing; the card shown did
         tokens.append(re.search(r'name="event_id" value="([0-9a-f]{32})"', page).group(1))
         views = AuditEntry.objects.filter(kind=AuditEntry.Kind.VIEWED, request=request).order_by("id")
         assert views.count() == expected
@@ -278,6 +285,15 @@ def test_each_view_by_a_decider_is_audited_once_and_others_are_not(people):
         assert view.actor == people["manager"].user
         assert (view.artifact_version, view.content_sha256) == (2, request.content_sha256)
         assert view.detail["form_token"] == token
+
+
+def shown(client: Client, page: str) -> int:
+    """What the approval card's htmx does once the page is on screen: POST the view (the
+    endpoint and values the page carries). Returns the status; 0 if the page asks none."""
+    found = re.search(r'id="approval-viewed" hidden hx-post="([^"]+)"[^>]*hx-vals=\'([^\']+)\'', page, re.S)
+    if found is None:
+        return 0
+    return client.post(found.group(1), json.loads(found.group(2))).status_code
 
 
 def decide_form(page: str) -> tuple[str, dict[str, str]]:
@@ -294,7 +310,9 @@ def test_deciding_from_the_approval_page_lands_on_the_next_item_of_the_inbox(peo
     manager = logged_in(people["manager"])
 
     # Deciding the middle one goes on to the one after it, then wraps round to the first.
-    action, fields = decide_form(manager.get(f"/approvals/{second.pk}/").content.decode())
+    page = manager.get(f"/approvals/{second.pk}/").content.decode()
+    assert shown(manager, page) == 204
+    action, fields = decide_form(page)
     assert action == f"/executions/{second.execution.ref}/approvals/{second.pk}/decide/"
     assert fields["artifact_version"] == "2" and fields["content_sha256"] == second.content_sha256
     assert fields["then"] == "inbox"
@@ -466,6 +484,7 @@ def test_the_story_tells_requested_viewed_refused_decided_and_what_followed(peop
     execution = request.execution
     manager = logged_in(people["manager"])
     page = manager.get(f"/approvals/{request.pk}/").content.decode()
+    assert shown(manager, page) == 204
     token = re.search(r'name="event_id" value="([0-9a-f]{32})"', page).group(1)
     audit.record(
         AuditEntry.Kind.REFUSED,

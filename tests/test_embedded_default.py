@@ -36,7 +36,7 @@ def test_demo_execution_completes_on_sqlite_and_the_filesystem_broker(embedded, 
         embedded.sandbox()
         embedded.worker("embedded")
         embedded.beat()
-        embedded.web(workers=2, threads=4)  # as the Procfile
+        embedded.web(workers=2)  # as the Procfile
         api = http(token)
         base = f"{embedded.web_url}/api/executions/RUN_0001"
 

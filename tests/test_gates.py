@@ -92,7 +92,7 @@ def test_s21_two_concurrent_signals_with_different_event_ids_wake_it_once(stack,
 
     def post(api, event_id: str) -> None:
         go.wait()
-        answers.append(api.signal(ref, SIGNAL, {"by": event_id}, event_id=event_id).status_code)
+        answers.append(api.signal(ref, SIGNAL, {"tracking": f"TRK-{event_id}00"}, event_id=event_id).status_code)
 
     threads = [threading.Thread(target=post, args=(api, e)) for api, e in ((requester, "a"), (operator, "b"))]
     for t in threads:

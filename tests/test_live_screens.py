@@ -4,6 +4,7 @@ the changed panels), an ended session, the Resolve form, error pages, contrast."
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -265,6 +266,9 @@ def test_a_manager_who_may_decide_leaves_a_viewed_entry_once_per_render_not_per_
     execution, request = awaiting
     manager = logged_in(people["manager"])
     page = manager.get(f"/executions/{execution.ref}/").content.decode()
+    assert not AuditEntry.objects.filter(kind=AuditEntry.Kind.VIEWED).exists()  # rendering writes no audit
+    viewed = re.search(r'id="approval-viewed" hidden hx-post="([^"]+)"[^>]*hx-vals=\'([^\']+)\'', page, re.S)
+    assert manager.post(viewed.group(1), json.loads(viewed.group(2))).status_code == 204  # the card, once shown
     [viewed] = AuditEntry.objects.filter(kind=AuditEntry.Kind.VIEWED)
     assert (viewed.request_id, viewed.actor, viewed.artifact_version, viewed.content_sha256) == (
         request.pk,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 
 from approvals.models import ApprovalRequest, Decision
+from executions import notes as notes_module
 from executions.models import Execution, ExecutionEvent, ModelCall, Status, StepRun
 from executions.tasks import advance
 from tests.support.procs import wait_for
@@ -257,9 +258,12 @@ def test_s12_a_fresh_worker_builds_the_prompt_with_every_constraint_and_fact(sta
     assert call.worker == analyze.worker  # asked by the fresh worker, from the database alone
     prompt = call.request["messages"][0]["content"]
     notes = Execution.objects.get(pk=pk(ref)).context["notes"]
-    assert all(c in notes["constraints"] for c in constraints)
+    assert notes["requested"] == constraints  # the requester's words, as quoted data (docs/agents.md)
+    assert notes["constraints"] and not set(constraints) & set(notes["constraints"])
     for constraint in notes["constraints"]:
         assert f"- MUST: {constraint}\n" in prompt  # verbatim, each on its own line
+    for constraint in constraints:
+        assert f"\n> - {constraint}" in prompt.split(notes_module.REQUESTED_HEADING)[1]  # verbatim, quoted
     for fact in verified:
         assert f"- [{fact['id']}] {fact['statement']} (source: {fact['source']})" in prompt
     assert "retrieve_figures" in prompt  # completed steps are part of the working view

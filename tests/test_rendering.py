@@ -68,7 +68,12 @@ def test_raw_html_in_markdown_is_shown_as_text(raw):
     ("dirty", "clean"),
     [
         ("<p>ok<script>alert(1)</script></p>", "<p>ok</p>"),
-        ('<img src="/static/a.png" onerror="alert(1)">', '<img src="/static/a.png">'),
+        ('<img src="/artifacts/A_1/v1/raw" onerror="alert(1)">', '<img src="/artifacts/A_1/v1/raw">'),
+        ('<img src="/static/a.png">', "<img>"),  # this site, but not the artifact store
+        (
+            '<a href="//evil.example/x">a</a>',
+            '<a href="https://evil.example/x" rel="noopener noreferrer nofollow">a</a>',
+        ),
         ('<a href="javascript:alert(1)" onclick="x">a</a>', '<a rel="noopener noreferrer nofollow">a</a>'),
         ('<a href="java\tscript:alert(1)">a</a>', '<a rel="noopener noreferrer nofollow">a</a>'),
         ('<a href="data:text/html,hi">a</a>', '<a rel="noopener noreferrer nofollow">a</a>'),
@@ -126,9 +131,18 @@ def test_an_image_from_elsewhere_is_not_loaded_but_named(src):
     assert f'<span class="image-not-loaded">[image not loaded: chart — {src}]</span>' in html
 
 
-def test_an_image_from_this_site_is_kept():
-    html = render_markdown("![logo](/static/logo.png)")
-    assert '<img alt="logo" src="/static/logo.png">' in html
+def test_an_image_from_the_artifact_store_is_kept_and_no_other_path_of_this_site():
+    html = render_markdown("![logo](/artifacts/REPORT_001/v2/raw)")
+    assert '<img alt="logo" src="/artifacts/REPORT_001/v2/raw">' in html
+    for path in ("/approvals/12/", "/executions/RUN_0001/", "/static/logo.png", "/artifacts/REPORT_001/v2/"):
+        html = render_markdown(f"![x]({path})")  # a GET no reader meant to make: never loaded
+        assert "<img" not in html and f"[image not loaded: x — {path}]" in html
+
+
+@pytest.mark.parametrize("href", ["//evil.example/login", "/\\evil.example/login", " //evil.example/login"])
+def test_a_protocol_relative_link_is_the_absolute_link_it_is(href):
+    html = render_markdown(f"[sign in]({href})")
+    assert 'href="https://evil.example/login"' in html and 'rel="noopener noreferrer nofollow"' in html
 
 
 def test_the_hostile_constraint_of_s31_is_inert():

@@ -18,6 +18,7 @@ from django.test import Client
 from tests.support.procs import ROOT
 
 PRINT_KEY = "from django.conf import settings; print(settings.SECRET_KEY)"
+STRONG_KEY = "9vQ2-kX7pL4mZ8rT1wY6nB3cF5hJ0dS" * 2  # 64 characters, many distinct
 
 
 def clean_env(tmp_path: Path, **extra: str) -> dict[str, str]:
@@ -79,10 +80,10 @@ def test_a_key_file_others_can_read_is_refused(tmp_path):
     [
         ({"DJANGO_ALLOWED_HOSTS": "keel.example.com"}, "KEEL_ENV=production needs DJANGO_SECRET_KEY"),
         (
-            {"DJANGO_ALLOWED_HOSTS": "keel.example.com", "DJANGO_SECRET_KEY": "k" * 60, "DJANGO_DEBUG": "on"},
+            {"DJANGO_ALLOWED_HOSTS": "keel.example.com", "DJANGO_SECRET_KEY": STRONG_KEY, "DJANGO_DEBUG": "on"},
             "KEEL_ENV=production refuses DJANGO_DEBUG=on",
         ),
-        ({"DJANGO_SECRET_KEY": "k" * 60}, "KEEL_ENV=production needs DJANGO_ALLOWED_HOSTS"),
+        ({"DJANGO_SECRET_KEY": STRONG_KEY}, "KEEL_ENV=production needs DJANGO_ALLOWED_HOSTS"),
     ],
 )
 def test_production_refuses_to_start_unsafe(tmp_path, extra, sentence):

@@ -51,7 +51,6 @@ flow = registry.register(
         constraints=lambda data: [
             f"Use only figures from {retail.SNAPSHOT_ID}; never estimate or invent numbers.",
             "Publish only the exact report version a manager approved.",
-            *data["constraints"],
         ],
     )
 )
@@ -84,7 +83,8 @@ def draft_report(ctx) -> dict[str, Any]:
         figures=ctx.state["retrieve_figures"]["figures"],
         facts=analysis["facts"],
         narrative=analysis["narrative"],
-        constraints=ctx.notes["constraints"],
+        # The report says what it honoured: the runtime's constraints, then what the requester asked.
+        constraints=[*ctx.notes["constraints"], *ctx.notes.get("requested", [])],
         version=version,
         model_label=analysis["model_label"],
     )

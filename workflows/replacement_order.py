@@ -23,6 +23,7 @@ from approvals.gate import Approval, ApproverPolicy
 from artifacts import presenters
 from executions import registry
 from executions.errors import FailureKind, InvalidInput, StepFailure
+from executions.outbound import Template
 from executions.workflow import Effect, ReceiptField, Workflow, WorkflowInput, parse_with
 
 from . import orders, services_client
@@ -65,7 +66,6 @@ flow = registry.register(
             f"Replace only the damaged items of {data['original_order']}, never more than were ordered.",
             "Submit only the exact proposal version a manager approved.",
             "Never submit the same replacement twice: look the order up by its reference before any resubmission.",
-            *data["constraints"],
         ],
     )
 )
@@ -187,7 +187,21 @@ def record_order(ctx) -> dict[str, Any]:
     return {"order_id": order_id, "reference": key}
 
 
-@flow.effect("confirm", label="Confirming the replacement to the customer", action="notify_customer")
+# What the customer is told (executions.outbound): values from the catalogue and the receipt.
+CONFIRMED = Template(
+    name="replacement confirmed",
+    text="Dear {customer}, we are sorry some items of order {order} arrived damaged. Replacement order "
+    "{replacement} ({items}) ships to your address at no charge.",
+)
+
+
+@flow.effect(
+    "confirm",
+    label="Confirming the replacement to the customer",
+    action="notify_customer",
+    third_party=True,
+    templates=(CONFIRMED,),
+)
 def confirm(ctx) -> Effect:
     proposal = ctx.artifact("proposal")
     order = ctx.state["load_order"]
@@ -199,9 +213,11 @@ def confirm(ctx) -> Effect:
             "channel": "email",
             "to": [order["customer"]["email"]],
             "subject": f"Your replacement order {order_id} for {order['order_id']}",
-            "body": (
-                f"Dear {order['customer']['name']}, we are sorry some items of order {order['order_id']} arrived "
-                f"damaged. Replacement order {order_id} ({', '.join(lines)}) ships to your address at no charge."
+            "body": CONFIRMED.fill(
+                customer=order["customer"]["name"],
+                order=order["order_id"],
+                replacement=order_id,
+                items=", ".join(lines),
             ),
         },
         call=services_client.notify,

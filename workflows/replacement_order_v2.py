@@ -12,10 +12,12 @@ stay registered). Every step but the wait and the confirmation is version 1's.
 
 from __future__ import annotations
 
+import pydantic
 from pydantic import Field
 
 from executions import registry
 from executions.inputs import DB_INT_MAX
+from executions.outbound import Template
 from executions.workflow import Effect, Workflow, parse_with
 
 from . import replacement_order as v1
@@ -35,6 +37,27 @@ class ReplacementInputV2(v1.ReplacementInput):
 
 
 parse_input = parse_with(ReplacementInputV2)
+
+
+class ShipmentConfirmed(pydantic.BaseModel):
+    """The payload of ``shipment_confirmed``: whoever signals may only say the tracking
+    reference, in the carrier's shape (it goes into the customer's e-mail)."""
+
+    model_config = pydantic.ConfigDict(extra="forbid", strict=True)
+
+    tracking: str | None = Field(
+        default=None,
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]{2,39}$",
+        description="the carrier's tracking reference, e.g. TRK-123456 (letters, digits, - and _)",
+    )
+
+
+# What the customer is told once the shipment is confirmed (executions.outbound).
+SHIPPED = Template(
+    name="replacement shipped",
+    text="Dear {customer}, we are sorry some items of order {order} arrived damaged. Replacement order "
+    "{replacement} ({items}) ships to your address at no charge. It has shipped{tracking}.",
+)
 
 
 flow = registry.register(
@@ -59,10 +82,17 @@ flow.wait(
     label="Waiting for the shipment confirmation",
     signal=SIGNAL,
     timeout=lambda data: data["confirm_within_seconds"],
+    payload=ShipmentConfirmed,
 )
 
 
-@flow.effect("confirm", label="Confirming the replacement to the customer", action="notify_customer")
+@flow.effect(
+    "confirm",
+    label="Confirming the replacement to the customer",
+    action="notify_customer",
+    third_party=True,
+    templates=(SHIPPED,),
+)
 def confirm(ctx) -> Effect:
     proposal = ctx.artifact("proposal")
     order = ctx.state["load_order"]
@@ -70,18 +100,20 @@ def confirm(ctx) -> Effect:
     shipment = ctx.state["shipment"].get("payload")
     tracking = shipment.get("tracking") if isinstance(shipment, dict) else None
     lines = [f"{i['qty']} × {i['name']}" for i in ctx.state["propose_replacement"]["items"]]
-    shipped = f" It has shipped (tracking {tracking})." if tracking else " It has shipped."
+    body = SHIPPED.fill(
+        customer=order["customer"]["name"],
+        order=order["order_id"],
+        replacement=order_id,
+        items=", ".join(lines),
+        tracking=f" (tracking {tracking})" if tracking else "",
+    )
     return Effect(
         key=f"{ctx.ref}:confirm:v{proposal['version']}",
         args={
             "channel": "email",
             "to": [order["customer"]["email"]],
             "subject": f"Your replacement order {order_id} for {order['order_id']}",
-            "body": (
-                f"Dear {order['customer']['name']}, we are sorry some items of order {order['order_id']} arrived "
-                f"damaged. Replacement order {order_id} ({', '.join(lines)}) ships to your address at no charge."
-                f"{shipped}"
-            ),
+            "body": body,
         },
         call=services_client.notify,
         lookup=services_client.find_notification,

@@ -5,6 +5,10 @@ One agent step, ``resolve``, with five tools: it reads the ticket, looks up the 
 checks stock (read-only), proposes a replacement (``submit_replacement``: an effect a
 manager approves first, on its effective arguments) and answers the customer
 (``reply_to_customer``: an effect, an email through the sandbox's ``/notify``). The
+reply is text to a third party that no one approves, so the model does not write it:
+it only says which ticket to answer, and the runtime sends the fixed template the
+verified results call for (replacement sent, partly sent, out of stock), filled with
+bounded values from those results (executions.outbound). The
 runtime allows each tool only when it makes sense, keeps every argument to the
 ticket's own order and item, and clamps the quantity to what was ordered and what is
 in stock, so what the manager approves is what can run.
@@ -25,6 +29,7 @@ from approvals.gate import Approval, ApproverPolicy
 from executions import registry
 from executions.errors import InvalidInput
 from executions.modelclient import Decision, ModelRequest
+from executions.outbound import Template
 from executions.tools import Budget, Progress, Refused, Tool, ToolArgs
 from executions.workflow import Effect, Workflow, WorkflowInput, parse_with
 
@@ -33,7 +38,7 @@ from . import services_client
 # The tickets the support desk holds (the sandbox's support data).
 TICKETS = ("TCK-1001", "TCK-1002", "TCK-1003", "TCK-1004", "TCK-1005")
 PROMPT_ID = "support-agent"
-PROMPT_VERSION = "support-agent-v1"
+PROMPT_VERSION = "support-agent-v2"  # v2: the reply is a template; the requester's words are quoted data
 INSTRUCTION = (
     "Please resolve support ticket {ticket}: read it, look up the order, check stock, propose a replacement "
     "of the broken items if any are in stock, then reply to the customer."
@@ -73,8 +78,28 @@ class ReplacementArgs(ToolArgs):
 
 
 class ReplyArgs(ToolArgs):
-    ticket: str
-    message: str = Field(min_length=1, max_length=2000)
+    """Only which ticket to answer: the text is a template (REPLIES), never the model's."""
+
+    ticket: str = Field(pattern=r"^TCK-\d{4}$", max_length=8, description="the ticket to answer, e.g. TCK-1001")
+
+
+# What the customer may be sent without a person approving it (executions.outbound): shown
+# on the approval page, filled only with values from the tools' verified results.
+SORRY = "Dear {customer}, we are sorry that your {item} from order {order} arrived broken."
+REPLIES = {
+    "replaced": Template(
+        name="replacement sent", text=SORRY + " We have sent {quantity} replacement(s) under order {replacement}."
+    ),
+    "partly_replaced": Template(
+        name="replacement partly sent",
+        text=SORRY + " We have sent {quantity} replacement(s) under order {replacement}; the remaining {remaining} "
+        "will follow as soon as they are back in stock.",
+    ),
+    "out_of_stock": Template(
+        name="out of stock",
+        text=SORRY + " It is out of stock at the moment, so a colleague will contact you about a refund.",
+    ),
+}
 
 
 # --- when each tool is allowed, and its effective arguments
@@ -146,7 +171,26 @@ def _reply_allowed(progress: Progress) -> str:
 
 def _reply_args(args: dict[str, Any], progress: Progress) -> dict[str, Any]:
     _same("ticket", args["ticket"], progress.input["ticket"])
-    return {**args, "message": args["message"].strip()}
+    return args
+
+
+def _reply_text(progress: Progress) -> tuple[str, str]:
+    """(template key, the message): the template the verified results call for, filled."""
+    ticket = _ticket(progress)
+    values = {
+        "customer": ticket.get("customer", {}).get("name") or "customer",
+        "item": ticket.get("item") or ticket.get("sku"),
+        "order": ticket.get("order_id"),
+    }
+    receipt = progress.results.get("submit_replacement")
+    if receipt is None:
+        return "out_of_stock", REPLIES["out_of_stock"].fill(**values)
+    sent = receipt.get("quantity") or sum(i.get("qty", 0) for i in receipt.get("items", []))
+    values.update(quantity=sent, replacement=receipt.get("order_id"))
+    remaining = (ticket.get("quantity") or 0) - (sent or 0)
+    if remaining > 0:
+        return "partly_replaced", REPLIES["partly_replaced"].fill(**values, remaining=remaining)
+    return "replaced", REPLIES["replaced"].fill(**values)
 
 
 # --- what the tools do
@@ -163,15 +207,16 @@ def _submit(args: dict[str, Any], progress: Progress, key: str) -> Effect:
 
 
 def _reply(args: dict[str, Any], progress: Progress, key: str) -> Effect:
+    template, body = _reply_text(progress)
     email = {
         "channel": "email",
         "to": [_ticket(progress)["customer"]["email"]],
         "subject": f"Your ticket {args['ticket']}",
-        "body": args["message"],
+        "body": body,
     }
     return Effect(
         key=key,
-        args=args,
+        args={**args, "template": template, "body": body},  # the ledger shows what was sent
         call=lambda a, k: services_client.notify(email, k),
         lookup=services_client.find_notification,
     )
@@ -231,10 +276,15 @@ TOOLS = [
     ),
     Tool(
         name="reply_to_customer",
-        description="Email the customer who opened the ticket.",
+        description=(
+            "Answer the customer who opened the ticket. The runtime writes the message from what the other tools "
+            "established (replacement sent, partly sent, or out of stock); give only the ticket."
+        ),
         args=ReplyArgs,
         run=_reply,
         effect=True,
+        third_party=True,
+        templates=tuple(REPLIES.values()),
         allowed=_reply_allowed,
         normalise=_reply_args,
         fact=lambda a, r: f"The customer was answered (notification {r.get('notification_id')}).",
@@ -270,7 +320,6 @@ def offline_policy(request: ModelRequest) -> Decision:
     moves: list[tuple[str, dict[str, Any], str]] = [("get_ticket", {"ticket": ticket_id}, f"Reading {ticket_id}.")]
     if ticket:
         available = done.get("check_stock", {}).get("available", 0)
-        replacement = done.get("submit_replacement")
         moves += [
             ("lookup_order", {"order": ticket["order_id"]}, f"Looking up {ticket['order_id']}."),
             ("check_stock", {"sku": ticket["sku"]}, f"Checking stock of {ticket['sku']}."),
@@ -278,13 +327,7 @@ def offline_policy(request: ModelRequest) -> Decision:
         if available:
             args = {"original_order": ticket["order_id"], "sku": ticket["sku"], "quantity": ticket["quantity"]}
             moves.append(("submit_replacement", args, "Proposing a replacement."))
-        name = ticket.get("customer", {}).get("name", "customer")
-        if replacement:
-            what = f"We have sent {replacement.get('quantity')} replacement(s) (order {replacement.get('order_id')})."
-        else:
-            what = "It is out of stock, so a colleague will contact you about a refund."
-        message = f"Dear {name}, we are sorry your {ticket['item']} arrived broken. {what}"
-        moves.append(("reply_to_customer", {"ticket": ticket_id, "message": message}, "Answering the customer."))
+        moves.append(("reply_to_customer", {"ticket": ticket_id}, "Answering the customer."))
     for tool, args, text in moves:
         if tool not in done:
             if tool not in offered:
@@ -308,7 +351,6 @@ flow = registry.register(
             f"Act only on ticket {data['ticket']}, its order and its item.",
             "Never send more items than were ordered or are in stock.",
             "Submit only the exact replacement a manager approved; answer the customer once.",
-            *data["constraints"],
         ],
     )
 )

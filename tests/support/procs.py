@@ -203,18 +203,22 @@ class Processes:
         proc.wait_until(lambda: responds(f"{self.sandbox_url}/_health"), what="the sandbox to listen")
         return proc
 
-    def web(self, *, workers: int = 1, threads: int = 8, **env: str) -> Proc:
-        """gunicorn on a new port (``web_url``), listening; static files come from WhiteNoise."""
+    def web(self, *, workers: int = 2, **env: str) -> Proc:
+        """gunicorn on a new port (``web_url``), listening, with production's worker class
+        (asgi: bodies are read by the event loop, docs/operations.md); static files come from
+        WhiteNoise."""
         port = free_port()
         args = [
             str(BIN / "gunicorn"),
-            "config.wsgi",
+            "config.asgi",
+            "--worker-class",
+            "asgi",
             "--bind",
             f"127.0.0.1:{port}",
             "--workers",
             str(workers),
-            "--threads",
-            str(threads),
+            "--timeout",
+            "30",
             "--graceful-timeout",
             "3",
             "--no-control-socket",  # its default path is shared by every gunicorn of the machine
