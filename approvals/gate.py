@@ -18,10 +18,10 @@ from django.db.models.functions import Now
 
 from artifacts.models import ArtifactVersion
 from executions import gates
+from executions.authoring.workflow import Effect, Step, Workflow
 from executions.errors import FailureKind, StepFailure
 from executions.leases import in_seconds
 from executions.models import Action, Execution
-from executions.workflow import Effect, Step, Workflow
 
 from . import audit, policy, services, throttle
 from .models import ApprovalRequest, AuditEntry

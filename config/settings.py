@@ -265,7 +265,7 @@ ANTHROPIC_BASE_URL = os.environ.get("ANTHROPIC_BASE_URL", "")  # "" : Anthropic'
 ANTHROPIC_API_KEY = os.environ.get("ANTHROPIC_API_KEY", "")
 # How long one model call may take before it counts as a transient failure.
 RUNTIME_MODEL_TIMEOUT_SECONDS = float(os.environ.get("RUNTIME_MODEL_TIMEOUT_SECONDS", "60"))
-# The token budget of the context a prompt is built from (executions.notes.render).
+# The token budget of the context a prompt is built from (executions.authoring.notes.render).
 RUNTIME_CONTEXT_TOKENS = env_int("RUNTIME_CONTEXT_TOKENS", 8000)
 SANDBOX_URL = os.environ.get("SANDBOX_URL", "http://127.0.0.1:8765")
 # How long an approval request stays open before it expires (the workflow decides what then).

@@ -15,7 +15,8 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from executions import bulk, inputs, registry, selectors, stuck
+from executions import bulk, inputs, selectors, stuck
+from executions.authoring import registry
 from executions.errors import InvalidInput, ServiceError
 from executions.models import Status
 from executions.services import OPERATE

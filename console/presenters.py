@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from executions import registry
+from executions.authoring import registry
 from executions.models import Action, Execution, ExecutionEvent, ModelCall, Status
 
 # Receipt fields worth a line of their own; the whole receipt is a click away.

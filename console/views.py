@@ -14,7 +14,8 @@ from django.views.decorators.http import require_GET, require_POST
 
 from approvals import services as approval_services
 from artifacts.rendering import render_artifact
-from executions import inputs, registry, selectors, services, stuck, waits
+from executions import inputs, selectors, services, stuck, waits
+from executions.authoring import registry
 from executions.errors import InvalidInput, ServiceError
 from executions.models import Execution, Status
 

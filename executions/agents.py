@@ -41,15 +41,15 @@ from artifacts import store
 from artifacts.services import artifact_version_create
 
 from . import gates, ledger, lifecycle
-from .context import StepContext
+from .authoring.http import call_timeout
+from .authoring.step_context import StepContext
+from .authoring.tools import Progress, Refused, Tool
+from .authoring.workflow import Effect, Step, StepKind, Workflow
 from .errors import FailureKind, NeedsAttention, StepFailure
-from .http import call_timeout
 from .journal import JournaledModel
 from .leases import Lease, fence, release
 from .modelclient import ModelRequest, ModelResponse, ToolCall, canonical_json, get_model_client
 from .models import Action, Execution, ExecutionEvent, ModelCall, Status
-from .tools import Progress, Refused, Tool
-from .workflow import Effect, Step, StepKind, Workflow
 
 JSON = dict[str, Any]
 TOOL_CALL_ARTIFACT_KIND = "tool_call"

@@ -6,6 +6,7 @@ class ExecutionsConfig(AppConfig):
     verbose_name = "Executions"
 
     def ready(self) -> None:
-        from . import registry, waits  # noqa: F401 - importing waits registers the wait gate
+        from . import waits  # noqa: F401 - importing waits registers the wait gate
+        from .authoring import registry
 
         registry.load_configured_workflows()

@@ -54,7 +54,7 @@ def in_seconds(seconds: float | None) -> ExpressionWrapper | None:
 
 def step_deadline(execution: Execution, step: str) -> ExpressionWrapper | None:
     """When the attempt at ``step`` that starts now must be done by (its timeout)."""
-    from . import registry
+    from .authoring import registry
 
     try:
         return in_seconds(registry.get(execution.workflow, execution.workflow_version).timeout_for(step))

@@ -25,10 +25,10 @@ from typing import Any
 from django.db import transaction
 
 from . import failpoints, lifecycle
+from .authoring.workflow import Effect
 from .errors import FailureKind, StepFailure
 from .leases import Lease, fence
 from .models import COMPENSATION_SUFFIX, Action, Execution, Status
-from .workflow import Effect
 
 log = logging.getLogger(__name__)
 

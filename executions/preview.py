@@ -15,9 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from . import gates, registry
+from . import gates
+from .authoring import registry
+from .authoring.workflow import Step, StepKind, Workflow
 from .models import Action, Execution, Status, StepRun
-from .workflow import Step, StepKind, Workflow
 
 SKIP, RUN, BLOCKED = "skip", "run", "blocked"
 _UNSENT = (Action.State.PLANNED, Action.State.APPROVED)

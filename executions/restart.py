@@ -27,11 +27,12 @@ from django.utils import timezone
 from artifacts.models import ArtifactVersion
 from artifacts.services import artifact_copy
 
-from . import dispatch, lifecycle, registry
+from . import dispatch, lifecycle
+from .authoring import registry
+from .authoring.workflow import Workflow
 from .errors import Conflict, Forbidden, InvalidInput
 from .models import Action, Execution, Status
 from .services import OPERATE, execution_for
-from .workflow import Workflow
 
 
 def execution_restart(*, ref: str, user: AbstractBaseUser, from_step: str, reason: str) -> Execution:

@@ -30,16 +30,17 @@ from django.utils import timezone
 
 from artifacts.services import artifact_version_create
 
-from . import agents, checkpoints, dispatch, failpoints, gates, leases, ledger, lifecycle, logcontext, registry, retry
-from . import notes as progress_notes
-from .context import StepContext
+from . import agents, checkpoints, dispatch, failpoints, gates, leases, ledger, lifecycle, logcontext
+from .authoring import notes as progress_notes
+from .authoring import registry, retry
+from .authoring.http import call_timeout
+from .authoring.step_context import StepContext
+from .authoring.workflow import Step, StepKind, Workflow
 from .errors import FailureKind, NeedsAttention, StepFailure
-from .http import call_timeout
 from .journal import JournaledModel
 from .leases import Heartbeat, Lease, LeaseLost, acquire, fence, release
 from .modelclient import get_model_client
 from .models import Action, Execution, Status, StepRun, ref_for
-from .workflow import Step, StepKind, Workflow
 
 log = logging.getLogger(__name__)
 

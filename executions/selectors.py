@@ -8,7 +8,8 @@ from django.db.models import Count, Prefetch, QuerySet, prefetch_related_objects
 
 from artifacts.models import ArtifactVersion
 
-from . import gates, registry, stuck, tallies
+from . import gates, stuck, tallies
+from .authoring import registry
 from .errors import InvalidInput
 from .models import ACTIVE, Execution, ModelCall, Status, pk_from_ref, ref_for
 

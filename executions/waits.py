@@ -23,10 +23,10 @@ from django.db.models.functions import Now
 from django.utils import timezone
 
 from . import dispatch, gates, lifecycle
+from .authoring.workflow import Step, WaitFor, Workflow
 from .errors import Conflict, Forbidden
 from .models import Execution, Status, Wait
 from .services import OPERATE, execution_for
-from .workflow import Step, WaitFor, Workflow
 
 SWEEP_BATCH = 200
 

@@ -28,7 +28,8 @@ from django.utils import timezone
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Metric
 
-from executions import registry, tallies
+from executions import tallies
+from executions.authoring import registry
 from executions.models import Action, Status
 
 from . import histograms, rollup

@@ -22,7 +22,8 @@ from django.db import transaction
 
 import bench.flows  # noqa: F401 - registers bench_noop5
 import tests.support.connection_probe  # noqa: F401 - registers connection_probe
-from executions import notes, registry, runner
+from executions import runner
+from executions.authoring import notes, registry
 from executions.models import Execution, Status, StepRun
 from executions.services import execution_start, input_digest
 from tests.support.procs import wait_for

@@ -11,11 +11,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from django.test import Client
 
-from executions import notes, runner
+from executions import runner
+from executions.authoring import notes
+from executions.authoring.tools import Progress, Refused
 from executions.modelclient import ModelRequest, OfflineModelClient, ToolCall, canonical_json
 from executions.models import ModelCall, Status
 from executions.services import execution_start
-from executions.tools import Progress, Refused
 from workflows import support_agent
 
 # DESIGN §6: the fields of GET /api/executions/{id}/model-calls.

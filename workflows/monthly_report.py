@@ -13,10 +13,10 @@ from django.conf import settings
 from pydantic import Field, field_validator
 
 from approvals.gate import Approval, ApproverPolicy
-from executions import registry
+from executions.authoring import registry
+from executions.authoring.retry import RetryPolicy
+from executions.authoring.workflow import Effect, Workflow, WorkflowInput, parse_with
 from executions.errors import InvalidInput
-from executions.retry import RetryPolicy
-from executions.workflow import Effect, Workflow, WorkflowInput, parse_with
 
 from . import retail, services_client
 

@@ -21,9 +21,9 @@ from pydantic import Field, field_validator
 
 from approvals.gate import Approval, ApproverPolicy
 from artifacts import presenters
-from executions import registry
+from executions.authoring import registry
+from executions.authoring.workflow import Effect, ReceiptField, Workflow, WorkflowInput, parse_with
 from executions.errors import FailureKind, InvalidInput, StepFailure
-from executions.workflow import Effect, ReceiptField, Workflow, WorkflowInput, parse_with
 
 from . import orders, services_client
 

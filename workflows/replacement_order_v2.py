@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from executions import registry
+from executions.authoring import registry
+from executions.authoring.workflow import Effect, Workflow, parse_with
 from executions.inputs import DB_INT_MAX
-from executions.workflow import Effect, Workflow, parse_with
 
 from . import replacement_order as v1
 from . import services_client

@@ -32,9 +32,9 @@ from typing import Any, ClassVar
 import pydantic
 from django.conf import settings
 
-from .errors import InvalidInput
-from .gates import GateSpec
-from .inputs import MAX_CONSTRAINT_LENGTH, MAX_CONSTRAINTS, text_refusal
+from ..errors import InvalidInput
+from ..gates import GateSpec
+from ..inputs import MAX_CONSTRAINT_LENGTH, MAX_CONSTRAINTS, text_refusal
 from .retry import DEFAULT as DEFAULT_RETRY
 from .retry import RetryPolicy
 from .tools import AgentSpec, Budget, Tool

@@ -23,7 +23,7 @@ from typing import Any
 
 from django.conf import settings
 
-from .errors import NeedsAttention
+from ..errors import NeedsAttention
 
 JSON = dict[str, Any]
 

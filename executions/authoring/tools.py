@@ -17,8 +17,8 @@ from typing import Any
 
 import pydantic
 
-from .gates import GateSpec
-from .modelclient import Decision, ModelRequest, ToolSpec
+from ..gates import GateSpec
+from ..modelclient import Decision, ModelRequest, ToolSpec
 
 JSON = dict[str, Any]
 

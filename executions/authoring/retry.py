@@ -10,7 +10,7 @@ import random
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from .errors import FailureKind
+from ..errors import FailureKind
 
 K = FailureKind
 

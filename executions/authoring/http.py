@@ -15,7 +15,7 @@ from typing import Any
 import requests
 from django.conf import settings
 
-from .errors import FailureKind, StepFailure
+from ..errors import FailureKind, StepFailure
 
 _timeout: ContextVar[float | None] = ContextVar("effect_call_timeout", default=None)
 

@@ -61,7 +61,7 @@ class StepContext:
     def prompt(
         self, instruction: str, *, tools: tuple[tuple[str, str], ...] = (), budget_tokens: int | None = None
     ) -> str:
-        """The context for a model (executions.notes.render): the goal, every constraint and
+        """The context for a model (executions.authoring.notes.render): the goal, every constraint and
         every verified fact so far, within the token budget. Raises notes.OverBudget."""
         return progress_notes.render(
             self.current_notes(), instruction=instruction, tools=tools, budget_tokens=budget_tokens
