@@ -2,7 +2,7 @@
 
 A workflow declares it with ``flow.gate(name, label=…, spec=Approval(artifact=…,
 action=…, approver=ApproverPolicy(…)))`` and guards its effects with
-``guarded_by=name``. The runtime (``executions.gates``) calls it; everything about
+``guarded_by=name``. The runtime (``executions.engine.gates``) calls it; everything about
 requests, decisions, audit entries and expiry lives in this app.
 """
 
@@ -17,10 +17,10 @@ from django.db.models import DateTimeField, ExpressionWrapper, Value
 from django.db.models.functions import Now
 
 from artifacts.models import ArtifactVersion
-from executions import gates
 from executions.authoring.workflow import Effect, Step, Workflow
+from executions.engine import gates
+from executions.engine.leases import in_seconds
 from executions.errors import FailureKind, StepFailure
-from executions.leases import in_seconds
 from executions.models import Action, Execution
 
 from . import audit, policy, services, throttle

@@ -20,9 +20,9 @@ from django.db.models.functions import Now
 from django.utils import timezone
 
 from artifacts.models import ArtifactVersion
-from executions import ledger, lifecycle
 from executions import services as runtime
 from executions.authoring import registry
+from executions.engine import ledger, lifecycle
 from executions.errors import Conflict, Forbidden, InvalidInput, NotFound, RateLimited
 from executions.inputs import clip_int, clip_text, text_refusal
 from executions.models import Execution, Status, ref_for

@@ -131,8 +131,9 @@ def main() -> int:
     django.setup()
     from django.test import Client
 
-    from executions import selectors, sweeper
+    from executions import selectors
     from executions.auth import api_token_create
+    from executions.engine import sweeper
     from executions.models import TERMINAL, Execution
 
     t0 = time.monotonic()

@@ -290,17 +290,17 @@ METRICS_POLL_MS = env_int("METRICS_POLL_MS", 15000)
 RUNTIME_METRICS_TOKEN = os.environ.get("RUNTIME_METRICS_TOKEN", "")
 
 # Every line a worker writes inside a slice names the execution, the step and the lease
-# token (executions.logcontext); KEEL_LOG_FORMAT=json writes one JSON object per line.
+# token (executions.engine.logcontext); KEEL_LOG_FORMAT=json writes one JSON object per line.
 KEEL_LOG_FORMAT = os.environ.get("KEEL_LOG_FORMAT", "plain").strip().lower()
 if KEEL_LOG_FORMAT not in ("plain", "json"):
     raise ImproperlyConfigured(f"KEEL_LOG_FORMAT must be 'plain' or 'json', not {KEEL_LOG_FORMAT!r}.")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "filters": {"slice": {"()": "executions.logcontext.SliceFilter"}},
+    "filters": {"slice": {"()": "executions.engine.logcontext.SliceFilter"}},
     "formatters": {
         "plain": {"format": "%(asctime)s %(levelname)s %(name)s%(slice)s %(message)s"},
-        "json": {"()": "executions.logcontext.JsonFormatter"},
+        "json": {"()": "executions.engine.logcontext.JsonFormatter"},
     },
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": KEEL_LOG_FORMAT, "filters": ["slice"]}},
     "root": {"handlers": ["console"], "level": os.environ.get("KEEL_LOG_LEVEL", "INFO")},

@@ -29,7 +29,8 @@ from approvals import audit, policy
 from approvals import selectors as approval_selectors
 from approvals.models import ApprovalRequest, AuditEntry
 from artifacts.models import ArtifactVersion
-from executions import gates, selectors, services, stuck
+from executions import selectors, services, stuck
+from executions.engine import gates
 from executions.models import Action, Execution, ExecutionEvent, ModelCall, Status, StepRun, ref_for
 
 from . import presenters

@@ -25,7 +25,8 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.db.models import OuterRef, Q, QuerySet, Subquery
 
-from . import lifecycle, selectors, services
+from . import selectors, services
+from .engine import lifecycle
 from .errors import Conflict, Forbidden, InvalidInput, ServiceError
 from .inputs import MAX_BULK_ITEMS
 from .models import ACTIVE, Action, Execution, ExecutionEvent, Status, pk_from_ref, ref_for

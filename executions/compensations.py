@@ -9,7 +9,7 @@ from __future__ import annotations
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 
-from . import ledger
+from .engine import ledger
 from .errors import Conflict, NotFound
 from .models import Action, Execution, Status
 from .services import operator_outcome

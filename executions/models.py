@@ -2,8 +2,8 @@
 waits for signals, API tokens.
 
 One writer per status: ``Execution.status`` changes only through the transitions
-below, applied and saved by ``executions.lifecycle``; ``Action.status`` only through
-its transitions, applied and saved with their event by ``executions.ledger``;
+below, applied and saved by ``executions.engine.lifecycle``; ``Action.status`` only through
+its transitions, applied and saved with their event by ``executions.engine.ledger``;
 ``Wait.status`` only through its transitions, by ``executions.waits``. The fields
 are protected: assigning them directly raises.
 """
@@ -36,7 +36,7 @@ S = Status
 class Execution(ConcurrentTransitionMixin, models.Model):
     """One agent task, with an identity independent of any process.
 
-    ``lease_owner``/``lease_expires_at``/``lease_token`` belong to ``executions.leases``;
+    ``lease_owner``/``lease_expires_at``/``lease_token`` belong to ``executions.engine.leases``;
     ``status`` belongs to the transitions below; ``context`` holds the checkpointed
     state (step outputs, artifact references) and the progress notes for the model.
     """
@@ -120,7 +120,7 @@ class Execution(ConcurrentTransitionMixin, models.Model):
             return None
 
     # --- The lifecycle (DESIGN §4). Transitions change the object in memory only;
-    # executions.lifecycle.apply saves them with the event in one transaction.
+    # executions.engine.lifecycle.apply saves them with the event in one transaction.
 
     @transition(field=status, source=S.PENDING, target=S.RUNNING)
     def start(self) -> None:
@@ -256,7 +256,7 @@ class ModelCall(models.Model):
 
     Inserted (fenced by the lease) as soon as the answer arrives, before the step goes
     on, and never changed: when the step runs again, each call is looked up by its key
-    first (executions.journal). ``request`` is the canonical request whose sha256 is
+    first (executions.engine.journal). ``request`` is the canonical request whose sha256 is
     ``request_sha256``; ``response`` holds the text and the proposed tool calls.
     """
 
@@ -299,7 +299,7 @@ class Action(ConcurrentTransitionMixin, models.Model):
     Committed as ``executing`` before the call, ``succeeded`` with the receipt after.
     A lost answer after sending is ``unknown``, never ``failed``. ``status`` changes
     only through the transitions below, each saved with its ``action.<status>``
-    event by ``executions.ledger``.
+    event by ``executions.engine.ledger``.
     """
 
     class State(models.TextChoices):
@@ -320,7 +320,7 @@ class Action(ConcurrentTransitionMixin, models.Model):
     receipt = models.JSONField(null=True, blank=True)
     last_error = models.TextField(blank=True, default="")
     # What authorises it (planned → approved), when a gate guards it: the gate's own
-    # reference, e.g. "approval:12" (executions.gates).
+    # reference, e.g. "approval:12" (executions.engine.gates).
     gate_ref = models.CharField(max_length=100, blank=True, default="", db_index=True)
     # Whether the provider de-duplicates on the key (the Effect's ``honors_key``, as the
     # worker that planned or sent it knew it): a resume preview reads it to say whether
@@ -335,7 +335,7 @@ class Action(ConcurrentTransitionMixin, models.Model):
     def __str__(self) -> str:
         return self.key
 
-    # --- The ledger's states (DESIGN §4). executions.ledger applies and records them.
+    # --- The ledger's states (DESIGN §4). executions.engine.ledger applies and records them.
 
     @transition(field=status, source=State.PLANNED, target=State.APPROVED)
     def approve(self) -> None:

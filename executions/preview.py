@@ -5,7 +5,7 @@ no longer hold; the pinned and the latest workflow version.
 
 ``blockers`` is the one rule behind ``can_resume``: an action whose outcome is
 unknown (or left ``executing`` by a stopped execution) and not yet resolved, or a
-gate's grant that went stale (``executions.gates.StaleGrant``), blocks the step it
+gate's grant that went stale (``executions.engine.gates.StaleGrant``), blocks the step it
 belongs to. ``services.execution_resume`` refuses (409) while there is one. Read
 only: nothing here writes.
 """
@@ -15,9 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from . import gates
 from .authoring import registry
 from .authoring.workflow import Step, StepKind, Workflow
+from .engine import gates
 from .models import Action, Execution, Status, StepRun
 
 SKIP, RUN, BLOCKED = "skip", "run", "blocked"

@@ -27,9 +27,9 @@ from django.utils import timezone
 from artifacts.models import ArtifactVersion
 from artifacts.services import artifact_copy
 
-from . import dispatch, lifecycle
 from .authoring import registry
 from .authoring.workflow import Workflow
+from .engine import dispatch, lifecycle
 from .errors import Conflict, Forbidden, InvalidInput
 from .models import Action, Execution, Status
 from .services import OPERATE, execution_for

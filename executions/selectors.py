@@ -8,8 +8,9 @@ from django.db.models import Count, Prefetch, QuerySet, prefetch_related_objects
 
 from artifacts.models import ArtifactVersion
 
-from . import gates, stuck, tallies
+from . import stuck, tallies
 from .authoring import registry
+from .engine import gates
 from .errors import InvalidInput
 from .models import ACTIVE, Execution, ModelCall, Status, pk_from_ref, ref_for
 

@@ -14,8 +14,9 @@ from django.db import IntegrityError, transaction
 from django.db.models.functions import Now
 from django.utils import timezone
 
-from . import dispatch, gates, ledger, lifecycle, preview
+from . import preview
 from .authoring import notes, registry
+from .engine import dispatch, gates, ledger, lifecycle
 from .errors import Conflict, Forbidden, InvalidInput, NotFound
 from .models import TERMINAL, Action, Execution, Status, pk_from_ref
 

@@ -2,8 +2,8 @@
 
 from celery import shared_task
 
-from . import runner, sweeper
-from .dispatch import worker_identity
+from .engine import runner, sweeper
+from .engine.dispatch import worker_identity
 
 
 @shared_task(name="executions.advance", acks_late=True, ignore_result=True)

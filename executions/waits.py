@@ -22,8 +22,8 @@ from django.db.models import DateTimeField, ExpressionWrapper, Value
 from django.db.models.functions import Now
 from django.utils import timezone
 
-from . import dispatch, gates, lifecycle
 from .authoring.workflow import Step, WaitFor, Workflow
+from .engine import dispatch, gates, lifecycle
 from .errors import Conflict, Forbidden
 from .models import Execution, Status, Wait
 from .services import OPERATE, execution_for

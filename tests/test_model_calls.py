@@ -11,9 +11,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from django.test import Client
 
-from executions import runner
 from executions.authoring import notes
 from executions.authoring.tools import Progress, Refused
+from executions.engine import runner
 from executions.modelclient import ModelRequest, OfflineModelClient, ToolCall, canonical_json
 from executions.models import ModelCall, Status
 from executions.services import execution_start

@@ -164,7 +164,7 @@ def test_s13_two_claims_at_the_same_instant_one_wins(people, transactional_db):
     """S13: two workers get the same execution at once (duplicate Celery message)."""
     from django.db import connection
 
-    from executions.leases import acquire
+    from executions.engine.leases import acquire
 
     execution = Execution.objects.create(
         workflow="monthly_report",

@@ -17,7 +17,7 @@ from django.test import Client
 
 from artifacts import store
 from artifacts.models import Artifact, ArtifactVersion
-from executions import lifecycle
+from executions.engine import lifecycle
 from executions.errors import InvalidInput
 from executions.models import Execution, ExecutionEvent, Status, StepRun
 from executions.restart import execution_restart

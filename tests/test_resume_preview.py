@@ -22,7 +22,7 @@ from django.test import Client
 from approvals.services import approval_decide
 from artifacts import store
 from artifacts.services import artifact_version_create
-from executions import lifecycle
+from executions.engine import lifecycle
 from executions.errors import Conflict
 from executions.models import Action, Execution, ExecutionEvent
 from executions.preview import resume_preview

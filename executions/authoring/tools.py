@@ -17,7 +17,7 @@ from typing import Any
 
 import pydantic
 
-from ..gates import GateSpec
+from ..engine.gates import GateSpec
 from ..modelclient import Decision, ModelRequest, ToolSpec
 
 JSON = dict[str, Any]

@@ -18,7 +18,7 @@ keys::
               timeout=lambda input: input["confirm_within_seconds"])
 
 Leases, checkpoints, the ledger, retries and recording happen underneath (runner);
-gates are run by the gate of their spec's kind (executions.gates).
+gates are run by the gate of their spec's kind (executions.engine.gates).
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ from typing import Any, ClassVar
 import pydantic
 from django.conf import settings
 
+from ..engine.gates import GateSpec
 from ..errors import InvalidInput
-from ..gates import GateSpec
 from ..inputs import MAX_CONSTRAINT_LENGTH, MAX_CONSTRAINTS, text_refusal
 from .retry import DEFAULT as DEFAULT_RETRY
 from .retry import RetryPolicy
@@ -47,7 +47,7 @@ class StepKind(StrEnum):
     MODEL = "model"  # the response is recorded and never asked again once checkpointed
     EFFECT = "effect"  # an external side effect, only through the ledger
     AGENT = "agent"  # a model proposes tool calls; the runtime decides (executions.agents)
-    # Gates (executions.gates): the execution stops until something outside happens.
+    # Gates (executions.engine.gates): the execution stops until something outside happens.
     APPROVAL = "approval"  # a person decides on one artifact version (approvals.gate)
     WAIT = "wait"  # a named signal, or a timer (executions.waits)
 

@@ -24,11 +24,11 @@ from typing import Any
 
 from django.db import transaction
 
+from ..authoring.workflow import Effect
+from ..errors import FailureKind, StepFailure
+from ..models import COMPENSATION_SUFFIX, Action, Execution, Status
 from . import failpoints, lifecycle
-from .authoring.workflow import Effect
-from .errors import FailureKind, StepFailure
 from .leases import Lease, fence
-from .models import COMPENSATION_SUFFIX, Action, Execution, Status
 
 log = logging.getLogger(__name__)
 

@@ -19,8 +19,8 @@ from django.db import connection, transaction
 from django.db.models import DateTimeField, ExpressionWrapper, Q, Value
 from django.db.models.functions import Now
 
-from . import checkpoints, lifecycle
-from .models import Execution, Status
+from ..models import Execution, Status
+from . import lifecycle, writer
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +54,7 @@ def in_seconds(seconds: float | None) -> ExpressionWrapper | None:
 
 def step_deadline(execution: Execution, step: str) -> ExpressionWrapper | None:
     """When the attempt at ``step`` that starts now must be done by (its timeout)."""
-    from .authoring import registry
+    from ..authoring import registry
 
     try:
         return in_seconds(registry.get(execution.workflow, execution.workflow_version).timeout_for(step))
@@ -83,12 +83,12 @@ def acquire(execution_id: int, *, owner: str) -> Lease | None:
 
     One transaction: the row locked (others skip it) and read with the database clock,
     then the lease — and the claim's transition, checked by django-fsm — written with
-    its events. On PostgreSQL that write is one statement (executions.checkpoints),
+    its events. On PostgreSQL that write is one statement (executions.engine.writer),
     fenced on the lease token and expiry the row was read with: two statements, four
     round trips, one commit. Elsewhere (SQLite) the ORM writes the same rows.
     """
     with transaction.atomic():
-        return _claim(execution_id, owner=owner, fenced=checkpoints.available())
+        return _claim(execution_id, owner=owner, fenced=writer.available())
 
 
 def _claim(execution_id: int, *, owner: str, fenced: bool) -> Lease | None:
@@ -142,7 +142,7 @@ def _claim(execution_id: int, *, owner: str, fenced: bool) -> Lease | None:
         elif fenced:
             lease_values = {f: getattr(row, f) for f in LEASE_FIELDS}
             extra = [taken_over] if taken_over else []
-            if checkpoints.fenced_write(lease_values, {**read, "status": row.status}, extra) is None:
+            if writer.fenced_write(lease_values, {**read, "status": row.status}, extra) is None:
                 return None
         else:
             Execution.objects.filter(pk=row.pk).update(**{f: getattr(row, f) for f in LEASE_FIELDS})
@@ -234,7 +234,7 @@ class Heartbeat:
         self.lease = lease
         self.lost = threading.Event()
         self._stop = threading.Event()
-        # In a copy of the starter's context: its log lines name the slice (executions.logcontext).
+        # In a copy of the starter's context: its log lines name the slice (executions.engine.logcontext).
         self._thread = threading.Thread(
             target=contextvars.copy_context().run,
             args=(self._run,),

@@ -16,8 +16,8 @@ from django.db.models import Model
 from django.utils import timezone
 from django_fsm import TransitionNotAllowed
 
-from . import checkpoints
-from .models import Execution, ExecutionEvent
+from ..models import Execution, ExecutionEvent
+from . import writer
 
 # Every transition method on Execution, so callers name them and tests can walk them.
 TRANSITIONS = (
@@ -65,7 +65,7 @@ def apply(
     that must be saved in the same UPDATE. ``where``: more conditions for that UPDATE
     (a worker's fence: its lease token and step); if the row doesn't meet them nothing
     is written and ``Fenced`` is raised. A fenced transition is written in one statement
-    on PostgreSQL (``executions.checkpoints``), with ``with_rows`` (unsaved rows that
+    on PostgreSQL (``executions.engine.writer``), with ``with_rows`` (unsaved rows that
     belong to it, e.g. the last step's run) inserted in the same statement, and needs no
     transaction; elsewhere in the caller's transaction, as every unfenced transition.
     """
@@ -104,8 +104,8 @@ def apply(
     execution.updated_at = execution.status_changed_at
     values = {name: getattr(execution, name) for name in sorted(fields)}
     fence = {**where, "status": before}
-    if checkpoints.available():  # the UPDATE, ``with_rows`` and the event: one statement
-        transition.pk = checkpoints.fenced_write(values, fence, [*with_rows, transition])
+    if writer.available():  # the UPDATE, ``with_rows`` and the event: one statement
+        transition.pk = writer.fenced_write(values, fence, [*with_rows, transition])
         if transition.pk is None:
             raise Fenced(f"{execution.ref} is not {before} under the conditions {sorted(where)}")
         return transition

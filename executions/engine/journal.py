@@ -23,12 +23,12 @@ from typing import Any
 
 from django.db import transaction
 
+from ..errors import NeedsAttention
+from ..modelclient import ModelClient, ModelRequest, ModelResponse, ToolCall, canonical_json
+from ..models import Execution, ModelCall, Status
 from . import failpoints
-from .errors import NeedsAttention
 from .leases import Lease, fence
 from .ledger import ExecutionStopped
-from .modelclient import ModelClient, ModelRequest, ModelResponse, ToolCall, canonical_json
-from .models import Execution, ModelCall, Status
 
 
 class ModelDrift(NeedsAttention):

@@ -4,7 +4,7 @@ A worker that holds the lease runs the next step directly, without a round trip
 through the broker, until the execution waits, stops, or the slice's time is up;
 then it gives the lease back and rings again. Every write is fenced by the lease
 token. Cost: one commit per compute/model step (checkpoint + step run, one statement
-on PostgreSQL: executions.checkpoints), two per effect (ledger row before the call,
+on PostgreSQL: executions.engine.writer), two per effect (ledger row before the call,
 result after), one claim per slice.
 
 A worker that loses its database connection mid-slice (a restart, a failover, a
@@ -30,17 +30,18 @@ from django.utils import timezone
 
 from artifacts.services import artifact_version_create
 
-from . import agents, checkpoints, dispatch, failpoints, gates, leases, ledger, lifecycle, logcontext
-from .authoring import notes as progress_notes
-from .authoring import registry, retry
-from .authoring.http import call_timeout
-from .authoring.step_context import StepContext
-from .authoring.workflow import Step, StepKind, Workflow
-from .errors import FailureKind, NeedsAttention, StepFailure
+from .. import agents
+from ..authoring import notes as progress_notes
+from ..authoring import registry, retry
+from ..authoring.http import call_timeout
+from ..authoring.step_context import StepContext
+from ..authoring.workflow import Step, StepKind, Workflow
+from ..errors import FailureKind, NeedsAttention, StepFailure
+from ..modelclient import get_model_client
+from ..models import Action, Execution, Status, StepRun, ref_for
+from . import dispatch, failpoints, gates, leases, ledger, lifecycle, logcontext, writer
 from .journal import JournaledModel
 from .leases import Heartbeat, Lease, LeaseLost, acquire, fence, release
-from .modelclient import get_model_client
-from .models import Action, Execution, Status, StepRun, ref_for
 
 log = logging.getLogger(__name__)
 
@@ -191,7 +192,7 @@ def _checkpoint(
     execution = ctx.execution
     try:
         following = workflow.next_step(step.name)
-        if not ctx.staged_artifacts and action is None and checkpoints.available():
+        if not ctx.staged_artifacts and action is None and writer.available():
             _finish_in_one(lease, execution, ctx, workflow, step, output, started, following)
         else:
             with transaction.atomic():
@@ -226,14 +227,14 @@ def _note_step(state: dict[str, Any], ctx: StepContext, workflow: Workflow, step
 
 def _finish_in_one(lease, execution, ctx, workflow, step, output, started, following) -> None:
     """A step with no artifact and no effect: its checkpoint (or, for the last step, the
-    completion) and its step run in one statement (executions.checkpoints). Raises Fenced
+    completion) and its step run in one statement (executions.engine.writer). Raises Fenced
     if refused."""
     _note_step(execution.context, ctx, workflow, step, output)
     attempt = execution.failed_attempts + 1
     if not following:
         _complete(lease, execution, step, output, started, attempt)
         return
-    written = checkpoints.checkpoint_step(
+    written = writer.checkpoint_step(
         execution=execution,
         where=leases.fence_conditions(lease, step.name),
         following=following,

@@ -21,7 +21,7 @@ it joins it). Nothing returned: the fence refused, nothing was written.
 Values are prepared by the models' own fields (JSON with Django's encoder, aware
 datetimes, ``auto_now_add``), so the rows are the ones the ORM would write. SQLite has
 no UPDATE inside a WITH: there, and for writes that need more (artifacts, effects),
-``executions.runner`` uses the ORM in one transaction.
+``executions.engine.runner`` uses the ORM in one transaction.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from django.db import connection
 from django.db.models import Model
 from django.db.models.sql import UpdateQuery
 
-from .models import Execution, StepRun
+from ..models import Execution, StepRun
 
 
 def available() -> bool:

@@ -15,7 +15,7 @@ from functools import cache
 from django.db import transaction
 from django.db.models.functions import Now
 
-from .models import Execution
+from ..models import Execution
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +34,7 @@ def send_on_commit(execution_id: int) -> None:
 
 def send(execution_id: int) -> None:
     """Send now. A broker failure is logged, not raised: the sweeper will re-send."""
-    from .tasks import advance
+    from ..tasks import advance
 
     try:
         advance.delay(execution_id)

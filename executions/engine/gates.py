@@ -32,8 +32,8 @@ if TYPE_CHECKING:
 
     from artifacts.models import ArtifactVersion
 
-    from .authoring.workflow import Effect, Step, Workflow
-    from .models import Execution
+    from ..authoring.workflow import Effect, Step, Workflow
+    from ..models import Execution
 
 JSON = dict[str, Any]
 

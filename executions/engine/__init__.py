@@ -1,0 +1,1 @@
+"""The engine: the runtime core (filled in below the moves)."""
