@@ -11,10 +11,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from django.test import Client
 
+from executions.agent.modelclient import ModelRequest, OfflineModelClient, ToolCall, canonical_json
 from executions.authoring import notes
 from executions.authoring.tools import Progress, Refused
 from executions.engine import runner
-from executions.modelclient import ModelRequest, OfflineModelClient, ToolCall, canonical_json
 from executions.models import ModelCall, Status
 from executions.services import execution_start
 from workflows import support_agent
@@ -213,7 +213,7 @@ def garbage_provider(request):
 
 @pytest.mark.parametrize("provider", ["openai", "anthropic"])
 def test_a_provider_answering_garbage_is_a_step_failure_with_the_raw_answer(settings, garbage_provider, provider):
-    from executions.adapters import AnthropicClient, OpenAIClient
+    from executions.agent.adapters import AnthropicClient, OpenAIClient
     from executions.errors import FailureKind, StepFailure
 
     settings.OPENAI_BASE_URL = f"{garbage_provider}/v1"

@@ -22,11 +22,11 @@ from django.conf import settings
 from pydantic import Field, field_validator
 
 from approvals.gate import Approval, ApproverPolicy
+from executions.agent.modelclient import Decision, ModelRequest
 from executions.authoring import registry
 from executions.authoring.tools import Budget, Progress, Refused, Tool, ToolArgs
 from executions.authoring.workflow import Effect, Workflow, WorkflowInput, parse_with
 from executions.errors import InvalidInput
-from executions.modelclient import Decision, ModelRequest
 
 from . import services_client
 

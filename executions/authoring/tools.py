@@ -6,7 +6,7 @@ pydantic model (strict, unknown fields refused), whether it is read-only or an
 effect, whether it needs an approval first (the gate spec, e.g.
 ``Approval(artifact=…, action=…)``), when it is allowed, and how its arguments are
 normalised into the *effective* arguments that will run. The model only proposes;
-``executions.agents`` decides.
+``executions.agent.steps`` decides.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from typing import Any
 
 import pydantic
 
+from ..agent.modelclient import Decision, ModelRequest, ToolSpec
 from ..engine.gates import GateSpec
-from ..modelclient import Decision, ModelRequest, ToolSpec
 
 JSON = dict[str, Any]
 

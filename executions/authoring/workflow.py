@@ -46,7 +46,7 @@ class StepKind(StrEnum):
     COMPUTE = "compute"  # safe to rerun until checkpointed
     MODEL = "model"  # the response is recorded and never asked again once checkpointed
     EFFECT = "effect"  # an external side effect, only through the ledger
-    AGENT = "agent"  # a model proposes tool calls; the runtime decides (executions.agents)
+    AGENT = "agent"  # a model proposes tool calls; the runtime decides (executions.agent.steps)
     # Gates (executions.engine.gates): the execution stops until something outside happens.
     APPROVAL = "approval"  # a person decides on one artifact version (approvals.gate)
     WAIT = "wait"  # a named signal, or a timer (executions.waits)
@@ -252,7 +252,7 @@ class Workflow:
         """An agent step: the model proposes calls of ``tools``; the runtime checks each is
         allowed now, validates and normalises its arguments, runs reads at once, sends
         effects through the ledger and asks for approval where a tool needs it
-        (executions.agents). Its prompt is built from the execution's notes and
+        (executions.agent.steps). Its prompt is built from the execution's notes and
         ``instruction(ctx)``, never from a chat history."""
         names = [t.name for t in tools]
         if len(set(names)) != len(names):

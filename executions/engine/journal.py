@@ -23,8 +23,8 @@ from typing import Any
 
 from django.db import transaction
 
+from ..agent.modelclient import ModelClient, ModelRequest, ModelResponse, ToolCall, canonical_json
 from ..errors import NeedsAttention
-from ..modelclient import ModelClient, ModelRequest, ModelResponse, ToolCall, canonical_json
 from ..models import Execution, ModelCall, Status
 from . import failpoints
 from .leases import Lease, fence

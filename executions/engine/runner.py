@@ -30,14 +30,14 @@ from django.utils import timezone
 
 from artifacts.services import artifact_version_create
 
-from .. import agents
+from ..agent import steps as agents
+from ..agent.modelclient import get_model_client
 from ..authoring import notes as progress_notes
 from ..authoring import registry, retry
 from ..authoring.http import call_timeout
 from ..authoring.step_context import StepContext
 from ..authoring.workflow import Step, StepKind, Workflow
 from ..errors import FailureKind, NeedsAttention, StepFailure
-from ..modelclient import get_model_client
 from ..models import Action, Execution, Status, StepRun, ref_for
 from . import dispatch, failpoints, gates, leases, ledger, lifecycle, logcontext, writer
 from .journal import JournaledModel

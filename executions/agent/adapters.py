@@ -24,7 +24,7 @@ import anthropic
 import openai
 from django.conf import settings
 
-from .errors import FailureKind, StepFailure
+from ..errors import FailureKind, StepFailure
 from .modelclient import JSON, ModelRequest, ModelResponse, ToolCall
 
 CALL_KEY_HEADER = "X-Model-Call-Key"

@@ -4,7 +4,7 @@ A request is provider-neutral: a system text built from the execution's structur
 context (``executions.prompting``), a few messages (the task, then this step's tool
 calls and their results), the tools allowed now, and parameters. Its canonical JSON
 (``ModelRequest.canonical``) is what the model-call journal hashes; adapters
-(``executions.adapters``) translate it into each provider's wire format.
+(``executions.agent.adapters``) translate it into each provider's wire format.
 
 ``RUNTIME_MODEL_CLIENT`` selects the client: ``offline`` (the default: deterministic,
 no network, labelled as such on every screen), ``openai`` (any OpenAI-compatible Chat
@@ -186,9 +186,9 @@ class OfflineModelClient:
 
 
 CLIENTS = {
-    "offline": "executions.modelclient.OfflineModelClient",
-    "openai": "executions.adapters.OpenAIClient",
-    "anthropic": "executions.adapters.AnthropicClient",
+    "offline": "executions.agent.modelclient.OfflineModelClient",
+    "openai": "executions.agent.adapters.OpenAIClient",
+    "anthropic": "executions.agent.adapters.AnthropicClient",
 }
 
 

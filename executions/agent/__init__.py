@@ -1,0 +1,1 @@
+"""The agent runtime (filled in below the moves)."""
