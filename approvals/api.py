@@ -12,13 +12,13 @@ from django.http import HttpRequest
 from ninja import Body, Query, Router, Schema
 from pydantic import Field
 
+from accounts.roles import reads_operator_audit
 from executions import operator_audit, selectors, waits
 from executions.api import READ, WRITE_ONE, ErrorOut, ExecutionOut
 from executions.errors import Forbidden
 from executions.inputs import Cursor, DbInt, DecisionEventIn, ExecutionRef, RedraftIn, SignalEventIn, Text
 from executions.models import pk_from_ref, ref_for
 
-from .roles import reads_operator_audit
 from .services import approval_decide, execution_redraft
 
 router = Router()

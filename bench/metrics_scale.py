@@ -162,8 +162,8 @@ def main() -> None:
     from django.contrib.auth.models import Group
     from django.test import Client
 
-    from approvals.roles import ensure_roles
-    from executions.auth import api_token_create
+    from accounts.roles import ensure_roles
+    from accounts.tokens import api_token_create
 
     ensure_roles()
     operator = get_user_model().objects.create_user("bench-operator")

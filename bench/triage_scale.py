@@ -131,8 +131,8 @@ def main() -> int:
     django.setup()
     from django.test import Client
 
+    from accounts.tokens import api_token_create
     from executions import selectors
-    from executions.auth import api_token_create
     from executions.engine import sweeper
     from executions.models import TERMINAL, Execution
 

@@ -83,6 +83,7 @@ INSTALLED_APPS = [
     "template_partials",
     "ninja",  # django-ninja's bundled Swagger UI (static files), never the CDN copy
     "pgtrigger",
+    "accounts",
     "executions",
     "approvals",
     "artifacts",

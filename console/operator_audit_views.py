@@ -15,7 +15,7 @@ from django.shortcuts import render
 from django.utils.http import urlencode
 from django.views.decorators.http import require_GET
 
-from approvals.roles import reads_operator_audit
+from accounts.roles import reads_operator_audit
 from executions import operator_audit
 
 CSV_HEADER = ["at", "execution", "actor", "action", "reason", "before", "after", "subject", "batch"]

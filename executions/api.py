@@ -13,12 +13,12 @@ from django.http import HttpRequest, HttpResponse
 from ninja import Router, Schema
 from ninja.security import HttpBearer, SessionAuth
 
+from accounts.tokens import user_for_token
 from artifacts import selectors as artifact_selectors
 from artifacts.services import artifact_version_content
 from artifacts.store import CorruptArtifact
 
 from . import bulk, compensations, restart, selectors, services
-from .auth import user_for_token
 from .errors import Conflict, InvalidInput, NotFound
 from .inputs import (
     ActionKey,

@@ -13,7 +13,7 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from executions.auth import api_token_issue
+from accounts.tokens import api_token_issue
 from executions.models import ApiToken
 
 

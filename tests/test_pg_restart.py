@@ -49,7 +49,7 @@ SETTLED = {"completed", "failed", "cancelled", "needs_attention"}
 CREATE_USERS = """
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
-from executions.auth import api_token_create
+from accounts.tokens import api_token_create
 User = get_user_model()
 requester = User.objects.create_user("requester", email="requester@example.com")
 manager = User.objects.create_user("manager", email="manager@example.com")

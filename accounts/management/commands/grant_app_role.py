@@ -1,7 +1,7 @@
 from django.core.management.base import BaseCommand, CommandError
 from django.db import DEFAULT_DB_ALIAS, connections
 
-from executions.database_roles import RoleError, app_role_grant
+from accounts.database_roles import RoleError, app_role_grant
 
 
 class Command(BaseCommand):

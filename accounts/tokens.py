@@ -18,8 +18,8 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from .errors import InvalidInput, NotFound
-from .models import ApiToken
+from executions.errors import InvalidInput, NotFound
+from executions.models import ApiToken
 
 DEFAULT_DAYS = 90
 MAX_DAYS = 3650

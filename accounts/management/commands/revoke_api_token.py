@@ -1,7 +1,7 @@
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from executions.auth import api_token_revoke, api_tokens_of
+from accounts.tokens import api_token_revoke, api_tokens_of
 from executions.errors import ServiceError
 
 

@@ -1,7 +1,7 @@
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from executions.auth import DEFAULT_DAYS, api_token_issue
+from accounts.tokens import DEFAULT_DAYS, api_token_issue
 from executions.errors import ServiceError
 
 
