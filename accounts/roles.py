@@ -31,7 +31,7 @@ def ensure_roles(apps=None) -> None:
             group.permissions.add(perm)
 
 
-# Who reads the operator audit (executions.operator_audit): operators and auditors.
+# Who reads the operator audit (triage.operator_audit): operators and auditors.
 OPERATOR_AUDIT_READERS = ("executions.operate_execution", "approvals.view_audit")
 
 

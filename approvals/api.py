@@ -13,11 +13,12 @@ from ninja import Body, Query, Router, Schema
 from pydantic import Field
 
 from accounts.roles import reads_operator_audit
-from executions import operator_audit, selectors, waits
+from executions import selectors, waits
 from executions.api import READ, WRITE_ONE, ErrorOut, ExecutionOut
 from executions.errors import Forbidden
 from executions.inputs import Cursor, DbInt, DecisionEventIn, ExecutionRef, RedraftIn, SignalEventIn, Text
 from executions.models import pk_from_ref, ref_for
+from triage import operator_audit
 
 from .services import approval_decide, execution_redraft
 
@@ -82,7 +83,7 @@ def redraft_execution(request: HttpRequest, execution_id: ExecutionRef, payload:
     return selectors.execution_payload(execution)
 
 
-# --- the operator audit (executions.operator_audit): operators and auditors read it.
+# --- the operator audit (triage.operator_audit): operators and auditors read it.
 
 
 class ActOut(Schema):

@@ -173,7 +173,7 @@ def main() -> None:
     filled = fill(operator.pk)
     print(f"filled in {filled:,.0f} s; folding …", file=sys.stderr)
     folded, passes, minute = fold()
-    from executions import tallies
+    from triage import tallies
 
     tallies.refresh(force=True)  # the sweeper's tally of terminal executions, as it keeps it
     print(

@@ -86,6 +86,7 @@ INSTALLED_APPS = [
     "accounts",
     "executions",
     "approvals",
+    "triage",
     "artifacts",
     "console",
     "metrics",

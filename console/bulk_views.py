@@ -1,6 +1,6 @@
 """Bulk operations in the console (operators): from the list's filters, choose the
 operation, read the dry run, confirm on exactly the ids it listed with a reason, read
-each id's outcome. The rules live in ``executions.bulk``; these views only parse,
+each id's outcome. The rules live in ``triage.bulk``; these views only parse,
 call it and render.
 """
 
@@ -15,11 +15,12 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from executions import bulk, inputs, selectors, stuck
+from executions import inputs, selectors, stuck
 from executions.authoring import registry
 from executions.errors import InvalidInput, ServiceError
 from executions.models import Status
 from executions.services import OPERATE
+from triage import bulk
 
 FILTERS = ("status", "workflow", "reason")
 SESSION_KEY = "bulk-results"  # the last few runs' results, by batch

@@ -11,8 +11,9 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
-from executions import compensations, inputs, restart, selectors, services
+from executions import inputs, selectors, services
 from executions.errors import Forbidden, NotFound, ServiceError
+from triage import compensations, restart
 
 from . import presenters
 

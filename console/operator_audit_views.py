@@ -1,6 +1,6 @@
 """The operator audit (operators and auditors): every act a person took on executions,
 filtered by actor, action, execution and dates, paged, and as CSV. The query is
-``executions.operator_audit``; these views only parse, read and render."""
+``triage.operator_audit``; these views only parse, read and render."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from django.utils.http import urlencode
 from django.views.decorators.http import require_GET
 
 from accounts.roles import reads_operator_audit
-from executions import operator_audit
+from triage import operator_audit
 
 CSV_HEADER = ["at", "execution", "actor", "action", "reason", "before", "after", "subject", "batch"]
 

@@ -122,7 +122,7 @@ class Snapshot:
     actions: list[Action]
     requests: list[ApprovalRequest]
     latest_version_id: int | None
-    restarted_as: int | None = None  # the execution that restarted this one (executions.restart)
+    restarted_as: int | None = None  # the execution that restarted this one (triage.restart)
 
     @property
     def authorisers(self) -> dict[str, ApprovalRequest]:

@@ -489,7 +489,7 @@ class StaleApproval:
 
 @dataclass(frozen=True)
 class ResumePlan:
-    """A resume preview (executions.preview) as the confirmation page says it."""
+    """A resume preview (triage.preview) as the confirmation page says it."""
 
     can_resume: bool
     blocked_by: list[str]

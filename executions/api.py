@@ -17,8 +17,9 @@ from accounts.tokens import user_for_token
 from artifacts import selectors as artifact_selectors
 from artifacts.services import artifact_version_content
 from artifacts.store import CorruptArtifact
+from triage import bulk, compensations, restart
 
-from . import bulk, compensations, restart, selectors, services
+from . import selectors, services
 from .errors import Conflict, InvalidInput, NotFound
 from .inputs import (
     ActionKey,
@@ -194,7 +195,7 @@ def executions_summary(request: HttpRequest, workflow: WorkflowName | None = Non
     return selectors.summary(workflow=workflow)
 
 
-# --- bulk operations (executions.bulk). Registered before /executions/{execution_id},
+# --- bulk operations (triage.bulk). Registered before /executions/{execution_id},
 # which would otherwise take the path.
 
 

@@ -238,7 +238,7 @@ def clip_int(value: Any) -> int | None:
     return None
 
 
-# --- bulk operations (executions.bulk)
+# --- bulk operations (triage.bulk)
 
 MAX_BULK_ITEMS = 500  # executions in one bulk run
 
@@ -264,4 +264,4 @@ class BulkFormIn(Schema):
 
     operation: Literal["cancel", "resume", "retry"]
     ids: list[ExecutionRef] = Field(min_length=1, max_length=MAX_BULK_ITEMS)
-    reason: Reason = ""  # required: executions.bulk says so, naming the operation
+    reason: Reason = ""  # required: triage.bulk says so, naming the operation

@@ -71,7 +71,7 @@ class Execution(ConcurrentTransitionMixin, models.Model):
     dispatched_at = models.DateTimeField(null=True, blank=True)
     due_at = models.DateTimeField(null=True, blank=True)
     deadline = models.DateTimeField(null=True, blank=True)
-    # A restart (executions.restart): the failed execution this one continues, from one of
+    # A restart (triage.restart): the failed execution this one continues, from one of
     # its steps. One restart per failed execution; the other way, ``restarted_as``.
     restarted_from = models.OneToOneField(
         "self", null=True, blank=True, on_delete=models.PROTECT, related_name="restarted_as"
@@ -435,7 +435,7 @@ class Wait(ConcurrentTransitionMixin, models.Model):
 
 class TerminalTally(models.Model):
     """How many terminal executions changed status before ``through``, by status, workflow
-    and reason code: kept by the sweeper (executions.tallies), read by the counts."""
+    and reason code: kept by the sweeper (triage.tallies), read by the counts."""
 
     status = models.CharField(max_length=30)
     workflow = models.CharField(max_length=100)

@@ -7,8 +7,9 @@ from typing import Any
 from django.db.models import Count, Prefetch, QuerySet, prefetch_related_objects
 
 from artifacts.models import ArtifactVersion
+from triage import tallies
 
-from . import stuck, tallies
+from . import stuck
 from .authoring import registry
 from .engine import gates
 from .errors import InvalidInput
@@ -171,7 +172,7 @@ def execution(ref_or_pk: str | int) -> Execution | None:
 def summary(*, workflow: str | None = None) -> dict[str, dict[str, int]]:
     """Counts by status (every status, terminal included) and by stuck reason (every
     reason): the live executions counted directly, the terminal ones from the sweeper's
-    tally plus what became terminal since (executions.tallies)."""
+    tally plus what became terminal since (triage.tallies)."""
     by_status = dict.fromkeys(Status.values, 0)
     by_reason = dict.fromkeys(stuck.REASONS, 0)
     live = Execution.objects.filter(status__in=ACTIVE, **({"workflow": workflow} if workflow else {})).order_by()

@@ -14,7 +14,8 @@ from django.db import IntegrityError, transaction
 from django.db.models.functions import Now
 from django.utils import timezone
 
-from . import preview
+from triage import preview
+
 from .authoring import notes, registry
 from .engine import dispatch, gates, ledger, lifecycle
 from .errors import Conflict, Forbidden, InvalidInput, NotFound
@@ -208,7 +209,7 @@ def execution_resume(*, ref: str, user: AbstractBaseUser, reason: str) -> Execut
 
 
 def execution_resume_preview(*, ref: str, user: AbstractBaseUser) -> dict[str, Any]:
-    """Operators: what a resume of ``ref`` would skip, run and risk (``executions.preview``)."""
+    """Operators: what a resume of ``ref`` would skip, run and risk (``triage.preview``)."""
     if not user.has_perm(OPERATE):
         raise Forbidden("only operators may preview a resume")
     return preview.resume_preview(execution_for(ref))

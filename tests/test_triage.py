@@ -187,8 +187,9 @@ def test_the_counts_read_the_terminal_tally_and_stay_exact(people):
     from django.db.models import Count
     from django.utils import timezone
 
-    from executions import selectors, tallies
+    from executions import selectors
     from executions.models import Execution, TerminalTally
+    from triage import tallies
 
     user = people["requester"].user
     old = timezone.now() - timedelta(days=3)

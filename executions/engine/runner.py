@@ -216,7 +216,7 @@ def _note_step(state: dict[str, Any], ctx: StepContext, workflow: Workflow, step
     state.setdefault("state", {})[step.name] = output
     notes = state["notes"]
     # Each fact remembers the step that verified it, so a restart keeps only the facts of
-    # the steps it reuses (executions.restart).
+    # the steps it reuses (triage.restart).
     notes["facts"] = progress_notes.merge_facts(notes["facts"], [{"step": step.name, **f} for f in ctx.new_facts])
     notes["hypotheses"] = progress_notes.merge_hypotheses(notes.get("hypotheses", []), ctx.new_hypotheses)
     notes["completed_steps"].append(step.name)

@@ -4,7 +4,7 @@ It dispatches executions that are runnable but that nobody works on (pending or
 running with no live lease: a lost message, a dead worker; retry and wait timers
 that came due), fails or flags executions waiting past their deadline, runs every
 gate's sweep hook (approvals expire, waits time out; executions.engine.gates) and keeps the
-tally of terminal executions the counts read (executions.tallies). A dispatch is repeated only after ``redispatch_after`` seconds, so a busy
+tally of terminal executions the counts read (triage.tallies). A dispatch is repeated only after ``redispatch_after`` seconds, so a busy
 queue isn't flooded; duplicates are harmless anyway (the lease decides).
 """
 
@@ -19,7 +19,8 @@ from django.db import transaction
 from django.db.models import DateTimeField, ExpressionWrapper, Q, Value
 from django.db.models.functions import Now
 
-from .. import tallies
+from triage import tallies
+
 from ..models import Execution, Status
 from . import dispatch, gates, lifecycle
 

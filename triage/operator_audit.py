@@ -30,9 +30,10 @@ from django.db.models import Case, CharField, Exists, OuterRef, Q, QuerySet, Sub
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast, Coalesce, Substr
 
+from executions.inputs import text_refusal
+from executions.models import ExecutionEvent, pk_from_ref, ref_for
+
 from .bulk import ITEM_EVENT
-from .inputs import text_refusal
-from .models import ExecutionEvent, pk_from_ref, ref_for
 
 ACTIONS = ("cancel", "resume", "fail", "retry_now", "resolve", "signal")
 PAGE_SIZE = 50

@@ -15,10 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .authoring import registry
-from .authoring.workflow import Step, StepKind, Workflow
-from .engine import gates
-from .models import Action, Execution, Status, StepRun
+from executions.authoring import registry
+from executions.authoring.workflow import Step, StepKind, Workflow
+from executions.engine import gates
+from executions.models import Action, Execution, Status, StepRun
 
 SKIP, RUN, BLOCKED = "skip", "run", "blocked"
 _UNSENT = (Action.State.PLANNED, Action.State.APPROVED)

@@ -9,10 +9,10 @@ from __future__ import annotations
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 
-from .engine import ledger
-from .errors import Conflict, NotFound
-from .models import Action, Execution, Status
-from .services import operator_outcome
+from executions.engine import ledger
+from executions.errors import Conflict, NotFound
+from executions.models import Action, Execution, Status
+from executions.services import operator_outcome
 
 
 def action_close(*, key: str, user: AbstractBaseUser, outcome: str, evidence: str) -> Action:

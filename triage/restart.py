@@ -26,13 +26,12 @@ from django.utils import timezone
 
 from artifacts.models import ArtifactVersion
 from artifacts.services import artifact_copy
-
-from .authoring import registry
-from .authoring.workflow import Workflow
-from .engine import dispatch, lifecycle
-from .errors import Conflict, Forbidden, InvalidInput
-from .models import Action, Execution, Status
-from .services import OPERATE, execution_for
+from executions.authoring import registry
+from executions.authoring.workflow import Workflow
+from executions.engine import dispatch, lifecycle
+from executions.errors import Conflict, Forbidden, InvalidInput
+from executions.models import Action, Execution, Status
+from executions.services import OPERATE, execution_for
 
 
 def execution_restart(*, ref: str, user: AbstractBaseUser, from_step: str, reason: str) -> Execution:

@@ -18,7 +18,7 @@ from django.db import transaction
 from django.db.models import Count, Max
 from django.utils import timezone
 
-from .models import ACTIVE, TERMINAL, Execution, TerminalTally
+from executions.models import ACTIVE, TERMINAL, Execution, TerminalTally
 
 REFRESH = timedelta(minutes=10)
 MARGIN = timedelta(hours=1)

@@ -25,11 +25,11 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.db.models import OuterRef, Q, QuerySet, Subquery
 
-from . import selectors, services
-from .engine import lifecycle
-from .errors import Conflict, Forbidden, InvalidInput, ServiceError
-from .inputs import MAX_BULK_ITEMS
-from .models import ACTIVE, Action, Execution, ExecutionEvent, Status, pk_from_ref, ref_for
+from executions import selectors, services
+from executions.engine import lifecycle
+from executions.errors import Conflict, Forbidden, InvalidInput, ServiceError
+from executions.inputs import MAX_BULK_ITEMS
+from executions.models import ACTIVE, Action, Execution, ExecutionEvent, Status, pk_from_ref, ref_for
 
 log = logging.getLogger(__name__)
 
