@@ -17,6 +17,7 @@ from django.db.models import DateTimeField, ExpressionWrapper, Value
 from django.db.models.functions import Now
 
 from artifacts.models import ArtifactVersion
+from executions.authoring.specs import GateSpec
 from executions.authoring.workflow import Effect, Step, Workflow
 from executions.engine import gates
 from executions.engine.leases import in_seconds
@@ -52,7 +53,7 @@ class ApproverPolicy:
 
 
 @dataclass(frozen=True, kw_only=True)
-class Approval(gates.GateSpec):
+class Approval(GateSpec):
     """An approval gate's spec: the artifact (by name) the decision binds to, the action
     it unlocks, and who may decide."""
 

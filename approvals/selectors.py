@@ -17,8 +17,8 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import Count, Q, QuerySet
 from django.utils import timezone
 
-from executions.inputs import text_refusal
 from executions.models import ExecutionEvent, Status
+from executions.storable import text_refusal
 
 from . import policy
 from .models import ApprovalRequest, AuditEntry, Decision

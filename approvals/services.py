@@ -24,9 +24,9 @@ from executions import services as runtime
 from executions.authoring import registry
 from executions.engine import ledger, lifecycle
 from executions.errors import Conflict, Forbidden, InvalidInput, NotFound, RateLimited
-from executions.inputs import clip_int, clip_text, text_refusal
 from executions.models import Execution, Status, ref_for
 from executions.services import OPERATE, execution_for
+from executions.storable import clip_int, clip_text, text_refusal
 
 from . import audit, policy, throttle
 from .models import ApprovalRequest, AuditEntry, Decision

@@ -1,19 +1,17 @@
 """What the API and the screens accept: one set of input types, checked at the edge.
 
-PostgreSQL text and JSON can't hold NUL, psycopg can't send a lone surrogate, and our
-integer columns stop at 2**31-1. Every body, query string, path parameter and form
-value goes through these types, so such a value is a 422 naming the field (a message
-on a screen) before anything reaches a service or the database.
+Every body, query string, path parameter and form value goes through these types, so
+a value the database can't hold (``executions.storable``: NUL, a lone surrogate, an
+integer past 2**31-1) is a 422 naming the field (a message on a screen) before
+anything reaches a service or the database.
 
 ``parse`` validates a form's values with the same schemas the API uses and raises
-``InvalidInput`` naming the first bad field. ``clip_text``/``clip_int`` shape values
-that must be *recorded* whatever they are (a refused attempt's audit row): they never
-raise and always fit the database.
+``InvalidInput`` naming the first bad field. The edge's room: it imports ninja, so
+nothing below the API (services, the engine, the authoring surface) imports it.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal, TypeVar
 
@@ -23,23 +21,10 @@ from pydantic import AfterValidator, Field
 
 from .errors import InvalidInput
 from .models import Status
+from .storable import DB_INT_MAX, json_refusal, text_refusal
 from .stuck import REASONS
 
-DB_INT_MAX = 2**31 - 1  # PostgreSQL integer; PositiveIntegerField is one
 MAX_COMMENT = 4000
-MAX_CONSTRAINTS = 20
-MAX_CONSTRAINT_LENGTH = 500
-
-
-def text_refusal(value: str) -> str | None:
-    """Why ``value`` can't be stored as text (None: it can)."""
-    if "\x00" in value:
-        return "must not contain NUL characters"
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return "must not contain lone surrogates (not valid Unicode text)"
-    return None
 
 
 def _safe_text(value: str) -> str:
@@ -47,29 +32,6 @@ def _safe_text(value: str) -> str:
     if reason:
         raise ValueError(reason)
     return value
-
-
-def json_refusal(value: Any) -> str | None:
-    """Why the JSON value ``value`` can't be stored (None: it can): every key and string
-    is safe text and every number finite. Iterative, so depth can't exhaust the stack."""
-    stack: list[tuple[str, Any]] = [("", value)]
-    while stack:
-        path, item = stack.pop()
-        if isinstance(item, str):
-            reason = text_refusal(item)
-            if reason:
-                return f"{path or 'value'}: {reason}"
-        elif isinstance(item, float) and not math.isfinite(item):
-            return f"{path or 'value'}: must be a finite number"
-        elif isinstance(item, dict):
-            for key, child in item.items():
-                reason = text_refusal(str(key))
-                if reason:
-                    return f"{path or 'value'}: a key {reason}"
-                stack.append((f"{path}.{key}" if path else str(key), child))
-        elif isinstance(item, list):
-            stack.extend((f"{path}[{i}]", child) for i, child in enumerate(item))
-    return None
 
 
 def _safe_json(value: Any) -> Any:
@@ -219,23 +181,6 @@ def parse(schema: type[S], data: Mapping[str, Any]) -> S:
         first = exc.errors(include_url=False)[0]
         field = ".".join(str(part) for part in first["loc"]) or schema.__name__
         raise InvalidInput(field, first["msg"].removeprefix("Value error, ")) from None
-
-
-# --- recording what was sent, whatever it was
-
-
-def clip_text(value: Any, limit: int) -> str:
-    """``value`` as text the database can hold: NUL dropped, surrogates replaced, at most ``limit``."""
-    text = value if isinstance(value, str) else repr(value)
-    text = text.replace("\x00", "").encode("utf-8", "replace").decode("utf-8")
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def clip_int(value: Any) -> int | None:
-    """``value`` if it fits an integer column, else None (record the raw value as clipped text)."""
-    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= DB_INT_MAX:
-        return value
-    return None
 
 
 # --- bulk operations (triage.bulk)

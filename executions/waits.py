@@ -22,7 +22,8 @@ from django.db.models import DateTimeField, ExpressionWrapper, Value
 from django.db.models.functions import Now
 from django.utils import timezone
 
-from .authoring.workflow import Step, WaitFor, Workflow
+from .authoring.specs import WaitFor
+from .authoring.workflow import Step, Workflow
 from .engine import dispatch, gates, lifecycle
 from .errors import Conflict, Forbidden
 from .models import Execution, Status, Wait

@@ -11,8 +11,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from django.test import Client
 
-from executions.agent.modelclient import ModelRequest, OfflineModelClient, ToolCall, canonical_json
+from executions.agent.modelclient import OfflineModelClient
 from executions.authoring import notes
+from executions.authoring.modelcalls import ModelRequest, ToolCall, canonical_json
 from executions.authoring.tools import Progress, Refused
 from executions.engine import runner
 from executions.models import ModelCall, Status

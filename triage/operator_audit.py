@@ -30,8 +30,8 @@ from django.db.models import Case, CharField, Exists, OuterRef, Q, QuerySet, Sub
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast, Coalesce, Substr
 
-from executions.inputs import text_refusal
 from executions.models import ExecutionEvent, pk_from_ref, ref_for
+from executions.storable import text_refusal
 
 from .bulk import ITEM_EVENT
 

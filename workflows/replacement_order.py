@@ -21,9 +21,17 @@ from pydantic import Field, field_validator
 
 from approvals.gate import Approval, ApproverPolicy
 from artifacts import presenters
-from executions.authoring import registry
-from executions.authoring.workflow import Effect, ReceiptField, Workflow, WorkflowInput, parse_with
-from executions.errors import FailureKind, InvalidInput, StepFailure
+from executions.authoring import (
+    Effect,
+    FailureKind,
+    InvalidInput,
+    ReceiptField,
+    StepFailure,
+    Workflow,
+    WorkflowInput,
+    parse_with,
+    register,
+)
 
 from . import orders, services_client
 
@@ -50,7 +58,7 @@ class ReplacementInput(WorkflowInput):
 parse_input = parse_with(ReplacementInput)
 
 
-flow = registry.register(
+flow = register(
     Workflow(
         name="replacement_order",
         version=1,

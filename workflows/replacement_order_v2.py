@@ -14,9 +14,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from executions.authoring import registry
-from executions.authoring.workflow import Effect, Workflow, parse_with
-from executions.inputs import DB_INT_MAX
+from executions.authoring import DB_INT_MAX, Effect, Workflow, parse_with, register
 
 from . import replacement_order as v1
 from . import services_client
@@ -37,7 +35,7 @@ class ReplacementInputV2(v1.ReplacementInput):
 parse_input = parse_with(ReplacementInputV2)
 
 
-flow = registry.register(
+flow = register(
     Workflow(
         name=v1.flow.name,
         version=2,

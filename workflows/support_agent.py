@@ -22,11 +22,21 @@ from django.conf import settings
 from pydantic import Field, field_validator
 
 from approvals.gate import Approval, ApproverPolicy
-from executions.agent.modelclient import Decision, ModelRequest
-from executions.authoring import registry
-from executions.authoring.tools import Budget, Progress, Refused, Tool, ToolArgs
-from executions.authoring.workflow import Effect, Workflow, WorkflowInput, parse_with
-from executions.errors import InvalidInput
+from executions.authoring import (
+    Budget,
+    Decision,
+    Effect,
+    InvalidInput,
+    ModelRequest,
+    Progress,
+    Refused,
+    Tool,
+    ToolArgs,
+    Workflow,
+    WorkflowInput,
+    parse_with,
+    register,
+)
 
 from . import services_client
 
@@ -293,7 +303,7 @@ def offline_policy(request: ModelRequest) -> Decision:
     return Decision(text=f"Done with {ticket_id}: the customer has been answered.")
 
 
-flow = registry.register(
+flow = register(
     Workflow(
         name="support_agent",
         version=1,

@@ -24,8 +24,8 @@ import anthropic
 import openai
 from django.conf import settings
 
+from ..authoring.modelcalls import JSON, ModelRequest, ModelResponse, ToolCall
 from ..errors import FailureKind, StepFailure
-from .modelclient import JSON, ModelRequest, ModelResponse, ToolCall
 
 CALL_KEY_HEADER = "X-Model-Call-Key"
 

@@ -41,6 +41,7 @@ from artifacts import store
 from artifacts.services import artifact_version_create
 
 from ..authoring.http import call_timeout
+from ..authoring.modelcalls import ModelRequest, ModelResponse, ToolCall, canonical_json
 from ..authoring.step_context import StepContext
 from ..authoring.tools import Progress, Refused, Tool
 from ..authoring.workflow import Effect, Step, StepKind, Workflow
@@ -49,7 +50,7 @@ from ..engine.journal import JournaledModel
 from ..engine.leases import Lease, fence, release
 from ..errors import FailureKind, NeedsAttention, StepFailure
 from ..models import Action, Execution, ExecutionEvent, ModelCall, Status
-from .modelclient import ModelRequest, ModelResponse, ToolCall, canonical_json, get_model_client
+from .modelclient import get_model_client
 
 JSON = dict[str, Any]
 TOOL_CALL_ARTIFACT_KIND = "tool_call"

@@ -17,8 +17,8 @@ from typing import Any
 
 import pydantic
 
-from ..agent.modelclient import Decision, ModelRequest, ToolSpec
-from ..engine.gates import GateSpec
+from .modelcalls import Decision, ModelRequest, ToolSpec
+from .specs import GateSpec
 
 JSON = dict[str, Any]
 

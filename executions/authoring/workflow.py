@@ -27,19 +27,22 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, ClassVar
+from typing import Any
 
 import pydantic
 from django.conf import settings
 
-from ..engine.gates import GateSpec
 from ..errors import InvalidInput
-from ..inputs import MAX_CONSTRAINT_LENGTH, MAX_CONSTRAINTS, text_refusal
+from ..storable import text_refusal
 from .retry import DEFAULT as DEFAULT_RETRY
 from .retry import RetryPolicy
+from .specs import GateSpec, WaitFor
 from .tools import AgentSpec, Budget, Tool
 
 JSON = dict[str, Any]
+# The optional ``constraints`` every workflow takes: how many, and how long each.
+MAX_CONSTRAINTS = 20
+MAX_CONSTRAINT_LENGTH = 500
 
 
 class StepKind(StrEnum):
@@ -175,24 +178,6 @@ class Step:
     @property
     def is_gate(self) -> bool:
         return self.spec is not None
-
-
-@dataclass(frozen=True, kw_only=True)
-class WaitFor(GateSpec):
-    """A wait gate's spec: the signal ``signal`` (or, with ``signal=""``, only a timer),
-    for at most ``timeout`` seconds: a number, or a function of the execution's input.
-    Past the timeout, a signal wait needs attention (``waiting_overdue``); a timer
-    simply goes on."""
-
-    kind: ClassVar[str] = "wait"
-    signal: str
-    timeout: float | Callable[[JSON], float]
-
-    def timeout_seconds(self, input: JSON) -> float:
-        seconds = self.timeout(input) if callable(self.timeout) else self.timeout
-        if not seconds or seconds <= 0:
-            raise ValueError(f"a wait's timeout must be positive (got {seconds!r})")
-        return float(seconds)
 
 
 @dataclass(kw_only=True)

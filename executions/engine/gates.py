@@ -4,8 +4,8 @@ The runtime knows gates only through this interface; each kind registers itself
 (``register``), like workflows do. Two ship: the approval gate (``approvals.gate``,
 status ``awaiting_approval``) and the wait gate (``executions.waits``, ``waiting``).
 
-A workflow declares a gate step with a *spec* (``flow.gate(name, label=…, spec=…)``);
-``spec.kind`` names the gate that runs it. The runner visits the step:
+A workflow declares a gate step with a *spec* (``flow.gate(name, label=…, spec=…)``; a
+``GateSpec``, ``executions.authoring.specs``); ``spec.kind`` names the gate that runs it. The runner visits the step:
 
 - ``visit`` answers ``None`` (nothing asked yet: open), ``Reopen`` (what was asked
   lapsed: open again in a new round), ``Passed`` (the step's output; go on) or
@@ -36,12 +36,6 @@ if TYPE_CHECKING:
     from ..models import Execution
 
 JSON = dict[str, Any]
-
-
-class GateSpec:
-    """What a workflow says about one gate step; ``kind`` names the gate that runs it."""
-
-    kind: ClassVar[str]
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from typing import Any
 
 from django.db import transaction
 
-from ..agent.modelclient import ModelClient, ModelRequest, ModelResponse, ToolCall, canonical_json
+from ..authoring.modelcalls import ModelClient, ModelRequest, ModelResponse, ToolCall, canonical_json
 from ..errors import NeedsAttention
 from ..models import Execution, ModelCall, Status
 from . import failpoints
