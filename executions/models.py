@@ -111,6 +111,13 @@ class Execution(ConcurrentTransitionMixin, models.Model):
     def is_terminal(self) -> bool:
         return self.status in TERMINAL
 
+    def start_round(self) -> str:
+        """Begin a new round (a gate asked again, changes requested): the steps and asks
+        of the rounds before stay recorded under theirs. The one writer of ``round``; in
+        memory, like a transition; returns the field for the caller's fenced save."""
+        self.round += 1
+        return "round"
+
     @property
     def restart(self) -> Execution | None:
         """The execution that restarted this one (``restarted_as``), or None."""

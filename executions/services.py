@@ -161,7 +161,6 @@ def execution_rewind(
     state = execution.context
     state["notes"]["constraints"].append(constraint)
     execution.context = state
-    execution.round += 1
     execution.current_step = to_step
     execution.failed_attempts = 0
     lifecycle.apply(
@@ -170,7 +169,7 @@ def execution_rewind(
         actor=actor,
         reason=reason,
         payload=payload,
-        update_fields=("context", "round", "current_step", "failed_attempts"),
+        update_fields=("context", execution.start_round(), "current_step", "failed_attempts"),
     )
     dispatch.dispatch_on_commit(execution.pk)
 

@@ -1,4 +1,8 @@
-"""Agent steps: the model proposes tool calls, the runtime decides.
+"""Model and agent steps, plugged into the engine as step kinds (``kinds.register``
+at the bottom; the runner looks them up and never imports this module).
+
+A model step's function gets the model behind the journal. An agent step: the model
+proposes tool calls, the runtime decides.
 
 One visit of an agent step loops: build the prompt from the execution's notes (goal,
 constraints verbatim, verified facts, hypotheses, completed steps, the tools allowed
@@ -14,11 +18,11 @@ journal; then, for each proposed call:
   (``<model call key>:<tool>``); its receipt becomes a verified fact;
 - a tool that needs approval first stores its effective arguments as an artifact
   version (canonical JSON ``{"args": …, "tool": …}``), opens the approval gate bound
-  to that version and parks the execution. Back after the decision, the step runs
-  again from its first call (every recorded call replays from the journal, every
-  recorded result from the context), the gate's outcome is checked, the sha256 of
-  the arguments about to run is compared with the approved one, and only then does
-  the effect go out.
+  to that version and parks the execution (``executions.engine.parking``, as a gate
+  step does). Back after the decision, the step runs again from its first call
+  (every recorded call replays from the journal, every recorded result from the
+  context), the gate's outcome is checked, the sha256 of the arguments about to run
+  is compared with the approved one, and only then does the effect go out.
 
 The visit ends with the model's final answer (``Done``; the workflow's ``done_when``
 must hold, else a person looks), or ``Parked``. A spent budget or too many refusals
@@ -31,7 +35,6 @@ import copy
 import hashlib
 import json
 import time
-from dataclasses import dataclass
 from typing import Any
 
 from django.db import transaction
@@ -45,11 +48,11 @@ from ..authoring.modelcalls import ModelRequest, ModelResponse, ToolCall, canoni
 from ..authoring.step_context import StepContext
 from ..authoring.tools import Progress, Refused, Tool
 from ..authoring.workflow import Effect, Step, StepKind, Workflow
-from ..engine import gates, ledger, lifecycle
+from ..engine import gates, kinds, ledger, lifecycle, parking
 from ..engine.journal import JournaledModel
-from ..engine.leases import Lease, fence, release
+from ..engine.leases import Lease, fence
 from ..errors import FailureKind, NeedsAttention, StepFailure
-from ..models import Action, Execution, ExecutionEvent, ModelCall, Status
+from ..models import Action, Execution, ExecutionEvent, ModelCall
 from .modelclient import get_model_client
 
 JSON = dict[str, Any]
@@ -61,20 +64,6 @@ TOLD_TO_THE_MODEL = (FailureKind.INVALID_INPUT, FailureKind.BUSINESS_REJECTION)
 
 class BudgetExceeded(NeedsAttention):
     code = "budget_exceeded"
-
-
-@dataclass(frozen=True)
-class Done:
-    output: JSON
-
-
-@dataclass(frozen=True)
-class Parked:
-    """The execution waits at a gate; the worker has let it go."""
-
-
-def run(lease: Lease, ctx: StepContext, workflow: Workflow, step: Step) -> Done | Parked:
-    return _Visit(lease, ctx, workflow, step).run()
 
 
 def tool_call_document(tool: str, args: JSON) -> bytes:
@@ -108,7 +97,7 @@ class _Visit:
 
     # --- the loop
 
-    def run(self) -> Done | Parked:
+    def run(self) -> kinds.Done | kinds.Parked:
         while True:
             self._check_budget()
             response = self.model.ask(self._request(), also=self._save)
@@ -128,7 +117,7 @@ class _Visit:
                     content, is_error = self._handle(call, key=key, index=index)
                 except _Park as park:
                     self._park(park)
-                    return Parked()
+                    return kinds.Parked()
                 self.messages.append(
                     {
                         "role": "tool",
@@ -162,7 +151,7 @@ class _Visit:
     def _progress(self) -> Progress:
         return Progress(input=self.ctx.input, results=dict(self.progress))
 
-    def _finish(self, response: ModelResponse) -> Done:
+    def _finish(self, response: ModelResponse) -> kinds.Done:
         done_when = self.spec.done_when
         if done_when is not None and not done_when(self._progress()):
             raise NeedsAttention(
@@ -170,7 +159,7 @@ class _Visit:
                 code="step_error",
                 evidence={"answer": response.text[:2000], "tool_calls": self.proposals},
             )
-        return Done(
+        return kinds.Done(
             {
                 "answer": response.text,
                 "tool_calls": self.proposals,
@@ -354,24 +343,15 @@ class _Visit:
         self.unsaved = set()
 
     def _park(self, park: _Park) -> None:
-        """One commit: the effective arguments as an artifact version, what was verified
-        so far, the gate opened on that version, the effect planned under it, and the
-        execution parked (the worker lets it go)."""
+        """One commit (``parking.park``): what was verified so far, the effective
+        arguments as an artifact version, the gate opened on that version, the effect
+        planned under it, and the execution parked (the worker lets it go)."""
         tool, effect = park.tool, park.effect
-        document = tool_call_document(tool.name, effect.args)
-        blob = store.put(document)
-        gate = gates.get(tool.approval.kind)
-        with transaction.atomic():
-            fence(self.lease)
-            execution = Execution.objects.get(pk=self.lease.execution_id)
-            if execution.status != Status.RUNNING:
-                raise ledger.ExecutionStopped(f"{execution.ref} is {execution.status}")
+        blob = store.put(tool_call_document(tool.name, effect.args))
+
+        def prepare(execution: Execution) -> tuple[str, ...]:
             self._save(execution)
             execution.refresh_from_db(fields=["context"])
-            fields = ["context", "gate_sla_at"]
-            if park.reopen:  # a fresh ask needs a fresh round
-                execution.round += 1
-                fields.append("round")
             version = artifact_version_create(
                 execution=execution,
                 kind=TOOL_CALL_ARTIFACT_KIND,
@@ -386,27 +366,42 @@ class _Visit:
             state = execution.context
             state.setdefault("artifacts", {})[tool.approval.artifact] = version.as_ref()
             execution.context = state
-            opened = gate.open(execution, self._gate_step(tool), self.workflow, actor_label=self.lease.owner)
-            payload = {
-                **opened.payload,
-                "tool": tool.name,
-                "proposed_args": park.proposed,
-                "effective_args": effect.args,
-            }
-            lifecycle.record(
-                execution,
-                opened.event or "gate.opened",
-                step=self.step.name,
-                actor_label=self.lease.owner,
-                payload=payload,
-            )
-            planned = Step(name=self.step.name, label=self.step.label, kind=StepKind.EFFECT, action=tool.name)
-            ledger.plan(execution, step=planned, effect=effect, gate_ref=opened.ref, actor_label=self.lease.owner)
-            if opened.due_at is not None:
-                execution.due_at = opened.due_at
-                fields.append("due_at")
-            execution.gate_sla_at = opened.sla_at
-            lifecycle.apply(
-                execution, opened.transition, actor_label=self.lease.owner, step=self.step.name, update_fields=fields
-            )
-            release(self.lease)
+            return ("context",)
+
+        planned = Step(name=self.step.name, label=self.step.label, kind=StepKind.EFFECT, action=tool.name)
+        parking.park(
+            self.lease,
+            gate=gates.get(tool.approval.kind),
+            step=self._gate_step(tool),
+            workflow=self.workflow,
+            reopen=park.reopen,
+            effects=[(planned, effect)],
+            prepare=prepare,
+            payload={"tool": tool.name, "proposed_args": park.proposed, "effective_args": effect.args},
+        )
+
+
+class ModelStep(kinds.StepHandler):
+    """A model step: its function is called with the model behind the journal (each call
+    recorded before the step goes on, replayed rather than asked again)."""
+
+    kind = StepKind.MODEL
+
+    def run(self, lease: Lease, ctx: StepContext, workflow: Workflow, step: Step) -> kinds.Done:
+        model = JournaledModel(get_model_client(), lease=lease, execution=ctx.execution, step=step.name)
+        output = step.fn(ctx, model) or {}
+        output["model_calls"] = model.summary()
+        return kinds.Done(output)
+
+
+class AgentStep(kinds.StepHandler):
+    """An agent step: the model proposes tool calls, the runtime decides (above)."""
+
+    kind = StepKind.AGENT
+
+    def run(self, lease: Lease, ctx: StepContext, workflow: Workflow, step: Step) -> kinds.Done | kinds.Parked:
+        return _Visit(lease, ctx, workflow, step).run()
+
+
+kinds.register(ModelStep())
+kinds.register(AgentStep())

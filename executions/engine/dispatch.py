@@ -1,21 +1,23 @@
 """Ringing the doorbell: a Celery message that says "look at execution X".
 
 Messages may be lost, duplicated or late; the lease decides who runs and the sweeper
-re-rings for anything runnable that nobody is working on.
+re-rings for anything runnable that nobody is working on. The message is sent by the
+task's name (``ADVANCE``), as beat sends the sweep's: this module knows the record and
+the broker, never the task's code (``executions.tasks``).
 """
 
 from __future__ import annotations
 
 import logging
-import os
-import socket
-import uuid
-from functools import cache
 
+from celery import current_app
 from django.db import transaction
 from django.db.models.functions import Now
 
 from ..models import Execution
+
+# The Celery task that runs one slice of an execution (executions.tasks.advance).
+ADVANCE = "executions.advance"
 
 log = logging.getLogger(__name__)
 
@@ -34,15 +36,7 @@ def send_on_commit(execution_id: int) -> None:
 
 def send(execution_id: int) -> None:
     """Send now. A broker failure is logged, not raised: the sweeper will re-send."""
-    from ..tasks import advance
-
     try:
-        advance.delay(execution_id)
+        current_app.send_task(ADVANCE, args=(execution_id,))
     except Exception:
         log.exception("could not enqueue execution %s; the sweeper will re-dispatch it", execution_id)
-
-
-@cache
-def worker_identity() -> str:
-    """Who holds a lease: host, pid and a per-process nonce (pids are reused)."""
-    return f"worker:{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"

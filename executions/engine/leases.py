@@ -1,18 +1,30 @@
 """Ownership of an execution by one worker: lease, heartbeat, fencing token.
 
 A worker owns an execution while ``lease_expires_at`` (compared with the database
-clock) is in the future. Each acquisition increments ``lease_token``; every write the
-worker makes happens in a transaction whose first statement is ``fence`` — an UPDATE
-conditional on that token — so a worker that lost its lease can't commit anything.
+clock) is in the future. Each acquisition increments ``lease_token``, and every write
+the worker makes is conditional on it, so a worker that lost its lease can't commit
+anything: either the write is itself the fenced UPDATE (the claim, a checkpoint, the
+completion: ``fence_conditions`` in its WHERE, through the fenced writer), or it runs
+in a transaction whose first statement is ``fence`` — an UPDATE conditional on the
+token, which on PostgreSQL also holds the row lock until commit (the ledger's writes,
+a model call's journal row, a failed step, parking at a gate).
+
+The lease fields (``lease_token``, ``lease_owner``, ``lease_expires_at``) are written
+here and nowhere else: the claim takes them, ``fence`` and the heartbeat extend them,
+``release`` and ``given_back`` give them back.
 """
 
 from __future__ import annotations
 
 import contextvars
 import logging
+import os
+import socket
 import threading
+import uuid
 from dataclasses import dataclass, field
 from datetime import timedelta
+from functools import cache
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -23,6 +35,12 @@ from ..models import Execution, Status
 from . import lifecycle, writer
 
 log = logging.getLogger(__name__)
+
+
+@cache
+def worker_identity() -> str:
+    """Who holds a lease: host, pid and a per-process nonce (pids are reused)."""
+    return f"worker:{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
 
 
 class LeaseLost(Exception):
@@ -62,10 +80,6 @@ def step_deadline(execution: Execution, step: str) -> ExpressionWrapper | None:
         return None
 
 
-def _free() -> Q:
-    return Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=Now())
-
-
 CLAIM_TRANSITION = {
     Status.PENDING: "start",
     Status.RETRY_PENDING: "retry",
@@ -83,15 +97,15 @@ def acquire(execution_id: int, *, owner: str) -> Lease | None:
 
     One transaction: the row locked (others skip it) and read with the database clock,
     then the lease — and the claim's transition, checked by django-fsm — written with
-    its events. On PostgreSQL that write is one statement (executions.engine.writer),
-    fenced on the lease token and expiry the row was read with: two statements, four
-    round trips, one commit. Elsewhere (SQLite) the ORM writes the same rows.
+    its events, fenced on the lease token and expiry the row was read with (the fenced
+    writer, executions.engine.writer: on PostgreSQL one statement, so two statements,
+    four round trips, one commit; elsewhere the ORM writes the same rows).
     """
     with transaction.atomic():
-        return _claim(execution_id, owner=owner, fenced=writer.available())
+        return _claim(execution_id, owner=owner)
 
 
-def _claim(execution_id: int, *, owner: str, fenced: bool) -> Lease | None:
+def _claim(execution_id: int, *, owner: str) -> Lease | None:
     row = (
         Execution.objects.select_for_update(skip_locked=True, no_key=True)
         .filter(pk=execution_id, status__in=[Status.RUNNING, *CLAIM_TRANSITION])
@@ -136,18 +150,14 @@ def _claim(execution_id: int, *, owner: str, fenced: bool) -> Lease | None:
                 actor_label=owner,
                 payload={"token": lease.token},
                 update_fields=LEASE_FIELDS,
-                where=read if fenced else None,
+                where=read,
                 with_rows=(taken_over,) if taken_over else (),
             )
-        elif fenced:
+        else:
             lease_values = {f: getattr(row, f) for f in LEASE_FIELDS}
             extra = [taken_over] if taken_over else []
-            if writer.fenced_write(lease_values, {**read, "status": row.status}, extra) is None:
+            if writer.write(lease_values, {**read, "status": row.status}, extra) is None:
                 return None
-        else:
-            Execution.objects.filter(pk=row.pk).update(**{f: getattr(row, f) for f in LEASE_FIELDS})
-            if taken_over:
-                taken_over.save()
     except lifecycle.Fenced:
         return None  # the row changed under the lock's back (it can't, but the fence says so)
     return lease
@@ -216,11 +226,21 @@ def fence(lease: Lease, *, beat: bool = False) -> None:
         raise LeaseLost(f"lease token {lease.token} on execution {lease.execution_id} is no longer valid")
 
 
+# A lease given back: nobody holds the execution (the token stays, so later fences fail).
+RELEASED = {"lease_owner": "", "lease_expires_at": None}
+
+
 def release(lease: Lease) -> None:
     """Give the lease up (inside the caller's fenced transaction). Later fences with it fail."""
-    Execution.objects.filter(pk=lease.execution_id, lease_token=lease.token).update(
-        lease_owner="", lease_expires_at=None
-    )
+    Execution.objects.filter(pk=lease.execution_id, lease_token=lease.token).update(**RELEASED)
+
+
+def given_back(execution: Execution) -> tuple[str, ...]:
+    """``execution`` (in memory) with its lease given back, for a fenced write that ends
+    the slice with it (the last step's completion); returns the fields to save."""
+    for name, value in RELEASED.items():
+        setattr(execution, name, value)
+    return tuple(RELEASED)
 
 
 class Heartbeat:

@@ -1,9 +1,12 @@
 """The one way an execution changes status: a transition, saved with its event.
 
-``apply`` assumes an open transaction and an ``execution`` read inside it (on
-PostgreSQL, locked with ``select_for_update`` or fenced by the caller). The save is
-conditional on the status it was read with (``ConcurrentTransitionMixin``), so two
-racing transitions can't both commit.
+Two ways to call ``apply``, one rule: the UPDATE is conditional on the status the
+execution was read with, so two racing transitions can't both commit. Unfenced (an
+operator's act, a decision, the sweeper), it needs an open transaction and an
+``execution`` read inside it (on PostgreSQL, locked with ``select_for_update``), and
+saves through ``ConcurrentTransitionMixin``. Fenced (``where=``: a worker's lease), it
+needs no transaction: the fenced writer (``executions.engine.writer``) writes the
+UPDATE, the rows that belong to it and the event together or not at all.
 """
 
 from __future__ import annotations
@@ -64,10 +67,10 @@ def apply(
     counts. ``update_fields`` names other fields the caller changed on ``execution``
     that must be saved in the same UPDATE. ``where``: more conditions for that UPDATE
     (a worker's fence: its lease token and step); if the row doesn't meet them nothing
-    is written and ``Fenced`` is raised. A fenced transition is written in one statement
-    on PostgreSQL (``executions.engine.writer``), with ``with_rows`` (unsaved rows that
-    belong to it, e.g. the last step's run) inserted in the same statement, and needs no
-    transaction; elsewhere in the caller's transaction, as every unfenced transition.
+    is written and ``Fenced`` is raised. A fenced transition goes through the fenced
+    writer (``executions.engine.writer``: one statement on PostgreSQL), with ``with_rows``
+    (unsaved rows that belong to it, e.g. the last step's run) inserted with it, and
+    needs no transaction; an unfenced one is saved in the caller's transaction.
     """
     if name not in TRANSITIONS:
         raise ValueError(f"unknown transition {name!r}")
@@ -103,18 +106,10 @@ def apply(
         return transition
     execution.updated_at = execution.status_changed_at
     values = {name: getattr(execution, name) for name in sorted(fields)}
-    fence = {**where, "status": before}
-    if writer.available():  # the UPDATE, ``with_rows`` and the event: one statement
-        transition.pk = writer.fenced_write(values, fence, [*with_rows, transition])
-        if transition.pk is None:
-            raise Fenced(f"{execution.ref} is not {before} under the conditions {sorted(where)}")
-        return transition
-    assert transaction.get_connection().in_atomic_block, "lifecycle.apply needs a transaction"
-    if not Execution.objects.filter(**fence).update(**values):
+    # The UPDATE, ``with_rows`` and the event, written together or not at all (one statement on PostgreSQL).
+    transition.pk = writer.write(values, {**where, "status": before}, [*with_rows, transition])
+    if transition.pk is None:
         raise Fenced(f"{execution.ref} is not {before} under the conditions {sorted(where)}")
-    for row in with_rows:
-        row.save()
-    transition.save()
     return transition
 
 

@@ -30,8 +30,6 @@ from django.utils import timezone
 
 from artifacts.services import artifact_version_create
 
-from ..agent import steps as agents
-from ..agent.modelclient import get_model_client
 from ..authoring import notes as progress_notes
 from ..authoring import registry, retry
 from ..authoring.http import call_timeout
@@ -39,8 +37,7 @@ from ..authoring.step_context import StepContext
 from ..authoring.workflow import Step, StepKind, Workflow
 from ..errors import FailureKind, NeedsAttention, StepFailure
 from ..models import Action, Execution, Status, StepRun, ref_for
-from . import dispatch, failpoints, gates, leases, ledger, lifecycle, logcontext, writer
-from .journal import JournaledModel
+from . import dispatch, failpoints, gates, kinds, leases, ledger, lifecycle, logcontext, parking, writer
 from .leases import Heartbeat, Lease, LeaseLost, acquire, fence, release
 
 log = logging.getLogger(__name__)
@@ -145,17 +142,13 @@ def _run_step(lease: Lease, execution: Execution, workflow: Workflow, step: Step
             return _gate(lease, execution, workflow, step, started)
         if step.kind == StepKind.EFFECT:
             return _effect(lease, ctx, workflow, step, started)
-        if step.kind == StepKind.MODEL:
-            model = JournaledModel(get_model_client(), lease=lease, execution=execution, step=step.name)
-            output = step.fn(ctx, model) or {}
-            output["model_calls"] = model.summary()
-        elif step.kind == StepKind.AGENT:
-            outcome = agents.run(lease, ctx, workflow, step)
-            if isinstance(outcome, agents.Parked):
+        if step.kind == StepKind.COMPUTE:
+            output = step.fn(ctx) or {}
+        else:  # a kind that plugs in (model, agent: executions.agent)
+            outcome = kinds.get(step.kind).run(lease, ctx, workflow, step)
+            if isinstance(outcome, kinds.Parked):
                 return STOP
             output = outcome.output
-        else:
-            output = step.fn(ctx) or {}
     except StepFailure as failure:
         return _step_failed(lease, step, failure, started)
     except NeedsAttention as stop:  # model drift, a spent budget: a person decides
@@ -192,7 +185,7 @@ def _checkpoint(
     execution = ctx.execution
     try:
         following = workflow.next_step(step.name)
-        if not ctx.staged_artifacts and action is None and writer.available():
+        if not ctx.staged_artifacts and action is None:
             _finish_in_one(lease, execution, ctx, workflow, step, output, started, following)
         else:
             with transaction.atomic():
@@ -253,19 +246,11 @@ def _complete(lease, execution, step, output, started, attempt) -> None:
     before the completion). Raises Fenced if the lease is gone or the execution moved on."""
     run = _run_of(lease, execution, step, started, StepRun.Outcome.SUCCEEDED, output=output, attempt=attempt)
     execution.current_step, execution.step_deadline, execution.failed_attempts = "", None, 0
-    execution.lease_owner, execution.lease_expires_at = "", None  # the lease is given back with it
     lifecycle.apply(
         execution,
         "complete",
         actor_label=lease.owner,
-        update_fields=(
-            "context",
-            "current_step",
-            "failed_attempts",
-            "step_deadline",
-            "lease_owner",
-            "lease_expires_at",
-        ),
+        update_fields=("context", "current_step", "failed_attempts", "step_deadline", *leases.given_back(execution)),
         where=leases.fence_conditions(lease, step.name),
         payload={"step": step.name},
         with_rows=(run,),
@@ -328,27 +313,9 @@ def _gate(lease: Lease, execution: Execution, workflow: Workflow, step: Step, st
         _flag_outside_step(lease, outcome.reason, code=outcome.code)
         return STOP
     planned = _plan_guarded_effects(execution, workflow, step)
-    with transaction.atomic():
-        fence(lease)
-        execution = Execution.objects.get(pk=lease.execution_id)
-        if execution.status != Status.RUNNING:
-            raise ledger.ExecutionStopped(f"{execution.ref} is {execution.status}")
-        fields = []
-        if isinstance(outcome, gates.Reopen):  # a fresh ask needs a fresh round
-            execution.round += 1
-            fields.append("round")
-        opened = gate.open(execution, step, workflow, actor_label=lease.owner)
-        if opened.event:
-            lifecycle.record(execution, opened.event, step=step.name, actor_label=lease.owner, payload=opened.payload)
-        for effect_step, effect in planned:
-            ledger.plan(execution, step=effect_step, effect=effect, gate_ref=opened.ref, actor_label=lease.owner)
-        if opened.due_at is not None:
-            execution.due_at = opened.due_at
-            fields.append("due_at")
-        execution.gate_sla_at = opened.sla_at
-        fields.append("gate_sla_at")
-        lifecycle.apply(execution, opened.transition, actor_label=lease.owner, step=step.name, update_fields=fields)
-        release(lease)
+    opened = parking.park(
+        lease, gate=gate, step=step, workflow=workflow, reopen=isinstance(outcome, gates.Reopen), effects=planned
+    )
     log.info("%s: %s opened at %s (%s)", execution.ref, gate.kind, step.name, opened.ref)
     failpoints.hit(f"after_step:{step.name}")
     return STOP

@@ -1,10 +1,17 @@
-"""A worker's fenced write in one statement, one round trip and one commit (PostgreSQL).
+"""The fenced writer: a worker's fenced write, chosen once per database vendor.
 
 A step's end needs a few writes: the fenced UPDATE of the execution (its state, the
 next step — or, for the last step, the ``complete`` transition django-fsm has just
 allowed in memory) and the rows that go with it (the step run; the transition's
-event). The ORM would send BEGIN, each statement, COMMIT — a round trip apiece — and
-compile each statement every time. Here they are one statement:
+event). ``write(values, where, inserts)`` makes them, or nothing: the UPDATE is the
+fence (our lease token and owner, the status it was read with, the step), and the
+rows are inserted only when it held. Every fenced write of a transition, a claim and
+a checkpoint goes through it (``lifecycle.apply(where=…)``, ``leases.acquire``,
+``checkpoint_step``); which way it writes is decided here, once per vendor
+(``WRITERS``), and nowhere else.
+
+On PostgreSQL it is one statement, one round trip and one commit (the ORM would send
+BEGIN, each statement, COMMIT — a round trip apiece — and compile each every time):
 
     WITH fenced AS (
         UPDATE executions_execution SET … WHERE id = … AND lease_token = … AND … RETURNING id
@@ -13,39 +20,51 @@ compile each statement every time. Here they are one statement:
     )
     INSERT INTO executions_executionevent (…) SELECT … FROM fenced RETURNING id
 
-The UPDATE is the fence (our lease token and owner, the status it was read with, the
-step); every INSERT selects ``FROM fenced``, so the rows exist exactly when the fence
-held, and the statement commits on its own (autocommit; inside a caller's transaction
-it joins it). Nothing returned: the fence refused, nothing was written.
-
-Values are prepared by the models' own fields (JSON with Django's encoder, aware
-datetimes, ``auto_now_add``), so the rows are the ones the ORM would write. SQLite has
-no UPDATE inside a WITH: there, and for writes that need more (artifacts, effects),
-``executions.engine.runner`` uses the ORM in one transaction.
+Every INSERT selects ``FROM fenced``, so the rows exist exactly when the fence held,
+and the statement commits on its own (autocommit; inside a caller's transaction it
+joins it). Values are prepared by the models' own fields (JSON with Django's encoder,
+aware datetimes, ``auto_now_add``), so the rows are the ones the ORM would write.
+SQLite has no UPDATE inside a WITH: there the ORM makes the same writes in one
+transaction (a savepoint inside the caller's). Writes that need more (artifacts,
+effects) use the ORM in the runner's own transaction on every vendor.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from django.db import connection
+from django.db import connection, transaction
 from django.db.models import Model
 from django.db.models.sql import UpdateQuery
 
 from ..models import Execution, StepRun
 
-
-def available() -> bool:
-    """Whether this database takes the one-statement write (PostgreSQL)."""
-    return connection.vendor == "postgresql"
+Writer = Callable[[dict[str, Any], dict[str, Any], list[Model]], "int | None"]
 
 
-def fenced_write(values: dict[str, Any], where: dict[str, Any], inserts: list[Model]) -> int | None:
+def write(values: dict[str, Any], where: dict[str, Any], inserts: list[Model]) -> int | None:
     """UPDATE the execution's ``values`` (plain values, or expressions the database
     computes, such as ``now() + lease``) where ``where`` holds (equalities, None for IS
-    NULL; ``pk`` for the id) and INSERT the unsaved ``inserts`` with it, in one statement. The id of the
-    last insert (or of the execution, with none), or None if the fence refused."""
+    NULL; ``pk`` for the id) and INSERT the unsaved ``inserts`` with it. The id of the
+    last insert (or of the execution, with none), or None if the fence refused: then
+    nothing was written."""
+    return WRITERS.get(connection.vendor, _orm_write)(values, where, inserts)
+
+
+def _orm_write(values: dict[str, Any], where: dict[str, Any], inserts: list[Model]) -> int | None:
+    """The same writes through the ORM, in one transaction."""
+    with transaction.atomic():
+        if not Execution.objects.filter(**where).update(**values):
+            return None
+        for row in inserts:
+            row.save()
+    return inserts[-1].pk if inserts else where["pk"]
+
+
+def _one_statement(values: dict[str, Any], where: dict[str, Any], inserts: list[Model]) -> int | None:
+    """PostgreSQL: the UPDATE and the INSERTs as one statement (the module's docstring)."""
     ops = connection.ops
     query = UpdateQuery(Execution)
     compiler = query.get_compiler(connection=connection)
@@ -114,4 +133,8 @@ def checkpoint_step(
         "step_deadline": step_deadline,
         "updated_at": now,
     }
-    return fenced_write(values, where, [run]) is not None
+    return write(values, where, [run]) is not None
+
+
+# How each database vendor takes a fenced write; any other, the ORM.
+WRITERS: dict[str, Writer] = {"postgresql": _one_statement}
