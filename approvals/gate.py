@@ -23,6 +23,7 @@ from executions.engine import gates
 from executions.engine.leases import in_seconds
 from executions.errors import FailureKind, StepFailure
 from executions.models import Action, Execution
+from executions.reasons import StuckReason
 
 from . import audit, policy, services, throttle
 from .models import ApprovalRequest, AuditEntry
@@ -85,7 +86,8 @@ class ApprovalGate(gates.Gate):
         if request.status != ApprovalRequest.State.APPROVED:
             # e.g. resumed by an operator while nothing approves it: a person decides.
             return gates.Attention(
-                f"approval request {request.pk} is {request.status}; no approval to act on", code="approval_lapsed"
+                f"approval request {request.pk} is {request.status}; no approval to act on",
+                code=StuckReason.APPROVAL_LAPSED,
             )
         decision = request.decision
         return gates.Passed(

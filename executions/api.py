@@ -36,9 +36,9 @@ from .inputs import (
     WorkflowName,
 )
 from .models import Status
-from .stuck import REASONS
+from .reasons import StuckReason
 
-StuckReason = Literal[REASONS]  # type: ignore[valid-type]
+ReasonName = Literal[tuple(StuckReason.values)]  # type: ignore[valid-type]
 
 log = logging.getLogger(__name__)
 
@@ -112,7 +112,7 @@ class LeaseOut(Schema):
 
 
 class StuckOut(Schema):
-    reason: StuckReason
+    reason: ReasonName
     since: datetime | None
     detail: str
     action: Literal["wait", "check_workers", "resolve", "escalate", "resume", "retry", "cancel"]
@@ -176,7 +176,7 @@ def list_executions(
     request: HttpRequest,
     status: Status | None = None,
     workflow: WorkflowName | None = None,
-    reason: StuckReason | None = None,
+    reason: ReasonName | None = None,
     cursor: Cursor | None = None,
 ):
     """Newest first, 50 a page; ``reason`` filters by why it is stuck (DESIGN §4)."""

@@ -21,8 +21,8 @@ from pydantic import AfterValidator, Field
 
 from .errors import InvalidInput
 from .models import Status
+from .reasons import StuckReason
 from .storable import DB_INT_MAX, json_refusal, text_refusal
-from .stuck import REASONS
 
 MAX_COMMENT = 4000
 
@@ -192,7 +192,7 @@ class BulkFilterIn(Schema):
     """The execution list's filters, to pick what a dry run looks at."""
 
     status: Status | None = None
-    reason: Literal[REASONS] | None = None  # type: ignore[valid-type]
+    reason: Literal[tuple(StuckReason.values)] | None = None  # type: ignore[valid-type]
     workflow: WorkflowName | None = None
 
 

@@ -27,6 +27,7 @@ from .authoring.workflow import Step, Workflow
 from .engine import dispatch, gates, lifecycle
 from .errors import Conflict, Forbidden
 from .models import Execution, Status, Wait
+from .reasons import StuckReason
 from .services import OPERATE, execution_for
 
 SWEEP_BATCH = 200
@@ -99,7 +100,9 @@ class WaitGate(gates.Gate):
                 reason = f"no signal {wait.signal} by {wait.due_at:%Y-%m-%d %H:%M:%S} UTC (the wait's timeout)"
                 _close(wait, "time_out", execution, actor_label="sweeper", reason=reason)
                 if here:
-                    lifecycle.apply(execution, "flag", actor_label="sweeper", reason=reason, code="waiting_overdue")
+                    lifecycle.apply(
+                        execution, "flag", actor_label="sweeper", reason=reason, code=StuckReason.WAITING_OVERDUE
+                    )
             closed.append(pk)
         return closed
 

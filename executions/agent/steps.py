@@ -53,6 +53,7 @@ from ..engine.journal import JournaledModel
 from ..engine.leases import Lease, fence
 from ..errors import FailureKind, NeedsAttention, StepFailure
 from ..models import Action, Execution, ExecutionEvent, ModelCall
+from ..reasons import StuckReason
 from .modelclient import get_model_client
 
 JSON = dict[str, Any]
@@ -63,7 +64,7 @@ TOLD_TO_THE_MODEL = (FailureKind.INVALID_INPUT, FailureKind.BUSINESS_REJECTION)
 
 
 class BudgetExceeded(NeedsAttention):
-    code = "budget_exceeded"
+    code = StuckReason.BUDGET_EXCEEDED
 
 
 def tool_call_document(tool: str, args: JSON) -> bytes:
@@ -156,7 +157,7 @@ class _Visit:
         if done_when is not None and not done_when(self._progress()):
             raise NeedsAttention(
                 f"the model stopped before the task was done: {response.text[:300]}",
-                code="step_error",
+                code=StuckReason.STEP_ERROR,
                 evidence={"answer": response.text[:2000], "tool_calls": self.proposals},
             )
         return kinds.Done(

@@ -24,6 +24,7 @@ from typing import Any
 from django.conf import settings
 
 from ..errors import NeedsAttention
+from ..reasons import StuckReason
 
 JSON = dict[str, Any]
 
@@ -31,7 +32,7 @@ JSON = dict[str, Any]
 class OverBudget(NeedsAttention):
     """The context can't be built within its token budget without dropping what must stay."""
 
-    code = "budget_exceeded"
+    code = StuckReason.BUDGET_EXCEEDED
 
 
 def initial(*, goal: str, constraints: list[str]) -> JSON:

@@ -26,6 +26,7 @@ from django.db import transaction
 from ..authoring.modelcalls import ModelClient, ModelRequest, ModelResponse, ToolCall, canonical_json
 from ..errors import NeedsAttention
 from ..models import Execution, ModelCall, Status
+from ..reasons import StuckReason
 from . import failpoints
 from .leases import Lease, fence
 from .ledger import ExecutionStopped
@@ -34,7 +35,7 @@ from .ledger import ExecutionStopped
 class ModelDrift(NeedsAttention):
     """A recorded call no longer matches the request rebuilt on replay."""
 
-    code = "model_drift"
+    code = StuckReason.MODEL_DRIFT
 
     def __init__(self, key: str, recorded: str, rebuilt: str) -> None:
         super().__init__(

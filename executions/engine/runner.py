@@ -37,6 +37,7 @@ from ..authoring.step_context import StepContext
 from ..authoring.workflow import Step, StepKind, Workflow
 from ..errors import FailureKind, NeedsAttention, StepFailure
 from ..models import Action, Execution, Status, StepRun, ref_for
+from ..reasons import StuckReason
 from . import dispatch, failpoints, gates, kinds, leases, ledger, lifecycle, logcontext, parking, writer
 from .leases import Heartbeat, Lease, LeaseLost, acquire, fence, release
 
@@ -395,7 +396,7 @@ def _step_failed(lease: Lease, step: Step, failure: StepFailure, started, *, une
                 "schedule_retry",
                 actor_label=lease.owner,
                 reason=f"{failure.message}; {verdict.reason}",
-                code="rate_limited" if failure.kind == FailureKind.RATE_LIMITED else "retrying",
+                code=StuckReason.RATE_LIMITED if failure.kind == FailureKind.RATE_LIMITED else StuckReason.RETRYING,
                 step=step.name,
                 payload=payload,
                 update_fields=("due_at", "failed_attempts"),
@@ -417,15 +418,18 @@ def _step_failed(lease: Lease, step: Step, failure: StepFailure, started, *, une
 
 
 # Why a failed step stopped, as a word of the stuck vocabulary (DESIGN §4).
-_CODES = {FailureKind.OUTCOME_UNKNOWN: "unknown_outcome", FailureKind.PERMISSION: "permission_denied"}
+_CODES = {
+    FailureKind.OUTCOME_UNKNOWN: StuckReason.UNKNOWN_OUTCOME,
+    FailureKind.PERMISSION: StuckReason.PERMISSION_DENIED,
+}
 
 
 def _stop_code(failure: StepFailure, verdict: retry.Decision, *, unexpected: bool) -> str:
     if unexpected:
-        return "step_error"
+        return StuckReason.STEP_ERROR
     if failure.kind in _CODES:
         return _CODES[failure.kind]
-    return "retries_exhausted" if failure.kind in (FailureKind.TRANSIENT, FailureKind.RATE_LIMITED) else ""
+    return StuckReason.RETRIES_EXHAUSTED if failure.kind in (FailureKind.TRANSIENT, FailureKind.RATE_LIMITED) else ""
 
 
 def _needs_attention(lease: Lease, step: Step, stop: NeedsAttention, started) -> str:
@@ -457,13 +461,13 @@ def _stop_at_deadline(lease: Lease) -> str:
             "fail",
             actor_label=lease.owner,
             reason=f"deadline {execution.deadline:%Y-%m-%d %H:%M:%S} UTC passed",
-            code="deadline_passed",
+            code=StuckReason.DEADLINE_PASSED,
         )
         release(lease)
     return "stopped"
 
 
-def _flag_outside_step(lease: Lease, reason: str, *, code: str = "step_error") -> str:
+def _flag_outside_step(lease: Lease, reason: str, *, code: str = StuckReason.STEP_ERROR) -> str:
     """Send the execution to needs_attention with ``reason`` and give the lease up."""
     try:
         with transaction.atomic():

@@ -22,6 +22,7 @@ from django.db.models.functions import Now
 from triage import tallies
 
 from ..models import Execution, Status
+from ..reasons import StuckReason
 from . import dispatch, gates, lifecycle
 
 log = logging.getLogger(__name__)
@@ -96,7 +97,7 @@ def _enforce_deadlines() -> tuple[int, ...]:
                 DEADLINE[execution.status],
                 actor_label="sweeper",
                 reason=f"deadline {execution.deadline:%Y-%m-%d %H:%M:%S} UTC passed while {execution.status}",
-                code="deadline_passed",
+                code=StuckReason.DEADLINE_PASSED,
             )
         stopped.append(pk)
     return tuple(stopped)
