@@ -1,7 +1,6 @@
-"""Approvals' part of the Task API (assembled in config.api): the events endpoint, where
-a person's decision arrives (and a signal, which goes on to the runtime's wait gate),
-the redraft request, and the operator audit (read by operators and auditors, the
-roles approvals defines)."""
+"""Approvals' part of the Task API (assembled in config.api): the redraft request, and
+the operator audit (read by operators and auditors). A decision arrives at the
+runtime's events endpoint as the approval gate's event type (``approvals.events``)."""
 
 from __future__ import annotations
 
@@ -9,70 +8,20 @@ from datetime import date, datetime
 from typing import Annotated, Literal
 
 from django.http import HttpRequest
-from ninja import Body, Query, Router, Schema
+from ninja import Query, Router, Schema
 from pydantic import Field
 
 from accounts.roles import reads_operator_audit
-from executions import selectors, waits
+from executions import selectors
 from executions.api import READ, WRITE_ONE, ErrorOut, ExecutionOut
 from executions.errors import Forbidden
-from executions.inputs import Cursor, DbInt, DecisionEventIn, ExecutionRef, RedraftIn, SignalEventIn, Text
+from executions.inputs import Cursor, DbInt, ExecutionRef, RedraftIn, Text
 from executions.models import pk_from_ref, ref_for
 from triage import operator_audit
 
-from .services import approval_decide, execution_redraft
+from .services import execution_redraft
 
 router = Router()
-
-EventIn = Annotated[DecisionEventIn | SignalEventIn, Field(discriminator="type")]
-
-
-class DecisionOut(Schema):
-    approval_id: int
-    decision: str
-    event_id: str
-    decided_by: str
-    execution_status: str
-
-
-class SignalOut(Schema):
-    event_id: str
-    execution_status: str
-
-
-class RateLimitedOut(Schema):
-    detail: str
-    retry_after: int
-
-
-@router.post(
-    "/executions/{execution_id}/events",
-    response={202: DecisionOut | SignalOut, **WRITE_ONE, 429: RateLimitedOut},
-    tags=["approvals"],
-)
-def post_event(request: HttpRequest, execution_id: ExecutionRef, payload: EventIn = Body(...)):  # noqa: B008
-    """Deliver an event, idempotent by ``event_id``:
-
-    - ``approval.decision``: a person's decision on the pending approval. Refused
-      attempts are audited; past a burst of them, further refused attempts are
-      answered 429 and summarised in one audit entry.
-    - ``signal``: the signal an execution waits for (operators, and the user who
-      started it); a name it isn't waiting for is a 409."""
-    if isinstance(payload, SignalEventIn):
-        return 202, waits.signal_deliver(
-            ref=execution_id, user=request.user, name=payload.name, payload=payload.payload, event_id=payload.event_id
-        )
-    result = approval_decide(
-        user=request.user,
-        execution_ref=execution_id,
-        approval_id=payload.approval_id,
-        decision=payload.decision,
-        artifact_version=payload.artifact_version,
-        content_sha256=payload.content_sha256,
-        event_id=payload.event_id,
-        comment=payload.comment,
-    )
-    return 202, result.as_dict()
 
 
 @router.post("/executions/{execution_id}/redraft", response={200: ExecutionOut, **WRITE_ONE}, tags=["approvals"])

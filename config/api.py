@@ -15,6 +15,7 @@ from ninja.errors import AuthenticationError, HttpError, ValidationError
 from approvals.api import router as approvals_router
 from executions.api import BearerToken, BrowserSession
 from executions.api import router as executions_router
+from executions.engine import events
 from executions.errors import InvalidInput, RateLimited, ServiceError
 from metrics.api import router as metrics_router
 
@@ -62,8 +63,8 @@ def _validation_error(request: HttpRequest, exc: ValidationError):
     return api.create_response(request, {"detail": detail}, status=422)
 
 
-# The tags pydantic puts in ``loc`` for a tagged union's variant (the events endpoint).
-_EVENT_TAGS = {"approval.decision", "signal"}
+# The tags pydantic puts in ``loc`` for a tagged union's variant: the events endpoint's types.
+_EVENT_TAGS = {event_type.name for event_type in events.registered()}
 
 
 @api.exception_handler(HttpError)

@@ -18,6 +18,7 @@ from executions import inputs, selectors, services, stuck, waits
 from executions.authoring import registry
 from executions.errors import InvalidInput, ServiceError
 from executions.models import Execution, Status
+from executions.storable import text_refusal
 
 from . import page
 
@@ -224,7 +225,7 @@ def execution_signal(request: HttpRequest, ref: str) -> HttpResponse:
             payload = json.loads(form.payload) if form.payload.strip() else None
         except json.JSONDecodeError as exc:
             raise InvalidInput("payload", f"not valid JSON ({exc.msg})") from None
-        inputs.parse(inputs.SignalIn, {"name": form.name, "payload": payload, "event_id": form.event_id})
+        inputs.parse(waits.SignalIn, {"name": form.name, "payload": payload, "event_id": form.event_id})
         return waits.signal_deliver(
             ref=ref, user=request.user, name=form.name, payload=payload, event_id=form.event_id, reason=form.reason
         )
@@ -253,7 +254,7 @@ def action_resolve(request: HttpRequest, ref: str) -> HttpResponse:
         )
     except InvalidInput as exc:
         execution = _execution_or_404(ref)
-        if key and inputs.text_refusal(key) is None and execution.actions.filter(key=key).exists():
+        if key and text_refusal(key) is None and execution.actions.filter(key=key).exists():
             # shown beside that action's form
             form = page.ResolveForm(key=key, outcome=outcome, evidence=evidence, receipt=receipt, error=exc.message)
             return _render_detail(request, execution, status=422, resolve_form=form)

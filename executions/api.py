@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime
-from typing import Any, Literal
+from functools import reduce
+from operator import or_
+from typing import Annotated, Any, Literal
 
 from django.http import HttpRequest, HttpResponse
-from ninja import Router, Schema
+from ninja import Body, Router, Schema
 from ninja.security import HttpBearer, SessionAuth
+from pydantic import Field
 
 from accounts.tokens import user_for_token
 from artifacts import selectors as artifact_selectors
@@ -20,6 +23,7 @@ from artifacts.store import CorruptArtifact
 from triage import bulk, compensations, restart
 
 from . import selectors, services
+from .engine import events
 from .errors import Conflict, InvalidInput, NotFound
 from .inputs import (
     ActionKey,
@@ -261,6 +265,32 @@ def retry_execution(request: HttpRequest, execution_id: ExecutionRef, payload: R
     """Operators: a ``retry_pending`` execution is due now (any other status: 409)."""
     execution = services.execution_retry_now(ref=execution_id, user=request.user, reason=payload.reason)
     return selectors.execution_payload(execution)
+
+
+# --- events: each type registered by the gate that owns it (executions.engine.events),
+# told apart by ``type``. Built when the URLs load, after every app registered its types.
+
+
+def _events_endpoint() -> tuple[Any, dict[int, Any], str]:
+    """The events endpoint's body, its answers and its description, from the registry."""
+    types = events.registered()
+    bodies = reduce(or_, (t.body for t in types))
+    body = Annotated[bodies, Field(discriminator="type")] if len(types) > 1 else bodies
+    answers = {202: reduce(or_, (t.answer for t in types)), **WRITE_ONE}
+    for event_type in types:
+        answers.update(event_type.responses)
+    lines = [f"- ``{t.name}``: {t.summary}." for t in types]
+    return body, answers, "Deliver an event, idempotent by ``event_id``:\n\n" + "\n".join(lines)
+
+
+EventIn, EVENT_ANSWERS, EVENTS_DESCRIPTION = _events_endpoint()
+
+
+@router.post(
+    "/executions/{execution_id}/events", response=EVENT_ANSWERS, description=EVENTS_DESCRIPTION, tags=["executions"]
+)
+def post_event(request: HttpRequest, execution_id: ExecutionRef, payload: EventIn = Body(...)):  # noqa: B008
+    return 202, events.get(payload.type).handle(ref=execution_id, user=request.user, body=payload)
 
 
 @router.post("/executions/{execution_id}/resume", response={200: ExecutionOut, **WRITE_ONE}, tags=["executions"])

@@ -19,39 +19,22 @@ import pydantic
 from ninja import Schema
 from pydantic import AfterValidator, Field
 
+from .engine.events import EventId
 from .errors import InvalidInput
 from .models import Status
 from .reasons import StuckReason
-from .storable import DB_INT_MAX, json_refusal, text_refusal
+from .storable import DB_INT_MAX, Text, storable_json
+from .waits import SignalName
 
 MAX_COMMENT = 4000
-
-
-def _safe_text(value: str) -> str:
-    reason = text_refusal(value)
-    if reason:
-        raise ValueError(reason)
-    return value
-
-
-def _safe_json(value: Any) -> Any:
-    reason = json_refusal(value)
-    if reason:
-        raise ValueError(reason)
-    return value
 
 
 # --- the types
 
 
-def Text(*, max_length: int, min_length: int = 0) -> Any:  # noqa: N802 - reads as a type
-    """A string the database can hold, of bounded length."""
-    return Annotated[str, Field(min_length=min_length, max_length=max_length), AfterValidator(_safe_text)]
-
-
 DbInt = Annotated[int, Field(ge=1, le=DB_INT_MAX)]
 Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$", description="64 lowercase hex characters")]
-SafeJsonObject = Annotated[dict[str, Any], AfterValidator(_safe_json)]
+SafeJsonObject = Annotated[dict[str, Any], AfterValidator(storable_json)]
 
 ExecutionRef = Text(min_length=1, max_length=40)
 ArtifactRef = Text(min_length=1, max_length=60)
@@ -63,7 +46,6 @@ StatusName = Text(max_length=30)
 WorkflowName = Text(max_length=100)
 RequiredWorkflowName = Text(min_length=1, max_length=100)
 IdempotencyKey = Text(min_length=1, max_length=200)
-EventId = Text(min_length=1, max_length=100)
 Comment = Text(max_length=MAX_COMMENT)
 Instruction = Text(min_length=1, max_length=MAX_COMMENT)
 Evidence = Text(min_length=1, max_length=MAX_COMMENT)
@@ -77,37 +59,6 @@ class StartIn(Schema):
     workflow: RequiredWorkflowName
     input: SafeJsonObject = Field(default_factory=dict)
     idempotency_key: IdempotencyKey | None = None
-
-
-class DecisionIn(Schema):
-    approval_id: DbInt
-    decision: Literal["approve", "reject", "request_changes"]
-    artifact_version: DbInt
-    content_sha256: Sha256
-    comment: Comment = ""
-    event_id: EventId
-
-
-class DecisionEventIn(DecisionIn):
-    type: Literal["approval.decision"]
-
-
-SignalName = Text(min_length=1, max_length=100)
-
-
-class SignalIn(Schema):
-    name: SignalName
-    payload: Any = Field(default=None, description="any JSON; recorded as the wait step's output")
-    event_id: EventId
-
-    @pydantic.field_validator("payload")
-    @classmethod
-    def _storable(cls, value: Any) -> Any:
-        return _safe_json(value)
-
-
-class SignalEventIn(SignalIn):
-    type: Literal["signal"]
 
 
 class SignalFormIn(Schema):

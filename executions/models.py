@@ -15,6 +15,8 @@ from django.conf import settings
 from django.db import models
 from django_fsm import ConcurrentTransitionMixin, FSMField, transition
 
+from .errors import NotFound
+
 
 class Status(models.TextChoices):
     PENDING = "pending", "Pending"
@@ -176,6 +178,19 @@ class Execution(ConcurrentTransitionMixin, models.Model):
     @transition(field=status, source=S.NEEDS_ATTENTION, target=S.RUNNING)
     def resume(self) -> None:
         """An operator resumed or resolved it."""
+
+
+# The permission of operators (triage, resume, cancel, resolve), declared on Execution.
+OPERATE = "executions.operate_execution"
+
+
+def execution_for(ref: str) -> Execution:
+    """The execution ``ref`` names (``RUN_0042`` or ``42``); NotFound if none."""
+    pk = pk_from_ref(ref)
+    execution = Execution.objects.filter(pk=pk).first() if pk is not None else None
+    if execution is None:
+        raise NotFound(f"no execution {ref}")
+    return execution
 
 
 def ref_for(pk: int | None) -> str:

@@ -19,9 +19,7 @@ from triage import preview
 from .authoring import notes, registry
 from .engine import dispatch, gates, ledger, lifecycle
 from .errors import Conflict, Forbidden, InvalidInput, NotFound
-from .models import TERMINAL, Action, Execution, Status, pk_from_ref
-
-OPERATE = "executions.operate_execution"
+from .models import OPERATE, TERMINAL, Action, Execution, Status, execution_for
 
 
 def input_digest(workflow: str, data: dict[str, Any]) -> str:
@@ -92,14 +90,6 @@ def _replay(existing: Execution, digest: str) -> Execution:
             execution_id=existing.ref,
         )
     return existing
-
-
-def execution_for(ref: str) -> Execution:
-    pk = pk_from_ref(ref)
-    execution = Execution.objects.filter(pk=pk).first() if pk is not None else None
-    if execution is None:
-        raise NotFound(f"no execution {ref}")
-    return execution
 
 
 def _locked(ref: str) -> Execution:

@@ -3,15 +3,19 @@
 PostgreSQL text and JSON can't hold NUL, psycopg can't send a lone surrogate, and our
 integer columns stop at 2**31-1. ``text_refusal`` and ``json_refusal`` say why a value
 can't be stored (the edge turns that into a 422 naming the field; a workflow's input
-into InvalidInput); ``clip_text`` and ``clip_int`` shape values that must be
-*recorded* whatever they are (a refused attempt's audit row): they never raise and
-always fit. A leaf: it imports nothing of the project, so every room may use it.
+into InvalidInput); ``Text`` is the same check as a pydantic type (what every
+body and form field of text is declared as), ``storable_json`` as a validator.
+``clip_text`` and ``clip_int`` shape values that must be *recorded* whatever they are
+(a refused attempt's audit row): they never raise and always fit. A leaf: it imports
+nothing of the project, so every room may use it.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, Field
 
 DB_INT_MAX = 2**31 - 1  # PostgreSQL integer; PositiveIntegerField is one
 
@@ -48,6 +52,27 @@ def json_refusal(value: Any) -> str | None:
         elif isinstance(item, list):
             stack.extend((f"{path}[{i}]", child) for i, child in enumerate(item))
     return None
+
+
+def storable_text(value: str) -> str:
+    """``value``, or ValueError saying why it can't be stored (a pydantic validator)."""
+    reason = text_refusal(value)
+    if reason:
+        raise ValueError(reason)
+    return value
+
+
+def storable_json(value: Any) -> Any:
+    """``value``, or ValueError saying why it can't be stored (a pydantic validator)."""
+    reason = json_refusal(value)
+    if reason:
+        raise ValueError(reason)
+    return value
+
+
+def Text(*, max_length: int, min_length: int = 0) -> Any:  # noqa: N802 - reads as a type
+    """A string the database can hold, of bounded length (a pydantic type)."""
+    return Annotated[str, Field(min_length=min_length, max_length=max_length), AfterValidator(storable_text)]
 
 
 def clip_text(value: Any, limit: int) -> str:

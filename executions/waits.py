@@ -9,13 +9,16 @@ The payload becomes the step's output. Past the timeout the sweeper closes the w
 a signal wait needs attention (``waiting_overdue``), a timer goes on.
 
 ``Wait.status`` changes only in ``_close``, with its event, in the caller's transaction.
+The gate registers itself (``gates.register``) and its event type, the ``signal``
+(``events.register``: the body, the answer, ``signal_deliver``), when the app loads.
 """
 
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
+from typing import Any, Literal
 
+import pydantic
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.db.models import DateTimeField, ExpressionWrapper, Value
@@ -24,11 +27,11 @@ from django.utils import timezone
 
 from .authoring.specs import WaitFor
 from .authoring.workflow import Step, Workflow
-from .engine import dispatch, gates, lifecycle
+from .engine import dispatch, events, gates, lifecycle
 from .errors import Conflict, Forbidden
-from .models import Execution, Status, Wait
+from .models import OPERATE, Execution, Status, Wait, execution_for
 from .reasons import StuckReason
-from .services import OPERATE, execution_for
+from .storable import Text, storable_json
 
 SWEEP_BATCH = 200
 
@@ -232,4 +235,43 @@ def _close(
     )
 
 
+# --- the signal, as an event type of ``POST …/events`` (executions.engine.events)
+
+SignalName = Text(min_length=1, max_length=100)
+
+
+class SignalIn(pydantic.BaseModel):
+    name: SignalName
+    payload: Any = pydantic.Field(default=None, description="any JSON; recorded as the wait step's output")
+    event_id: events.EventId
+
+    @pydantic.field_validator("payload")
+    @classmethod
+    def _storable(cls, value: Any) -> Any:
+        return storable_json(value)
+
+
+class SignalEventIn(SignalIn):
+    type: Literal["signal"]
+
+
+class SignalOut(pydantic.BaseModel):
+    event_id: str
+    execution_status: str
+
+
+def _deliver(*, ref: str, user: AbstractBaseUser, body: SignalEventIn) -> dict[str, str]:
+    return signal_deliver(ref=ref, user=user, name=body.name, payload=body.payload, event_id=body.event_id)
+
+
 gates.register(WaitGate())
+events.register(
+    events.EventType(
+        name="signal",
+        body=SignalEventIn,
+        answer=SignalOut,
+        handle=_deliver,
+        summary="the signal an execution waits for (operators, and the user who started it); a name it "
+        "isn't waiting for is a 409",
+    )
+)
