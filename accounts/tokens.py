@@ -3,7 +3,8 @@ revoked by ``manage.py revoke_api_token``.
 
 A token is valid until its ``expires_at`` (default 90 days after issue); an expired or
 revoked token, or one of an inactive user, authenticates nobody (the API answers 401).
-Only the token's sha256 is stored, with its first characters to tell tokens apart.
+Only the token's sha256 is stored, with its first characters to tell tokens apart. A
+refused request raises ``TokenRefused`` (the commands print its sentence).
 """
 
 from __future__ import annotations
@@ -18,14 +19,22 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from executions.errors import InvalidInput, NotFound
-from executions.models import ApiToken
+from .models import ApiToken
 
 DEFAULT_DAYS = 90
 MAX_DAYS = 3650
 PREFIX_LENGTH = 12  # "keel_" and 7 characters of the secret: enough to tell tokens apart
 # last_used_at is written at most once per this interval per token, not on every request.
 LAST_USED_RESOLUTION = timedelta(minutes=1)
+
+
+class TokenRefused(Exception):
+    """A token can't be issued or revoked as asked; ``message`` says why (``field: …``
+    when one argument is at fault). Nothing was written."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -58,7 +67,7 @@ def _digest(token: str) -> str:
 def api_token_issue(*, user: AbstractBaseUser, days: int = DEFAULT_DAYS) -> IssuedToken:
     """Issues a token valid for ``days`` (1…3650); only its digest and prefix are stored."""
     if not isinstance(days, int) or isinstance(days, bool) or not 1 <= days <= MAX_DAYS:
-        raise InvalidInput("days", f"a token lives between 1 and {MAX_DAYS} days, not {days!r}")
+        raise TokenRefused(f"days: a token lives between 1 and {MAX_DAYS} days, not {days!r}")
     token = "keel_" + secrets.token_urlsafe(32)
     row = ApiToken.objects.create(
         user=user,
@@ -89,16 +98,16 @@ def api_token_revoke(
     if token_id is not None:
         rows = rows.filter(pk=token_id)
         if not rows:
-            raise NotFound(f"{user.get_username()} has no token #{token_id}")
+            raise TokenRefused(f"{user.get_username()} has no token #{token_id}")
     elif prefix is not None:
         if not prefix:
-            raise InvalidInput("prefix", "give at least the first characters of the token")
+            raise TokenRefused("prefix: give at least the first characters of the token")
         rows = rows.filter(prefix__startswith=prefix[:PREFIX_LENGTH])
         matched = list(rows)
         if not matched:
-            raise NotFound(f"{user.get_username()} has no token starting with {prefix!r}")
+            raise TokenRefused(f"{user.get_username()} has no token starting with {prefix!r}")
         if len(matched) > 1:
-            raise InvalidInput("prefix", f"{prefix!r} matches {len(matched)} tokens; give more characters or the id")
+            raise TokenRefused(f"prefix: {prefix!r} matches {len(matched)} tokens; give more characters or the id")
     revoked = [_info(row) for row in rows]
     ApiToken.objects.filter(pk__in=[info.id for info in revoked]).delete()
     return revoked

@@ -142,7 +142,7 @@ def main() -> int:
     from triage import tallies
 
     t1 = time.monotonic()
-    tallies.refresh(force=True)  # what the sweeper does every ten minutes
+    tallies.refresh(force=True)  # what beat's triage.tally does every ten minutes
     tally_ms = (time.monotonic() - t1) * 1000
     first_live = Execution.objects.filter(status="awaiting_approval").order_by("id").values_list("id", flat=True)[0]
     oldest_done = f"RUN_{1000:04d}"  # the last page of a filter over the old rows
@@ -157,7 +157,7 @@ def main() -> int:
         ("list, reason=no_worker", lambda: selectors.execution_page(reason="no_worker")),
         ("list, reason=unknown_outcome", lambda: selectors.execution_page(reason="unknown_outcome")),
         ("list, workflow=replacement_order", lambda: selectors.execution_page(workflow="replacement_order")),
-        ("counts (GET /api/executions/summary)", lambda: selectors.summary()),
+        ("counts (GET /api/executions/summary)", lambda: tallies.summary()),
         ("API page (GET /api/executions)", lambda: client.get("/api/executions", **auth)),
         ("API page, reason=rate_limited", lambda: client.get("/api/executions?reason=rate_limited", **auth)),
     ]

@@ -1,5 +1,8 @@
-"""The Task API, assembled: the runtime's endpoints (executions.api), approvals'
-(approvals.api) and the measures (metrics.api) under one schema at /api/, with one error contract.
+"""The Task API, assembled: triage's endpoints (triage.api), the runtime's
+(executions.api), approvals' (approvals.api) and the measures (metrics.api) under one
+schema at /api/, with one error contract. Triage's router comes first: its
+``/executions/summary`` and ``/executions/bulk`` must match before the runtime's
+``/executions/{execution_id}``.
 
 401 without credentials, 403 without authority, 409 when the state doesn't allow it,
 422 naming the field for malformed input (nothing is written in that case), 429 with
@@ -18,6 +21,7 @@ from executions.api import router as executions_router
 from executions.engine import events
 from executions.errors import InvalidInput, RateLimited, ServiceError
 from metrics.api import router as metrics_router
+from triage.api import router as triage_router
 
 api = NinjaAPI(
     title="keel Task API",
@@ -26,6 +30,7 @@ api = NinjaAPI(
     auth=[BearerToken(), BrowserSession()],
     urls_namespace="api",
 )
+api.add_router("", triage_router)
 api.add_router("", executions_router)
 api.add_router("", approvals_router)
 api.add_router("", metrics_router)

@@ -21,6 +21,7 @@ from executions.errors import InvalidInput, ServiceError
 from executions.models import Status
 from executions.services import OPERATE
 from triage import bulk
+from triage.inputs import BulkFormIn
 
 FILTERS = ("status", "workflow", "reason")
 SESSION_KEY = "bulk-results"  # the last few runs' results, by batch
@@ -108,7 +109,7 @@ def bulk_run(request: HttpRequest) -> HttpResponse:
     filters = {name: request.POST.get(name, "") for name in FILTERS}
     try:
         form = inputs.parse(
-            inputs.BulkFormIn, {"operation": operation, "ids": ids, "reason": request.POST.get("reason", "").strip()}
+            BulkFormIn, {"operation": operation, "ids": ids, "reason": request.POST.get("reason", "").strip()}
         )
         run = bulk.bulk_run(user=request.user, operation=form.operation, ids=form.ids, reason=form.reason)
     except ServiceError as exc:

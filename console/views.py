@@ -19,6 +19,7 @@ from executions.authoring import registry
 from executions.errors import InvalidInput, ServiceError
 from executions.models import Execution, Status
 from executions.storable import text_refusal
+from triage import tallies
 
 from . import page
 
@@ -72,7 +73,7 @@ def _list_rows(request: HttpRequest, filters: dict[str, str]) -> tuple[list[Exec
 
 
 def _list_context(request: HttpRequest, filters: dict[str, str], rows, following, nav) -> dict:
-    counts = selectors.summary()
+    counts = tallies.summary()
     stamps = {**page.list_stamps(rows), **nav.stamps(), "counts": page.digest(counts)}
     return {
         "executions": [page.list_row(e) for e in rows],

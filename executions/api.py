@@ -20,22 +20,18 @@ from accounts.tokens import user_for_token
 from artifacts import selectors as artifact_selectors
 from artifacts.services import artifact_version_content
 from artifacts.store import CorruptArtifact
-from triage import bulk, compensations, restart
 
 from . import selectors, services
 from .engine import events
-from .errors import Conflict, InvalidInput, NotFound
+from .errors import Conflict, NotFound
 from .inputs import (
     ActionKey,
     ArtifactRef,
-    BulkIn,
-    CloseIn,
     Cursor,
     DbInt,
     ExecutionRef,
     ReasonIn,
     ResolveIn,
-    RestartIn,
     StartIn,
     WorkflowName,
 )
@@ -188,67 +184,6 @@ def list_executions(
     return {"items": [selectors.execution_payload(e) for e in selectors.prefetch_payloads(page)], "next": following}
 
 
-class SummaryOut(Schema):
-    by_status: dict[str, int]
-    by_reason: dict[str, int]
-
-
-@router.get("/executions/summary", response={200: SummaryOut, **READ}, tags=["executions"])
-def executions_summary(request: HttpRequest, workflow: WorkflowName | None = None):
-    """How many executions are in each status (terminal included) and stuck for each reason."""
-    return selectors.summary(workflow=workflow)
-
-
-# --- bulk operations (triage.bulk). Registered before /executions/{execution_id},
-# which would otherwise take the path.
-
-
-class IneligibleOut(Schema):
-    id: str
-    why: str
-
-
-class BulkDryRunOut(Schema):
-    operation: str
-    eligible: list[str]
-    ineligible: list[IneligibleOut]
-    truncated: bool
-
-
-class BulkResultOut(Schema):
-    id: str
-    outcome: Literal["done", "skipped", "error"]
-    detail: str
-
-
-class BulkRunOut(Schema):
-    operation: str
-    batch: str
-    results: list[BulkResultOut]
-
-
-@router.post("/executions/bulk", response={200: BulkDryRunOut | BulkRunOut, **WRITE}, tags=["executions"])
-def bulk_operation(request: HttpRequest, payload: BulkIn):
-    """Operators: cancel, resume or retry many executions. A dry run (``ids`` or a
-    ``filter``) changes nothing and lists what is eligible; a real run takes the ``ids``
-    a dry run returned and reports per item, each its own audited transition."""
-    if payload.dry_run:
-        found = bulk.bulk_dry_run(
-            user=request.user,
-            operation=payload.operation,
-            ids=payload.ids,
-            filter=payload.filter.model_dump() if payload.filter is not None else None,
-        )
-        return found.as_dict()
-    if payload.filter is not None:
-        raise InvalidInput("filter", "a real run takes the ids a dry run returned, not a filter")
-    if payload.ids is None:
-        raise InvalidInput("ids", "name the executions (the eligible ids of a dry run)")
-    return bulk.bulk_run(
-        user=request.user, operation=payload.operation, ids=payload.ids, reason=payload.reason
-    ).as_dict()
-
-
 @router.get("/executions/{execution_id}", response={200: ExecutionOut, **READ_ONE}, tags=["executions"])
 def get_execution(request: HttpRequest, execution_id: ExecutionRef):
     return selectors.execution_payload(services.execution_for(execution_id))
@@ -348,72 +283,6 @@ def resolve_action(request: HttpRequest, key: ActionKey, payload: ResolveIn):
     return services.action_resolve(
         key=key, user=request.user, outcome=payload.outcome, evidence=payload.evidence, receipt=payload.receipt
     )
-
-
-# --- operators: resume preview, restart from a step, closing compensations (issue 12)
-
-
-class PlannedStepOut(Schema):
-    step: str
-    label: str
-    kind: str
-    plan: Literal["skip", "run", "blocked"]
-    why: str
-
-
-class PreviewEffectOut(Schema):
-    key: str
-    type: str
-    status: str
-    may_repeat: bool
-    provider_dedupes: bool
-
-
-class StaleApprovalOut(Schema):
-    approval_id: int
-    artifact_version: int
-    content_sha256: str
-    why: str
-
-
-class WorkflowVersionOut(Schema):
-    pinned: int
-    latest: int
-
-
-class ResumePreviewOut(Schema):
-    can_resume: bool
-    blocked_by: list[str]
-    steps: list[PlannedStepOut]
-    effects: list[PreviewEffectOut]
-    stale_approvals: list[StaleApprovalOut]
-    workflow_version: WorkflowVersionOut
-
-
-@router.get(
-    "/executions/{execution_id}/resume-preview",
-    response={200: ResumePreviewOut, **READ_ONE, 403: ErrorOut},
-    tags=["executions"],
-)
-def resume_preview(request: HttpRequest, execution_id: ExecutionRef):
-    """Operators: what a resume would skip, run and risk; resume refuses while ``can_resume`` is false."""
-    return services.execution_resume_preview(ref=execution_id, user=request.user)
-
-
-@router.post("/executions/{execution_id}/restart", response={201: ExecutionOut, **WRITE_ONE}, tags=["executions"])
-def restart_execution(request: HttpRequest, execution_id: ExecutionRef, payload: RestartIn):
-    """Operators: a failed execution runs again from ``from_step`` as a new execution
-    that reuses the recorded outputs of the steps before it."""
-    execution = restart.execution_restart(
-        ref=execution_id, user=request.user, from_step=payload.from_step, reason=payload.reason
-    )
-    return 201, selectors.execution_payload(execution)
-
-
-@router.post("/actions/{key}/close", response={200: ActionDetailOut, **WRITE_ONE}, tags=["actions"])
-def close_action(request: HttpRequest, key: ActionKey, payload: CloseIn):
-    """Operators: close a planned compensation of a cancelled execution with evidence (audited)."""
-    return compensations.action_close(key=key, user=request.user, outcome=payload.outcome, evidence=payload.evidence)
 
 
 # The stored bytes of any content type, or an error as JSON.

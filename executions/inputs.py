@@ -21,8 +21,6 @@ from pydantic import AfterValidator, Field
 
 from .engine.events import EventId
 from .errors import InvalidInput
-from .models import Status
-from .reasons import StuckReason
 from .storable import DB_INT_MAX, Text, storable_json
 from .waits import SignalName
 
@@ -102,25 +100,6 @@ class ResolveFormIn(ResolveIn):
     key: ActionKey
 
 
-# --- operators: restart from a step, close a compensation (the triage console)
-
-StepName = Text(min_length=1, max_length=100)
-
-
-class RestartIn(Schema):
-    from_step: StepName
-    reason: Reason = ""
-
-
-class CloseIn(Schema):
-    outcome: Literal["succeeded", "failed"]
-    evidence: Evidence
-
-
-class CloseFormIn(CloseIn):
-    key: ActionKey
-
-
 S = TypeVar("S", bound=pydantic.BaseModel)
 
 
@@ -132,32 +111,3 @@ def parse(schema: type[S], data: Mapping[str, Any]) -> S:
         first = exc.errors(include_url=False)[0]
         field = ".".join(str(part) for part in first["loc"]) or schema.__name__
         raise InvalidInput(field, first["msg"].removeprefix("Value error, ")) from None
-
-
-# --- bulk operations (triage.bulk)
-
-MAX_BULK_ITEMS = 500  # executions in one bulk run
-
-
-class BulkFilterIn(Schema):
-    """The execution list's filters, to pick what a dry run looks at."""
-
-    status: Status | None = None
-    reason: Literal[tuple(StuckReason.values)] | None = None  # type: ignore[valid-type]
-    workflow: WorkflowName | None = None
-
-
-class BulkIn(Schema):
-    operation: Literal["cancel", "resume", "retry"]
-    ids: list[ExecutionRef] | None = Field(default=None, min_length=1, max_length=MAX_BULK_ITEMS)
-    filter: BulkFilterIn | None = None
-    reason: Reason = ""
-    dry_run: bool = False
-
-
-class BulkFormIn(Schema):
-    """The console's confirm form: the frozen ids of its dry run, and why."""
-
-    operation: Literal["cancel", "resume", "retry"]
-    ids: list[ExecutionRef] = Field(min_length=1, max_length=MAX_BULK_ITEMS)
-    reason: Reason = ""  # required: triage.bulk says so, naming the operation

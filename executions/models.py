@@ -1,5 +1,5 @@
-"""The runtime's record: executions, their events, step runs, the action ledger,
-waits for signals, API tokens.
+"""The runtime's record: executions, their events, step runs, the model-call journal,
+the action ledger, waits for signals.
 
 One writer per status: ``Execution.status`` changes only through the transitions
 below, applied and saved by ``executions.engine.lifecycle``; ``Action.status`` only through
@@ -453,36 +453,3 @@ class Wait(ConcurrentTransitionMixin, models.Model):
     @transition(field=status, source=State.WAITING, target=State.WITHDRAWN)
     def withdraw(self) -> None:
         """The execution was cancelled while waiting."""
-
-
-class TerminalTally(models.Model):
-    """How many terminal executions changed status before ``through``, by status, workflow
-    and reason code: kept by the sweeper (triage.tallies), read by the counts."""
-
-    status = models.CharField(max_length=30)
-    workflow = models.CharField(max_length=100)
-    reason_code = models.CharField(max_length=40, blank=True, default="")
-    n = models.PositiveBigIntegerField()
-    through = models.DateTimeField()
-    taken_at = models.DateTimeField()
-
-    def __str__(self) -> str:
-        return f"{self.n} {self.workflow} {self.status} before {self.through:%Y-%m-%d %H:%M}"
-
-
-class ApiToken(models.Model):
-    """A bearer token for the Task API. Only its sha256 is stored, with the first
-    characters (``prefix``) so a person can tell their tokens apart and revoke one."""
-
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
-    digest = models.CharField(max_length=64, unique=True)
-    prefix = models.CharField(max_length=12, blank=True, default="")
-    created_at = models.DateTimeField(auto_now_add=True)
-    expires_at = models.DateTimeField()
-    last_used_at = models.DateTimeField(null=True, blank=True)
-
-    class Meta:
-        ordering = ["id"]
-
-    def __str__(self) -> str:
-        return f"token #{self.pk} of {self.user_id} ({self.prefix}…)"

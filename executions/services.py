@@ -14,8 +14,7 @@ from django.db import IntegrityError, transaction
 from django.db.models.functions import Now
 from django.utils import timezone
 
-from triage import preview
-
+from . import blockers
 from .authoring import notes, registry
 from .engine import dispatch, gates, ledger, lifecycle
 from .errors import Conflict, Forbidden, InvalidInput, NotFound
@@ -175,7 +174,7 @@ def execution_resume(*, ref: str, user: AbstractBaseUser, reason: str) -> Execut
     """Operators: send an execution that needs attention back to work at its current step.
 
     Refused (Conflict naming each blocker) while the resume preview says it can't
-    resume: an unknown outcome not yet resolved, a stale approval (``preview.blockers``).
+    resume: an unknown outcome not yet resolved, a stale approval (``executions.blockers``).
     """
     if not user.has_perm(OPERATE):
         raise Forbidden("only operators may resume executions")
@@ -185,7 +184,7 @@ def execution_resume(*, ref: str, user: AbstractBaseUser, reason: str) -> Execut
             raise Conflict(f"{execution.ref} is {execution.status}, not needs_attention", status=execution.status)
         if not reason.strip():
             raise InvalidInput("reason", "say why it is safe to resume")
-        blocked = preview.blockers(execution)
+        blocked = blockers.blockers(execution)
         if blocked:
             raise Conflict(
                 f"{execution.ref} can't be resumed: " + "; ".join(b.sentence for b in blocked),
@@ -195,13 +194,6 @@ def execution_resume(*, ref: str, user: AbstractBaseUser, reason: str) -> Execut
         lifecycle.apply(execution, "resume", actor=user, reason=reason)
         dispatch.dispatch_on_commit(execution.pk)
     return execution
-
-
-def execution_resume_preview(*, ref: str, user: AbstractBaseUser) -> dict[str, Any]:
-    """Operators: what a resume of ``ref`` would skip, run and risk (``triage.preview``)."""
-    if not user.has_perm(OPERATE):
-        raise Forbidden("only operators may preview a resume")
-    return preview.resume_preview(execution_for(ref))
 
 
 def execution_retry_now(*, ref: str, user: AbstractBaseUser, reason: str) -> Execution:

@@ -28,8 +28,9 @@ from django.db.models import OuterRef, Q, QuerySet, Subquery
 from executions import selectors, services
 from executions.engine import lifecycle
 from executions.errors import Conflict, Forbidden, InvalidInput, ServiceError
-from executions.inputs import MAX_BULK_ITEMS
 from executions.models import ACTIVE, Action, Execution, ExecutionEvent, Status, pk_from_ref, ref_for
+
+from .inputs import MAX_BULK_ITEMS
 
 log = logging.getLogger(__name__)
 

@@ -3,69 +3,32 @@ skipped (their checkpointed output is reused), which run, which are blocked; whi
 effects could be repeated at a provider that does not de-duplicate; which approvals
 no longer hold; the pinned and the latest workflow version.
 
-``blockers`` is the one rule behind ``can_resume``: an action whose outcome is
-unknown (or left ``executing`` by a stopped execution) and not yet resolved, or a
-gate's grant that went stale (``executions.engine.gates.StaleGrant``), blocks the step it
-belongs to. ``services.execution_resume`` refuses (409) while there is one. Read
-only: nothing here writes.
+``can_resume`` and the blocked steps come from the one rule the resume itself checks
+(``executions.blockers``). Read only: nothing here writes.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser
 
 from executions.authoring import registry
 from executions.authoring.workflow import Step, StepKind, Workflow
+from executions.blockers import Blocker, blockers, resume_position, workflow_of
 from executions.engine import gates
-from executions.models import Action, Execution, Status, StepRun
+from executions.errors import Forbidden
+from executions.models import OPERATE, Action, Execution, Status, StepRun, execution_for
 
 SKIP, RUN, BLOCKED = "skip", "run", "blocked"
 _UNSENT = (Action.State.PLANNED, Action.State.APPROVED)
 
 
-@dataclass(frozen=True)
-class Blocker:
-    """What must be resolved before ``step`` (and so the execution) can go on."""
-
-    sentence: str
-    step: str = ""  # "" for the execution as a whole
-    key: str = ""  # the action, for an unknown outcome
-
-
-def workflow_of(execution: Execution) -> Workflow | None:
-    try:
-        return registry.get(execution.workflow, execution.workflow_version)
-    except registry.UnknownWorkflow:
-        return None
-
-
-def blockers(
-    execution: Execution, *, actions: list[Action] | None = None, stale: list[gates.StaleGrant] | None = None
-) -> list[Blocker]:
-    """What keeps ``execution`` from going back to work, whatever its status: an
-    unresolved outcome, a stale approval guarding an effect still to run, an undeployed
-    workflow version."""
-    workflow = workflow_of(execution)
-    if workflow is None:
-        return [Blocker(f"{execution.workflow} v{execution.workflow_version} is not deployed here: nothing can run it")]
-    actions = list(execution.actions.order_by("id")) if actions is None else actions
-    found = [
-        Blocker(
-            f"the outcome of {a.key} is unknown ({a.attempts} attempt{'s' if a.attempts != 1 else ''}): establish "
-            "it at the provider and resolve it with evidence first",
-            step=a.step,
-            key=a.key,
-        )
-        for a in actions
-        if _unresolved(a, execution)
-    ]
-    ahead = set(_names(workflow)[_position(workflow, execution) :])
-    for grant in gates.stale_of(execution) if stale is None else stale:
-        guarded = [s.name for s in workflow.steps if s.guarded_by == grant.step and s.name in ahead]
-        if guarded:
-            found.append(Blocker(f"{grant.step} no longer lets {guarded[0]} through: {grant.why}", step=guarded[0]))
-    return found
+def execution_resume_preview(*, ref: str, user: AbstractBaseUser) -> dict[str, Any]:
+    """Operators: what a resume of ``ref`` would skip, run and risk."""
+    if not user.has_perm(OPERATE):
+        raise Forbidden("only operators may preview a resume")
+    return resume_preview(execution_for(ref))
 
 
 def resume_preview(execution: Execution) -> dict[str, Any]:
@@ -102,22 +65,6 @@ def may_repeat(action: Action, *, runs_again: bool = True) -> bool:
 # --- the parts
 
 
-def _unresolved(action: Action, execution: Execution) -> bool:
-    if action.status == Action.State.UNKNOWN:
-        return True
-    return action.status == Action.State.EXECUTING and execution.status != Status.RUNNING
-
-
-def _names(workflow: Workflow) -> list[str]:
-    return [s.name for s in workflow.steps]
-
-
-def _position(workflow: Workflow, execution: Execution) -> int:
-    """Where a resume starts: the current step's index (past the end once completed)."""
-    names = _names(workflow)
-    return names.index(execution.current_step) if execution.current_step in names else len(names)
-
-
 def _latest(execution: Execution) -> int:
     try:
         return registry.latest(execution.workflow).version
@@ -145,7 +92,7 @@ def _effect(action: Action, ahead: set[str] | None) -> dict[str, Any]:
 
 
 def _steps(execution: Execution, workflow: Workflow, actions: list[Action], found: list[Blocker]) -> list[dict]:
-    at = _position(workflow, execution)
+    at = resume_position(workflow, execution)
     done = {run.step: run for run in StepRun.objects.filter(execution=execution, outcome=StepRun.Outcome.SUCCEEDED)}
     blocking = {b.step: b for b in found if b.step}
     first_blocked = ""

@@ -1,7 +1,8 @@
-"""Counts of terminal executions, kept by the sweeper, so the counts at the top of the
-triage list stay cheap at a million executions.
+"""The counts at the top of the triage list (``summary``: by status and by stuck
+reason), cheap at a million executions because the terminal ones are tallied.
 
-A terminal execution never changes again. Every ``REFRESH`` the sweeper counts the
+A terminal execution never changes again. Every ``REFRESH`` beat's ``triage.tally``
+(``triage.tasks``; the doorbell's sweeper knows nothing of it) counts the
 terminal ones whose status changed before ``through`` (an hour before it counts, so a
 worker whose clock runs behind can't slip a row past it) by status, workflow and
 reason code, and keeps the counts in ``TerminalTally``. Counting then reads the tally,
@@ -18,14 +19,17 @@ from django.db import transaction
 from django.db.models import Count, Max
 from django.utils import timezone
 
-from executions.models import ACTIVE, TERMINAL, Execution, TerminalTally
+from executions import selectors, stuck
+from executions.models import ACTIVE, TERMINAL, Execution, Status
+
+from .models import TerminalTally
 
 REFRESH = timedelta(minutes=10)
 MARGIN = timedelta(hours=1)
 
 
 def refresh(*, force: bool = False) -> bool:
-    """Retake the tally when it is older than REFRESH (the sweeper calls this). True if retaken."""
+    """Retake the tally when it is older than REFRESH (beat's ``triage.tally`` calls this). True if retaken."""
     taken = TerminalTally.objects.aggregate(at=Max("taken_at"))["at"]
     now = timezone.now()
     if not force and taken is not None and now - taken < REFRESH:
@@ -76,3 +80,22 @@ def counts_by_workflow() -> Counter[tuple[str, ...]]:
     for workflow, status, n in live.annotate(n=Count("*")).values_list("workflow", "status", "n"):
         counts[(workflow, status)] += n
     return counts
+
+
+def summary(*, workflow: str | None = None) -> dict[str, dict[str, int]]:
+    """Counts by status (every status, terminal included) and by stuck reason (every
+    reason): the live executions counted directly, the terminal ones from the tally
+    plus what became terminal since."""
+    by_status = dict.fromkeys(Status.values, 0)
+    by_reason = dict.fromkeys(stuck.REASONS, 0)
+    live = Execution.objects.filter(status__in=ACTIVE, **({"workflow": workflow} if workflow else {})).order_by()
+    for status, n in live.values("status").annotate(n=Count("*")).values_list("status", "n"):
+        by_status[status] = n
+    for (status, code), n in terminal_counts(workflow=workflow).items():
+        by_status[status] += n
+        if code in stuck.RECORDED.get(status, ()):
+            by_reason[code] += n
+    reasons = selectors.filtered(workflow=workflow).filter(status__in=ACTIVE).exclude(stuck_reason=None).order_by()
+    for reason, n in reasons.values("stuck_reason").annotate(n=Count("*")).values_list("stuck_reason", "n"):
+        by_reason[reason] = n
+    return {"by_status": by_status, "by_reason": by_reason}

@@ -2,10 +2,11 @@
 
 It dispatches executions that are runnable but that nobody works on (pending or
 running with no live lease: a lost message, a dead worker; retry and wait timers
-that came due), fails or flags executions waiting past their deadline, runs every
-gate's sweep hook (approvals expire, waits time out; executions.engine.gates) and keeps the
-tally of terminal executions the counts read (triage.tallies). A dispatch is repeated only after ``redispatch_after`` seconds, so a busy
-queue isn't flooded; duplicates are harmless anyway (the lease decides).
+that came due), fails or flags executions waiting past their deadline and runs
+every gate's sweep hook (approvals expire, waits time out; executions.engine.gates).
+A dispatch is repeated only after ``redispatch_after`` seconds, so a busy queue isn't
+flooded; duplicates are harmless anyway (the lease decides). It rings the doorbell
+and nothing else: what the screens count is their own (triage's tally).
 """
 
 from __future__ import annotations
@@ -18,8 +19,6 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import DateTimeField, ExpressionWrapper, Q, Value
 from django.db.models.functions import Now
-
-from triage import tallies
 
 from ..models import Execution, Status
 from ..reasons import StuckReason
@@ -70,11 +69,9 @@ def sweep() -> SweepReport:
     if dispatched:
         shown = ", ".join(map(str, dispatched[:10])) + (" …" if len(dispatched) > 10 else "")
         log.info("sweeper re-dispatched %d execution(s): %s", len(dispatched), shown)
-    report = SweepReport(
+    return SweepReport(
         dispatched=tuple(dispatched), past_deadline=_enforce_deadlines(), closed_by_gates=gates.sweep_all()
     )
-    tallies.refresh()
-    return report
 
 
 # What a deadline does to an execution nobody is running: (status, transition).

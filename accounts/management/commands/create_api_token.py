@@ -1,8 +1,7 @@
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from accounts.tokens import DEFAULT_DAYS, api_token_issue
-from executions.errors import ServiceError
+from accounts.tokens import DEFAULT_DAYS, TokenRefused, api_token_issue
 
 
 class Command(BaseCommand):
@@ -23,7 +22,7 @@ class Command(BaseCommand):
             raise CommandError(f"user {username!r} is inactive; tokens are only issued to active users")
         try:
             issued = api_token_issue(user=user, days=days)
-        except ServiceError as exc:
+        except TokenRefused as exc:
             raise CommandError(exc.message) from exc
         self.stderr.write(
             f"Token #{issued.id} for {username}, expires {issued.expires_at:%Y-%m-%d %H:%M} UTC "

@@ -1,8 +1,7 @@
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from accounts.tokens import api_token_revoke, api_tokens_of
-from executions.errors import ServiceError
+from accounts.tokens import TokenRefused, api_token_revoke, api_tokens_of
 
 
 class Command(BaseCommand):
@@ -20,7 +19,7 @@ class Command(BaseCommand):
             raise CommandError(f"no user named {username!r}")
         try:
             revoked = api_token_revoke(user=user, prefix=prefix, token_id=token_id)
-        except ServiceError as exc:
+        except TokenRefused as exc:
             left = api_tokens_of(user=user)
             listing = "; ".join(t.describe() for t in left) or "none"
             raise CommandError(f"{exc.message}; nothing revoked. {username}'s tokens: {listing}") from exc
