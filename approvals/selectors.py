@@ -33,15 +33,6 @@ DECISION_FILTERS = (*Decision.Verdict.values, NO_DECISION)
 # --- Who may decide ---------------------------------------------------------------
 
 
-def _group_names(user: AbstractBaseUser) -> frozenset[str]:
-    """The user's group names, cached on the user object like Django's permission cache."""
-    cached = getattr(user, "_approval_group_names", None)
-    if cached is None:
-        cached = frozenset(user.groups.values_list("name", flat=True))
-        user._approval_group_names = cached
-    return cached
-
-
 def is_open(request: ApprovalRequest, *, now: dt.datetime | None = None) -> bool:
     """Can a decision still be taken on it: pending, unexpired, the execution awaiting it."""
     now = now or timezone.now()
