@@ -30,7 +30,7 @@ NO_DECISION = "none"
 DECISION_FILTERS = (*Decision.Verdict.values, NO_DECISION)
 
 
-# --- Who may decide ---------------------------------------------------------------
+# --- Whether it can still be decided ----------------------------------------------
 
 
 def is_open(request: ApprovalRequest, *, now: dt.datetime | None = None) -> bool:
