@@ -41,7 +41,7 @@ def project_imports(module: str) -> dict[str, set[str]]:
 
 def test_the_surface_is_one_module_with_all_it_promises():
     surface = set(executions.authoring.__all__)
-    assert PROMISED <= surface
+    assert surface >= PROMISED
     assert all(hasattr(executions.authoring, name) for name in surface)
     imported = project_imports(FLOW)
     assert set(imported) == {"executions.authoring", "approvals.gate"}
