@@ -191,7 +191,7 @@ def main() -> int:
         "|---|---:|---:|---:|",
         *(f"| {name} | {p50:.1f} | {worst:.1f} | < {target.get(name, 100)} |" for name, p50, worst in rows),
         "",
-        f"The counts read the terminal executions from the sweeper's tally (triage.tallies; taking it "
+        f"The counts read the terminal executions from triage's tally (triage.tallies, retaken by beat's triage.tally; taking it "
         f"took {tally_ms:.0f} ms, every ten minutes) plus what became terminal since, and count the live ones "
         "directly. The sweeper pass is the steady state: the first one rang for the stuck executions "
         "(one message each), the later ones find them rung recently.",
