@@ -11,6 +11,8 @@ from functools import reduce
 from operator import or_
 from typing import Annotated, Any, Literal
 
+from django.apps import apps
+from django.core.exceptions import ImproperlyConfigured
 from django.http import HttpRequest, HttpResponse
 from ninja import Body, Router, Schema
 from ninja.security import HttpBearer, SessionAuth
@@ -207,7 +209,10 @@ def retry_execution(request: HttpRequest, execution_id: ExecutionRef, payload: R
 
 
 def _events_endpoint() -> tuple[Any, dict[int, Any], str]:
-    """The events endpoint's body, its answers and its description, from the registry."""
+    """The events endpoint's body, its answers and its description, from the registry.
+    Refuses to build before every app has registered its types (it would drop some)."""
+    if not apps.ready:
+        raise ImproperlyConfigured("executions.api was imported before the apps were ready: the URLs load it")
     types = events.registered()
     bodies = reduce(or_, (t.body for t in types))
     body = Annotated[bodies, Field(discriminator="type")] if len(types) > 1 else bodies
