@@ -5,4 +5,4 @@ class ApprovalsConfig(AppConfig):
     name = "approvals"
 
     def ready(self) -> None:
-        from . import gate  # noqa: F401 - registers the approval gate with the runtime
+        from . import events, gate  # noqa: F401 - register the approval gate and its event type with the runtime

@@ -2,19 +2,13 @@
 
 from __future__ import annotations
 
-import csv
-
-from django.contrib import messages
 from django.contrib.auth.decorators import login_required, permission_required
-from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
-from django.utils.http import urlencode
 from django.views.decorators.http import require_GET
 
-from executions.spreadsheet import safe_cell
-
 from . import outcomes, selectors
+from .listing import csv_export, page_of
 
 VIEW_AUDIT = "approvals.view_audit"
 
@@ -44,19 +38,11 @@ def auditors_only(view):
     return login_required(permission_required(VIEW_AUDIT, raise_exception=True)(view))
 
 
-def _filters(request: HttpRequest) -> selectors.HistoryFilters:
-    filters = selectors.history_filters(request.GET)
-    for error in filters.errors:
-        messages.error(request, error)
-    return filters
-
-
 @auditors_only
 @require_GET
 def audit_list(request: HttpRequest) -> HttpResponse:
-    filters = _filters(request)
-    page = Paginator(selectors.approval_history(filters), selectors.HISTORY_PAGE_SIZE).get_page(request.GET.get("page"))
-    query = filters.as_query()
+    filters = selectors.history_filters(request.GET)
+    page, query = page_of(request, selectors.approval_history(filters), filters, size=selectors.HISTORY_PAGE_SIZE)
     effects = outcomes.authorised_effects(page.object_list)
     return render(
         request,
@@ -65,7 +51,7 @@ def audit_list(request: HttpRequest) -> HttpResponse:
             "page": page,
             "rows": [(r, effects.get(r.pk, [])) for r in page.object_list],
             "filters": filters,
-            "query": urlencode(query),
+            "query": query,
             "workflows": selectors.history_workflows(),
             "decisions": selectors.DECISION_FILTERS,
         },
@@ -90,43 +76,33 @@ def audit_story(request: HttpRequest, pk: int) -> HttpResponse:
     )
 
 
-def _cell(value) -> str:
-    """A CSV cell a spreadsheet won't run as a formula (comments and names are user input)."""
-    return safe_cell(value)
-
-
 @auditors_only
 @require_GET
 def audit_export(request: HttpRequest) -> HttpResponse:
     filters = selectors.history_filters(request.GET)
-    response = HttpResponse(content_type="text/csv; charset=utf-8")
-    response["Content-Disposition"] = 'attachment; filename="approval-history.csv"'
-    writer = csv.writer(response)
-    writer.writerow(CSV_HEADER)
-    for r in selectors.approval_history(filters).iterator(chunk_size=500):
-        d = selectors.decision_of(r)
-        writer.writerow(
-            [
-                _cell(v)
-                for v in (
-                    r.pk,
-                    r.execution.ref,
-                    r.execution.workflow,
-                    r.artifact_version.artifact.ref,
-                    r.version,
-                    r.content_sha256,
-                    r.action,
-                    r.step,
-                    r.requested_by.get_username(),
-                    r.created_at.isoformat(),
-                    r.status,
-                    d.approver if d else "",
-                    d.decision if d else "",
-                    d.created_at.isoformat() if d else "",
-                    d.comment if d else "",
-                    r.refused_count,
-                    r.viewed_count,
-                )
-            ]
-        )
-    return response
+    return csv_export(
+        "approval-history.csv", CSV_HEADER, map(_row, selectors.approval_history(filters).iterator(chunk_size=500))
+    )
+
+
+def _row(r) -> tuple:
+    d = selectors.decision_of(r)
+    return (
+        r.pk,
+        r.execution.ref,
+        r.execution.workflow,
+        r.artifact_version.artifact.ref,
+        r.version,
+        r.content_sha256,
+        r.action,
+        r.step,
+        r.requested_by.get_username(),
+        r.created_at.isoformat(),
+        r.status,
+        d.approver if d else "",
+        d.decision if d else "",
+        d.created_at.isoformat() if d else "",
+        d.comment if d else "",
+        r.refused_count,
+        r.viewed_count,
+    )

@@ -2,7 +2,7 @@
 
 A workflow declares it with ``flow.gate(name, label=…, spec=Approval(artifact=…,
 action=…, approver=ApproverPolicy(…)))`` and guards its effects with
-``guarded_by=name``. The runtime (``executions.gates``) calls it; everything about
+``guarded_by=name``. The runtime (``executions.engine.gates``) calls it; everything about
 requests, decisions, audit entries and expiry lives in this app.
 """
 
@@ -17,11 +17,13 @@ from django.db.models import DateTimeField, ExpressionWrapper, Value
 from django.db.models.functions import Now
 
 from artifacts.models import ArtifactVersion
-from executions import gates
+from executions.authoring.specs import GateSpec
+from executions.authoring.workflow import Effect, Step, Workflow
+from executions.engine import gates
+from executions.engine.leases import in_seconds
 from executions.errors import FailureKind, StepFailure
-from executions.leases import in_seconds
 from executions.models import Action, Execution
-from executions.workflow import Effect, Step, Workflow
+from executions.reasons import StuckReason
 
 from . import audit, policy, services, throttle
 from .models import ApprovalRequest, AuditEntry
@@ -52,7 +54,7 @@ class ApproverPolicy:
 
 
 @dataclass(frozen=True, kw_only=True)
-class Approval(gates.GateSpec):
+class Approval(GateSpec):
     """An approval gate's spec: the artifact (by name) the decision binds to, the action
     it unlocks, and who may decide."""
 
@@ -84,7 +86,8 @@ class ApprovalGate(gates.Gate):
         if request.status != ApprovalRequest.State.APPROVED:
             # e.g. resumed by an operator while nothing approves it: a person decides.
             return gates.Attention(
-                f"approval request {request.pk} is {request.status}; no approval to act on", code="approval_lapsed"
+                f"approval request {request.pk} is {request.status}; no approval to act on",
+                code=StuckReason.APPROVAL_LAPSED,
             )
         decision = request.decision
         return gates.Passed(

@@ -3,14 +3,17 @@
 Read from the ledger (``Action`` rows) and the execution's ``action.*`` events: the
 receipt's identifiers (publication, order, notification ids), whether the outcome
 was reconciled by a lookup, the lookup's evidence when it could not be established,
-and an operator's resolution with its evidence. Worded as it is: "outcome unknown",
-"retrying", "not run: approval 4 superseded" — never "failed" for an effect that
-never started or that waits for its next attempt.
+and an operator's resolution with its evidence. ``action_state`` is the one wording
+of an action's state, here and on the execution's ledger (``console.presenters``):
+"outcome unknown", "retrying (attempt 2 did not succeed)", "not run: approval
+superseded — never sent" — never "failed" for an effect that never started or that
+waits for its next attempt.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import json
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -37,7 +40,7 @@ class EffectOutcome:
     type: str
     status: str  # the ledger's own status
     wording: str  # how it reads on a page
-    tone: str  # ok, warn, bad or neutral: the badge's colour
+    tone: str  # ok, info, warn, danger or neutral: the badge's colour
     attempts: int
     authorised: bool  # unlocked by this request's decision (not a later step's effect)
     receipt: list[tuple[str, str]] = field(default_factory=list)
@@ -73,32 +76,98 @@ def _lookup_fields(evidence: Any) -> list[tuple[str, str]]:
     return [(str(k), str(v)) for k, v in evidence.items() if k != "found" and v not in (None, "")]
 
 
-def _wording(action: Action, execution: Execution, resolution: Resolution | None, reconciled: bool) -> tuple[str, str]:
-    state = Action.State
-    if action.status == state.SUCCEEDED:
-        if resolution is not None:
-            return f"succeeded (resolved by {resolution.by})", "ok"
-        return ("succeeded (found by lookup)" if reconciled else "succeeded"), "ok"
-    if action.status == state.UNKNOWN:
-        return "outcome unknown", "warn"
-    waiting_to_retry = execution.status == Status.RETRY_PENDING and execution.current_step == action.step
-    if action.status in (state.FAILED, state.EXECUTING) and waiting_to_retry:
-        return f"retrying (attempt {action.attempts} did not succeed)", "warn"
-    if action.status == state.FAILED:
-        if resolution is not None:
-            return f"failed (resolved by {resolution.by})", "bad"
-        if action.attempts == 0:
-            return f"not run: {action.last_error}" if action.last_error else "not run", "neutral"
-        return "failed", "bad"
-    if action.status == state.EXECUTING:
-        return "in progress", "warn"
-    if action.status == state.APPROVED:
-        return "approved, not started yet", "neutral"
-    return "planned: waits for the decision", "neutral"
+@dataclass(frozen=True)
+class ActionState:
+    """How an action reads on a page as things stand now: the same words on the
+    execution's ledger (console) and in the approval history (here)."""
+
+    label: str
+    tone: str  # ok, info, warn, danger or neutral: the badge's colour
+    note: str = ""  # a line that says more, when there is one
+
+
+# An effect that was never sent, by what became of the approval request that guarded it.
+NEVER_SENT = {
+    ApprovalRequest.State.SUPERSEDED: ("approval superseded", "a newer version replaced the one it was planned for"),
+    ApprovalRequest.State.WITHDRAWN: ("approval withdrawn", "the execution was cancelled before it ran"),
+    ApprovalRequest.State.REJECTED: ("approval rejected", "the manager rejected it"),
+    ApprovalRequest.State.CHANGES_REQUESTED: ("changes requested", "a new version was asked for"),
+    ApprovalRequest.State.EXPIRED: ("approval expired", "nobody decided in time"),
+}
+
+
+def action_state(
+    action: Action,
+    execution: Execution,
+    *,
+    authoriser: ApprovalRequest | None = None,
+    resolved_by: str = "",
+    reconciled: bool = False,
+) -> ActionState:
+    """``action`` in words, as it stands with ``execution`` where it is now: never
+    "failed" for an effect that never started or that waits for its next attempt.
+    ``authoriser``: the request that guards it; ``resolved_by``: the operator who
+    established its outcome; ``reconciled``: a lookup found it done."""
+    state, status = Action.State, action.status
+    here = execution.current_step == action.step
+    if action.is_compensation:
+        if status == state.PLANNED:
+            return ActionState(
+                "compensation — to be carried out by a person", "warn", f"what to undo: {_shown(action.args)}"
+            )
+        if status == state.SUCCEEDED:
+            return ActionState("compensation carried out", "ok")
+        return ActionState("compensation not possible", "danger", action.last_error)
+    if status == state.SUCCEEDED:
+        if resolved_by:
+            return ActionState(f"succeeded (resolved by {resolved_by})", "ok")
+        return ActionState("succeeded (found by lookup)" if reconciled else "succeeded", "ok")
+    if status == state.PLANNED:
+        return ActionState("planned — waits for approval", "info")
+    if status == state.APPROVED:
+        return ActionState("approved — not sent yet", "info")
+    retrying = execution.status == Status.RETRY_PENDING and here
+    if status == state.UNKNOWN:
+        if retrying:
+            return ActionState("outcome unknown — looked up again at the next attempt", "warn")
+        if execution.status == Status.NEEDS_ATTENTION:
+            return ActionState("outcome unknown — an operator must establish it", "warn")
+        return ActionState("outcome unknown", "warn")
+    if retrying:  # executing or failed, and its step waits for the next attempt
+        return ActionState(f"retrying (attempt {action.attempts} did not succeed)", "warn", action.last_error)
+    if status == state.EXECUTING:
+        if execution.status == Status.RUNNING and here:
+            return ActionState("sending", "info")
+        return ActionState("in flight — outcome not recorded yet", "warn")
+    if resolved_by:
+        return ActionState(f"failed (resolved by {resolved_by})", "danger", action.last_error)
+    if action.attempts == 0:  # failed before it was ever sent
+        if authoriser is not None and authoriser.status in NEVER_SENT:
+            why, note = NEVER_SENT[authoriser.status]
+            return ActionState(f"not run: {why} — never sent", "neutral", note)
+        if execution.status == Status.CANCELLED:
+            return ActionState("not run: cancelled — never sent", "neutral", action.last_error)
+        return ActionState("not run", "neutral", action.last_error)
+    return ActionState("failed", "danger", action.last_error)
+
+
+def _shown(value: Any, limit: int = 300) -> str:
+    text = json.dumps(value, sort_keys=True, default=str)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _authorisers(actions: Iterable[Action]) -> dict[str, ApprovalRequest]:
+    """The approval requests that guard ``actions``, by ``Action.gate_ref`` (one query)."""
+    ids = {request_id_from(a.gate_ref) for a in actions if a.gate_ref}
+    ids.discard(None)
+    return {r.gate_ref: r for r in ApprovalRequest.objects.filter(pk__in=ids)} if ids else {}
 
 
 def _outcomes(
-    actions: list[Action], events: Iterable[ExecutionEvent], authorised_by: int | None
+    actions: list[Action],
+    events: Iterable[ExecutionEvent],
+    authorised_by: int | None,
+    authorisers: dict[str, ApprovalRequest],
 ) -> list[EffectOutcome]:
     resolutions: dict[str, Resolution] = {}
     reconciled: set[str] = set()
@@ -117,14 +186,20 @@ def _outcomes(
     out = []
     for action in actions:
         resolution = resolutions.get(action.key)
-        wording, tone = _wording(action, action.execution, resolution, action.key in reconciled)
+        worded = action_state(
+            action,
+            action.execution,
+            authoriser=authorisers.get(action.gate_ref),
+            resolved_by=resolution.by if resolution is not None else "",
+            reconciled=action.key in reconciled,
+        )
         out.append(
             EffectOutcome(
                 key=action.key,
                 type=action.type,
                 status=action.status,
-                wording=wording,
-                tone=tone,
+                wording=worded.label,
+                tone=worded.tone,
                 attempts=action.attempts,
                 authorised=authorised_by is not None and action.gate_ref == gate_ref_for(authorised_by),
                 receipt=receipt_fields(action.receipt),
@@ -162,11 +237,12 @@ def effects_after(request: ApprovalRequest, *, window: Iterable[ExecutionEvent])
         .order_by("id")
     )
     actions.sort(key=lambda a: (a.gate_ref != request.gate_ref, a.pk))
-    return _outcomes(actions, _action_events(a.key for a in actions), authorised_by=request.pk)
+    return _outcomes(actions, _action_events(a.key for a in actions), request.pk, _authorisers(actions))
 
 
 def authorised_effects(requests: Iterable[ApprovalRequest]) -> dict[int, list[EffectOutcome]]:
     """For a page of requests: the effects each one's decision unlocked (two queries)."""
+    requests = list(requests)
     ids = [r.pk for r in requests]
     refs = [gate_ref_for(pk) for pk in ids]
     actions = list(Action.objects.filter(gate_ref__in=refs).select_related("execution").order_by("id"))
@@ -174,4 +250,5 @@ def authorised_effects(requests: Iterable[ApprovalRequest]) -> dict[int, list[Ef
     for action in actions:
         by_request[request_id_from(action.gate_ref)].append(action)
     events = _action_events(a.key for a in actions)
-    return {pk: _outcomes(rows, events, authorised_by=pk) for pk, rows in by_request.items()}
+    authorisers = {r.gate_ref: r for r in requests}
+    return {pk: _outcomes(rows, events, pk, authorisers) for pk, rows in by_request.items()}

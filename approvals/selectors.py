@@ -17,10 +17,9 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import Count, Q, QuerySet
 from django.utils import timezone
 
-from executions import registry
-from executions.inputs import text_refusal
+from executions.authoring import Template, registry
 from executions.models import ExecutionEvent, Status
-from executions.outbound import Template
+from executions.storable import text_refusal
 
 from . import policy
 from .models import ApprovalRequest, AuditEntry, Decision
@@ -32,16 +31,7 @@ NO_DECISION = "none"
 DECISION_FILTERS = (*Decision.Verdict.values, NO_DECISION)
 
 
-# --- Who may decide ---------------------------------------------------------------
-
-
-def _group_names(user: AbstractBaseUser) -> frozenset[str]:
-    """The user's group names, cached on the user object like Django's permission cache."""
-    cached = getattr(user, "_approval_group_names", None)
-    if cached is None:
-        cached = frozenset(user.groups.values_list("name", flat=True))
-        user._approval_group_names = cached
-    return cached
+# --- Whether it can still be decided ----------------------------------------------
 
 
 def is_open(request: ApprovalRequest, *, now: dt.datetime | None = None) -> bool:
@@ -350,7 +340,7 @@ def approval_story(request: ApprovalRequest) -> list[StoryItem]:
 
 def third_party_messages(approval: ApprovalRequest) -> list[tuple[str, Template]]:
     """What the approved execution may then send to a third party without asking again:
-    (where, template) of its workflow's templated effects (executions.outbound)."""
+    (where, template) of its workflow's templated effects (executions.authoring.outbound)."""
     execution = approval.execution
     try:
         workflow = registry.get(execution.workflow, execution.workflow_version)

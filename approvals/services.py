@@ -20,12 +20,14 @@ from django.db.models.functions import Now
 from django.utils import timezone
 
 from artifacts.models import ArtifactVersion
-from executions import ledger, lifecycle, registry
 from executions import services as runtime
+from executions.authoring import registry
+from executions.engine import ledger, lifecycle
 from executions.errors import Conflict, Forbidden, InvalidInput, NotFound, RateLimited
-from executions.inputs import clip_int, clip_text, text_refusal
 from executions.models import Execution, Status, ref_for
+from executions.reasons import StuckReason
 from executions.services import OPERATE, execution_for
+from executions.storable import clip_int, clip_text, text_refusal
 
 from . import audit, policy, throttle
 from .models import ApprovalRequest, AuditEntry, Decision
@@ -396,6 +398,8 @@ def expire_due() -> list[int]:
                 if request.on_expiry == "cancel":
                     runtime.cancel_locked(execution, actor_label="sweeper", reason=reason)
                 else:
-                    lifecycle.apply(execution, "flag", actor_label="sweeper", reason=reason, code="approval_lapsed")
+                    lifecycle.apply(
+                        execution, "flag", actor_label="sweeper", reason=reason, code=StuckReason.APPROVAL_LAPSED
+                    )
         expired.append(pk)
     return expired

@@ -43,7 +43,7 @@ def artifact_copy(version: ArtifactVersion, *, execution) -> ArtifactVersion:
     with their numbers, hashes and producing steps, over the same stored bytes (nothing
     is rewritten: the store is content-addressed). Returns the copy of ``version``.
 
-    For a restart (executions.restart): the new execution reuses what the failed one
+    For a restart (triage.restart): the new execution reuses what the failed one
     produced. Assumes an open transaction.
     """
     assert transaction.get_connection().in_atomic_block

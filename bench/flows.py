@@ -11,8 +11,8 @@ Registered through ``RUNTIME_WORKFLOW_MODULES`` (add ``bench.flows``).
 
 from approvals.gate import Approval
 from bench import marks
-from executions import registry
-from executions.workflow import Workflow
+from executions.authoring import registry
+from executions.authoring.workflow import Workflow
 
 STEPS = 10
 NOOP_STEPS = 5

@@ -57,10 +57,10 @@ def shape(sql: str) -> tuple[str, str]:
     kind = sql.split(None, 1)[0].upper()
     found = TABLE.search(sql)
     table = (found.group(1) if found else "?").removeprefix("executions_")
-    if kind == "WITH" and "fenced" in sql:  # executions.checkpoints: one fenced UPDATE and its INSERTs
+    if kind == "WITH" and "fenced" in sql:  # executions.engine.writer: one fenced UPDATE and its INSERTs
         inserted = [t for t in ("steprun", "executionevent") if f"executions_{t}" in sql]
         kind = "UPDATE+INSERT"
-        label = f"WITH fenced UPDATE execution … INSERT {' + '.join(inserted)} (executions.checkpoints)"
+        label = f"WITH fenced UPDATE execution … INSERT {' + '.join(inserted)} (executions.engine.writer)"
     elif kind == "UPDATE":
         head = sql.split(" WHERE ", 1)[0]
         columns = SET_COLUMNS.findall(head.split(" SET ", 1)[-1])
@@ -115,7 +115,7 @@ def count_pass(n: int, user) -> dict:
     """Statements and commits per workflow, creation and run apart."""
     from django.db import connection
 
-    from executions import dispatch
+    from executions.engine import dispatch
     from executions.services import execution_start
 
     creation, run = Counting(connection), Counting(connection)
@@ -197,19 +197,19 @@ OTHER = "other (stdlib: copy, uuid, datetime …)"
 
 KEEL_FUNCTIONS = [
     ("executions/services.py", "execution_start", "execution_start (creation + dispatch, whole workflow)"),
-    ("executions/runner.py", "advance", "runner.advance (claim + slice)"),
-    ("executions/leases.py", "acquire", "leases.acquire (the claim)"),
-    ("executions/runner.py", "_run_slice", "runner._run_slice (5 steps)"),
-    ("executions/checkpoints.py", "checkpoint_step", "checkpoints.checkpoint_step: the one-statement step"),
-    ("executions/runner.py", "_checkpoint", "runner._checkpoint (every step)"),
-    ("executions/runner.py", "_commit_step", "runner._commit_step (the ORM path: the last step)"),
-    ("executions/runner.py", "_record_run", "runner._record_run: INSERT step run (the ORM path)"),
-    ("executions/leases.py", "fence", "leases.fence"),
-    ("executions/lifecycle.py", "record", "lifecycle.record: INSERT event (creation included)"),
-    ("executions/lifecycle.py", "apply", "lifecycle.apply: start, complete"),
+    ("executions/engine/runner.py", "advance", "runner.advance (claim + slice)"),
+    ("executions/engine/leases.py", "acquire", "leases.acquire (the claim)"),
+    ("executions/engine/runner.py", "_run_slice", "runner._run_slice (5 steps)"),
+    ("executions/engine/writer.py", "checkpoint_step", "writer.checkpoint_step: the one-statement step"),
+    ("executions/engine/runner.py", "_checkpoint", "runner._checkpoint (every step)"),
+    ("executions/engine/runner.py", "_commit_step", "runner._commit_step (the ORM path: the last step)"),
+    ("executions/engine/runner.py", "_record_run", "runner._record_run: INSERT step run (the ORM path)"),
+    ("executions/engine/leases.py", "fence", "leases.fence"),
+    ("executions/engine/lifecycle.py", "record", "lifecycle.record: INSERT event (creation included)"),
+    ("executions/engine/lifecycle.py", "apply", "lifecycle.apply: start, complete"),
     ("django/db/backends/base/base.py", "commit", "Django commit (BEGIN…COMMIT blocks)"),
-    ("executions/leases.py", "__enter__", "Heartbeat start"),
-    ("executions/leases.py", "__exit__", "Heartbeat stop (join)"),
+    ("executions/engine/leases.py", "__enter__", "Heartbeat start"),
+    ("executions/engine/leases.py", "__exit__", "Heartbeat stop (join)"),
     ("logging/__init__.py", "info", "log.info"),
 ]
 

@@ -162,8 +162,8 @@ def main() -> None:
     from django.contrib.auth.models import Group
     from django.test import Client
 
-    from approvals.roles import ensure_roles
-    from executions.auth import api_token_create
+    from accounts.roles import ensure_roles
+    from accounts.tokens import api_token_create
 
     ensure_roles()
     operator = get_user_model().objects.create_user("bench-operator")
@@ -173,9 +173,9 @@ def main() -> None:
     filled = fill(operator.pk)
     print(f"filled in {filled:,.0f} s; folding …", file=sys.stderr)
     folded, passes, minute = fold()
-    from executions import tallies
+    from triage import tallies
 
-    tallies.refresh(force=True)  # the sweeper's tally of terminal executions, as it keeps it
+    tallies.refresh(force=True)  # triage's tally of terminal executions, as beat's triage.tally keeps it
     print(
         f"folded {DAYS} days in {folded:,.0f} s ({passes} passes); one minute in {minute * 1000:,.0f} ms",
         file=sys.stderr,
@@ -217,7 +217,7 @@ def main() -> None:
             f"history (what the first fold after an upgrade does, a day per pass) took {folded:,.0f} s in "
             f"{passes} passes; a steady-state pass (one minute of this traffic) {minute * 1000:,.0f} ms. The "
             f"rollup then held {rollup_rows:,} rows. `/metrics` adds the live gauges: executions by status "
-            "(the sweeper's tally of terminal rows plus the live ones), actions by status (counted) and stuck "
+            "(triage's tally of terminal rows plus the live ones), actions by status (counted) and stuck "
             "executions. Before the rollup, on the same data, a week's measures took 6.0 s, its charts 9.8 s and "
             "a scrape 7.4 s. What is left is mostly what is live, not history: the stuck count (a CASE over the "
             "executions that can be stuck — here the 20,000 needing attention, as the triage list's counts) and, "

@@ -93,7 +93,7 @@ def main() -> None:
     from django.contrib.auth import get_user_model
     from django.contrib.auth.models import Group
 
-    from approvals.roles import ensure_roles
+    from accounts.roles import ensure_roles
 
     r = redis.Redis.from_url(BROKER)
     r.flushdb()

@@ -50,7 +50,7 @@ def main() -> None:
     from django.contrib.auth import get_user_model
 
     from bench.flows import STEPS
-    from executions import runner
+    from executions.engine import runner
     from executions.models import Execution, Status
     from executions.services import execution_start
 
@@ -173,7 +173,7 @@ commits for N steps.
 
 {p["steps"]} steps in total: **{p["steps_per_s"]:.0f} steps/s**, {p["ms_per_step"]:.2f} ms per step
 (on PostgreSQL one statement, one round trip and one commit each: the fenced
-checkpoint of the row with its JSON context, and the step run; executions/checkpoints.py).
+checkpoint of the row with its JSON context, and the step run; executions/engine/writer.py).
 
 ### End to end: {e["workers"]} Celery worker processes over Redis
 

@@ -131,17 +131,18 @@ def main() -> int:
     django.setup()
     from django.test import Client
 
-    from executions import selectors, sweeper
-    from executions.auth import api_token_create
+    from accounts.tokens import api_token_create
+    from executions import selectors
+    from executions.engine import sweeper
     from executions.models import TERMINAL, Execution
 
     t0 = time.monotonic()
     seed()
     seeded = time.monotonic() - t0
-    from executions import tallies
+    from triage import tallies
 
     t1 = time.monotonic()
-    tallies.refresh(force=True)  # what the sweeper does every ten minutes
+    tallies.refresh(force=True)  # what beat's triage.tally does every ten minutes
     tally_ms = (time.monotonic() - t1) * 1000
     first_live = Execution.objects.filter(status="awaiting_approval").order_by("id").values_list("id", flat=True)[0]
     oldest_done = f"RUN_{1000:04d}"  # the last page of a filter over the old rows
@@ -156,7 +157,7 @@ def main() -> int:
         ("list, reason=no_worker", lambda: selectors.execution_page(reason="no_worker")),
         ("list, reason=unknown_outcome", lambda: selectors.execution_page(reason="unknown_outcome")),
         ("list, workflow=replacement_order", lambda: selectors.execution_page(workflow="replacement_order")),
-        ("counts (GET /api/executions/summary)", lambda: selectors.summary()),
+        ("counts (GET /api/executions/summary)", lambda: tallies.summary()),
         ("API page (GET /api/executions)", lambda: client.get("/api/executions", **auth)),
         ("API page, reason=rate_limited", lambda: client.get("/api/executions?reason=rate_limited", **auth)),
     ]
@@ -190,7 +191,7 @@ def main() -> int:
         "|---|---:|---:|---:|",
         *(f"| {name} | {p50:.1f} | {worst:.1f} | < {target.get(name, 100)} |" for name, p50, worst in rows),
         "",
-        f"The counts read the terminal executions from the sweeper's tally (executions.tallies; taking it "
+        f"The counts read the terminal executions from triage's tally (triage.tallies, retaken by beat's triage.tally; taking it "
         f"took {tally_ms:.0f} ms, every ten minutes) plus what became terminal since, and count the live ones "
         "directly. The sweeper pass is the steady state: the first one rang for the stuck executions "
         "(one message each), the later ones find them rung recently.",

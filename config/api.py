@@ -1,5 +1,8 @@
-"""The Task API, assembled: the runtime's endpoints (executions.api), approvals'
-(approvals.api) and the measures (metrics.api) under one schema at /api/, with one error contract.
+"""The Task API, assembled: triage's endpoints (triage.api), the runtime's
+(executions.api), approvals' (approvals.api) and the measures (metrics.api) under one
+schema at /api/, with one error contract. Triage's router comes first: its
+``/executions/summary`` and ``/executions/bulk`` must match before the runtime's
+``/executions/{execution_id}``.
 
 401 without credentials, 403 without authority, 409 when the state doesn't allow it,
 422 naming the field for malformed input (nothing is written in that case), 429 with
@@ -16,8 +19,10 @@ from ninja.parser import Parser
 from approvals.api import router as approvals_router
 from executions.api import BearerToken, BrowserSession
 from executions.api import router as executions_router
+from executions.engine import events
 from executions.errors import InvalidInput, RateLimited, ServiceError
 from metrics.api import router as metrics_router
+from triage.api import router as triage_router
 
 
 class BodyNotAnObject(ValueError):
@@ -42,6 +47,7 @@ api = NinjaAPI(
     auth=[BearerToken(), BrowserSession()],
     urls_namespace="api",
 )
+api.add_router("", triage_router)
 api.add_router("", executions_router)
 api.add_router("", approvals_router)
 api.add_router("", metrics_router)
@@ -79,8 +85,8 @@ def _validation_error(request: HttpRequest, exc: ValidationError):
     return api.create_response(request, {"detail": detail}, status=422)
 
 
-# The tags pydantic puts in ``loc`` for a tagged union's variant (the events endpoint).
-_EVENT_TAGS = {"approval.decision", "signal"}
+# The tags pydantic puts in ``loc`` for a tagged union's variant: the events endpoint's types.
+_EVENT_TAGS = {event_type.name for event_type in events.registered()}
 
 
 @api.exception_handler(HttpError)

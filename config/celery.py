@@ -39,3 +39,8 @@ def _schedule_sweeper(sender: Celery, **kwargs: object) -> None:
         sender.signature("metrics.fold"),
         name="metrics rollup",
     )
+    sender.add_periodic_task(
+        float(settings.RUNTIME_SWEEP_SECONDS),
+        sender.signature("triage.tally"),
+        name="triage tally",
+    )

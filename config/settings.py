@@ -88,8 +88,10 @@ INSTALLED_APPS = [
     "template_partials",
     "ninja",  # django-ninja's bundled Swagger UI (static files), never the CDN copy
     "pgtrigger",
+    "accounts",
     "executions",
     "approvals",
+    "triage",
     "artifacts",
     "console",
     "metrics",
@@ -280,7 +282,7 @@ ANTHROPIC_BASE_URL = os.environ.get("ANTHROPIC_BASE_URL", "")  # "" : Anthropic'
 ANTHROPIC_API_KEY = os.environ.get("ANTHROPIC_API_KEY", "")
 # How long one model call may take before it counts as a transient failure.
 RUNTIME_MODEL_TIMEOUT_SECONDS = float(os.environ.get("RUNTIME_MODEL_TIMEOUT_SECONDS", "60"))
-# The token budget of the context a prompt is built from (executions.notes.render).
+# The token budget of the context a prompt is built from (executions.authoring.notes.render).
 RUNTIME_CONTEXT_TOKENS = env_int("RUNTIME_CONTEXT_TOKENS", 8000)
 SANDBOX_URL = os.environ.get("SANDBOX_URL", "http://127.0.0.1:8765")
 # How long an approval request stays open before it expires (the workflow decides what then).
@@ -341,7 +343,7 @@ SECRETS = {
 }
 
 # Every line a worker writes inside a slice names the execution, the step and the lease
-# token (executions.logcontext); KEEL_LOG_FORMAT=json writes one JSON object per line.
+# token (executions.engine.logcontext); KEEL_LOG_FORMAT=json writes one JSON object per line.
 KEEL_LOG_FORMAT = os.environ.get("KEEL_LOG_FORMAT", "plain").strip().lower()
 if KEEL_LOG_FORMAT not in ("plain", "json"):
     raise ImproperlyConfigured(f"KEEL_LOG_FORMAT must be 'plain' or 'json', not {KEEL_LOG_FORMAT!r}.")
@@ -349,12 +351,12 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "filters": {
-        "slice": {"()": "executions.logcontext.SliceFilter"},
+        "slice": {"()": "executions.engine.logcontext.SliceFilter"},
         "redact": {"()": "executions.redaction.RedactingFilter"},  # no configured secret in a log line
     },
     "formatters": {
         "plain": {"format": "%(asctime)s %(levelname)s %(name)s%(slice)s %(message)s"},
-        "json": {"()": "executions.logcontext.JsonFormatter"},
+        "json": {"()": "executions.engine.logcontext.JsonFormatter"},
     },
     "handlers": {
         "console": {"class": "logging.StreamHandler", "formatter": KEEL_LOG_FORMAT, "filters": ["slice", "redact"]}

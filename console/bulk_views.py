@@ -1,6 +1,6 @@
 """Bulk operations in the console (operators): from the list's filters, choose the
 operation, read the dry run, confirm on exactly the ids it listed with a reason, read
-each id's outcome. The rules live in ``executions.bulk``; these views only parse,
+each id's outcome. The rules live in ``triage.bulk``; these views only parse,
 call it and render.
 """
 
@@ -15,10 +15,13 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from executions import bulk, inputs, registry, selectors, stuck
+from executions import inputs, selectors, stuck
+from executions.authoring import registry
 from executions.errors import InvalidInput, ServiceError
 from executions.models import Status
 from executions.services import OPERATE
+from triage import bulk
+from triage.inputs import BulkFormIn
 
 FILTERS = ("status", "workflow", "reason")
 SESSION_KEY = "bulk-results"  # the last few runs' results, by batch
@@ -106,7 +109,7 @@ def bulk_run(request: HttpRequest) -> HttpResponse:
     filters = {name: request.POST.get(name, "") for name in FILTERS}
     try:
         form = inputs.parse(
-            inputs.BulkFormIn, {"operation": operation, "ids": ids, "reason": request.POST.get("reason", "").strip()}
+            BulkFormIn, {"operation": operation, "ids": ids, "reason": request.POST.get("reason", "").strip()}
         )
         run = bulk.bulk_run(user=request.user, operation=form.operation, ids=form.ids, reason=form.reason)
     except ServiceError as exc:

@@ -18,6 +18,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from approvals import selectors
+from approvals.events import DecisionIn
 from approvals.services import approval_decide
 from executions import inputs
 from executions.errors import NotFound, ServiceError
@@ -34,7 +35,7 @@ def decide(request: HttpRequest, ref: str, approval_id: int) -> HttpResponse:
     error = outcome = None
     try:
         form = inputs.parse(
-            inputs.DecisionIn,
+            DecisionIn,
             {
                 "approval_id": approval_id,
                 "decision": request.POST.get("decision", ""),

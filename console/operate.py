@@ -11,8 +11,11 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
-from executions import compensations, inputs, restart, selectors, services
+from executions import inputs, selectors
 from executions.errors import Forbidden, NotFound, ServiceError
+from triage import compensations, restart
+from triage.inputs import CloseFormIn, RestartIn
+from triage.preview import execution_resume_preview
 
 from . import presenters
 
@@ -23,7 +26,7 @@ def resume_preview(request: HttpRequest, ref: str) -> HttpResponse:
     """What a resume would skip, run and risk, with the reason field and the confirm
     button (it posts to the resume form's view) when nothing blocks it."""
     try:
-        preview = services.execution_resume_preview(ref=ref, user=request.user)
+        preview = execution_resume_preview(ref=ref, user=request.user)
     except Forbidden as exc:
         raise PermissionDenied(exc.message) from None
     except NotFound as exc:
@@ -43,7 +46,7 @@ def resume_preview(request: HttpRequest, ref: str) -> HttpResponse:
 def execution_restart(request: HttpRequest, ref: str) -> HttpResponse:
     """Restart a failed execution from the chosen step; the new execution's page follows."""
     try:
-        form = _form(request, inputs.RestartIn)
+        form = _form(request, RestartIn)
         restarted = restart.execution_restart(ref=ref, user=request.user, from_step=form.from_step, reason=form.reason)
     except ServiceError as exc:
         messages.error(request, exc.message)
@@ -56,7 +59,7 @@ def execution_restart(request: HttpRequest, ref: str) -> HttpResponse:
 @require_POST
 def compensation_close(request: HttpRequest, ref: str) -> HttpResponse:
     try:
-        form = _form(request, inputs.CloseFormIn)
+        form = _form(request, CloseFormIn)
         action = compensations.action_close(
             key=form.key, user=request.user, outcome=form.outcome, evidence=form.evidence
         )

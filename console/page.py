@@ -29,7 +29,8 @@ from approvals import policy
 from approvals import selectors as approval_selectors
 from approvals.models import ApprovalRequest
 from artifacts.models import ArtifactVersion
-from executions import gates, selectors, services, stuck
+from executions import selectors, services, stuck
+from executions.engine import gates
 from executions.models import Action, Execution, ExecutionEvent, ModelCall, Status, StepRun, ref_for
 
 from . import presenters
@@ -121,7 +122,7 @@ class Snapshot:
     actions: list[Action]
     requests: list[ApprovalRequest]
     latest_version_id: int | None
-    restarted_as: int | None = None  # the execution that restarted this one (executions.restart)
+    restarted_as: int | None = None  # the execution that restarted this one (triage.restart)
 
     @property
     def authorisers(self) -> dict[str, ApprovalRequest]:

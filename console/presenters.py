@@ -12,7 +12,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from executions import registry
+from approvals.outcomes import action_state
+from executions.authoring import registry
 from executions.models import Action, Execution, ExecutionEvent, ModelCall, Status
 
 # Receipt fields worth a line of their own; the whole receipt is a click away.
@@ -102,57 +103,6 @@ class LedgerRow:
         return self.compensation and self.status == Action.State.PLANNED
 
 
-_NEVER_SENT = {
-    "superseded": ("superseded — never sent", "a newer version replaced the one it was planned for"),
-    "withdrawn": ("withdrawn — never sent", "the execution was cancelled before it ran"),
-    "rejected": ("not approved — never sent", "the manager rejected it"),
-    "changes_requested": ("changes requested — never sent", "a new version was asked for"),
-    "expired": ("approval expired — never sent", "nobody decided in time"),
-}
-
-
-def _ledger_state(action: Action, execution: Execution, authoriser: Any) -> tuple[str, str, str]:
-    """(label, tone, note) for one action as things stand now."""
-    status, here = action.status, execution.current_step == action.step
-    if action.is_compensation:
-        return _compensation_state(action)
-    if status == Action.State.SUCCEEDED:
-        return "succeeded", "ok", ""
-    if status == Action.State.PLANNED:
-        return "planned — waits for approval", "info", ""
-    if status == Action.State.APPROVED:
-        return "approved — not sent yet", "info", ""
-    if status == Action.State.EXECUTING:
-        if execution.status == Status.RUNNING and here:
-            return "sending", "info", ""
-        return "in flight — outcome not recorded yet", "warn", ""
-    if status == Action.State.UNKNOWN:
-        if execution.status == Status.RETRY_PENDING and here:
-            return "unknown — looked up again at the next attempt", "warn", ""
-        if execution.status == Status.NEEDS_ATTENTION:
-            return "unknown — an operator must establish it", "warn", ""
-        return "unknown", "warn", ""
-    # failed
-    if action.attempts == 0:
-        if authoriser is not None and authoriser.status in _NEVER_SENT:
-            label, note = _NEVER_SENT[authoriser.status]
-            return label, "neutral", note
-        if execution.status == Status.CANCELLED:
-            return "cancelled — never sent", "neutral", action.last_error
-        return "not sent", "neutral", action.last_error
-    if execution.status == Status.RETRY_PENDING and here:
-        return "failed — retrying", "warn", action.last_error
-    return "failed", "danger", action.last_error
-
-
-def _compensation_state(action: Action) -> tuple[str, str, str]:
-    if action.status == Action.State.PLANNED:
-        return "compensation — to be carried out by a person", "warn", f"what to undo: {_clip(action.args)}"
-    if action.status == Action.State.SUCCEEDED:
-        return "compensation carried out", "ok", ""
-    return "compensation not possible", "danger", action.last_error
-
-
 def ledger_rows(
     execution: Execution,
     actions: Iterable[Action],
@@ -163,6 +113,7 @@ def ledger_rows(
     what authorises actions (approval requests), by ``Action.gate_ref``."""
     lookups: dict[str, list[Item]] = {}
     resolutions: dict[str, Item] = {}
+    resolved_by: dict[str, str] = {}
     for ev in events:
         payload = ev.payload if isinstance(ev.payload, dict) else {}
         key = payload.get("key")
@@ -171,6 +122,7 @@ def ledger_rows(
         if isinstance(payload.get("evidence"), dict):
             lookups[key] = evidence_items(payload["evidence"])
         if payload.get("resolved"):
+            resolved_by[key] = actor_name(ev.actor_label)
             resolutions[key] = Item(
                 f"resolved as {payload.get('to', '?')} by {actor_name(ev.actor_label)}",
                 _clip(payload.get("evidence", "")),
@@ -183,16 +135,21 @@ def ledger_rows(
     fields = receipt_fields_by_step(execution)
     rows = []
     for action in actions:
-        label, tone, note = _ledger_state(action, execution, (authorisers or {}).get(action.gate_ref))
+        state = action_state(
+            action,
+            execution,
+            authoriser=(authorisers or {}).get(action.gate_ref),
+            resolved_by=resolved_by.get(action.key, ""),
+        )
         rows.append(
             LedgerRow(
                 key=action.key,
                 type=action.type,
                 status=action.status,
-                label=label,
-                tone=tone,
+                label=state.label,
+                tone=state.tone,
                 attempts=action.attempts,
-                note=note,
+                note=state.note,
                 receipt=receipt_items(action.receipt),
                 receipt_json=pretty_json(action.receipt) if action.receipt else "",
                 lookup=lookups.get(action.key, []),
@@ -489,7 +446,7 @@ class StaleApproval:
 
 @dataclass(frozen=True)
 class ResumePlan:
-    """A resume preview (executions.preview) as the confirmation page says it."""
+    """A resume preview (triage.preview) as the confirmation page says it."""
 
     can_resume: bool
     blocked_by: list[str]

@@ -14,9 +14,12 @@ from django.views.decorators.http import require_GET, require_POST
 
 from approvals import services as approval_services
 from artifacts.rendering import render_artifact
-from executions import inputs, registry, selectors, services, stuck, waits
+from executions import inputs, selectors, services, stuck, waits
+from executions.authoring import registry
 from executions.errors import InvalidInput, ServiceError
 from executions.models import Execution, Status
+from executions.storable import text_refusal
+from triage import tallies
 
 from . import page
 
@@ -70,7 +73,7 @@ def _list_rows(request: HttpRequest, filters: dict[str, str]) -> tuple[list[Exec
 
 
 def _list_context(request: HttpRequest, filters: dict[str, str], rows, following, nav) -> dict:
-    counts = selectors.summary()
+    counts = tallies.summary()
     stamps = {**page.list_stamps(rows), **nav.stamps(), "counts": page.digest(counts)}
     return {
         "executions": [page.list_row(e) for e in rows],
@@ -223,7 +226,7 @@ def execution_signal(request: HttpRequest, ref: str) -> HttpResponse:
             payload = json.loads(form.payload) if form.payload.strip() else None
         except json.JSONDecodeError as exc:
             raise InvalidInput("payload", f"not valid JSON ({exc.msg})") from None
-        inputs.parse(inputs.SignalIn, {"name": form.name, "payload": payload, "event_id": form.event_id})
+        inputs.parse(waits.SignalIn, {"name": form.name, "payload": payload, "event_id": form.event_id})
         return waits.signal_deliver(
             ref=ref, user=request.user, name=form.name, payload=payload, event_id=form.event_id, reason=form.reason
         )
@@ -252,7 +255,7 @@ def action_resolve(request: HttpRequest, ref: str) -> HttpResponse:
         )
     except InvalidInput as exc:
         execution = _execution_or_404(ref)
-        if key and inputs.text_refusal(key) is None and execution.actions.filter(key=key).exists():
+        if key and text_refusal(key) is None and execution.actions.filter(key=key).exists():
             # shown beside that action's form
             form = page.ResolveForm(key=key, outcome=outcome, evidence=evidence, receipt=receipt, error=exc.message)
             return _render_detail(request, execution, status=422, resolve_form=form)

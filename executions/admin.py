@@ -5,16 +5,14 @@ Every change to an execution, an action or a wait goes through the runtime's ser
 append its event in the same transaction; a form that wrote ``status`` (or a lease,
 or the checkpointed context) beside them would break all three. So the admin shows
 these models read-only: no add, no change, no delete. Events and step runs are
-append-only (events in the database itself). API tokens may be deleted here — that
-is revoking them, as ``manage.py revoke_api_token`` does — but never added or edited
-(a token is shown once, by ``manage.py create_api_token``).
+append-only (events in the database itself). (API tokens are accounts' admin.)
 """
 
 from __future__ import annotations
 
 from django.contrib import admin
 
-from .models import Action, ApiToken, Execution, ExecutionEvent, StepRun, Wait
+from .models import Action, Execution, ExecutionEvent, StepRun, Wait
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -72,16 +70,3 @@ class WaitAdmin(ReadOnlyAdmin):
     list_filter = ("status",)
     list_select_related = ("execution",)
     search_fields = ("=execution__id", "signal", "event_id")
-
-
-@admin.register(ApiToken)
-class ApiTokenAdmin(ReadOnlyAdmin):
-    """Deleting a token revokes it; its digest is never shown."""
-
-    list_display = ("prefix", "user", "created_at", "expires_at", "last_used_at")
-    list_select_related = ("user",)
-    search_fields = ("prefix", "user__username")
-    exclude = ("digest",)
-
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return request.user.has_perm("executions.delete_apitoken")

@@ -7,37 +7,40 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime
-from typing import Any, Literal
+from functools import reduce
+from operator import or_
+from typing import Annotated, Any, Literal
 
+from django.apps import apps
+from django.core.exceptions import ImproperlyConfigured
 from django.http import HttpRequest, HttpResponse
-from ninja import Router, Schema
+from ninja import Body, Router, Schema
 from ninja.security import HttpBearer, SessionAuth
+from pydantic import Field
 
+from accounts.tokens import user_for_token
 from artifacts import selectors as artifact_selectors
 from artifacts.services import artifact_version_content
 from artifacts.store import CorruptArtifact
 
-from . import bulk, compensations, restart, selectors, services
-from .auth import user_for_token
-from .errors import Conflict, InvalidInput, NotFound
+from . import selectors, services
+from .engine import events
+from .errors import Conflict, NotFound
 from .inputs import (
     ActionKey,
     ArtifactRef,
-    BulkIn,
-    CloseIn,
     Cursor,
     DbInt,
     ExecutionRef,
     ReasonIn,
     ResolveIn,
-    RestartIn,
     StartIn,
     WorkflowName,
 )
 from .models import Status
-from .stuck import REASONS
+from .reasons import StuckReason
 
-StuckReason = Literal[REASONS]  # type: ignore[valid-type]
+ReasonName = Literal[tuple(StuckReason.values)]  # type: ignore[valid-type]
 
 log = logging.getLogger(__name__)
 
@@ -111,7 +114,7 @@ class LeaseOut(Schema):
 
 
 class StuckOut(Schema):
-    reason: StuckReason
+    reason: ReasonName
     since: datetime | None
     detail: str
     action: Literal["wait", "check_workers", "resolve", "escalate", "resume", "retry", "cancel"]
@@ -175,73 +178,12 @@ def list_executions(
     request: HttpRequest,
     status: Status | None = None,
     workflow: WorkflowName | None = None,
-    reason: StuckReason | None = None,
+    reason: ReasonName | None = None,
     cursor: Cursor | None = None,
 ):
     """Newest first, 50 a page; ``reason`` filters by why it is stuck (DESIGN §4)."""
     page, following = selectors.execution_page(status=status, workflow=workflow, reason=reason, cursor=cursor)
     return {"items": [selectors.execution_payload(e) for e in selectors.prefetch_payloads(page)], "next": following}
-
-
-class SummaryOut(Schema):
-    by_status: dict[str, int]
-    by_reason: dict[str, int]
-
-
-@router.get("/executions/summary", response={200: SummaryOut, **READ}, tags=["executions"])
-def executions_summary(request: HttpRequest, workflow: WorkflowName | None = None):
-    """How many executions are in each status (terminal included) and stuck for each reason."""
-    return selectors.summary(workflow=workflow)
-
-
-# --- bulk operations (executions.bulk). Registered before /executions/{execution_id},
-# which would otherwise take the path.
-
-
-class IneligibleOut(Schema):
-    id: str
-    why: str
-
-
-class BulkDryRunOut(Schema):
-    operation: str
-    eligible: list[str]
-    ineligible: list[IneligibleOut]
-    truncated: bool
-
-
-class BulkResultOut(Schema):
-    id: str
-    outcome: Literal["done", "skipped", "error"]
-    detail: str
-
-
-class BulkRunOut(Schema):
-    operation: str
-    batch: str
-    results: list[BulkResultOut]
-
-
-@router.post("/executions/bulk", response={200: BulkDryRunOut | BulkRunOut, **WRITE}, tags=["executions"])
-def bulk_operation(request: HttpRequest, payload: BulkIn):
-    """Operators: cancel, resume or retry many executions. A dry run (``ids`` or a
-    ``filter``) changes nothing and lists what is eligible; a real run takes the ``ids``
-    a dry run returned and reports per item, each its own audited transition."""
-    if payload.dry_run:
-        found = bulk.bulk_dry_run(
-            user=request.user,
-            operation=payload.operation,
-            ids=payload.ids,
-            filter=payload.filter.model_dump() if payload.filter is not None else None,
-        )
-        return found.as_dict()
-    if payload.filter is not None:
-        raise InvalidInput("filter", "a real run takes the ids a dry run returned, not a filter")
-    if payload.ids is None:
-        raise InvalidInput("ids", "name the executions (the eligible ids of a dry run)")
-    return bulk.bulk_run(
-        user=request.user, operation=payload.operation, ids=payload.ids, reason=payload.reason
-    ).as_dict()
 
 
 @router.get("/executions/{execution_id}", response={200: ExecutionOut, **READ_ONE}, tags=["executions"])
@@ -260,6 +202,35 @@ def retry_execution(request: HttpRequest, execution_id: ExecutionRef, payload: R
     """Operators: a ``retry_pending`` execution is due now (any other status: 409)."""
     execution = services.execution_retry_now(ref=execution_id, user=request.user, reason=payload.reason)
     return selectors.execution_payload(execution)
+
+
+# --- events: each type registered by the gate that owns it (executions.engine.events),
+# told apart by ``type``. Built when the URLs load, after every app registered its types.
+
+
+def _events_endpoint() -> tuple[Any, dict[int, Any], str]:
+    """The events endpoint's body, its answers and its description, from the registry.
+    Refuses to build before every app has registered its types (it would drop some)."""
+    if not apps.ready:
+        raise ImproperlyConfigured("executions.api was imported before the apps were ready: the URLs load it")
+    types = events.registered()
+    bodies = reduce(or_, (t.body for t in types))
+    body = Annotated[bodies, Field(discriminator="type")] if len(types) > 1 else bodies
+    answers = {202: reduce(or_, (t.answer for t in types)), **WRITE_ONE}
+    for event_type in types:
+        answers.update(event_type.responses)
+    lines = [f"- ``{t.name}``: {t.summary}." for t in types]
+    return body, answers, "Deliver an event, idempotent by ``event_id``:\n\n" + "\n".join(lines)
+
+
+EventIn, EVENT_ANSWERS, EVENTS_DESCRIPTION = _events_endpoint()
+
+
+@router.post(
+    "/executions/{execution_id}/events", response=EVENT_ANSWERS, description=EVENTS_DESCRIPTION, tags=["executions"]
+)
+def post_event(request: HttpRequest, execution_id: ExecutionRef, payload: EventIn = Body(...)):  # noqa: B008
+    return 202, events.get(payload.type).handle(ref=execution_id, user=request.user, body=payload)
 
 
 @router.post("/executions/{execution_id}/resume", response={200: ExecutionOut, **WRITE_ONE}, tags=["executions"])
@@ -319,76 +290,7 @@ def resolve_action(request: HttpRequest, key: ActionKey, payload: ResolveIn):
     )
 
 
-# --- operators: resume preview, restart from a step, closing compensations (issue 12)
-
-
-class PlannedStepOut(Schema):
-    step: str
-    label: str
-    kind: str
-    plan: Literal["skip", "run", "blocked"]
-    why: str
-
-
-class PreviewEffectOut(Schema):
-    key: str
-    type: str
-    status: str
-    may_repeat: bool
-    provider_dedupes: bool
-
-
-class StaleApprovalOut(Schema):
-    approval_id: int
-    artifact_version: int
-    content_sha256: str
-    why: str
-
-
-class WorkflowVersionOut(Schema):
-    pinned: int
-    latest: int
-
-
-class ResumePreviewOut(Schema):
-    can_resume: bool
-    blocked_by: list[str]
-    steps: list[PlannedStepOut]
-    effects: list[PreviewEffectOut]
-    stale_approvals: list[StaleApprovalOut]
-    workflow_version: WorkflowVersionOut
-
-
-@router.get(
-    "/executions/{execution_id}/resume-preview",
-    response={200: ResumePreviewOut, **READ_ONE, 403: ErrorOut},
-    tags=["executions"],
-)
-def resume_preview(request: HttpRequest, execution_id: ExecutionRef):
-    """Operators: what a resume would skip, run and risk; resume refuses while ``can_resume`` is false."""
-    return services.execution_resume_preview(ref=execution_id, user=request.user)
-
-
-@router.post("/executions/{execution_id}/restart", response={201: ExecutionOut, **WRITE_ONE}, tags=["executions"])
-def restart_execution(request: HttpRequest, execution_id: ExecutionRef, payload: RestartIn):
-    """Operators: a failed execution runs again from ``from_step`` as a new execution
-    that reuses the recorded outputs of the steps before it."""
-    execution = restart.execution_restart(
-        ref=execution_id, user=request.user, from_step=payload.from_step, reason=payload.reason
-    )
-    return 201, selectors.execution_payload(execution)
-
-
-@router.post("/actions/{key}/close", response={200: ActionDetailOut, **WRITE_ONE}, tags=["actions"])
-def close_action(request: HttpRequest, key: ActionKey, payload: CloseIn):
-    """Operators: close a planned compensation of a cancelled execution with evidence (audited)."""
-    return compensations.action_close(key=key, user=request.user, outcome=payload.outcome, evidence=payload.evidence)
-
-
-# The stored bytes of any content type, or an error as JSON. A JSON artifact (a tool
-# call's arguments, an order proposal) is answered as application/json: a client that
-# parses it gets any JSON value, so that media type is declared on its own (under */* it
-# would be read as one binary string, and fail the declaration).
+# The stored bytes of any content type, or an error as JSON.
 CONTENT_RESPONSES = {
     200: {
         "description": "The version's bytes, in its content type; `X-Content-SHA256` is their verified sha256.",

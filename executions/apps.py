@@ -6,6 +6,11 @@ class ExecutionsConfig(AppConfig):
     verbose_name = "Executions"
 
     def ready(self) -> None:
-        from . import registry, waits  # noqa: F401 - importing waits registers the wait gate
+        """Plug the rooms into the engine, then load the workflows: the wait gate and its
+        event type (``waits``), the model and agent step kinds (``agent.steps``). The
+        engine never imports them; they register themselves on import."""
+        from . import waits  # noqa: F401 - registers the wait gate and the signal event type
+        from .agent import steps  # noqa: F401 - registers the model and agent step kinds
+        from .authoring import registry
 
         registry.load_configured_workflows()

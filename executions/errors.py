@@ -5,6 +5,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any
 
+from .reasons import StuckReason
 from .redaction import redact
 
 
@@ -82,7 +83,7 @@ class NeedsAttention(Exception):
     (``model_drift``, ``budget_exceeded``…). The runner records the failed attempt and
     sends the execution to needs_attention with the message, without a retry."""
 
-    code = "step_error"
+    code = StuckReason.STEP_ERROR
 
     def __init__(self, message: str, *, code: str | None = None, evidence: Any = None) -> None:
         message, evidence = redact(message), redact(evidence)  # as StepFailure's

@@ -1,19 +1,17 @@
 """What the API and the screens accept: one set of input types, checked at the edge.
 
-PostgreSQL text and JSON can't hold NUL, psycopg can't send a lone surrogate, and our
-integer columns stop at 2**31-1. Every body, query string, path parameter and form
-value goes through these types, so such a value is a 422 naming the field (a message
-on a screen) before anything reaches a service or the database.
+Every body, query string, path parameter and form value goes through these types, so
+a value the database can't hold (``executions.storable``: NUL, a lone surrogate, an
+integer past 2**31-1) is a 422 naming the field (a message on a screen) before
+anything reaches a service or the database.
 
 ``parse`` validates a form's values with the same schemas the API uses and raises
-``InvalidInput`` naming the first bad field. ``clip_text``/``clip_int`` shape values
-that must be *recorded* whatever they are (a refused attempt's audit row): they never
-raise and always fit the database.
+``InvalidInput`` naming the first bad field. The edge's room: it imports ninja, so
+nothing below the API (services, the engine, the authoring surface) imports it.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal, TypeVar
 
@@ -21,75 +19,20 @@ import pydantic
 from ninja import Schema
 from pydantic import AfterValidator, Field
 
+from .engine.events import EventId
 from .errors import InvalidInput
-from .models import Status
-from .stuck import REASONS
+from .storable import DB_INT_MAX, Text, storable_json
+from .waits import SignalName
 
-DB_INT_MAX = 2**31 - 1  # PostgreSQL integer; PositiveIntegerField is one
 MAX_COMMENT = 4000
-MAX_CONSTRAINTS = 20
-MAX_CONSTRAINT_LENGTH = 500
-
-
-def text_refusal(value: str) -> str | None:
-    """Why ``value`` can't be stored as text (None: it can)."""
-    if "\x00" in value:
-        return "must not contain NUL characters"
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return "must not contain lone surrogates (not valid Unicode text)"
-    return None
-
-
-def _safe_text(value: str) -> str:
-    reason = text_refusal(value)
-    if reason:
-        raise ValueError(reason)
-    return value
-
-
-def json_refusal(value: Any) -> str | None:
-    """Why the JSON value ``value`` can't be stored (None: it can): every key and string
-    is safe text and every number finite. Iterative, so depth can't exhaust the stack."""
-    stack: list[tuple[str, Any]] = [("", value)]
-    while stack:
-        path, item = stack.pop()
-        if isinstance(item, str):
-            reason = text_refusal(item)
-            if reason:
-                return f"{path or 'value'}: {reason}"
-        elif isinstance(item, float) and not math.isfinite(item):
-            return f"{path or 'value'}: must be a finite number"
-        elif isinstance(item, dict):
-            for key, child in item.items():
-                reason = text_refusal(str(key))
-                if reason:
-                    return f"{path or 'value'}: a key {reason}"
-                stack.append((f"{path}.{key}" if path else str(key), child))
-        elif isinstance(item, list):
-            stack.extend((f"{path}[{i}]", child) for i, child in enumerate(item))
-    return None
-
-
-def _safe_json(value: Any) -> Any:
-    reason = json_refusal(value)
-    if reason:
-        raise ValueError(reason)
-    return value
 
 
 # --- the types
 
 
-def Text(*, max_length: int, min_length: int = 0) -> Any:  # noqa: N802 - reads as a type
-    """A string the database can hold, of bounded length."""
-    return Annotated[str, Field(min_length=min_length, max_length=max_length), AfterValidator(_safe_text)]
-
-
 DbInt = Annotated[int, Field(ge=1, le=DB_INT_MAX)]
 Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$", description="64 lowercase hex characters")]
-SafeJsonObject = Annotated[dict[str, Any], AfterValidator(_safe_json)]
+SafeJsonObject = Annotated[dict[str, Any], AfterValidator(storable_json)]
 
 ExecutionRef = Text(min_length=1, max_length=40)
 ArtifactRef = Text(min_length=1, max_length=60)
@@ -101,7 +44,6 @@ StatusName = Text(max_length=30)
 WorkflowName = Text(max_length=100)
 RequiredWorkflowName = Text(min_length=1, max_length=100)
 IdempotencyKey = Text(min_length=1, max_length=200)
-EventId = Text(min_length=1, max_length=100)
 Comment = Text(max_length=MAX_COMMENT)
 Instruction = Text(min_length=1, max_length=MAX_COMMENT)
 Evidence = Text(min_length=1, max_length=MAX_COMMENT)
@@ -126,37 +68,6 @@ class StartIn(Body):
     workflow: RequiredWorkflowName
     input: SafeJsonObject = Field(default_factory=dict)
     idempotency_key: IdempotencyKey | None = None
-
-
-class DecisionIn(Body):
-    approval_id: DbInt
-    decision: Literal["approve", "reject", "request_changes"]
-    artifact_version: DbInt
-    content_sha256: Sha256
-    comment: Comment = ""
-    event_id: EventId
-
-
-class DecisionEventIn(DecisionIn):
-    type: Literal["approval.decision"]
-
-
-SignalName = Text(min_length=1, max_length=100)
-
-
-class SignalIn(Body):
-    name: SignalName
-    payload: Any = Field(default=None, description="any JSON; recorded as the wait step's output")
-    event_id: EventId
-
-    @pydantic.field_validator("payload")
-    @classmethod
-    def _storable(cls, value: Any) -> Any:
-        return _safe_json(value)
-
-
-class SignalEventIn(SignalIn):
-    type: Literal["signal"]
 
 
 class SignalFormIn(Schema):
@@ -201,26 +112,6 @@ class ResolveFormIn(ResolveIn):
     key: ActionKey
 
 
-# --- operators: restart from a step, close a compensation (the triage console)
-
-StepName = Text(min_length=1, max_length=100)
-
-
-class RestartIn(Body):
-    from_step: StepName
-    reason: Reason = ""
-
-
-class CloseIn(Body):
-    outcome: Literal["succeeded", "failed"]
-    evidence: Evidence
-
-
-class CloseFormIn(CloseIn):
-    model_config = FORM
-    key: ActionKey
-
-
 S = TypeVar("S", bound=pydantic.BaseModel)
 
 
@@ -232,49 +123,3 @@ def parse(schema: type[S], data: Mapping[str, Any]) -> S:
         first = exc.errors(include_url=False)[0]
         field = ".".join(str(part) for part in first["loc"]) or schema.__name__
         raise InvalidInput(field, first["msg"].removeprefix("Value error, ")) from None
-
-
-# --- recording what was sent, whatever it was
-
-
-def clip_text(value: Any, limit: int) -> str:
-    """``value`` as text the database can hold: NUL dropped, surrogates replaced, at most ``limit``."""
-    text = value if isinstance(value, str) else repr(value)
-    text = text.replace("\x00", "").encode("utf-8", "replace").decode("utf-8")
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def clip_int(value: Any) -> int | None:
-    """``value`` if it fits an integer column, else None (record the raw value as clipped text)."""
-    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= DB_INT_MAX:
-        return value
-    return None
-
-
-# --- bulk operations (executions.bulk)
-
-MAX_BULK_ITEMS = 500  # executions in one bulk run
-
-
-class BulkFilterIn(Body):
-    """The execution list's filters, to pick what a dry run looks at."""
-
-    status: Status | None = None
-    reason: Literal[REASONS] | None = None  # type: ignore[valid-type]
-    workflow: WorkflowName | None = None
-
-
-class BulkIn(Body):
-    operation: Literal["cancel", "resume", "retry"]
-    ids: list[ExecutionRef] | None = Field(default=None, min_length=1, max_length=MAX_BULK_ITEMS)
-    filter: BulkFilterIn | None = None
-    reason: Reason = ""
-    dry_run: bool = False
-
-
-class BulkFormIn(Schema):
-    """The console's confirm form: the frozen ids of its dry run, and why."""
-
-    operation: Literal["cancel", "resume", "retry"]
-    ids: list[ExecutionRef] = Field(min_length=1, max_length=MAX_BULK_ITEMS)
-    reason: Reason = ""  # required: executions.bulk says so, naming the operation

@@ -1,9 +1,9 @@
-"""The runtime's record: executions, their events, step runs, the action ledger,
-waits for signals, API tokens.
+"""The runtime's record: executions, their events, step runs, the model-call journal,
+the action ledger, waits for signals.
 
 One writer per status: ``Execution.status`` changes only through the transitions
-below, applied and saved by ``executions.lifecycle``; ``Action.status`` only through
-its transitions, applied and saved with their event by ``executions.ledger``;
+below, applied and saved by ``executions.engine.lifecycle``; ``Action.status`` only through
+its transitions, applied and saved with their event by ``executions.engine.ledger``;
 ``Wait.status`` only through its transitions, by ``executions.waits``. The fields
 are protected: assigning them directly raises.
 """
@@ -14,6 +14,8 @@ import pgtrigger
 from django.conf import settings
 from django.db import models
 from django_fsm import ConcurrentTransitionMixin, FSMField, transition
+
+from .errors import NotFound
 
 
 class Status(models.TextChoices):
@@ -36,7 +38,7 @@ S = Status
 class Execution(ConcurrentTransitionMixin, models.Model):
     """One agent task, with an identity independent of any process.
 
-    ``lease_owner``/``lease_expires_at``/``lease_token`` belong to ``executions.leases``;
+    ``lease_owner``/``lease_expires_at``/``lease_token`` belong to ``executions.engine.leases``;
     ``status`` belongs to the transitions below; ``context`` holds the checkpointed
     state (step outputs, artifact references) and the progress notes for the model.
     """
@@ -71,7 +73,7 @@ class Execution(ConcurrentTransitionMixin, models.Model):
     dispatched_at = models.DateTimeField(null=True, blank=True)
     due_at = models.DateTimeField(null=True, blank=True)
     deadline = models.DateTimeField(null=True, blank=True)
-    # A restart (executions.restart): the failed execution this one continues, from one of
+    # A restart (triage.restart): the failed execution this one continues, from one of
     # its steps. One restart per failed execution; the other way, ``restarted_as``.
     restarted_from = models.OneToOneField(
         "self", null=True, blank=True, on_delete=models.PROTECT, related_name="restarted_as"
@@ -111,6 +113,13 @@ class Execution(ConcurrentTransitionMixin, models.Model):
     def is_terminal(self) -> bool:
         return self.status in TERMINAL
 
+    def start_round(self) -> str:
+        """Begin a new round (a gate asked again, changes requested): the steps and asks
+        of the rounds before stay recorded under theirs. The one writer of ``round``; in
+        memory, like a transition; returns the field for the caller's fenced save."""
+        self.round += 1
+        return "round"
+
     @property
     def restart(self) -> Execution | None:
         """The execution that restarted this one (``restarted_as``), or None."""
@@ -120,7 +129,7 @@ class Execution(ConcurrentTransitionMixin, models.Model):
             return None
 
     # --- The lifecycle (DESIGN §4). Transitions change the object in memory only;
-    # executions.lifecycle.apply saves them with the event in one transaction.
+    # executions.engine.lifecycle.apply saves them with the event in one transaction.
 
     @transition(field=status, source=S.PENDING, target=S.RUNNING)
     def start(self) -> None:
@@ -169,6 +178,19 @@ class Execution(ConcurrentTransitionMixin, models.Model):
     @transition(field=status, source=S.NEEDS_ATTENTION, target=S.RUNNING)
     def resume(self) -> None:
         """An operator resumed or resolved it."""
+
+
+# The permission of operators (triage, resume, cancel, resolve), declared on Execution.
+OPERATE = "executions.operate_execution"
+
+
+def execution_for(ref: str) -> Execution:
+    """The execution ``ref`` names (``RUN_0042`` or ``42``); NotFound if none."""
+    pk = pk_from_ref(ref)
+    execution = Execution.objects.filter(pk=pk).first() if pk is not None else None
+    if execution is None:
+        raise NotFound(f"no execution {ref}")
+    return execution
 
 
 def ref_for(pk: int | None) -> str:
@@ -256,7 +278,7 @@ class ModelCall(models.Model):
 
     Inserted (fenced by the lease) as soon as the answer arrives, before the step goes
     on, and never changed: when the step runs again, each call is looked up by its key
-    first (executions.journal). ``request`` is the canonical request whose sha256 is
+    first (executions.engine.journal). ``request`` is the canonical request whose sha256 is
     ``request_sha256``; ``response`` holds the text and the proposed tool calls.
     """
 
@@ -299,7 +321,7 @@ class Action(ConcurrentTransitionMixin, models.Model):
     Committed as ``executing`` before the call, ``succeeded`` with the receipt after.
     A lost answer after sending is ``unknown``, never ``failed``. ``status`` changes
     only through the transitions below, each saved with its ``action.<status>``
-    event by ``executions.ledger``.
+    event by ``executions.engine.ledger``.
     """
 
     class State(models.TextChoices):
@@ -320,7 +342,7 @@ class Action(ConcurrentTransitionMixin, models.Model):
     receipt = models.JSONField(null=True, blank=True)
     last_error = models.TextField(blank=True, default="")
     # What authorises it (planned → approved), when a gate guards it: the gate's own
-    # reference, e.g. "approval:12" (executions.gates).
+    # reference, e.g. "approval:12" (executions.engine.gates).
     gate_ref = models.CharField(max_length=100, blank=True, default="", db_index=True)
     # Whether the provider de-duplicates on the key (the Effect's ``honors_key``, as the
     # worker that planned or sent it knew it): a resume preview reads it to say whether
@@ -335,7 +357,7 @@ class Action(ConcurrentTransitionMixin, models.Model):
     def __str__(self) -> str:
         return self.key
 
-    # --- The ledger's states (DESIGN §4). executions.ledger applies and records them.
+    # --- The ledger's states (DESIGN §4). executions.engine.ledger applies and records them.
 
     @transition(field=status, source=State.PLANNED, target=State.APPROVED)
     def approve(self) -> None:
@@ -435,36 +457,3 @@ class Wait(ConcurrentTransitionMixin, models.Model):
     @transition(field=status, source=State.WAITING, target=State.WITHDRAWN)
     def withdraw(self) -> None:
         """The execution was cancelled while waiting."""
-
-
-class TerminalTally(models.Model):
-    """How many terminal executions changed status before ``through``, by status, workflow
-    and reason code: kept by the sweeper (executions.tallies), read by the counts."""
-
-    status = models.CharField(max_length=30)
-    workflow = models.CharField(max_length=100)
-    reason_code = models.CharField(max_length=40, blank=True, default="")
-    n = models.PositiveBigIntegerField()
-    through = models.DateTimeField()
-    taken_at = models.DateTimeField()
-
-    def __str__(self) -> str:
-        return f"{self.n} {self.workflow} {self.status} before {self.through:%Y-%m-%d %H:%M}"
-
-
-class ApiToken(models.Model):
-    """A bearer token for the Task API. Only its sha256 is stored, with the first
-    characters (``prefix``) so a person can tell their tokens apart and revoke one."""
-
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
-    digest = models.CharField(max_length=64, unique=True)
-    prefix = models.CharField(max_length=12, blank=True, default="")
-    created_at = models.DateTimeField(auto_now_add=True)
-    expires_at = models.DateTimeField()
-    last_used_at = models.DateTimeField(null=True, blank=True)
-
-    class Meta:
-        ordering = ["id"]
-
-    def __str__(self) -> str:
-        return f"token #{self.pk} of {self.user_id} ({self.prefix}…)"

@@ -10,12 +10,12 @@ so an append-only table never holds a key it can't forget. Where (docs/operation
 
 - ``StepFailure`` and ``NeedsAttention`` redact their message and evidence when made:
   every failure the runner records (reason, event, step run, action) goes through them;
-- ``executions.http`` redacts every answer of an external service (receipts, tool
-  results, error bodies); ``executions.adapters`` the providers' errors and raw bodies;
-- ``executions.journal`` redacts a model's answer before anything reads it, and the
+- ``executions.authoring.http`` redacts every answer of an external service (receipts, tool
+  results, error bodies); ``executions.agent.adapters`` the providers' errors and raw bodies;
+- ``executions.engine.journal`` redacts a model's answer before anything reads it, and the
   stored copy of the request (its sha256 stays the hash of what was sent, so drift
-  detection compares like with like); ``executions.ledger`` a receipt, and
-  ``executions.agents`` a tool's result, whatever client produced them;
+  detection compares like with like); ``executions.engine.ledger`` a receipt, and
+  ``executions.agent.steps`` a tool's result, whatever client produced them;
 - ``RedactingFilter`` every log line (message, arguments and traceback) of the console
   handler (``settings.LOGGING``).
 

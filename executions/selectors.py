@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import Count, Prefetch, QuerySet, prefetch_related_objects
+from django.db.models import Prefetch, QuerySet, prefetch_related_objects
 
 from artifacts.models import ArtifactVersion
 
-from . import gates, registry, stuck, tallies
+from . import stuck
+from .authoring import registry
+from .engine import gates
 from .errors import InvalidInput
-from .models import ACTIVE, Execution, ModelCall, Status, pk_from_ref, ref_for
+from .models import Execution, ModelCall, Status, pk_from_ref, ref_for
 
 PAGE_SIZE = 50
 
@@ -164,25 +166,6 @@ def execution(ref_or_pk: str | int) -> Execution | None:
     """One execution, annotated with its stuck reason."""
     pk = ref_or_pk if isinstance(ref_or_pk, int) else pk_from_ref(ref_or_pk)
     return stuck.annotate(Execution.objects.filter(pk=pk)).select_related("created_by").first() if pk else None
-
-
-def summary(*, workflow: str | None = None) -> dict[str, dict[str, int]]:
-    """Counts by status (every status, terminal included) and by stuck reason (every
-    reason): the live executions counted directly, the terminal ones from the sweeper's
-    tally plus what became terminal since (executions.tallies)."""
-    by_status = dict.fromkeys(Status.values, 0)
-    by_reason = dict.fromkeys(stuck.REASONS, 0)
-    live = Execution.objects.filter(status__in=ACTIVE, **({"workflow": workflow} if workflow else {})).order_by()
-    for status, n in live.values("status").annotate(n=Count("*")).values_list("status", "n"):
-        by_status[status] = n
-    for (status, code), n in tallies.terminal_counts(workflow=workflow).items():
-        by_status[status] += n
-        if code in stuck.RECORDED.get(status, ()):
-            by_reason[code] += n
-    reasons = filtered(workflow=workflow).filter(status__in=ACTIVE).exclude(stuck_reason=None).order_by()
-    for reason, n in reasons.values("stuck_reason").annotate(n=Count("*")).values_list("stuck_reason", "n"):
-        by_reason[reason] = n
-    return {"by_status": by_status, "by_reason": by_reason}
 
 
 def triage_fields(execution: Execution) -> dict[str, Any]:

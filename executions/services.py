@@ -14,11 +14,11 @@ from django.db import IntegrityError, transaction
 from django.db.models.functions import Now
 from django.utils import timezone
 
-from . import dispatch, gates, ledger, lifecycle, notes, preview, registry
+from . import blockers
+from .authoring import notes, registry
+from .engine import dispatch, gates, ledger, lifecycle
 from .errors import Conflict, Forbidden, InvalidInput, NotFound
-from .models import TERMINAL, Action, Execution, Status, pk_from_ref
-
-OPERATE = "executions.operate_execution"
+from .models import OPERATE, TERMINAL, Action, Execution, Status, execution_for
 
 
 def input_digest(workflow: str, data: dict[str, Any]) -> str:
@@ -91,14 +91,6 @@ def _replay(existing: Execution, digest: str) -> Execution:
     return existing
 
 
-def execution_for(ref: str) -> Execution:
-    pk = pk_from_ref(ref)
-    execution = Execution.objects.filter(pk=pk).first() if pk is not None else None
-    if execution is None:
-        raise NotFound(f"no execution {ref}")
-    return execution
-
-
 def _locked(ref: str) -> Execution:
     execution = execution_for(ref)
     return Execution.objects.select_for_update(no_key=True).get(pk=execution.pk)
@@ -151,7 +143,7 @@ def execution_continue(execution: Execution, *, actor: AbstractBaseUser, payload
 
 def _initial_notes(flow, parsed: dict) -> dict:
     """The first progress notes. The requester's ``constraints`` go in as ``requested``
-    (quoted data in the prompt, executions.notes), never with the runtime's authority —
+    (quoted data in the prompt, executions.authoring.notes), never with the runtime's authority —
     even when a workflow's ``constraints`` repeat them."""
     requested = list(parsed.get("constraints") or [])
     own = [c for c in flow.constraints(parsed) if c not in requested]
@@ -167,7 +159,6 @@ def execution_rewind(
     state = execution.context
     state["notes"]["constraints"].append(constraint)
     execution.context = state
-    execution.round += 1
     execution.current_step = to_step
     execution.failed_attempts = 0
     lifecycle.apply(
@@ -176,7 +167,7 @@ def execution_rewind(
         actor=actor,
         reason=reason,
         payload=payload,
-        update_fields=("context", "round", "current_step", "failed_attempts"),
+        update_fields=("context", execution.start_round(), "current_step", "failed_attempts"),
     )
     dispatch.dispatch_on_commit(execution.pk)
 
@@ -192,7 +183,7 @@ def execution_resume(*, ref: str, user: AbstractBaseUser, reason: str) -> Execut
     """Operators: send an execution that needs attention back to work at its current step.
 
     Refused (Conflict naming each blocker) while the resume preview says it can't
-    resume: an unknown outcome not yet resolved, a stale approval (``preview.blockers``).
+    resume: an unknown outcome not yet resolved, a stale approval (``executions.blockers``).
     """
     if not user.has_perm(OPERATE):
         raise Forbidden("only operators may resume executions")
@@ -202,7 +193,7 @@ def execution_resume(*, ref: str, user: AbstractBaseUser, reason: str) -> Execut
             raise Conflict(f"{execution.ref} is {execution.status}, not needs_attention", status=execution.status)
         if not reason.strip():
             raise InvalidInput("reason", "say why it is safe to resume")
-        blocked = preview.blockers(execution)
+        blocked = blockers.blockers(execution)
         if blocked:
             raise Conflict(
                 f"{execution.ref} can't be resumed: " + "; ".join(b.sentence for b in blocked),
@@ -212,13 +203,6 @@ def execution_resume(*, ref: str, user: AbstractBaseUser, reason: str) -> Execut
         lifecycle.apply(execution, "resume", actor=user, reason=reason)
         dispatch.dispatch_on_commit(execution.pk)
     return execution
-
-
-def execution_resume_preview(*, ref: str, user: AbstractBaseUser) -> dict[str, Any]:
-    """Operators: what a resume of ``ref`` would skip, run and risk (``executions.preview``)."""
-    if not user.has_perm(OPERATE):
-        raise Forbidden("only operators may preview a resume")
-    return preview.resume_preview(execution_for(ref))
 
 
 def execution_retry_now(*, ref: str, user: AbstractBaseUser, reason: str) -> Execution:

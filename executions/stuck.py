@@ -21,47 +21,38 @@ from django.db.models import Case, CharField, DateTimeField, ExpressionWrapper, 
 from django.db.models.functions import Now
 
 from .models import Execution, Status
+from .reasons import StuckReason
 
-REASONS = (
-    "retrying",
-    "rate_limited",
-    "no_worker",
-    "step_overdue",
-    "approval_overdue",
-    "waiting_overdue",
-    "unknown_outcome",
-    "permission_denied",
-    "retries_exhausted",
-    "step_error",
-    "approval_lapsed",
-    "model_drift",
-    "budget_exceeded",
-    "deadline_passed",
-)
+R = StuckReason
+# Every reason, in the vocabulary's order (the API's filter, the counts).
+REASONS = tuple(StuckReason.values)
 
 # What an operator should do about each reason (DESIGN §6: the `action` of `stuck`).
 ACTION = {
-    "retrying": "wait",
-    "rate_limited": "wait",
-    "no_worker": "check_workers",
-    "step_overdue": "check_workers",
-    "approval_overdue": "escalate",
-    "waiting_overdue": "resume",
-    "unknown_outcome": "resolve",
-    "permission_denied": "escalate",
-    "retries_exhausted": "resume",
-    "step_error": "escalate",
-    "approval_lapsed": "resume",
-    "model_drift": "escalate",
-    "budget_exceeded": "escalate",
-    "deadline_passed": "cancel",
+    R.RETRYING: "wait",
+    R.RATE_LIMITED: "wait",
+    R.NO_WORKER: "check_workers",
+    R.STEP_OVERDUE: "check_workers",
+    R.APPROVAL_OVERDUE: "escalate",
+    R.WAITING_OVERDUE: "resume",
+    R.UNKNOWN_OUTCOME: "resolve",
+    R.PERMISSION_DENIED: "escalate",
+    R.RETRIES_EXHAUSTED: "resume",
+    R.STEP_ERROR: "escalate",
+    R.APPROVAL_LAPSED: "resume",
+    R.MODEL_DRIFT: "escalate",
+    R.BUDGET_EXCEEDED: "escalate",
+    R.DEADLINE_PASSED: "cancel",
 }
+
+# The reasons read off the clock; every other one is recorded with the transition.
+OBSERVED = (R.NO_WORKER, R.STEP_OVERDUE, R.APPROVAL_OVERDUE)
 
 # Reasons recorded with the transition that stopped the execution, by status.
 RECORDED = {
-    Status.RETRY_PENDING: ("retrying", "rate_limited"),
-    Status.NEEDS_ATTENTION: tuple(r for r in REASONS if r not in ("no_worker", "step_overdue", "approval_overdue")),
-    Status.FAILED: ("retries_exhausted",),
+    Status.RETRY_PENDING: (R.RETRYING, R.RATE_LIMITED),
+    Status.NEEDS_ATTENTION: tuple(r for r in StuckReason if r not in OBSERVED),
+    Status.FAILED: (R.RETRIES_EXHAUSTED,),
 }
 
 
@@ -86,11 +77,11 @@ def annotate(rows: QuerySet[Execution]) -> QuerySet[Execution]:
     for status, codes in RECORDED.items():
         recorded |= Q(status=status, reason_code__in=codes)
     reason = Case(
-        When(_unclaimed(), then=Value("no_worker")),
+        When(_unclaimed(), then=Value(R.NO_WORKER)),
         When(recorded, then=F("reason_code")),
-        When(Q(status=Status.RUNNING, step_deadline__lt=Now()) & live_lease, then=Value("step_overdue")),
-        When(Q(status=Status.AWAITING_APPROVAL, gate_sla_at__lt=Now()), then=Value("approval_overdue")),
-        When(Q(status=Status.WAITING, gate_sla_at__lt=Now()), then=Value("waiting_overdue")),
+        When(Q(status=Status.RUNNING, step_deadline__lt=Now()) & live_lease, then=Value(R.STEP_OVERDUE)),
+        When(Q(status=Status.AWAITING_APPROVAL, gate_sla_at__lt=Now()), then=Value(R.APPROVAL_OVERDUE)),
+        When(Q(status=Status.WAITING, gate_sla_at__lt=Now()), then=Value(R.WAITING_OVERDUE)),
         default=Value(None),
         output_field=CharField(),
     )
@@ -135,19 +126,19 @@ def _at(moment: datetime | None) -> str:
 def _detail(e: Execution, reason: str, max_attempts: int | None) -> str:
     of = f" of {max_attempts}" if max_attempts else ""
     why = e.status_reason
-    if reason in ("retrying", "rate_limited"):
+    if reason in (R.RETRYING, R.RATE_LIMITED):
         return f"attempt {e.failed_attempts}{of}: {why}; next try {_at(e.due_at)}"
-    if reason == "no_worker":
+    if reason == R.NO_WORKER:
         if e.status in (Status.RETRY_PENDING, Status.WAITING):
             return f"due since {_at(e.due_at)} and no worker has claimed it: are workers and beat running?"
         return f"runnable since {_at(e.status_changed_at)} and no worker has claimed it: are workers running?"
-    if reason == "step_overdue":
+    if reason == R.STEP_OVERDUE:
         return (
             f"{e.current_step} has run past its timeout ({_at(e.step_deadline)}) while {e.lease_owner} "
             "still heartbeats: the step may hang"
         )
-    if reason == "approval_overdue":
+    if reason == R.APPROVAL_OVERDUE:
         return f"no decision since {_at(e.status_changed_at)}; its SLA passed at {_at(e.gate_sla_at)}"
-    if reason == "waiting_overdue" and e.status == Status.WAITING:
+    if reason == R.WAITING_OVERDUE and e.status == Status.WAITING:
         return f"waiting since {_at(e.status_changed_at)}; its SLA passed at {_at(e.gate_sla_at)}"
     return why or reason.replace("_", " ")

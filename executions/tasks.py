@@ -1,12 +1,15 @@
-"""Celery tasks: thin wrappers around the runner and the sweeper."""
+"""Celery tasks: thin wrappers around the runner and the sweeper. An edge: nothing in
+the runtime imports this module; the doorbell (``engine.dispatch``) and beat send these
+tasks by name."""
 
 from celery import shared_task
 
-from . import runner, sweeper
-from .dispatch import worker_identity
+from .engine import runner, sweeper
+from .engine.dispatch import ADVANCE
+from .engine.leases import worker_identity
 
 
-@shared_task(name="executions.advance", acks_late=True, ignore_result=True)
+@shared_task(name=ADVANCE, acks_late=True, ignore_result=True)
 def advance(execution_id: int) -> str:
     return runner.advance(execution_id, worker=worker_identity())
 

@@ -11,24 +11,30 @@ changes; what the schema read becomes the step's output. Past the timeout the sw
 a signal wait needs attention (``waiting_overdue``), a timer goes on.
 
 ``Wait.status`` changes only in ``_close``, with its event, in the caller's transaction.
+The gate registers itself (``gates.register``) and its event type, the ``signal``
+(``events.register``: the body, the answer, ``signal_deliver``), when the app loads.
 """
 
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
+from typing import Any, Literal
 
+import pydantic
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.db.models import DateTimeField, ExpressionWrapper, Value
 from django.db.models.functions import Now
 from django.utils import timezone
 
-from . import dispatch, gates, lifecycle, registry
+from .authoring import registry
+from .authoring.specs import WaitFor
+from .authoring.workflow import Step, Workflow
+from .engine import dispatch, events, gates, lifecycle
 from .errors import Conflict, Forbidden
-from .models import Execution, Status, Wait
-from .services import OPERATE, execution_for
-from .workflow import Step, WaitFor, Workflow
+from .models import OPERATE, Execution, Status, Wait, execution_for
+from .reasons import StuckReason
+from .storable import Text, storable_json
 
 SWEEP_BATCH = 200
 
@@ -100,7 +106,9 @@ class WaitGate(gates.Gate):
                 reason = f"no signal {wait.signal} by {wait.due_at:%Y-%m-%d %H:%M:%S} UTC (the wait's timeout)"
                 _close(wait, "time_out", execution, actor_label="sweeper", reason=reason)
                 if here:
-                    lifecycle.apply(execution, "flag", actor_label="sweeper", reason=reason, code="waiting_overdue")
+                    lifecycle.apply(
+                        execution, "flag", actor_label="sweeper", reason=reason, code=StuckReason.WAITING_OVERDUE
+                    )
             closed.append(pk)
         return closed
 
@@ -236,4 +244,45 @@ def _close(
     )
 
 
+# --- the signal, as an event type of ``POST …/events`` (executions.engine.events)
+
+SignalName = Text(min_length=1, max_length=100)
+
+
+class SignalIn(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(extra="forbid")  # a field it does not declare: 422 naming it
+
+    name: SignalName
+    payload: Any = pydantic.Field(default=None, description="any JSON; recorded as the wait step's output")
+    event_id: events.EventId
+
+    @pydantic.field_validator("payload")
+    @classmethod
+    def _storable(cls, value: Any) -> Any:
+        return storable_json(value)
+
+
+class SignalEventIn(SignalIn):
+    type: Literal["signal"]
+
+
+class SignalOut(pydantic.BaseModel):
+    event_id: str
+    execution_status: str
+
+
+def _deliver(*, ref: str, user: AbstractBaseUser, body: SignalEventIn) -> dict[str, str]:
+    return signal_deliver(ref=ref, user=user, name=body.name, payload=body.payload, event_id=body.event_id)
+
+
 gates.register(WaitGate())
+events.register(
+    events.EventType(
+        name="signal",
+        body=SignalEventIn,
+        answer=SignalOut,
+        handle=_deliver,
+        summary="the signal an execution waits for (operators, and the user who started it); a name it "
+        "isn't waiting for is a 409",
+    )
+)

@@ -149,7 +149,7 @@ def _refused(runs: QuerySet) -> QuerySet:
 
 def _entered() -> Coalesce:
     """When the stay that the outer transition ends began: recorded on the transition
-    (``entered_at``, executions.lifecycle), or, for older events, the execution's
+    (``entered_at``, executions.engine.lifecycle), or, for older events, the execution's
     previous event that set a status (a transition, or its creation)."""
     previous = Subquery(
         ExecutionEvent.objects.filter(execution_id=OuterRef("execution_id"), id__lt=OuterRef("id"))

@@ -5,7 +5,7 @@ the same and nothing is kept in any process's memory:
 
 * gauges — ``keel_executions{status,workflow}`` (every status of every deployed
   workflow, terminal included: the sweeper's tally of terminal rows plus the live ones,
-  ``executions.tallies``), ``keel_stuck_executions{reason}`` (every reason),
+  ``triage.tallies``), ``keel_stuck_executions{reason}`` (every reason),
   ``keel_actions{status}`` (every ledger status), ``keel_cancellation_violations``
   (effects sent after a cancel, whole record: must be 0);
 * histograms — ``keel_step_duration_seconds{workflow,kind}`` (step runs, started →
@@ -28,8 +28,9 @@ from django.utils import timezone
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Metric
 
-from executions import registry, tallies
+from executions.authoring import registry
 from executions.models import Action, Status
+from triage import tallies
 
 from . import histograms, rollup
 from .measures import stuck_now

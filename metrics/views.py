@@ -10,8 +10,8 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
-from executions import registry
-from executions.auth import user_for_token
+from accounts.tokens import user_for_token
+from executions.authoring import registry
 from executions.models import Status
 from executions.stuck import REASONS
 

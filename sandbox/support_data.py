@@ -3,80 +3,32 @@
 Read-only and in memory (never in the SQLite file, so ``POST /_reset`` leaves it
 alone). Every accessor answers a fresh copy, or ``None`` for an unknown id.
 
-The past orders are a copy of ``workflows/orders.py``'s catalogue (customer,
-shipping address, items; without the ``damage`` report, which reaches the shop
-as a ticket here). The sandbox is a standard-library-only process that imports
-none of the Django apps, so it keeps its own copy; ``tests/test_sandbox_providers.py``
-checks that the two agree.
+The past orders are ``workflows/orders.py``'s catalogue, read from the same file
+(``workflows/data/past_orders_v1.json``: customer, shipping address, items; without
+the ``damage`` report, which reaches the shop as a ticket here). The sandbox is a
+standard-library-only process that imports none of the Django apps, so it reads the
+data, not the module.
 
 Stock levels are fixed: submitting a replacement order does not lower them.
 """
 
 from __future__ import annotations
 
+import json
 from copy import deepcopy
+from pathlib import Path
 from typing import Any
 
-CATALOGUE_ID = "past_orders_v1"
-
-
-def _item(sku: str, name: str, qty: int, unit_price: str) -> dict[str, Any]:
-    return {"sku": sku, "name": name, "qty": qty, "unit_price": unit_price}
-
-
+# The past orders: the one catalogue the example workflow reads too (workflows/orders.py),
+# as data (JSON), so this standard-library process imports none of the apps. The damage
+# reports stay out: they reach the shop as tickets (below).
+_CATALOGUE = json.loads(
+    (Path(__file__).resolve().parent.parent / "workflows" / "data" / "past_orders_v1.json").read_text()
+)
+CATALOGUE_ID: str = _CATALOGUE["catalogue_id"]
 _ORDERS: dict[str, dict[str, Any]] = {
-    "ORD-1001": {
-        "placed_on": "2026-08-03",
-        "currency": "EUR",
-        "customer": {"id": "CUST-0042", "name": "Ana Pereira", "email": "ana.pereira@example.com"},
-        "shipping_address": {"line1": "Rua das Flores 12", "city": "Porto", "postcode": "4050-262", "country": "PT"},
-        "items": [
-            _item("SKU-MUG-01", "Stoneware mug, blue", 4, "12.50"),
-            _item("SKU-PLT-02", "Dinner plate, 27 cm", 6, "18.90"),
-            _item("SKU-NAP-03", "Linen napkins (set of 4)", 1, "24.00"),
-        ],
-    },
-    "ORD-1002": {
-        "placed_on": "2026-08-11",
-        "currency": "EUR",
-        "customer": {"id": "CUST-0107", "name": "Jonas Weber", "email": "jonas.weber@example.com"},
-        "shipping_address": {"line1": "Lindenstraße 8", "city": "Leipzig", "postcode": "04109", "country": "DE"},
-        "items": [
-            _item("SKU-LMP-10", "Desk lamp, brass", 1, "89.00"),
-            _item("SKU-BLB-11", "LED bulb E27 (2 pack)", 2, "9.90"),
-        ],
-    },
-    "ORD-1003": {
-        "placed_on": "2026-08-19",
-        "currency": "EUR",
-        "customer": {"id": "CUST-0213", "name": "Claire Martin", "email": "claire.martin@example.com"},
-        "shipping_address": {"line1": "12 rue Mercière", "city": "Lyon", "postcode": "69002", "country": "FR"},
-        "items": [
-            _item("SKU-GLS-20", "Wine glass (set of 6)", 2, "34.00"),
-            _item("SKU-DEC-21", "Glass decanter", 1, "42.50"),
-        ],
-    },
-    "ORD-1004": {
-        "placed_on": "2026-09-02",
-        "currency": "EUR",
-        "customer": {"id": "CUST-0318", "name": "Marco Rossi", "email": "marco.rossi@example.com"},
-        "shipping_address": {"line1": "Via Garibaldi 45", "city": "Torino", "postcode": "10122", "country": "IT"},
-        "items": [
-            _item("SKU-TWL-30", "Bath towel, sand", 4, "19.00"),
-            _item("SKU-MAT-31", "Bath mat", 1, "27.00"),
-        ],
-    },
-    "ORD-1005": {
-        "placed_on": "2026-09-15",
-        "currency": "EUR",
-        "customer": {"id": "CUST-0420", "name": "Sofia Lindqvist", "email": "sofia.lindqvist@example.com"},
-        "shipping_address": {"line1": "Drottninggatan 71", "city": "Stockholm", "postcode": "111 36", "country": "SE"},
-        "items": [
-            _item("SKU-POT-40", "Cast-iron pot, 4 l", 1, "119.00"),
-            _item("SKU-LID-41", "Glass lid, 24 cm", 1, "15.00"),
-            _item("SKU-MIT-42", "Oven mitts (pair)", 2, "11.50"),
-        ],
-    },
+    order_id: {field: value for field, value in order.items() if field != "damage"}
+    for order_id, order in _CATALOGUE["orders"].items()
 }
 
 

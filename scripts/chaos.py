@@ -637,7 +637,7 @@ def reconnected_workers(database_url: str, pg_restart: PgRestart) -> set[int]:
         owners = conn.execute(
             "SELECT DISTINCT worker FROM executions_steprun WHERE id > %s", [pg_restart.mark]
         ).fetchall()
-    # executions.dispatch.worker_identity: worker:<host>:<pid>:<nonce>
+    # executions.engine.leases.worker_identity: worker:<host>:<pid>:<nonce>
     pids = {int(parts[2]) for (owner,) in owners if len(parts := owner.split(":")) == 4 and parts[2].isdigit()}
     return pids & set(pg_restart.survivors)
 

@@ -10,8 +10,8 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.core.management import call_command
 
-from approvals.roles import ensure_roles
-from executions.auth import api_token_create
+from accounts.roles import ensure_roles
+from accounts.tokens import api_token_create
 from tests.support.procs import http
 from tests.support.stack import APP_DB_ROLE, Stack
 

@@ -9,8 +9,9 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from django.urls import reverse
 
+from accounts.models import ApiToken
 from approvals.models import ApprovalRequest, AuditEntry, Decision
-from executions.models import Action, ApiToken, Execution, ExecutionEvent, StepRun, Wait
+from executions.models import Action, Execution, ExecutionEvent, StepRun, Wait
 from tests.support.stack import pk, wait_status
 
 MODELS = [Execution, ExecutionEvent, StepRun, Action, Wait, ApiToken, ApprovalRequest, Decision, AuditEntry]

@@ -13,8 +13,8 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from executions.auth import api_token_issue
-from executions.models import ApiToken
+from accounts.models import ApiToken
+from accounts.tokens import api_token_issue
 
 
 @pytest.fixture

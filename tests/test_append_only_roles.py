@@ -20,9 +20,9 @@ from django.contrib.auth import get_user_model
 from django.core.management import CommandError, call_command
 from django.db import connection
 
+from accounts.database_roles import append_only_tables
 from approvals.models import ApprovalRequest
 from artifacts.models import Artifact, ArtifactVersion
-from executions.database_roles import append_only_tables
 from executions.models import Execution
 from tests.support.procs import ROOT, wait_for
 from tests.support.stack import APP_DB_ROLE

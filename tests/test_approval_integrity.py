@@ -8,12 +8,12 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group, Permission
 from django.db import connection, transaction
 
+from accounts.tokens import api_token_create
 from approvals.models import ApprovalRequest, AuditEntry, Decision
 from approvals.services import supersede_older
 from artifacts import store
 from artifacts.models import ArtifactVersion
 from artifacts.services import artifact_version_create
-from executions.auth import api_token_create
 from executions.models import Action, Execution, ExecutionEvent, StepRun
 from tests.conftest import ApiClient
 from tests.support.procs import http, wait_for

@@ -18,7 +18,7 @@ from approvals import audit, policy
 from approvals.models import ApprovalRequest, AuditEntry, Decision
 from artifacts import store
 from artifacts.models import Artifact, ArtifactVersion
-from executions import lifecycle
+from executions.engine import lifecycle
 from executions.models import Execution, Status
 
 V1 = b"# Report\n\nSales: 100\nStatus: draft\nRegion: north\n"

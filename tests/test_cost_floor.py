@@ -9,7 +9,7 @@ workflow, and a new connection per task. Now, on PostgreSQL: 7 statements and 9
 round trips (the claim: the row locked and read, then the lease, the transition and
 its event in one statement, in one transaction; each step: one statement that fences,
 checkpoints and records the step run — for the last step also the completion and its
-event — committing on its own: executions.checkpoints) and 6 commits.
+event — committing on its own: executions.engine.writer) and 6 commits.
 A broken measurement is a plain failure (``pytest.fail``), not a floor
 miss.
 """
@@ -22,7 +22,8 @@ from django.db import transaction
 
 import bench.flows  # noqa: F401 - registers bench_noop5
 import tests.support.connection_probe  # noqa: F401 - registers connection_probe
-from executions import notes, registry, runner
+from executions.authoring import notes, registry
+from executions.engine import runner
 from executions.models import Execution, Status, StepRun
 from executions.services import execution_start, input_digest
 from tests.support.procs import wait_for

@@ -14,7 +14,7 @@ from django.test import Client
 
 from approvals.models import ApprovalRequest, AuditEntry, Decision, RefusalWindow
 from artifacts.models import ArtifactVersion
-from executions import lifecycle
+from executions.engine import lifecycle
 from executions.models import Action, Execution, ExecutionEvent, StepRun
 from tests.test_screens import awaiting, logged_in  # noqa: F401 - fixture
 

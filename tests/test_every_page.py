@@ -29,8 +29,8 @@ from django.test import Client
 from django.urls import URLResolver, get_resolver, reverse
 from playwright.sync_api import sync_playwright
 
+from accounts.roles import ensure_roles
 from approvals.models import ApprovalRequest
-from approvals.roles import ensure_roles
 from artifacts.models import ArtifactVersion
 from config.csp import HEADER
 from executions.models import Action, Execution, Status

@@ -18,7 +18,7 @@ import pytest
 from django_fsm import TransitionNotAllowed
 
 from approvals.models import ApprovalRequest, AuditEntry
-from executions import gates
+from executions.engine import gates
 from executions.models import Action, Execution, ExecutionEvent, StepRun, Wait
 from tests.support.stack import pk, wait_for, wait_status
 

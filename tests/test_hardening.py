@@ -17,8 +17,8 @@ from django.contrib.auth.password_validation import validate_password
 from django.core.exceptions import ValidationError
 from django.test import Client
 
+from approvals.spreadsheet import safe_cell
 from executions.models import ExecutionEvent
-from executions.spreadsheet import safe_cell
 from tests.support.procs import http
 from tests.support.stack import APP_DB_ROLE, wait_status
 from tests.test_append_only_roles import dsn, rows  # noqa: F401 - fixture

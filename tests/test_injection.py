@@ -10,10 +10,10 @@ import json
 import pydantic
 import pytest
 
-from executions import notes
+from executions.authoring import notes
+from executions.authoring.outbound import Template, unbounded_text
+from executions.authoring.tools import Tool, ToolArgs
 from executions.models import Action, ExecutionEvent, ModelCall
-from executions.outbound import Template, unbounded_text
-from executions.tools import Tool, ToolArgs
 from tests.support.procs import http
 from tests.support.stack import pk, wait_status
 

@@ -79,8 +79,8 @@ def test_deadline_stops_executions_waiting_past_it(people, transactional_db):
     from django.db import transaction
     from django.utils import timezone
 
-    from executions import lifecycle
-    from executions.sweeper import sweep
+    from executions.engine import lifecycle
+    from executions.engine.sweeper import sweep
 
     def execution_in(*transitions):
         execution = Execution.objects.create(

@@ -8,7 +8,7 @@ import pytest
 from django.db import transaction
 from django_fsm import TransitionNotAllowed
 
-from executions import lifecycle
+from executions.engine import lifecycle
 from executions.models import Execution, Status
 
 S = Status

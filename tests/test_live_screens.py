@@ -13,7 +13,7 @@ from django.db import transaction
 from django.test import Client
 
 from approvals.models import ApprovalRequest, AuditEntry
-from executions import lifecycle
+from executions.engine import lifecycle
 from executions.models import Action, Execution, ExecutionEvent, Status
 from tests import test_screens as screens
 

@@ -238,7 +238,7 @@ def test_each_measure_against_a_known_history_of_real_runs(stack, people, api_as
 def test_an_effect_sent_after_its_execution_was_cancelled_is_a_violation(people):
     """The runtime never does this (test above): the record is written here by hand to
     show the measure counts it when it happens."""
-    from executions import lifecycle
+    from executions.engine import lifecycle
     from executions.services import execution_start
 
     execution, _ = execution_start(user=people["requester"].user, workflow="monthly_report", input={"month": "2026-08"})

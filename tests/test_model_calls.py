@@ -11,11 +11,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from django.test import Client
 
-from executions import notes, runner
-from executions.modelclient import ModelRequest, OfflineModelClient, ToolCall, canonical_json
+from executions.agent.modelclient import OfflineModelClient
+from executions.authoring import notes
+from executions.authoring.modelcalls import ModelRequest, ToolCall, canonical_json
+from executions.authoring.tools import Progress, Refused
+from executions.engine import runner
 from executions.models import ModelCall, Status
 from executions.services import execution_start
-from executions.tools import Progress, Refused
 from workflows import support_agent
 
 # DESIGN §6: the fields of GET /api/executions/{id}/model-calls.
@@ -212,7 +214,7 @@ def garbage_provider(request):
 
 @pytest.mark.parametrize("provider", ["openai", "anthropic"])
 def test_a_provider_answering_garbage_is_a_step_failure_with_the_raw_answer(settings, garbage_provider, provider):
-    from executions.adapters import AnthropicClient, OpenAIClient
+    from executions.agent.adapters import AnthropicClient, OpenAIClient
     from executions.errors import FailureKind, StepFailure
 
     settings.OPENAI_BASE_URL = f"{garbage_provider}/v1"

@@ -49,7 +49,7 @@ SETTLED = {"completed", "failed", "cancelled", "needs_attention"}
 CREATE_USERS = """
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
-from executions.auth import api_token_create
+from accounts.tokens import api_token_create
 User = get_user_model()
 requester = User.objects.create_user("requester", email="requester@example.com")
 manager = User.objects.create_user("manager", email="manager@example.com")
@@ -173,7 +173,7 @@ def test_s32_postgres_restart_mid_run_workers_reconnect_and_go_on(private_postgr
         assert [p.name for p in [redis, sandbox, web, beat, *workers, idle] if not p.alive()] == []
         with psycopg.connect(owner_url) as conn:
             owners = conn.execute("SELECT DISTINCT worker FROM executions_steprun WHERE id > %s", [mark]).fetchall()
-        # executions.dispatch.worker_identity: worker:<host>:<pid>:<nonce>
+        # executions.engine.leases.worker_identity: worker:<host>:<pid>:<nonce>
         assert {int(owner.split(":")[2]) for (owner,) in owners} == {w.pid for w in workers}, owners
         print(f"S32: crashed with {dict(before)}; all completed {time.monotonic() - crashed_at:.1f}s after")
     except BaseException:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 
 from approvals.models import ApprovalRequest, Decision
-from executions import notes as notes_module
+from executions.authoring import notes as notes_module
 from executions.models import Execution, ExecutionEvent, ModelCall, Status, StepRun
 from executions.tasks import advance
 from tests.support.procs import wait_for
@@ -165,7 +165,7 @@ def test_s13_two_claims_at_the_same_instant_one_wins(people, transactional_db):
     """S13: two workers get the same execution at once (duplicate Celery message)."""
     from django.db import connection
 
-    from executions.leases import acquire
+    from executions.engine.leases import acquire
 
     execution = Execution.objects.create(
         workflow="monthly_report",

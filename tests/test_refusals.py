@@ -15,7 +15,7 @@ from django.test import Client
 
 from approvals.models import AuditEntry, Decision, RefusalWindow
 from approvals.services import approval_decide
-from executions import sweeper
+from executions.engine import sweeper
 from executions.errors import Conflict, Forbidden
 from executions.models import Execution, Status
 from tests.test_screens import awaiting, decide_form, logged_in  # noqa: F401 - fixture

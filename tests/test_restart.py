@@ -17,14 +17,14 @@ from django.test import Client
 
 from artifacts import store
 from artifacts.models import Artifact, ArtifactVersion
-from executions import lifecycle
+from executions.engine import lifecycle
 from executions.errors import InvalidInput
 from executions.models import Execution, ExecutionEvent, Status, StepRun
-from executions.restart import execution_restart
 from tests.support.procs import http
 from tests.support.stack import pk, wait_status
 from tests.test_replacement_order import add_fault
 from tests.test_resume_preview import approved, up
+from triage.restart import execution_restart
 
 EARLIER = ["retrieve_figures", "analyze", "draft_report", "review"]
 

@@ -22,15 +22,15 @@ from django.test import Client
 from approvals.services import approval_decide
 from artifacts import store
 from artifacts.services import artifact_version_create
-from executions import lifecycle
+from executions.engine import lifecycle
 from executions.errors import Conflict
 from executions.models import Action, Execution, ExecutionEvent
-from executions.preview import resume_preview
 from executions.services import execution_resume
 from tests.support.procs import http
 from tests.support.stack import pk, wait_for, wait_status
 from tests.test_replacement_order import add_fault, orders_mode, orders_with_reference
 from tests.test_screens import awaiting  # noqa: F401 - fixture
+from triage.preview import resume_preview
 
 REPORT_STEPS = ["retrieve_figures", "analyze", "draft_report", "review", "publish", "notify"]
 ORDER_STEPS = ["load_order", "propose_replacement", "review", "submit_order", "record_order", "shipment", "confirm"]

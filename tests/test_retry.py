@@ -6,8 +6,8 @@ import random
 
 import pytest
 
+from executions.authoring.retry import RetryPolicy, Verdict, backoff_seconds, decide
 from executions.errors import FailureKind as K
-from executions.retry import RetryPolicy, Verdict, backoff_seconds, decide
 
 POLICY = RetryPolicy(max_attempts=4, initial_backoff_seconds=1, multiplier=2, max_backoff_seconds=5, jitter=0.2)
 

@@ -10,7 +10,7 @@ from django.test import Client
 from approvals.models import ApprovalRequest, Decision
 from artifacts import store
 from artifacts.models import Artifact, ArtifactVersion
-from executions import lifecycle
+from executions.engine import lifecycle
 from executions.models import Execution, Status
 
 

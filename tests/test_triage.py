@@ -187,8 +187,9 @@ def test_the_counts_read_the_terminal_tally_and_stay_exact(people):
     from django.db.models import Count
     from django.utils import timezone
 
-    from executions import selectors, tallies
-    from executions.models import Execution, TerminalTally
+    from executions.models import Execution
+    from triage import tallies
+    from triage.models import TerminalTally
 
     user = people["requester"].user
     old = timezone.now() - timedelta(days=3)
@@ -213,12 +214,12 @@ def test_the_counts_read_the_terminal_tally_and_stay_exact(people):
         return dict(Execution.objects.values("status").annotate(n=Count("*")).values_list("status", "n"))
 
     def counted() -> dict[str, int]:
-        return {s: n for s, n in selectors.summary()["by_status"].items() if n}
+        return {s: n for s, n in tallies.summary()["by_status"].items() if n}
 
     assert counted() == exact()  # no tally yet: everything counted
     assert tallies.refresh(force=True) and TerminalTally.objects.exists()
     make("completed")  # ended after the tally was taken
     make("failed", "retries_exhausted")
     assert counted() == exact() == {"completed": 4, "failed": 2, "awaiting_approval": 1}
-    assert selectors.summary()["by_reason"]["retries_exhausted"] == 2
+    assert tallies.summary()["by_reason"]["retries_exhausted"] == 2
     assert not tallies.refresh()  # fresh enough: not retaken

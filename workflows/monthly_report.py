@@ -13,10 +13,7 @@ from django.conf import settings
 from pydantic import Field, field_validator
 
 from approvals.gate import Approval, ApproverPolicy
-from executions import registry
-from executions.errors import InvalidInput
-from executions.retry import RetryPolicy
-from executions.workflow import Effect, Workflow, WorkflowInput, parse_with
+from executions.authoring import Effect, InvalidInput, RetryPolicy, Workflow, WorkflowInput, parse_with, register
 
 from . import retail, services_client
 
@@ -37,7 +34,7 @@ class MonthlyReportInput(WorkflowInput):
 parse_input = parse_with(MonthlyReportInput)
 
 
-flow = registry.register(
+flow = register(
     Workflow(
         name="monthly_report",
         version=1,

@@ -2,7 +2,8 @@
 
 The "replacement order" example answers a support agent's request ("the customer of
 ORD-1001 received damaged items; send replacements once a manager approves") from
-a small, deterministic catalogue of past orders defined here. Everything is pure: no
+a small, deterministic catalogue of past orders (``data/past_orders_v1.json``, the
+same file the sandbox's shop serves). Everything is pure: no
 database, no network, no clock. The same inputs always give the same outputs
 (byte-for-byte for :func:`render_proposal`), so a step can be replayed safely.
 
@@ -16,6 +17,7 @@ import json
 import re
 from copy import deepcopy
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 from artifacts.presenters import Field, Section, Summary, Table
@@ -31,95 +33,14 @@ __all__ = [
     "replacement_proposal",
 ]
 
-CATALOGUE_ID = "past_orders_v1"
 ORDER_ID_RE = re.compile(r"^ORD-\d+$")
 
-
-def _item(sku: str, name: str, qty: int, unit_price: str) -> dict[str, Any]:
-    return {"sku": sku, "name": name, "qty": qty, "unit_price": unit_price}
-
-
-# The past orders a replacement can be asked for. ``damage`` is the customer's report:
+# The past orders a replacement can be asked for, from the one catalogue the sandbox's
+# shop serves too (data/past_orders_v1.json). ``damage`` is the customer's report:
 # which items (sku, qty) arrived damaged or must be returned, and why.
-_PAST_ORDERS: dict[str, dict[str, Any]] = {
-    "ORD-1001": {
-        "placed_on": "2026-08-03",
-        "currency": "EUR",
-        "customer": {"id": "CUST-0042", "name": "Ana Pereira", "email": "ana.pereira@example.com"},
-        "shipping_address": {"line1": "Rua das Flores 12", "city": "Porto", "postcode": "4050-262", "country": "PT"},
-        "items": [
-            _item("SKU-MUG-01", "Stoneware mug, blue", 4, "12.50"),
-            _item("SKU-PLT-02", "Dinner plate, 27 cm", 6, "18.90"),
-            _item("SKU-NAP-03", "Linen napkins (set of 4)", 1, "24.00"),
-        ],
-        "damage": {
-            "reported_on": "2026-08-07",
-            "reason": "Arrived broken: the parcel was crushed in transit",
-            "items": [{"sku": "SKU-MUG-01", "qty": 2}, {"sku": "SKU-PLT-02", "qty": 1}],
-        },
-    },
-    "ORD-1002": {
-        "placed_on": "2026-08-11",
-        "currency": "EUR",
-        "customer": {"id": "CUST-0107", "name": "Jonas Weber", "email": "jonas.weber@example.com"},
-        "shipping_address": {"line1": "Lindenstraße 8", "city": "Leipzig", "postcode": "04109", "country": "DE"},
-        "items": [
-            _item("SKU-LMP-10", "Desk lamp, brass", 1, "89.00"),
-            _item("SKU-BLB-11", "LED bulb E27 (2 pack)", 2, "9.90"),
-        ],
-        "damage": {
-            "reported_on": "2026-08-14",
-            "reason": "Lamp shade dented on arrival",
-            "items": [{"sku": "SKU-LMP-10", "qty": 1}],
-        },
-    },
-    "ORD-1003": {
-        "placed_on": "2026-08-19",
-        "currency": "EUR",
-        "customer": {"id": "CUST-0213", "name": "Claire Martin", "email": "claire.martin@example.com"},
-        "shipping_address": {"line1": "12 rue Mercière", "city": "Lyon", "postcode": "69002", "country": "FR"},
-        "items": [
-            _item("SKU-GLS-20", "Wine glass (set of 6)", 2, "34.00"),
-            _item("SKU-DEC-21", "Glass decanter", 1, "42.50"),
-        ],
-        "damage": {
-            "reported_on": "2026-08-21",
-            "reason": "One set of glasses shattered; the decanter has a chipped rim",
-            "items": [{"sku": "SKU-GLS-20", "qty": 1}, {"sku": "SKU-DEC-21", "qty": 1}],
-        },
-    },
-    "ORD-1004": {
-        "placed_on": "2026-09-02",
-        "currency": "EUR",
-        "customer": {"id": "CUST-0318", "name": "Marco Rossi", "email": "marco.rossi@example.com"},
-        "shipping_address": {"line1": "Via Garibaldi 45", "city": "Torino", "postcode": "10122", "country": "IT"},
-        "items": [
-            _item("SKU-TWL-30", "Bath towel, sand", 4, "19.00"),
-            _item("SKU-MAT-31", "Bath mat", 1, "27.00"),
-        ],
-        "damage": {
-            "reported_on": "2026-09-06",
-            "reason": "Wrong colour delivered (grey instead of sand); customer returns them",
-            "items": [{"sku": "SKU-TWL-30", "qty": 4}],
-        },
-    },
-    "ORD-1005": {
-        "placed_on": "2026-09-15",
-        "currency": "EUR",
-        "customer": {"id": "CUST-0420", "name": "Sofia Lindqvist", "email": "sofia.lindqvist@example.com"},
-        "shipping_address": {"line1": "Drottninggatan 71", "city": "Stockholm", "postcode": "111 36", "country": "SE"},
-        "items": [
-            _item("SKU-POT-40", "Cast-iron pot, 4 l", 1, "119.00"),
-            _item("SKU-LID-41", "Glass lid, 24 cm", 1, "15.00"),
-            _item("SKU-MIT-42", "Oven mitts (pair)", 2, "11.50"),
-        ],
-        "damage": {
-            "reported_on": "2026-09-18",
-            "reason": "Glass lid cracked in the box",
-            "items": [{"sku": "SKU-LID-41", "qty": 1}],
-        },
-    },
-}
+_CATALOGUE = json.loads((Path(__file__).parent / "data" / "past_orders_v1.json").read_text())
+CATALOGUE_ID: str = _CATALOGUE["catalogue_id"]
+_PAST_ORDERS: dict[str, dict[str, Any]] = _CATALOGUE["orders"]
 
 
 class UnknownOrder(ValueError):

@@ -21,10 +21,18 @@ from pydantic import Field, field_validator
 
 from approvals.gate import Approval, ApproverPolicy
 from artifacts import presenters
-from executions import registry
-from executions.errors import FailureKind, InvalidInput, StepFailure
-from executions.outbound import Template
-from executions.workflow import Effect, ReceiptField, Workflow, WorkflowInput, parse_with
+from executions.authoring import (
+    Effect,
+    FailureKind,
+    InvalidInput,
+    ReceiptField,
+    StepFailure,
+    Template,
+    Workflow,
+    WorkflowInput,
+    parse_with,
+    register,
+)
 
 from . import orders, services_client
 
@@ -51,7 +59,7 @@ class ReplacementInput(WorkflowInput):
 parse_input = parse_with(ReplacementInput)
 
 
-flow = registry.register(
+flow = register(
     Workflow(
         name="replacement_order",
         version=1,
@@ -187,7 +195,7 @@ def record_order(ctx) -> dict[str, Any]:
     return {"order_id": order_id, "reference": key}
 
 
-# What the customer is told (executions.outbound): values from the catalogue and the receipt.
+# What the customer is told (executions.authoring.outbound): values from the catalogue and the receipt.
 CONFIRMED = Template(
     name="replacement confirmed",
     text="Dear {customer}, we are sorry some items of order {order} arrived damaged. Replacement order "

@@ -15,10 +15,7 @@ from __future__ import annotations
 import pydantic
 from pydantic import Field
 
-from executions import registry
-from executions.inputs import DB_INT_MAX
-from executions.outbound import Template
-from executions.workflow import Effect, Workflow, parse_with
+from executions.authoring import DB_INT_MAX, Effect, Template, Workflow, parse_with, register
 
 from . import replacement_order as v1
 from . import services_client
@@ -52,7 +49,7 @@ class ShipmentConfirmed(pydantic.BaseModel):
     )
 
 
-# What the customer is told once the shipment is confirmed (executions.outbound).
+# What the customer is told once the shipment is confirmed (executions.authoring.outbound).
 SHIPPED = Template(
     name="replacement shipped",
     text="Dear {customer}, we are sorry some items of order {order} arrived damaged. Replacement order "
@@ -60,7 +57,7 @@ SHIPPED = Template(
 )
 
 
-flow = registry.register(
+flow = register(
     Workflow(
         name=v1.flow.name,
         version=2,

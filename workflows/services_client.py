@@ -7,7 +7,7 @@ from urllib.parse import quote
 
 from django.conf import settings
 
-from executions.http import request_json
+from executions.authoring import request_json
 
 
 def _url(path: str) -> str:

@@ -8,7 +8,7 @@ manager approves first, on its effective arguments) and answers the customer
 reply is text to a third party that no one approves, so the model does not write it:
 it only says which ticket to answer, and the runtime sends the fixed template the
 verified results call for (replacement sent, partly sent, out of stock), filled with
-bounded values from those results (executions.outbound). The
+bounded values from those results (executions.authoring.outbound). The
 runtime allows each tool only when it makes sense, keeps every argument to the
 ticket's own order and item, and clamps the quantity to what was ordered and what is
 in stock, so what the manager approves is what can run.
@@ -26,12 +26,22 @@ from django.conf import settings
 from pydantic import Field, field_validator
 
 from approvals.gate import Approval, ApproverPolicy
-from executions import registry
-from executions.errors import InvalidInput
-from executions.modelclient import Decision, ModelRequest
-from executions.outbound import Template
-from executions.tools import Budget, Progress, Refused, Tool, ToolArgs
-from executions.workflow import Effect, Workflow, WorkflowInput, parse_with
+from executions.authoring import (
+    Budget,
+    Decision,
+    Effect,
+    InvalidInput,
+    ModelRequest,
+    Progress,
+    Refused,
+    Template,
+    Tool,
+    ToolArgs,
+    Workflow,
+    WorkflowInput,
+    parse_with,
+    register,
+)
 
 from . import services_client
 
@@ -83,7 +93,7 @@ class ReplyArgs(ToolArgs):
     ticket: str = Field(pattern=r"^TCK-\d{4}$", max_length=8, description="the ticket to answer, e.g. TCK-1001")
 
 
-# What the customer may be sent without a person approving it (executions.outbound): shown
+# What the customer may be sent without a person approving it (executions.authoring.outbound): shown
 # on the approval page, filled only with values from the tools' verified results.
 SORRY = "Dear {customer}, we are sorry that your {item} from order {order} arrived broken."
 REPLIES = {
@@ -336,7 +346,7 @@ def offline_policy(request: ModelRequest) -> Decision:
     return Decision(text=f"Done with {ticket_id}: the customer has been answered.")
 
 
-flow = registry.register(
+flow = register(
     Workflow(
         name="support_agent",
         version=1,

@@ -1,6 +1,6 @@
 from django.db import migrations
 
-from approvals.roles import ensure_roles
+from accounts.roles import ensure_roles
 
 
 def create_roles(apps, schema_editor):

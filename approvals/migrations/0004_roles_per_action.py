@@ -1,6 +1,6 @@
 from django.db import migrations
 
-from approvals.roles import ensure_roles
+from accounts.roles import ensure_roles
 
 
 def grant_per_action_permissions(apps, schema_editor):

@@ -12,9 +12,9 @@ from dataclasses import replace
 
 from pydantic import Field
 
-from executions import registry
-from executions.tools import Budget, ToolArgs
-from executions.workflow import Workflow
+from executions.authoring import registry
+from executions.authoring.tools import Budget, ToolArgs
+from executions.authoring.workflow import Workflow
 from workflows import support_agent
 
 

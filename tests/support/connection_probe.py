@@ -8,8 +8,8 @@ import os
 
 from django.db import connection
 
-from executions import registry
-from executions.workflow import Workflow
+from executions.authoring import registry
+from executions.authoring.workflow import Workflow
 
 flow = registry.register(
     Workflow(

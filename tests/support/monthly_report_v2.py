@@ -1,7 +1,7 @@
 """A "new deployment" of monthly_report for S19: version 2 adds a step before publishing."""
 
-from executions import registry
-from executions.workflow import Workflow
+from executions.authoring import registry
+from executions.authoring.workflow import Workflow
 from workflows.monthly_report import flow as v1
 
 v2 = Workflow(

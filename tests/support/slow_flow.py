@@ -2,9 +2,9 @@
 
 import time
 
-from executions import registry
-from executions.retry import RetryPolicy
-from executions.workflow import Workflow, WorkflowInput, parse_with
+from executions.authoring import registry
+from executions.authoring.retry import RetryPolicy
+from executions.authoring.workflow import Workflow, WorkflowInput, parse_with
 
 
 class SlowInput(WorkflowInput):

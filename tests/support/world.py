@@ -22,8 +22,8 @@ from django.contrib.auth.hashers import PBKDF2PasswordHasher
 from django.contrib.auth.models import Group
 from django.utils import timezone
 
+from accounts.roles import ensure_roles
 from approvals.models import ApprovalRequest
-from approvals.roles import ensure_roles
 from approvals.services import approval_decide, execution_redraft
 from executions.models import Execution, Status
 from executions.services import action_resolve, execution_cancel, execution_start

@@ -8,7 +8,7 @@ from django.contrib.auth.models import Group
 from django.core.management.base import BaseCommand
 from django.db import transaction
 
-from approvals.roles import ensure_roles
+from accounts.roles import ensure_roles
 from executions.models import Execution
 from executions.services import execution_start
 

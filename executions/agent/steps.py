@@ -1,0 +1,409 @@
+"""Model and agent steps, plugged into the engine as step kinds (``kinds.register``
+at the bottom; the runner looks them up and never imports this module).
+
+A model step's function gets the model behind the journal. An agent step: the model
+proposes tool calls, the runtime decides.
+
+One visit of an agent step loops: build the prompt from the execution's notes (goal,
+constraints verbatim, verified facts, hypotheses, completed steps, the tools allowed
+now) plus the task and this step's tool calls so far; ask the model through the
+journal; then, for each proposed call:
+
+- the tool must exist and be allowed now, and its arguments must validate against
+  its schema (fail closed), else the proposal is **refused**: a ``tool_call.refused``
+  event, and the refusal goes back to the model as the call's result;
+- a read-only tool runs at once; its result is recorded (in the execution's context,
+  with the next model call's commit) and becomes a verified fact;
+- an effect goes through the ledger under a key derived from the call
+  (``<model call key>:<tool>``); its receipt becomes a verified fact;
+- a tool that needs approval first stores its effective arguments as an artifact
+  version (canonical JSON ``{"args": …, "tool": …}``), opens the approval gate bound
+  to that version and parks the execution (``executions.engine.parking``, as a gate
+  step does). Back after the decision, the step runs again from its first call
+  (every recorded call replays from the journal, every recorded result from the
+  context), the gate's outcome is checked, the sha256 of the arguments about to run
+  is compared with the approved one, and only then does the effect go out.
+
+The visit ends with the model's final answer (``Done``; the workflow's ``done_when``
+must hold, else a person looks), or ``Parked``. A spent budget or too many refusals
+raise ``BudgetExceeded`` (needs_attention ``budget_exceeded``).
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import time
+from typing import Any
+
+from django.db import transaction
+from django.db.models import Sum
+
+from artifacts import store
+from artifacts.services import artifact_version_create
+
+from ..authoring.http import call_timeout
+from ..authoring.modelcalls import ModelRequest, ModelResponse, ToolCall, canonical_json
+from ..authoring.step_context import StepContext
+from ..authoring.tools import Progress, Refused, Tool
+from ..authoring.workflow import Effect, Step, StepKind, Workflow
+from ..engine import gates, kinds, ledger, lifecycle, parking
+from ..engine.journal import JournaledModel
+from ..engine.leases import Lease, fence
+from ..errors import FailureKind, NeedsAttention, StepFailure
+from ..models import Action, Execution, ExecutionEvent, ModelCall
+from ..reasons import StuckReason
+from ..redaction import redact
+from .modelclient import get_model_client
+
+JSON = dict[str, Any]
+TOOL_CALL_ARTIFACT_KIND = "tool_call"
+# Failures of a read-only tool the model is told about (it may try something else);
+# any other kind fails the step and its retry policy decides.
+TOLD_TO_THE_MODEL = (FailureKind.INVALID_INPUT, FailureKind.BUSINESS_REJECTION)
+
+
+class BudgetExceeded(NeedsAttention):
+    code = StuckReason.BUDGET_EXCEEDED
+
+
+def tool_call_document(tool: str, args: JSON) -> bytes:
+    """What a manager approves for a tool call: canonical JSON (sorted keys, no spaces, UTF-8)."""
+    return canonical_json({"args": args, "tool": tool})
+
+
+class _Park(Exception):
+    """Raised inside a call's handling: this call needs the approval gate first."""
+
+    def __init__(self, tool: Tool, call: ToolCall, effect: Effect, proposed: JSON | None, reopen: bool) -> None:
+        self.tool, self.call, self.effect, self.proposed, self.reopen = tool, call, effect, proposed, reopen
+
+
+class _Visit:
+    def __init__(self, lease: Lease, ctx: StepContext, workflow: Workflow, step: Step) -> None:
+        self.lease, self.ctx, self.workflow, self.step = lease, ctx, workflow, step
+        self.spec = step.agent
+        self.execution = ctx.execution
+        self.slot = f"{step.name}:r{self.execution.round}"
+        saved = self.execution.context.get("agents", {}).get(self.slot, {})
+        self.results: dict[str, JSON] = dict(saved.get("results", {}))  # call id → {tool, content, is_error}
+        self.unsaved: set[str] = set()
+        self.receipts: list[tuple[Action, JSON]] = []
+        self.progress: dict[str, JSON] = {}
+        self.messages: list[JSON] = [{"role": "user", "content": self.spec.instruction(ctx)}]
+        self.proposals: list[JSON] = []
+        self.refusals = 0
+        self.started = time.monotonic()
+        self.model = JournaledModel(get_model_client(), lease=lease, execution=self.execution, step=step.name)
+
+    # --- the loop
+
+    def run(self) -> kinds.Done | kinds.Parked:
+        while True:
+            self._check_budget()
+            response = self.model.ask(self._request(), also=self._save)
+            key = self.model.keys[-1]
+            self.ctx.add_hypothesis(response.text, source=key)
+            if not response.tool_calls:
+                return self._finish(response)
+            self.messages.append(
+                {
+                    "role": "assistant",
+                    "content": response.text,
+                    "tool_calls": [c.as_dict() for c in response.tool_calls],
+                }
+            )
+            for index, call in enumerate(response.tool_calls):
+                try:
+                    content, is_error = self._handle(call, key=key, index=index)
+                except _Park as park:
+                    self._park(park)
+                    return kinds.Parked()
+                self.messages.append(
+                    {
+                        "role": "tool",
+                        "tool_call_id": call.id,
+                        "name": call.name,
+                        "content": json.dumps(content, sort_keys=True),
+                        "is_error": is_error,
+                    }
+                )
+
+    def _request(self) -> ModelRequest:
+        allowed = self._allowed()
+        system = self.ctx.prompt(
+            "Resolve the task with the tools you may use now; answer without a tool call when done.",
+            tools=tuple((t.name, t.description) for t in allowed),
+            budget_tokens=self.spec.budget.context_tokens,
+        )
+        return ModelRequest(
+            prompt_id=self.spec.prompt_id,
+            prompt_version=self.step.prompt_version,
+            system=system,
+            messages=tuple(self.messages),
+            tools=tuple(t.spec for t in allowed),
+            offline_policy=self.spec.offline_policy,
+        )
+
+    def _allowed(self) -> list[Tool]:
+        progress = self._progress()
+        return [t for t in self.spec.tools if not t.why_not(progress)]
+
+    def _progress(self) -> Progress:
+        return Progress(input=self.ctx.input, results=dict(self.progress))
+
+    def _finish(self, response: ModelResponse) -> kinds.Done:
+        done_when = self.spec.done_when
+        if done_when is not None and not done_when(self._progress()):
+            raise NeedsAttention(
+                f"the model stopped before the task was done: {response.text[:300]}",
+                code=StuckReason.STEP_ERROR,
+                evidence={"answer": response.text[:2000], "tool_calls": self.proposals},
+            )
+        return kinds.Done(
+            {
+                "answer": response.text,
+                "tool_calls": self.proposals,
+                "model_calls": self.model.summary(),
+            }
+        )
+
+    # --- one proposal
+
+    def _handle(self, call: ToolCall, *, key: str, index: int) -> tuple[JSON, bool]:
+        tool = self.spec.tool(call.name)
+        progress = self._progress()
+        proposal = {"call": key, "tool": call.name, "args": call.args, "outcome": ""}
+        self.proposals.append(proposal)
+        try:
+            if tool is None:
+                raise Refused(f"there is no tool {call.name!r}")
+            why_not = tool.why_not(progress)
+            if why_not:
+                raise Refused(f"{call.name} is not allowed now: {why_not}")
+            args = tool.effective_args(call.args, progress)
+        except Refused as refused:
+            proposal["outcome"] = "refused"
+            return self._refuse(call, key=key, reason=str(refused)), True
+        proposal["effective_args"] = args
+        if not tool.effect:
+            content, is_error = self._read(tool, call, args)
+        else:
+            content, is_error = self._effect(tool, call, args, key=key, index=index)
+        proposal["outcome"] = "failed" if is_error else "done"
+        if not is_error:
+            self.progress[tool.name] = content
+            self._verified(tool, call, args, content, key=key, index=index)
+        return content, is_error
+
+    def _refuse(self, call: ToolCall, *, key: str, reason: str) -> JSON:
+        """Record the refusal once (a replay refuses the same call again without a new
+        event) and answer it to the model; too many refusals stop the step."""
+        self.refusals += 1
+        recorded = ExecutionEvent.objects.filter(
+            execution_id=self.lease.execution_id, type="tool_call.refused", payload__call=key, payload__id=call.id
+        ).exists()
+        if not recorded:
+            with transaction.atomic():
+                fence(self.lease)
+                execution = Execution.objects.get(pk=self.lease.execution_id)
+                lifecycle.record(
+                    execution,
+                    "tool_call.refused",
+                    step=self.step.name,
+                    actor_label=self.lease.owner,
+                    payload={"call": key, "id": call.id, "tool": call.name, "args": call.args, "reason": reason},
+                )
+        if self.refusals > self.spec.budget.max_refusals:
+            raise BudgetExceeded(
+                f"{self.refusals} proposals refused (at most {self.spec.budget.max_refusals}); last: {reason}",
+                evidence={"tool_calls": self.proposals},
+            )
+        return {"error": f"refused: {reason}"}
+
+    def _read(self, tool: Tool, call: ToolCall, args: JSON) -> tuple[JSON, bool]:
+        recorded = self.results.get(call.id)
+        if recorded is not None:
+            return recorded["content"], recorded["is_error"]
+        try:
+            with call_timeout(self.step.retry.timeout):
+                content, is_error = redact(tool.run(args, self._progress())), False
+        except StepFailure as failure:
+            if failure.kind not in TOLD_TO_THE_MODEL:
+                raise
+            content, is_error = {"error": failure.message}, True
+        self.results[call.id] = {"tool": tool.name, "content": content, "is_error": is_error}
+        self.unsaved.add(call.id)
+        return content, is_error
+
+    def _effect(self, tool: Tool, call: ToolCall, args: JSON, *, key: str, index: int) -> tuple[JSON, bool]:
+        recorded = self.results.get(call.id)  # a refusal by the provider, told to the model before
+        if recorded is not None:
+            return recorded["content"], recorded["is_error"]
+        effect_key = f"{key}:{tool.name}" + (f":{index}" if index else "")
+        effect = tool.run(args, self._progress(), effect_key)
+        if tool.needs_approval:
+            self._approved(tool, call, effect)
+        try:
+            with call_timeout(self.step.retry.timeout):
+                action, receipt = ledger.perform(
+                    lease=self.lease, step=self.step.name, action_type=tool.name, effect=effect
+                )
+        except StepFailure as failure:
+            if failure.kind not in TOLD_TO_THE_MODEL:
+                raise
+            self.results[call.id] = {"tool": tool.name, "content": {"error": failure.message}, "is_error": True}
+            self.unsaved.add(call.id)
+            return {"error": failure.message}, True
+        self.receipts.append((action, receipt))
+        return receipt, False
+
+    def _approved(self, tool: Tool, call: ToolCall, effect: Effect) -> None:
+        """Pass only with an approval of exactly these arguments; else park (first
+        visit, or what was asked lapsed) or stop for a person."""
+        gate_step = self._gate_step(tool)
+        gate = gates.get(tool.approval.kind)
+        outcome = gate.visit(self.execution, gate_step)
+        if outcome is None or isinstance(outcome, gates.Reopen):
+            raise _Park(tool, call, effect, call.args, reopen=outcome is not None)
+        if isinstance(outcome, gates.Attention):
+            raise NeedsAttention(outcome.reason, code=outcome.code)
+        approved = outcome.output.get("content_sha256")
+        running = hashlib.sha256(tool_call_document(tool.name, effect.args)).hexdigest()
+        if running != approved:
+            raise StepFailure(
+                FailureKind.PERMISSION,
+                f"{tool.name}: the arguments about to run ({running[:12]}) are not the approved ones ({approved[:12]})",
+                evidence={"approved_sha256": approved, "running_sha256": running, "args": effect.args},
+            )
+        view = copy.copy(self.execution)  # the gate reads its own outcome as the step's output
+        view.context = {**self.execution.context, "state": {**self.ctx.state, self.step.name: outcome.output}}
+        gate.check_effect(view, self.workflow, gate_step, effect)
+
+    def _gate_step(self, tool: Tool) -> Step:
+        return Step(name=self.step.name, label=self.step.label, kind=tool.approval.kind, spec=tool.approval)
+
+    def _verified(self, tool: Tool, call: ToolCall, args: JSON, content: JSON, *, key: str, index: int) -> None:
+        statement = tool.fact(args, content) if tool.fact is not None else None
+        if not statement:
+            shown = json.dumps(content, sort_keys=True, ensure_ascii=False)
+            statement = f"{tool.name}({json.dumps(args, sort_keys=True)}) returned {shown[:500]}"
+        seq = key.rsplit(":c", 1)[-1]
+        self.ctx.add_facts(
+            [
+                {
+                    "id": f"R{self.execution.round}C{seq}" + (f"-{index + 1}" if index else ""),
+                    "statement": statement,
+                    "source": f"{'receipt' if tool.effect else 'result'} of {tool.name}, call {key}",
+                }
+            ]
+        )
+
+    # --- budgets
+
+    def _check_budget(self) -> None:
+        budget = self.spec.budget
+        calls = self.model.seq
+        why = ""
+        if calls >= budget.max_calls:
+            why = f"{calls} model calls made (at most {budget.max_calls})"
+        elif self.model.tokens >= budget.max_tokens:
+            why = f"{self.model.tokens} tokens used (at most {budget.max_tokens})"
+        elif time.monotonic() - self.started >= budget.max_seconds:
+            why = f"worked {time.monotonic() - self.started:.0f} s (at most {budget.max_seconds:g} s)"
+        elif budget.max_cost is not None:
+            spent = (
+                ModelCall.objects.filter(
+                    execution_id=self.lease.execution_id, step=self.step.name, round=self.execution.round
+                ).aggregate(c=Sum("cost"))["c"]
+                or 0
+            )
+            if spent >= budget.max_cost:
+                why = f"cost {spent} spent (at most {budget.max_cost})"
+        if why:
+            raise BudgetExceeded(f"budget spent: {why}", evidence={"tool_calls": self.proposals})
+
+    # --- commits
+
+    def _save(self, execution: Execution) -> None:
+        """Inside the transaction that records a new model call: the results and receipts
+        gathered since the last one."""
+        for action, receipt in self.receipts:
+            ledger.mark_succeeded(
+                Action.objects.get(pk=action.pk), receipt, execution=execution, actor_label=self.lease.owner
+            )
+        self.receipts = []
+        if not self.unsaved:
+            return
+        state = execution.context
+        slot = state.setdefault("agents", {}).setdefault(self.slot, {"results": {}})
+        for call_id in sorted(self.unsaved):
+            slot["results"][call_id] = self.results[call_id]
+        execution.context = state
+        execution.save(update_fields=["context", "updated_at"])
+        self.unsaved = set()
+
+    def _park(self, park: _Park) -> None:
+        """One commit (``parking.park``): what was verified so far, the effective
+        arguments as an artifact version, the gate opened on that version, the effect
+        planned under it, and the execution parked (the worker lets it go)."""
+        tool, effect = park.tool, park.effect
+        blob = store.put(tool_call_document(tool.name, effect.args))
+
+        def prepare(execution: Execution) -> tuple[str, ...]:
+            self._save(execution)
+            execution.refresh_from_db(fields=["context"])
+            version = artifact_version_create(
+                execution=execution,
+                kind=TOOL_CALL_ARTIFACT_KIND,
+                title=f"{tool.name}: the arguments that will run",
+                blob=blob,
+                content_type="application/json",
+                step=self.step.name,
+            )
+            gates.new_version(version, actor_label=self.lease.owner)
+            # The notes stay as they were: the step's facts are committed when it completes,
+            # so its prompts rebuild identically when it runs again after the decision.
+            state = execution.context
+            state.setdefault("artifacts", {})[tool.approval.artifact] = version.as_ref()
+            execution.context = state
+            return ("context",)
+
+        planned = Step(name=self.step.name, label=self.step.label, kind=StepKind.EFFECT, action=tool.name)
+        parking.park(
+            self.lease,
+            gate=gates.get(tool.approval.kind),
+            step=self._gate_step(tool),
+            workflow=self.workflow,
+            reopen=park.reopen,
+            effects=[(planned, effect)],
+            prepare=prepare,
+            payload={"tool": tool.name, "proposed_args": park.proposed, "effective_args": effect.args},
+        )
+
+
+class ModelStep(kinds.StepHandler):
+    """A model step: its function is called with the model behind the journal (each call
+    recorded before the step goes on, replayed rather than asked again)."""
+
+    kind = StepKind.MODEL
+
+    def run(self, lease: Lease, ctx: StepContext, workflow: Workflow, step: Step) -> kinds.Done:
+        model = JournaledModel(get_model_client(), lease=lease, execution=ctx.execution, step=step.name)
+        output = step.fn(ctx, model) or {}
+        output["model_calls"] = model.summary()
+        return kinds.Done(output)
+
+
+class AgentStep(kinds.StepHandler):
+    """An agent step: the model proposes tool calls, the runtime decides (above)."""
+
+    kind = StepKind.AGENT
+
+    def run(self, lease: Lease, ctx: StepContext, workflow: Workflow, step: Step) -> kinds.Done | kinds.Parked:
+        return _Visit(lease, ctx, workflow, step).run()
+
+
+kinds.register(ModelStep())
+kinds.register(AgentStep())

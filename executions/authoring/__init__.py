@@ -1,0 +1,64 @@
+"""The authoring surface: everything a workflow module imports comes from here.
+
+    from executions.authoring import Effect, Workflow, WorkflowInput, parse_with, register
+
+    class HelloInput(WorkflowInput):
+        name: str
+
+    hello = register(Workflow(name="hello", version=1, title="Say hello",
+                              parse_input=parse_with(HelloInput), goal=lambda data: "Greet " + data["name"]))
+
+    @hello.step("greet", label="Greeting")
+    def greet(ctx):
+        return {"greeting": "hello " + ctx.input["name"]}
+
+A workflow reads as its business process: named steps with labels (``step``,
+``model_step``, ``agent``), effects with business keys (``effect`` returning an
+``Effect``), gates (``gate``, ``wait``); leases, checkpoints, the ledger, retries and
+the journal happen underneath, in the engine. The names below are the whole surface
+(DESIGN §4): ``Workflow``, ``WorkflowInput``, ``register``, ``Effect``,
+``ReceiptField``, ``RetryPolicy``, ``StepFailure``, ``Tool``, ``Budget`` and what
+using them takes (``parse_with`` for the input, ``FailureKind`` for a failure,
+``InvalidInput`` for a validator's own refusal, ``DB_INT_MAX`` to bound an integer,
+``request_json`` to call a service with failures sorted by type, ``ToolArgs``,
+``Progress`` and ``Refused`` for tools, ``Template`` for a bounded message to a third party, ``ModelRequest`` and ``Decision`` for an
+agent step's offline policy). The approval gate's spec is its app's:
+``approvals.gate.Approval``.
+
+Who imports this package: workflow modules, and every room of the runtime (the engine
+runs what is declared here). It imports nothing of the API (ninja), the engine or the
+agent runtime — an import-linter contract in pyproject.toml keeps it so.
+"""
+
+from ..errors import FailureKind, InvalidInput, StepFailure
+from ..storable import DB_INT_MAX
+from .http import request_json
+from .modelcalls import Decision, ModelRequest
+from .outbound import Template
+from .registry import register
+from .retry import RetryPolicy
+from .tools import Budget, Progress, Refused, Tool, ToolArgs
+from .workflow import Effect, ReceiptField, Workflow, WorkflowInput, parse_with
+
+__all__ = [
+    "DB_INT_MAX",
+    "Budget",
+    "Decision",
+    "Effect",
+    "FailureKind",
+    "InvalidInput",
+    "ModelRequest",
+    "Progress",
+    "ReceiptField",
+    "Refused",
+    "RetryPolicy",
+    "StepFailure",
+    "Template",
+    "Tool",
+    "ToolArgs",
+    "Workflow",
+    "WorkflowInput",
+    "parse_with",
+    "register",
+    "request_json",
+]

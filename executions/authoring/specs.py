@@ -1,0 +1,68 @@
+"""What a workflow says about a gate step: its spec. A leaf, so the authoring surface,
+the engine and every gate (``approvals.gate``, ``executions.waits``) share it without
+importing each other.
+
+``GateSpec.kind`` names the registered gate that runs the step
+(``executions.engine.gates``); a gate kind subclasses it with what it needs
+(``approvals.gate.Approval``: the artifact and the action). ``WaitFor`` is the wait
+gate's: ``flow.wait(…)`` builds it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import pydantic
+
+from ..errors import InvalidInput
+
+JSON = dict[str, Any]
+
+
+class GateSpec:
+    """What a workflow says about one gate step; ``kind`` names the gate that runs it."""
+
+    kind: ClassVar[str]
+
+
+@dataclass(frozen=True, kw_only=True)
+class WaitFor(GateSpec):
+    """A wait gate's spec: the signal ``signal`` (or, with ``signal=""``, only a timer),
+    for at most ``timeout`` seconds: a number, or a function of the execution's input.
+    Past the timeout, a signal wait needs attention (``waiting_overdue``); a timer
+    simply goes on. ``payload``: the schema the signal's payload must meet (a pydantic
+    model, strict, unknown fields refused); without one the signal carries none."""
+
+    kind: ClassVar[str] = "wait"
+    signal: str
+    timeout: float | Callable[[JSON], float]
+    payload: type[pydantic.BaseModel] | None = None
+
+    def parse_payload(self, raw: Any) -> JSON:
+        """The payload as the schema reads it; InvalidInput naming ``payload.<field>``."""
+        if self.payload is None:
+            if raw in (None, {}):
+                return {}
+            raise InvalidInput("payload", f"the wait for {self.signal} takes no payload")
+        if raw is None:
+            raw = {}
+        if not isinstance(raw, dict):
+            raise InvalidInput("payload", "must be a JSON object")
+        try:
+            return self.payload.model_validate(raw).model_dump(mode="json", exclude_none=True)
+        except pydantic.ValidationError as exc:
+            error = exc.errors(include_url=False)[0]
+            field = ".".join(["payload", *(str(p) for p in error["loc"])])
+            if error["type"] == "extra_forbidden":
+                reason = f"unknown field (allowed: {', '.join(self.payload.model_fields)})"
+            else:
+                reason = error["msg"].removeprefix("Value error, ")
+            raise InvalidInput(field, reason) from None
+
+    def timeout_seconds(self, input: JSON) -> float:
+        seconds = self.timeout(input) if callable(self.timeout) else self.timeout
+        if not seconds or seconds <= 0:
+            raise ValueError(f"a wait's timeout must be positive (got {seconds!r})")
+        return float(seconds)

@@ -1,0 +1,151 @@
+"""What an agent step may do: its tools, its budget, and how it is declared.
+
+A workflow declares an agent step with ``flow.agent(name, label=…, tools=[…], …)``.
+Each ``Tool`` says what it does (the model reads ``description``), its arguments as a
+pydantic model (strict, unknown fields refused), whether it is read-only or an
+effect, whether it needs an approval first (the gate spec, e.g.
+``Approval(artifact=…, action=…)``), when it is allowed, and how its arguments are
+normalised into the *effective* arguments that will run. The model only proposes;
+``executions.agent.steps`` decides.
+
+A tool whose effect sends text to a third party (``third_party=True``: a customer's
+inbox) needs an approval, or declares the fixed ``templates`` it sends and takes only
+bounded arguments (executions.authoring.outbound): declaring it otherwise fails at import.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pydantic
+
+from .modelcalls import Decision, ModelRequest, ToolSpec
+from .outbound import FREE_TEXT_CHARS, Template, unbounded_text
+from .specs import GateSpec
+
+JSON = dict[str, Any]
+
+
+class ToolArgs(pydantic.BaseModel):
+    """Base of every tool's arguments: typed, nothing coerced, unknown fields refused."""
+
+    model_config = pydantic.ConfigDict(extra="forbid", strict=True)
+
+
+class Refused(Exception):
+    """A proposal the runtime will not run; the message is told to the model."""
+
+
+@dataclass(frozen=True)
+class Progress:
+    """What an agent step has established so far: the execution's input, and the last
+    successful result of each tool (a read's answer, an effect's receipt)."""
+
+    input: JSON
+    results: dict[str, JSON]
+
+    def done(self, tool: str) -> bool:
+        return tool in self.results
+
+
+@dataclass(frozen=True, kw_only=True)
+class Tool:
+    """One tool. ``run(args, progress)`` returns a read's result (a JSON object), or for
+    an effect ``run(args, progress, key)`` returns the ``Effect`` (key given by the
+    runtime, derived from the model call). ``allowed(progress)`` answers "" when the tool
+    may be used now, else why not. ``normalise(args, progress)`` returns the effective
+    arguments (clamped, defaulted), or raises Refused. ``fact(args, result)`` words the
+    verified fact a result becomes."""
+
+    name: str
+    description: str
+    args: type[ToolArgs]
+    run: Callable[..., Any]
+    effect: bool = False
+    approval: GateSpec | None = None  # needs_approval: the gate bound to the effective arguments
+    allowed: Callable[[Progress], str] | None = None
+    normalise: Callable[[JSON, Progress], JSON] | None = None
+    fact: Callable[[JSON, JSON], str] | None = None
+    third_party: bool = False  # its effect sends text to someone outside (a customer)
+    templates: tuple[Template, ...] = ()  # what it sends, when no approval guards it
+
+    def __post_init__(self) -> None:
+        if not self.third_party:
+            return
+        if not self.effect:
+            raise ValueError(f"tool {self.name}: third_party applies to effects")
+        if self.needs_approval:
+            return
+        if not self.templates:
+            raise ValueError(
+                f"tool {self.name} sends text to a third party: it needs an approval, or the templates it sends"
+            )
+        free = unbounded_text(self.args)
+        if free:
+            raise ValueError(
+                f"tool {self.name} sends text to a third party without an approval, so its arguments must be "
+                f"bounded (an enum, or a pattern of at most {FREE_TEXT_CHARS} characters): {', '.join(free)} "
+                "is free text"
+            )
+
+    @property
+    def needs_approval(self) -> bool:
+        return self.approval is not None
+
+    @property
+    def spec(self) -> ToolSpec:
+        schema = self.args.model_json_schema()
+        schema.pop("title", None)
+        return ToolSpec(name=self.name, description=self.description, parameters=schema)
+
+    def why_not(self, progress: Progress) -> str:
+        return self.allowed(progress) if self.allowed is not None else ""
+
+    def effective_args(self, raw: JSON | None, progress: Progress) -> JSON:
+        """Validate the proposed arguments and normalise them. Fail closed: anything the
+        schema doesn't accept exactly raises Refused, naming the problem."""
+        if raw is None:
+            raise Refused(f"the arguments of {self.name} are not a JSON object")
+        try:
+            args = self.args.model_validate(raw).model_dump(mode="json")
+        except pydantic.ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}"
+                for e in exc.errors(include_url=False)
+            )
+            raise Refused(f"invalid arguments for {self.name}: {problems}") from None
+        return self.normalise(args, progress) if self.normalise is not None else args
+
+
+@dataclass(frozen=True, kw_only=True)
+class Budget:
+    """What one visit of an agent step may spend before a person must look
+    (needs_attention ``budget_exceeded``): model calls and tokens in this round, cost
+    when the provider reports it, seconds of work (waits for people not counted),
+    refused proposals, and the context's token budget (None: RUNTIME_CONTEXT_TOKENS)."""
+
+    max_calls: int = 12
+    max_tokens: int = 60_000
+    max_cost: float | None = None
+    max_seconds: float = 300
+    max_refusals: int = 3
+    context_tokens: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class AgentSpec:
+    """An agent step: the template (``prompt_id``, the step's ``prompt_version``), the
+    task ``instruction(ctx)``, its tools, its budget, when it is done (``done_when``:
+    a final answer before that needs a person), and how the offline model plays it."""
+
+    prompt_id: str
+    instruction: Callable[[Any], str]
+    tools: tuple[Tool, ...]
+    budget: Budget = field(default_factory=Budget)
+    done_when: Callable[[Progress], bool] | None = None
+    offline_policy: Callable[[ModelRequest], Decision] | None = None
+
+    def tool(self, name: str) -> Tool | None:
+        return next((t for t in self.tools if t.name == name), None)

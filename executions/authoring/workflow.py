@@ -1,0 +1,391 @@
+"""The small API a workflow is written in.
+
+A workflow reads as the business process: named steps with labels, a model step,
+gates (an approval bound to an artifact, a wait for a signal), effects with business
+keys::
+
+    flow = Workflow("monthly_report", version=1, title="Monthly report", parse_input=..., goal=...)
+
+    @flow.step("retrieve_figures", label="Retrieving figures")
+    def retrieve(ctx): return {...}
+
+    flow.gate("review", label="Awaiting approval", spec=Approval(artifact="report", action="publish_report"))
+
+    @flow.effect("publish", label="Publishing", action="publish_report", guarded_by="review")
+    def publish(ctx): return Effect(key=f"{ctx.ref}:publish:v{...}", args={...}, call=..., lookup=...)
+
+    flow.wait("confirmation", label="Waiting for the shipment", signal="shipment_confirmed",
+              timeout=lambda input: input["confirm_within_seconds"])
+
+Leases, checkpoints, the ledger, retries and recording happen underneath (runner);
+gates are run by the gate of their spec's kind (executions.engine.gates).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+import pydantic
+from django.conf import settings
+
+from ..errors import InvalidInput
+from ..storable import text_refusal
+from .outbound import Template
+from .retry import DEFAULT as DEFAULT_RETRY
+from .retry import RetryPolicy
+from .specs import GateSpec, WaitFor
+from .tools import AgentSpec, Budget, Tool
+
+JSON = dict[str, Any]
+# The optional ``constraints`` every workflow takes: how many, and how long each.
+MAX_CONSTRAINTS = 20
+MAX_CONSTRAINT_LENGTH = 500
+
+
+class StepKind(StrEnum):
+    COMPUTE = "compute"  # safe to rerun until checkpointed
+    MODEL = "model"  # the response is recorded and never asked again once checkpointed
+    EFFECT = "effect"  # an external side effect, only through the ledger
+    AGENT = "agent"  # a model proposes tool calls; the runtime decides (executions.agent.steps)
+    # Gates (executions.engine.gates): the execution stops until something outside happens.
+    APPROVAL = "approval"  # a person decides on one artifact version (approvals.gate)
+    WAIT = "wait"  # a named signal, or a timer (executions.waits)
+
+
+def parse_constraints(raw: JSON) -> list[str]:
+    """The optional ``constraints`` input every workflow accepts: extra mandatory
+    instructions for the agent, at most ``MAX_CONSTRAINTS`` of at most
+    ``MAX_CONSTRAINT_LENGTH`` characters. Raises InvalidInput naming ``input.constraints``."""
+    constraints = raw.get("constraints", [])
+    if not isinstance(constraints, list) or not all(isinstance(c, str) and c.strip() for c in constraints):
+        raise InvalidInput("input.constraints", "must be a list of non-empty strings")
+    if len(constraints) > MAX_CONSTRAINTS:
+        raise InvalidInput("input.constraints", f"at most {MAX_CONSTRAINTS} constraints (got {len(constraints)})")
+    for index, constraint in enumerate(constraints):
+        if len(constraint) > MAX_CONSTRAINT_LENGTH:
+            raise InvalidInput(f"input.constraints.{index}", f"at most {MAX_CONSTRAINT_LENGTH} characters")
+        reason = text_refusal(constraint)
+        if reason:
+            raise InvalidInput(f"input.constraints.{index}", reason)
+    return [c.strip() for c in constraints]
+
+
+class WorkflowInput(pydantic.BaseModel):
+    """Base of every workflow's input, declared as a pydantic model: fields are typed,
+    nothing is coerced, an unknown field is refused, and every workflow takes the
+    optional ``constraints``. ``parse_with(Model)`` makes the workflow's ``parse_input``;
+    a refusal is InvalidInput naming ``input.<field>`` (the API's 422). A field's first
+    ``examples`` entry is quoted when it is missing. A validator may raise InvalidInput
+    itself to say exactly why (a month outside the snapshot)."""
+
+    model_config = pydantic.ConfigDict(extra="forbid", strict=True)
+
+    constraints: list[str] = pydantic.Field(default_factory=list)
+
+    @pydantic.field_validator("constraints", mode="before")
+    @classmethod
+    def _constraints(cls, value: Any) -> list[str]:
+        return parse_constraints({"constraints": value})
+
+
+def parse_with(model: type[WorkflowInput]) -> Callable[[JSON], JSON]:
+    """``parse_input`` for a workflow whose input is ``model``: the validated input as JSON."""
+
+    def parse(raw: JSON) -> JSON:
+        try:
+            return model.model_validate(raw).model_dump(mode="json")
+        except pydantic.ValidationError as exc:
+            raise _refusal(model, exc.errors(include_url=False)[0]) from None
+
+    return parse
+
+
+def _refusal(model: type[WorkflowInput], error: dict[str, Any]) -> InvalidInput:
+    loc = [str(part) for part in error["loc"]]
+    field = ".".join(["input", *loc])
+    if error["type"] == "extra_forbidden":
+        return InvalidInput(field, f"unknown field (allowed: {', '.join(model.model_fields)})")
+    if error["type"] == "missing" and loc and loc[0] in model.model_fields:
+        examples = model.model_fields[loc[0]].examples
+        return InvalidInput(field, f"required, e.g. {examples[0]!r}".replace("'", '"') if examples else "required")
+    return InvalidInput(field, error["msg"].removeprefix("Value error, "))
+
+
+@dataclass(frozen=True, kw_only=True)
+class Effect:
+    """One external side effect, described before it happens.
+
+    ``key`` is the business identity (``RUN_0001:publish:v2``), stable across retries.
+    ``call(args, key)`` performs it and returns the provider's receipt, raising
+    ``StepFailure`` to say how it failed. ``lookup(key, args)`` asks the provider whether
+    it already happened (receipt or None). ``honors_key``: the provider deduplicates
+    on the key, so re-sending with the same key is safe.
+    """
+
+    key: str
+    args: JSON
+    call: Callable[[JSON, str], JSON]
+    lookup: Callable[[str, JSON], JSON | None] | None = None
+    honors_key: bool = True
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReceiptField:
+    """A receipt field the steps after an effect read (``order_id`` of a submitted order).
+
+    When an operator resolves an unknown outcome as succeeded, the runtime can't ask
+    the provider, so the operator gives these fields; each must match ``pattern``
+    (whole value). ``label`` and ``example`` are what the form shows.
+    """
+
+    name: str
+    label: str
+    pattern: str = r".+"
+    example: str = ""
+    max_length: int = 200
+
+    def problem(self, value: object) -> str:
+        """Why ``value`` is not acceptable for this field, or "" when it is."""
+        if not isinstance(value, str) or not value.strip():
+            example = f", e.g. {self.example}" if self.example else ""
+            return f"required when the outcome is succeeded: {self.label}{example}"
+        if len(value) > self.max_length:
+            return f"at most {self.max_length} characters"
+        if "\x00" in value or not re.fullmatch(self.pattern, value.strip()):
+            example = f" (e.g. {self.example})" if self.example else ""
+            return f"{self.label} must match {self.pattern}{example}"
+        return ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Step:
+    name: str
+    label: str
+    kind: str  # a StepKind
+    fn: Callable[..., Any] | None = None
+    prompt_version: str = ""
+    action: str = ""  # effect: the ledger action type
+    guarded_by: str = ""  # effect: the gate step that must let it through (checked right before the call)
+    retry: RetryPolicy = DEFAULT_RETRY
+    spec: GateSpec | None = None  # gate: what the gate of kind ``spec.kind`` needs
+    timeout_seconds: float | None = None  # how long one attempt may run; None: the workflow's
+    receipt_fields: tuple[ReceiptField, ...] = ()  # effect: what the next steps read from its receipt
+    agent: AgentSpec | None = None  # agent: its tools, budget and template
+    third_party: bool = False  # effect: sends text to someone outside (executions.authoring.outbound)
+    templates: tuple[Template, ...] = ()  # effect: the fixed messages it sends, when no gate guards it
+
+    @property
+    def is_gate(self) -> bool:
+        return self.spec is not None
+
+
+@dataclass(kw_only=True)
+class Workflow:
+    name: str
+    version: int
+    title: str
+    parse_input: Callable[[JSON], JSON]  # raises executions.errors.InvalidInput
+    goal: Callable[[JSON], str]
+    constraints: Callable[[JSON], list[str]] = lambda _input: []
+    deadline_seconds: float | None = None  # from start; past it the execution stops
+    step_timeout_seconds: float | None = None  # each step's timeout unless it names its own
+    steps: list[Step] = field(default_factory=list)
+    # action type → fn(args, receipt) describing how to undo a done effect (recorded on cancel)
+    compensations: dict[str, Callable[[JSON, JSON], JSON]] = field(default_factory=dict)
+
+    # --- declaring steps
+
+    def step(
+        self, name: str, *, label: str, retry: RetryPolicy = DEFAULT_RETRY, timeout: float | None = None
+    ) -> Callable:
+        return self._decorator(name=name, label=label, kind=StepKind.COMPUTE, retry=retry, timeout_seconds=timeout)
+
+    def model_step(
+        self,
+        name: str,
+        *,
+        label: str,
+        prompt_version: str,
+        retry: RetryPolicy = DEFAULT_RETRY,
+        timeout: float | None = None,
+    ) -> Callable:
+        return self._decorator(
+            name=name,
+            label=label,
+            kind=StepKind.MODEL,
+            prompt_version=prompt_version,
+            retry=retry,
+            timeout_seconds=timeout,
+        )
+
+    def agent(
+        self,
+        name: str,
+        *,
+        label: str,
+        prompt_id: str,
+        prompt_version: str,
+        instruction: Callable[[Any], str],
+        tools: list[Tool],
+        budget: Budget | None = None,
+        done_when: Callable | None = None,
+        offline_policy: Callable | None = None,
+        retry: RetryPolicy = DEFAULT_RETRY,
+        timeout: float | None = None,
+    ) -> None:
+        """An agent step: the model proposes calls of ``tools``; the runtime checks each is
+        allowed now, validates and normalises its arguments, runs reads at once, sends
+        effects through the ledger and asks for approval where a tool needs it
+        (executions.agent.steps). Its prompt is built from the execution's notes and
+        ``instruction(ctx)``, never from a chat history."""
+        names = [t.name for t in tools]
+        if len(set(names)) != len(names):
+            raise ValueError(f"{self.name} v{self.version}: agent {name} declares a tool twice")
+        spec = AgentSpec(
+            prompt_id=prompt_id,
+            instruction=instruction,
+            tools=tuple(tools),
+            budget=budget or Budget(),
+            done_when=done_when,
+            offline_policy=offline_policy,
+        )
+        self._add(
+            Step(
+                name=name,
+                label=label,
+                kind=StepKind.AGENT,
+                prompt_version=prompt_version,
+                retry=retry,
+                timeout_seconds=timeout,
+                agent=spec,
+            )
+        )
+
+    def effect(
+        self,
+        name: str,
+        *,
+        label: str,
+        action: str,
+        guarded_by: str = "",
+        retry: RetryPolicy = DEFAULT_RETRY,
+        receipt: tuple[ReceiptField, ...] = (),
+        third_party: bool = False,
+        templates: tuple[Template, ...] = (),
+    ) -> Callable:
+        """An external side effect. ``guarded_by`` names the gate step that must let it
+        through (its gate's ``check_effect`` runs right before the call). ``receipt``
+        names the receipt fields later steps read, so an operator resolving an unknown
+        outcome must supply them. ``third_party``: it sends text to someone outside; no
+        gate guarding it, it must declare the ``templates`` it fills (executions.authoring.outbound)."""
+        return self._decorator(
+            name=name,
+            label=label,
+            kind=StepKind.EFFECT,
+            action=action,
+            guarded_by=guarded_by,
+            retry=retry,
+            receipt_fields=tuple(receipt),
+            third_party=third_party,
+            templates=tuple(templates),
+        )
+
+    def gate(self, name: str, *, label: str, spec: GateSpec) -> None:
+        """A gate step, run by the registered gate of kind ``spec.kind``."""
+        self._add(Step(name=name, label=label, kind=spec.kind, spec=spec))
+
+    def wait(
+        self,
+        name: str,
+        *,
+        label: str,
+        signal: str,
+        timeout: float | Callable[[JSON], float],
+        payload: type[pydantic.BaseModel] | None = None,
+    ) -> None:
+        """Wait for the signal ``signal`` (``POST …/events`` with ``type: "signal"``) for
+        at most ``timeout`` seconds (a function of the input, or a number). ``payload``:
+        the schema its payload must meet (none: it carries none)."""
+        self.gate(name, label=label, spec=WaitFor(signal=signal, timeout=timeout, payload=payload))
+
+    def compensation(self, action: str) -> Callable:
+        """Declare how a done ``action`` would be undone if the execution is cancelled after it.
+
+        The runtime records the compensation as a planned action; it never runs it
+        on its own, because undoing is a business decision.
+        """
+
+        def register(fn: Callable[[JSON, JSON], JSON]) -> Callable:
+            self.compensations[action] = fn
+            return fn
+
+        return register
+
+    def _decorator(self, **spec: Any) -> Callable:
+        def register(fn: Callable) -> Callable:
+            self._add(Step(fn=fn, **spec))
+            return fn
+
+        return register
+
+    def _add(self, step: Step) -> None:
+        if step.guarded_by and not any(s.name == step.guarded_by and s.is_gate for s in self.steps):
+            raise ValueError(
+                f"{self.name} v{self.version}: {step.name} is guarded by {step.guarded_by!r}, no gate before it"
+            )
+        if any(s.name == step.name for s in self.steps):
+            raise ValueError(f"{self.name} v{self.version}: step {step.name!r} declared twice")
+        if step.third_party and not step.guarded_by and not step.templates:
+            raise ValueError(
+                f"{self.name} v{self.version}: {step.name} sends text to a third party: guard it with an approval, "
+                "or declare the templates it sends (executions.authoring.outbound)"
+            )
+        self.steps.append(step)
+
+    # --- reading the plan
+
+    @property
+    def first_step(self) -> str:
+        return self.steps[0].name
+
+    def get_step(self, name: str) -> Step:
+        for step in self.steps:
+            if step.name == name:
+                return step
+        raise KeyError(f"{self.name} v{self.version} has no step {name!r}")
+
+    def next_step(self, name: str) -> str:
+        """The step after ``name``, or "" when ``name`` is the last."""
+        names = [s.name for s in self.steps]
+        index = names.index(name)
+        return names[index + 1] if index + 1 < len(names) else ""
+
+    def timeout_for(self, name: str) -> float | None:
+        """How long one attempt of step ``name`` may run (None for a gate: it waits by design)."""
+        try:
+            step = self.get_step(name)
+        except KeyError:
+            return None
+        if step.is_gate:
+            return None
+        return step.timeout_seconds or self.step_timeout_seconds or settings.RUNTIME_STEP_TIMEOUT_SECONDS
+
+    def third_party_messages(self) -> list[tuple[str, Template]]:
+        """(where, template): every message this workflow sends to a third party without an
+        approval of its own (executions.authoring.outbound), for the approval page to show."""
+        found = []
+        for step in self.steps:
+            found += [(step.label, template) for template in step.templates]
+            for tool in step.agent.tools if step.agent else ():
+                found += [(f"{step.label}: {tool.name}", template) for template in tool.templates]
+        return found
+
+    def label_for(self, name: str) -> str:
+        try:
+            return self.get_step(name).label
+        except KeyError:
+            return name

@@ -1,0 +1,79 @@
+"""What keeps an execution from going back to work: the one rule behind a resume.
+
+An action whose outcome is unknown (or left ``executing`` by a stopped execution) and
+not yet resolved, or a gate's grant that went stale (``executions.engine.gates.StaleGrant``:
+an approval of a version that is no longer the newest, by an approver who lost the
+authority) guarding an effect still to run, blocks the step it belongs to; an
+undeployed workflow version blocks everything. ``services.execution_resume`` refuses
+(409, naming each blocker) while there is one; the resume preview
+(``triage.preview``) says the same thing before anyone asks. Read only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .authoring import registry
+from .authoring.workflow import Workflow
+from .engine import gates
+from .models import Action, Execution, Status
+
+
+@dataclass(frozen=True)
+class Blocker:
+    """What must be resolved before ``step`` (and so the execution) can go on."""
+
+    sentence: str
+    step: str = ""  # "" for the execution as a whole
+    key: str = ""  # the action, for an unknown outcome
+
+
+def workflow_of(execution: Execution) -> Workflow | None:
+    try:
+        return registry.get(execution.workflow, execution.workflow_version)
+    except registry.UnknownWorkflow:
+        return None
+
+
+def blockers(
+    execution: Execution, *, actions: list[Action] | None = None, stale: list[gates.StaleGrant] | None = None
+) -> list[Blocker]:
+    """What keeps ``execution`` from going back to work, whatever its status: an
+    unresolved outcome, a stale approval guarding an effect still to run, an undeployed
+    workflow version."""
+    workflow = workflow_of(execution)
+    if workflow is None:
+        return [Blocker(f"{execution.workflow} v{execution.workflow_version} is not deployed here: nothing can run it")]
+    actions = list(execution.actions.order_by("id")) if actions is None else actions
+    found = [
+        Blocker(
+            f"the outcome of {a.key} is unknown ({a.attempts} attempt{'s' if a.attempts != 1 else ''}): establish "
+            "it at the provider and resolve it with evidence first",
+            step=a.step,
+            key=a.key,
+        )
+        for a in actions
+        if _unresolved(a, execution)
+    ]
+    ahead = set(_names(workflow)[resume_position(workflow, execution) :])
+    for grant in gates.stale_of(execution) if stale is None else stale:
+        guarded = [s.name for s in workflow.steps if s.guarded_by == grant.step and s.name in ahead]
+        if guarded:
+            found.append(Blocker(f"{grant.step} no longer lets {guarded[0]} through: {grant.why}", step=guarded[0]))
+    return found
+
+
+def _unresolved(action: Action, execution: Execution) -> bool:
+    if action.status == Action.State.UNKNOWN:
+        return True
+    return action.status == Action.State.EXECUTING and execution.status != Status.RUNNING
+
+
+def _names(workflow: Workflow) -> list[str]:
+    return [s.name for s in workflow.steps]
+
+
+def resume_position(workflow: Workflow, execution: Execution) -> int:
+    """Where a resume starts: the current step's index (past the end once completed)."""
+    names = _names(workflow)
+    return names.index(execution.current_step) if execution.current_step in names else len(names)

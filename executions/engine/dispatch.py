@@ -1,0 +1,42 @@
+"""Ringing the doorbell: a Celery message that says "look at execution X".
+
+Messages may be lost, duplicated or late; the lease decides who runs and the sweeper
+re-rings for anything runnable that nobody is working on. The message is sent by the
+task's name (``ADVANCE``), as beat sends the sweep's: this module knows the record and
+the broker, never the task's code (``executions.tasks``).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from celery import current_app
+from django.db import transaction
+from django.db.models.functions import Now
+
+from ..models import Execution
+
+# The Celery task that runs one slice of an execution (executions.tasks.advance).
+ADVANCE = "executions.advance"
+
+log = logging.getLogger(__name__)
+
+
+def dispatch_on_commit(execution_id: int) -> None:
+    """Inside a transaction: note the dispatch and send the message after commit."""
+    Execution.objects.filter(pk=execution_id).update(dispatched_at=Now())
+    send_on_commit(execution_id)
+
+
+def send_on_commit(execution_id: int) -> None:
+    """Send the message after commit, for a row that already notes the dispatch (an
+    execution created with ``dispatched_at``: one statement fewer)."""
+    transaction.on_commit(lambda: send(execution_id))
+
+
+def send(execution_id: int) -> None:
+    """Send now. A broker failure is logged, not raised: the sweeper will re-send."""
+    try:
+        current_app.send_task(ADVANCE, args=(execution_id,))
+    except Exception:
+        log.exception("could not enqueue execution %s; the sweeper will re-dispatch it", execution_id)

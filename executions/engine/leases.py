@@ -1,0 +1,287 @@
+"""Ownership of an execution by one worker: lease, heartbeat, fencing token.
+
+A worker owns an execution while ``lease_expires_at`` (compared with the database
+clock) is in the future. Each acquisition increments ``lease_token``, and every write
+the worker makes is conditional on it, so a worker that lost its lease can't commit
+anything: either the write is itself the fenced UPDATE (the claim, a checkpoint, the
+completion: ``fence_conditions`` in its WHERE, through the fenced writer), or it runs
+in a transaction whose first statement is ``fence`` — an UPDATE conditional on the
+token, which on PostgreSQL also holds the row lock until commit (the ledger's writes,
+a model call's journal row, a failed step, parking at a gate).
+
+The lease fields (``lease_token``, ``lease_owner``, ``lease_expires_at``) are written
+here and nowhere else: the claim takes them, ``fence`` and the heartbeat extend them,
+``release`` and ``given_back`` give them back.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+import os
+import socket
+import threading
+import uuid
+from dataclasses import dataclass, field
+from datetime import timedelta
+from functools import cache
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.db.models import DateTimeField, ExpressionWrapper, Q, Value
+from django.db.models.functions import Now
+
+from ..models import Execution, Status
+from . import lifecycle, writer
+
+log = logging.getLogger(__name__)
+
+
+@cache
+def worker_identity() -> str:
+    """Who holds a lease: host, pid and a per-process nonce (pids are reused)."""
+    return f"worker:{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+
+
+class LeaseLost(Exception):
+    """This worker's token is no longer the execution's token: stop, write nothing."""
+
+
+@dataclass(frozen=True)
+class Lease:
+    execution_id: int
+    token: int
+    owner: str
+    # Set on a takeover from a worker whose step ran past its timeout: that worker.
+    overran_by: str = ""
+    # The row as the claim left it (annotated with ``db_now``), for the slice to start from.
+    row: Execution | None = field(default=None, compare=False, repr=False)
+
+
+def _expiry() -> ExpressionWrapper:
+    seconds = settings.RUNTIME_LEASE_SECONDS
+    return ExpressionWrapper(Now() + Value(timedelta(seconds=seconds)), output_field=DateTimeField())
+
+
+def in_seconds(seconds: float | None) -> ExpressionWrapper | None:
+    """``now() + seconds`` on the database clock (None for None)."""
+    if seconds is None:
+        return None
+    return ExpressionWrapper(Now() + Value(timedelta(seconds=seconds)), output_field=DateTimeField())
+
+
+def step_deadline(execution: Execution, step: str) -> ExpressionWrapper | None:
+    """When the attempt at ``step`` that starts now must be done by (its timeout)."""
+    from ..authoring import registry
+
+    try:
+        return in_seconds(registry.get(execution.workflow, execution.workflow_version).timeout_for(step))
+    except registry.UnknownWorkflow:
+        return None
+
+
+CLAIM_TRANSITION = {
+    Status.PENDING: "start",
+    Status.RETRY_PENDING: "retry",
+    Status.WAITING: "wake",
+}
+
+
+def acquire(execution_id: int, *, owner: str) -> Lease | None:
+    """Take the execution if it is runnable and nobody holds a live lease on it.
+
+    Returns None when another claimer has it, or it is not runnable, not yet due, or
+    leased. A takeover of an expired lease is a lease change recorded as an event, not
+    a transition. The lease carries the row, so the slice starts without reading it
+    again.
+
+    One transaction: the row locked (others skip it) and read with the database clock,
+    then the lease — and the claim's transition, checked by django-fsm — written with
+    its events, fenced on the lease token and expiry the row was read with (the fenced
+    writer, executions.engine.writer: on PostgreSQL one statement, so two statements,
+    four round trips, one commit; elsewhere the ORM writes the same rows).
+    """
+    with transaction.atomic():
+        return _claim(execution_id, owner=owner)
+
+
+def _claim(execution_id: int, *, owner: str) -> Lease | None:
+    row = (
+        Execution.objects.select_for_update(skip_locked=True, no_key=True)
+        .filter(pk=execution_id, status__in=[Status.RUNNING, *CLAIM_TRANSITION])
+        .annotate(db_now=Now())
+        .first()
+    )
+    if row is None:
+        return None
+    waiting = row.status in (Status.RETRY_PENDING, Status.WAITING)
+    if waiting and not (row.due_at is not None and row.due_at <= row.db_now):
+        return None
+    if row.lease_expires_at is not None and row.lease_expires_at >= row.db_now:
+        return None  # somebody holds a live lease (the row lock makes this check final)
+    read = {"pk": row.pk, "lease_token": row.lease_token, "lease_expires_at": row.lease_expires_at}
+    previous = row.lease_owner
+    overran = (
+        row.status == Status.RUNNING and previous and row.step_deadline is not None and row.step_deadline < row.db_now
+    )
+    row.lease_token += 1
+    row.lease_owner = owner
+    row.lease_expires_at = _expiry()
+    row.step_deadline = step_deadline(row, row.current_step)
+    lease = Lease(
+        execution_id=row.pk, token=row.lease_token, owner=owner, overran_by=previous if overran else "", row=row
+    )
+    taken_over = (
+        lifecycle.event(
+            row,
+            "lease.taken_over",
+            step=row.current_step,
+            actor_label=owner,
+            payload={"previous_owner": previous, "token": lease.token},
+        )
+        if previous
+        else None
+    )
+    try:
+        if row.status in CLAIM_TRANSITION:
+            lifecycle.apply(
+                row,
+                CLAIM_TRANSITION[row.status],
+                actor_label=owner,
+                payload={"token": lease.token},
+                update_fields=LEASE_FIELDS,
+                where=read,
+                with_rows=(taken_over,) if taken_over else (),
+            )
+        else:
+            lease_values = {f: getattr(row, f) for f in LEASE_FIELDS}
+            extra = [taken_over] if taken_over else []
+            if writer.write(lease_values, {**read, "status": row.status}, extra) is None:
+                return None
+    except lifecycle.Fenced:
+        return None  # the row changed under the lock's back (it can't, but the fence says so)
+    return lease
+
+
+LEASE_FIELDS = ("lease_token", "lease_owner", "lease_expires_at", "step_deadline")
+
+
+# A fenced write found the row not as this worker left it (``diagnose`` says how).
+Fenced = lifecycle.Fenced
+
+
+def fence_conditions(lease: Lease, step: str | None = None) -> dict:
+    """The WHERE of a fenced write: our lease, running, and (with ``step``) still at it."""
+    conditions = {
+        "pk": lease.execution_id,
+        "lease_token": lease.token,
+        "lease_owner": lease.owner,
+        "status": Status.RUNNING,
+    }
+    if step is not None:
+        conditions["current_step"] = step
+    return conditions
+
+
+def checkpoint(lease: Lease, step: str, **values) -> None:
+    """One fenced UPDATE: write ``values`` only if the lease is ours and the execution
+    still runs at ``step``. Raises Fenced otherwise. Without values it extends the lease
+    (proving it before other writes).
+
+    The lease is not extended with the values: the heartbeat does that every third of
+    its length. So a checkpoint changes no indexed column (``lease_expires_at`` is in
+    ``execution_status_lease``) and PostgreSQL can make it a HOT update: no index entry
+    written, the old version pruned in place (the table's fillfactor leaves it room)."""
+    if not Execution.objects.filter(**fence_conditions(lease, step)).update(
+        **(values or {"lease_expires_at": _expiry()})
+    ):
+        raise Fenced(f"execution {lease.execution_id} is not running at {step} under token {lease.token}")
+
+
+def diagnose(lease: Lease) -> Execution:
+    """After Fenced: the row as it is. Raises LeaseLost if the lease is no longer ours."""
+    current = Execution.objects.get(pk=lease.execution_id)
+    if current.lease_token != lease.token or current.lease_owner != lease.owner:
+        raise LeaseLost(f"lease token {lease.token} on execution {lease.execution_id} is no longer valid")
+    return current
+
+
+def fence(lease: Lease, *, beat: bool = False) -> None:
+    """First statement of every worker transaction: prove ownership and extend the lease.
+
+    On PostgreSQL the UPDATE also holds the row lock until commit. Raises LeaseLost.
+    ``beat``: the heartbeat's extension, which stops once the step in flight has run a
+    lease's length past its timeout, or the execution's deadline passed: the lease
+    then expires, another worker takes over, and the overrun counts as a failed
+    attempt (the step is retried or flagged by its policy), never "running" forever.
+    """
+    mine = Execution.objects.filter(pk=lease.execution_id, lease_token=lease.token, lease_owner=lease.owner)
+    if beat:
+        grace = ExpressionWrapper(
+            Now() - Value(timedelta(seconds=settings.RUNTIME_LEASE_SECONDS)), output_field=DateTimeField()
+        )
+        mine = mine.filter(Q(step_deadline__isnull=True) | Q(step_deadline__gt=grace))
+        mine = mine.filter(Q(deadline__isnull=True) | Q(deadline__gt=Now()))
+    if not mine.update(lease_expires_at=_expiry()):
+        raise LeaseLost(f"lease token {lease.token} on execution {lease.execution_id} is no longer valid")
+
+
+# A lease given back: nobody holds the execution (the token stays, so later fences fail).
+RELEASED = {"lease_owner": "", "lease_expires_at": None}
+
+
+def release(lease: Lease) -> None:
+    """Give the lease up (inside the caller's fenced transaction). Later fences with it fail."""
+    Execution.objects.filter(pk=lease.execution_id, lease_token=lease.token).update(**RELEASED)
+
+
+def given_back(execution: Execution) -> tuple[str, ...]:
+    """``execution`` (in memory) with its lease given back, for a fenced write that ends
+    the slice with it (the last step's completion); returns the fields to save."""
+    for name, value in RELEASED.items():
+        setattr(execution, name, value)
+    return tuple(RELEASED)
+
+
+class Heartbeat:
+    """Extends the lease every third of its length while a slice runs.
+
+    Runs in its own thread (with its own database connection). If the lease is lost,
+    ``lost`` is set; the next fenced write refuses anyway.
+    """
+
+    def __init__(self, lease: Lease) -> None:
+        self.lease = lease
+        self.lost = threading.Event()
+        self._stop = threading.Event()
+        # In a copy of the starter's context: its log lines name the slice (executions.engine.logcontext).
+        self._thread = threading.Thread(
+            target=contextvars.copy_context().run,
+            args=(self._run,),
+            name=f"heartbeat-{lease.execution_id}",
+            daemon=True,
+        )
+
+    def __enter__(self) -> Heartbeat:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        interval = max(0.5, settings.RUNTIME_LEASE_SECONDS / 3)
+        try:
+            while not self._stop.wait(interval):
+                try:
+                    with transaction.atomic():
+                        fence(self.lease, beat=True)
+                except LeaseLost:  # taken over, overran, or released by the slice that is ending
+                    log.info("heartbeat: lease on execution %s is gone", self.lease.execution_id)
+                    self.lost.set()
+                    return
+                except Exception:  # a transient database error: the next beat tries again
+                    log.exception("heartbeat failed for execution %s", self.lease.execution_id)
+        finally:
+            connection.close()

@@ -1,0 +1,312 @@
+"""The action ledger: the only way a worker causes an external side effect.
+
+``perform`` commits the action as ``executing`` (fenced, execution re-checked as
+running) *before* the call, so the key is durable before anything leaves the
+process; the caller commits ``succeeded`` with the receipt together with the step's
+checkpoint (``mark_succeeded``). Two commits per effect.
+
+Statuses: planned → approved (by the gate's decision) → executing → succeeded, or
+failed / unknown. ``_move`` is the one writer of ``Action.status``: it applies the
+model's transition and appends the ``action.<status>`` event in the caller's
+transaction.
+
+An action found ``executing`` or ``unknown`` from an earlier attempt (or ``failed`` at
+a provider that doesn't deduplicate) is reconciled before anything else: looked up at
+the provider by its key; re-sent with the same key only when the provider honours
+keys; otherwise it stays unknown and the execution ends up with an operator.
+The provider is never called inside a database transaction. What it answers (a
+receipt, a lookup's record) is redacted before it is stored (executions.redaction).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.db import transaction
+
+from ..authoring.workflow import Effect
+from ..errors import FailureKind, StepFailure
+from ..models import COMPENSATION_SUFFIX, Action, Execution, Status
+from ..redaction import redact
+from . import failpoints, lifecycle
+from .leases import Lease, fence
+
+log = logging.getLogger(__name__)
+
+
+class ExecutionStopped(Exception):
+    """The execution left ``running`` (cancelled, flagged) under the worker: stop quietly."""
+
+
+def perform(*, lease: Lease, step: str, action_type: str, effect: Effect) -> tuple[Action, dict[str, Any]]:
+    """Make sure the effect happened exactly once; return (action, receipt).
+
+    Raises StepFailure (already recorded on the action) or ExecutionStopped.
+    """
+    try:
+        action, receipt = _begin(lease=lease, step=step, action_type=action_type, effect=effect)
+    except StepFailure as failure:  # reconciliation could not establish the outcome
+        _record_failure(lease=lease, key=effect.key, failure=failure)
+        raise
+    if receipt is not None:
+        return action, receipt
+    failpoints.hit(f"before_effect_call:{step}")
+    try:
+        receipt = redact(effect.call(effect.args, effect.key))  # outside data, before it is stored
+    except StepFailure as failure:
+        _record_failure(lease=lease, key=action.key, failure=failure)
+        raise
+    failpoints.hit(f"after_effect_call:{step}")
+    return action, receipt
+
+
+def plan(execution: Execution, *, step, effect: Effect, gate_ref: str, actor_label: str) -> Action:
+    """Inside the gate's fenced transaction: record the effect the gate will authorise."""
+    action, created = Action.objects.get_or_create(
+        key=effect.key,
+        defaults={
+            "execution": execution,
+            "step": step.name,
+            "type": step.action,
+            "args": effect.args,
+            "status": Action.State.PLANNED,
+            "gate_ref": gate_ref,
+            "honors_key": effect.honors_key,
+        },
+    )
+    if created:
+        _history(execution, action, "", Action.State.PLANNED, actor_label, gate=gate_ref)
+    return action
+
+
+def authorise(*, gate_ref: str, approved: bool, actor_label: str, reason: str = "", **details: Any) -> None:
+    """Inside the gate's transaction: the planned actions it guards become approved, or
+    will never run (failed, with ``reason``)."""
+    for action in Action.objects.select_for_update().filter(gate_ref=gate_ref, status=Action.State.PLANNED):
+        if approved:
+            _move(action, "approve", actor_label, gate=gate_ref, **details)
+        else:
+            _move(action, "void", actor_label, fields={"last_error": reason}, gate=gate_ref, error=reason, **details)
+
+
+def abandon_unstarted(execution: Execution, *, actor_label: str, reason: str) -> None:
+    """Inside a cancel's transaction: actions that never started will never start."""
+    unstarted = [Action.State.PLANNED, Action.State.APPROVED]
+    for action in Action.objects.select_for_update().filter(execution=execution, status__in=unstarted):
+        _move(action, "void", actor_label, execution=execution, fields={"last_error": reason}, error=reason)
+
+
+def record_compensations(execution: Execution, *, compensations: dict, actor_label: str) -> list[str]:
+    """Inside a cancel's transaction: for each done effect whose type has a compensation
+    hook, record the compensation as a planned action (key ``<key>:compensate``)."""
+    keys = []
+    for action in Action.objects.filter(execution=execution, status=Action.State.SUCCEEDED):
+        hook = compensations.get(action.type)
+        if hook is None:
+            continue
+        compensation, created = Action.objects.get_or_create(
+            key=f"{action.key}{COMPENSATION_SUFFIX}",
+            defaults={
+                "execution": execution,
+                "step": action.step,
+                "type": f"compensate_{action.type}",
+                "args": hook(action.args, action.receipt or {}),
+                "status": Action.State.PLANNED,
+            },
+        )
+        if created:
+            _history(execution, compensation, "", Action.State.PLANNED, actor_label, compensates=action.key)
+            keys.append(compensation.key)
+    return keys
+
+
+def mark_succeeded(action: Action, receipt: dict[str, Any], *, execution: Execution, actor_label: str) -> None:
+    """Inside the caller's fenced transaction: the outcome is known and recorded.
+
+    A no-op for an action already recorded as succeeded (found by reconciliation).
+    """
+    if action.status == Action.State.SUCCEEDED:
+        return
+    fields = {"receipt": receipt, "last_error": ""}
+    _move(action, "succeed", actor_label, execution=execution, fields=fields, receipt=receipt)
+
+
+def resolve(
+    action: Action, *, execution: Execution, outcome: str, fields: dict[str, str], actor, evidence: str
+) -> None:
+    """Inside the operator's transaction (action locked): the outcome an operator
+    established. ``succeeded`` stores the receipt ``fields`` the effect declares, with
+    who resolved it and the evidence; ``failed`` stores why."""
+    who = actor.get_username()
+    event = {"resolved": True, "evidence": evidence, **({"receipt": fields} if fields else {})}
+    if outcome == Action.State.SUCCEEDED:
+        stored = {"receipt": {**fields, "resolved_by": who, "evidence": evidence}}
+        _move(action, "succeed", "", execution=execution, actor=actor, fields=stored, **event)
+    else:
+        stored = {"last_error": f"resolved as failed by {who}: {evidence}"}
+        _move(action, "fail", "", execution=execution, actor=actor, fields=stored, **event)
+
+
+def close_compensation(action: Action, *, execution: Execution, outcome: str, actor, evidence: str) -> None:
+    """Inside the operator's transaction (action locked): a person carried out the
+    planned compensation (``succeeded``: the receipt records who and the evidence) or
+    it could not be done (``failed``: why). The caller checked it is a planned
+    compensation of a cancelled execution."""
+    who = actor.get_username()
+    event = {"closed": True, "evidence": evidence}
+    if outcome == Action.State.SUCCEEDED:
+        fields = {"receipt": {"closed_by": who, "evidence": evidence}}
+        _move(action, "close_done", "", execution=execution, actor=actor, fields=fields, **event)
+    else:
+        fields = {"last_error": f"closed as failed by {who}: {evidence}"}
+        _move(action, "close_failed", "", execution=execution, actor=actor, fields=fields, **event)
+
+
+def _begin(*, lease: Lease, step: str, action_type: str, effect: Effect) -> tuple[Action, dict[str, Any] | None]:
+    """Commit the action as executing, or find its outcome. Returns (action, receipt or None).
+
+    The provider is never called inside a transaction: a reconciliation lookup runs
+    between two fenced transactions.
+    """
+    with transaction.atomic():
+        execution = _running(lease)
+        action, created = Action.objects.get_or_create(
+            key=effect.key,
+            defaults={
+                "execution": execution,
+                "step": step,
+                "type": action_type,
+                "args": effect.args,
+                "status": Action.State.EXECUTING,
+                "attempts": 1,
+                "honors_key": effect.honors_key,
+            },
+        )
+        if created:
+            _history(execution, action, "", Action.State.EXECUTING, lease.owner, attempt=1)
+            return action, None
+        if action.execution_id != execution.pk:
+            raise StepFailure(FailureKind.INVALID_INPUT, f"action key {effect.key} belongs to another execution")
+        if action.status == Action.State.SUCCEEDED:
+            return action, action.receipt
+        if not _needs_reconciliation(action, effect):
+            _resend(action, execution, lease, honors_key=effect.honors_key)
+            return action, None
+    evidence = _lookup(action, effect)
+    with transaction.atomic():
+        execution = _running(lease)
+        action = Action.objects.get(pk=action.pk)
+        if action.status == Action.State.SUCCEEDED:
+            return action, action.receipt
+        if evidence.get("found") is not None:
+            found = evidence["found"]
+            fields = {"receipt": found}
+            _move(action, "succeed", lease.owner, execution=execution, fields=fields, receipt=found, reconciled=True)
+            return action, found
+        if effect.honors_key and "lookup_error" not in evidence:
+            _resend(action, execution, lease, honors_key=effect.honors_key, evidence=evidence)  # same key: deduplicated
+            return action, None
+    raise StepFailure(
+        FailureKind.OUTCOME_UNKNOWN,
+        f"outcome of {action.key} can't be established; not re-sending",
+        evidence=evidence,
+    )
+
+
+def _running(lease: Lease) -> Execution:
+    """Fence, then make sure the execution still runs: no effect starts otherwise."""
+    fence(lease)
+    execution = Execution.objects.get(pk=lease.execution_id)
+    if execution.status != Status.RUNNING:
+        raise ExecutionStopped(f"{execution.ref} is {execution.status}; no effect may start")
+    return execution
+
+
+def _needs_reconciliation(action: Action, effect: Effect) -> bool:
+    """An earlier attempt may have acted: executing or unknown, or failed at a provider
+    that doesn't deduplicate (its failure answer may have come after it acted)."""
+    if action.status in (Action.State.EXECUTING, Action.State.UNKNOWN):
+        return True
+    return action.status == Action.State.FAILED and not effect.honors_key
+
+
+def _lookup(action: Action, effect: Effect) -> dict[str, Any]:
+    evidence: dict[str, Any] = {"previous_status": action.status}
+    if effect.lookup is None:
+        evidence["lookup"] = "this provider offers no lookup"
+        return evidence
+    try:
+        found = redact(effect.lookup(effect.key, effect.args))
+    except StepFailure as failure:
+        evidence["lookup_error"] = failure.message
+        return evidence
+    evidence["lookup"] = "found" if found is not None else "not found"
+    evidence["found"] = found
+    return evidence
+
+
+def _resend(
+    action: Action, execution: Execution, lease: Lease, *, honors_key: bool, evidence: dict | None = None
+) -> None:
+    details: dict[str, Any] = {}
+    if evidence:
+        details["evidence"] = {k: v for k, v in evidence.items() if k != "found"}
+    attempts = action.attempts + 1
+    fields = {"attempts": attempts, "honors_key": honors_key}
+    _move(action, "begin", lease.owner, execution=execution, fields=fields, attempt=attempts, **details)
+
+
+def _record_failure(*, lease: Lease, key: str, failure: StepFailure) -> None:
+    unknown = failure.kind == FailureKind.OUTCOME_UNKNOWN
+    with transaction.atomic():
+        fence(lease)
+        execution = Execution.objects.get(pk=lease.execution_id)
+        action = Action.objects.filter(key=key, execution=execution).first()
+        if action is None:
+            return
+        details = {"error": failure.message, "kind": str(failure.kind)}
+        if failure.evidence is not None:
+            details["evidence"] = failure.evidence
+        _move(
+            action,
+            "lose" if unknown else "fail",
+            lease.owner,
+            execution=execution,
+            fields={"last_error": f"{failure.kind}: {failure.message}"},
+            **details,
+        )
+
+
+def _move(
+    action: Action,
+    transition: str,
+    actor_label: str,
+    *,
+    execution: Execution | None = None,
+    actor=None,
+    fields: dict[str, Any] | None = None,
+    **event: Any,
+) -> None:
+    """The one writer of ``Action.status``: apply ``transition`` (TransitionNotAllowed
+    from a state it doesn't leave), save it with the other ``fields`` it sets, and
+    append the ``action.<status>`` event with ``event`` in its payload."""
+    before = action.status
+    getattr(action, transition)()
+    for name, value in (fields or {}).items():
+        setattr(action, name, value)
+    action.save(update_fields=["status", "updated_at", *(fields or {})])
+    _history(execution or action.execution, action, before, action.status, actor_label, actor=actor, **event)
+
+
+def _history(
+    execution: Execution, action: Action, before: str, after: str, actor_label: str, *, actor=None, **details: Any
+) -> None:
+    lifecycle.record(
+        execution,
+        f"action.{after}",
+        step=action.step,
+        actor=actor,
+        actor_label=actor_label,
+        payload={"key": action.key, "type": action.type, "from": before, "to": after, **details},
+    )

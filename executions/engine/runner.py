@@ -1,0 +1,517 @@
+"""Advancing an execution: one bounded slice of steps under one lease.
+
+A worker that holds the lease runs the next step directly, without a round trip
+through the broker, until the execution waits, stops, or the slice's time is up;
+then it gives the lease back and rings again. Every write is fenced by the lease
+token. Cost: one commit per compute/model step (checkpoint + step run, one statement
+on PostgreSQL: executions.engine.writer), two per effect (ledger row before the call,
+result after), one claim per slice.
+
+A worker that loses its database connection mid-slice (a restart, a failover, a
+killed backend) is treated as a worker that crashed: it writes nothing more and
+returns; its lease lapses and the sweeper dispatches the execution again, to this
+worker (which reconnects before its next task) or another. It is never a step's
+failure nor a reason to ask a person.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import traceback
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import InterfaceError, OperationalError, transaction
+from django.db.models import DateTimeField, ExpressionWrapper, F, Value
+from django.db.models.functions import Now
+from django.utils import timezone
+
+from artifacts.services import artifact_version_create
+
+from ..authoring import notes as progress_notes
+from ..authoring import registry, retry
+from ..authoring.http import call_timeout
+from ..authoring.step_context import StepContext
+from ..authoring.workflow import Step, StepKind, Workflow
+from ..errors import FailureKind, NeedsAttention, StepFailure
+from ..models import Action, Execution, Status, StepRun, ref_for
+from ..reasons import StuckReason
+from . import dispatch, failpoints, gates, kinds, leases, ledger, lifecycle, logcontext, parking, writer
+from .leases import Heartbeat, Lease, LeaseLost, acquire, fence, release
+
+log = logging.getLogger(__name__)
+
+CONTINUE, STOP = "continue", "stop"
+
+
+def advance(execution_id: int, *, worker: str) -> str:
+    """Run one slice of execution ``execution_id`` if this worker can take it.
+
+    Returns what happened ("not claimed", "stopped", "sliced", "lease lost",
+    "database lost"). Never raises for a lost lease, a stopped execution or a
+    database connection lost mid-slice.
+    """
+    lease = acquire(execution_id, owner=worker)
+    if lease is None:
+        return "not claimed"
+    with logcontext.slice_of(ref_for(execution_id), lease.token), Heartbeat(lease) as heartbeat:
+        try:
+            if lease.overran_by:
+                return _overran(lease)
+            return _run_slice(lease, heartbeat)
+        except (LeaseLost, ledger.ExecutionStopped) as stop:
+            log.info("execution %s: %s", execution_id, stop)
+            return "lease lost" if isinstance(stop, LeaseLost) else "stopped"
+        except Exception as exc:  # outside any step: undeployed version, a database error…
+            if _database_lost(exc):
+                log.warning(
+                    "execution %s: lost the database mid-slice, nothing more written; "
+                    "the lease lapses and the sweeper dispatches it again: %r",
+                    execution_id,
+                    exc,
+                )
+                return "database lost"
+            log.exception("execution %s: slice failed", execution_id)
+            return _flag_outside_step(lease, f"{type(exc).__name__}: {exc}")
+
+
+# A server going away, by SQLSTATE: class 08 (connection exception), 57P01-57P03 (backend
+# terminated by an administrator, crash shutdown, cannot connect now). psycopg reports a
+# connection lost on the client's side (closed under it, refused) with none.
+_CONNECTION_LOST = ("08", "57P01", "57P02", "57P03")
+
+
+def _database_lost(exc: BaseException) -> bool:
+    """Whether ``exc`` is this worker losing the database (the server restarted, failed
+    over, or killed the backend), as opposed to an error a statement caused (a deadlock,
+    a timeout, a constraint). Decided from the error alone: by the time it is caught,
+    Django may have connected again (leaving an atomic block does)."""
+    if not isinstance(exc, (OperationalError, InterfaceError)):
+        return False
+    sqlstate = getattr(exc.__cause__, "sqlstate", "")  # "" when not PostgreSQL's driver (SQLite)
+    return sqlstate is None or sqlstate.startswith(_CONNECTION_LOST)
+
+
+def _overran(lease: Lease) -> str:
+    """Taken over from a worker whose step ran past its timeout (its heartbeat stopped):
+    that attempt failed; the step's retry policy decides what comes next."""
+    execution = Execution.objects.get(pk=lease.execution_id)
+    workflow = registry.get(execution.workflow, execution.workflow_version)
+    step = workflow.get_step(execution.current_step)
+    failure = StepFailure(
+        FailureKind.TRANSIENT,
+        f"ran past its timeout of {workflow.timeout_for(step.name):g} s on {lease.overran_by}",
+    )
+    _step_failed(lease, step, failure, timezone.now())
+    return "stopped"
+
+
+def _run_slice(lease: Lease, heartbeat: Heartbeat) -> str:
+    """Steps one after another on the row the claim read, kept current in memory: under
+    our lease only this worker writes it, and every write is fenced (the checkpoint's
+    UPDATE is conditional on the token and the step), so nothing is read again."""
+    ends = time.monotonic() + settings.RUNTIME_SLICE_SECONDS
+    execution = lease.row or Execution.objects.annotate(db_now=Now()).get(pk=lease.execution_id)
+    if execution.status != Status.RUNNING or execution.lease_token != lease.token:
+        return "stopped"
+    if execution.deadline and execution.deadline <= execution.db_now:
+        return _stop_at_deadline(lease)
+    while True:
+        if heartbeat.lost.is_set():
+            raise LeaseLost("heartbeat lost the lease")
+        workflow = registry.get(execution.workflow, execution.workflow_version)
+        step = workflow.get_step(execution.current_step)
+        if _run_step(lease, execution, workflow, step) == STOP:
+            return "stopped"
+        if time.monotonic() >= ends:
+            with transaction.atomic():
+                fence(lease)
+                release(lease)
+                dispatch.dispatch_on_commit(lease.execution_id)
+            return "sliced"
+
+
+def _run_step(lease: Lease, execution: Execution, workflow: Workflow, step: Step) -> str:
+    logcontext.at_step(step.name)
+    failpoints.hit(f"before_step:{step.name}")
+    started = timezone.now()
+    ctx = StepContext(execution=execution, workflow=workflow)
+    try:
+        if step.is_gate:
+            return _gate(lease, execution, workflow, step, started)
+        if step.kind == StepKind.EFFECT:
+            return _effect(lease, ctx, workflow, step, started)
+        if step.kind == StepKind.COMPUTE:
+            output = step.fn(ctx) or {}
+        else:  # a kind that plugs in (model, agent: executions.agent)
+            outcome = kinds.get(step.kind).run(lease, ctx, workflow, step)
+            if isinstance(outcome, kinds.Parked):
+                return STOP
+            output = outcome.output
+    except StepFailure as failure:
+        return _step_failed(lease, step, failure, started)
+    except NeedsAttention as stop:  # model drift, a spent budget: a person decides
+        return _needs_attention(lease, step, stop, started)
+    except (LeaseLost, ledger.ExecutionStopped):
+        raise
+    except Exception as exc:  # a bug in step code: keep the evidence, ask a person
+        if _database_lost(exc):
+            raise  # not the step's doing: the slice ends there (advance)
+        log.exception("step %s of %s raised", step.name, execution.ref)
+        failure = StepFailure(
+            FailureKind.TRANSIENT, f"{type(exc).__name__}: {exc}", evidence=traceback.format_exc(limit=5)
+        )
+        return _step_failed(lease, step, failure, started, unexpected=True)
+    return _checkpoint(lease, ctx, workflow, step, output, started)
+
+
+def _checkpoint(
+    lease: Lease,
+    ctx: StepContext,
+    workflow: Workflow,
+    step: Step,
+    output: dict[str, Any],
+    started,
+    *,
+    action: Action | None = None,
+) -> str:
+    """One commit: the checkpoint (state, progress notes, next step) in one fenced UPDATE,
+    the step run, and for an effect its ledger result; artifacts first, under a fence.
+
+    If the execution stopped running meanwhile (cancelled while an effect's call was
+    in flight), nothing is checkpointed, but the effect's receipt is still recorded.
+    """
+    execution = ctx.execution
+    try:
+        following = workflow.next_step(step.name)
+        if not ctx.staged_artifacts and action is None:
+            _finish_in_one(lease, execution, ctx, workflow, step, output, started, following)
+        else:
+            with transaction.atomic():
+                if ctx.staged_artifacts or action is not None:  # prove the lease before writing anything
+                    leases.checkpoint(lease, step.name)
+                following = _commit_step(lease, execution, ctx, workflow, step, output, started, action)
+    except leases.Fenced:
+        current = leases.diagnose(lease)  # LeaseLost if it isn't ours any more
+        if action is not None:
+            with transaction.atomic():
+                fence(lease)
+                ledger.mark_succeeded(action, output, execution=current, actor_label=lease.owner)
+        raise ledger.ExecutionStopped(f"{current.ref} is {current.status}, no longer at {step.name}") from None
+    log.info("%s: %s done (%s)%s", execution.ref, step.name, step.kind, "" if following else "; completed")
+    failpoints.hit(f"after_step:{step.name}")
+    return CONTINUE if following else STOP
+
+
+def _note_step(state: dict[str, Any], ctx: StepContext, workflow: Workflow, step: Step, output: dict) -> str:
+    """The step's output and progress notes into ``state`` (in memory); the next step ("" at the end)."""
+    state.setdefault("state", {})[step.name] = output
+    notes = state["notes"]
+    # Each fact remembers the step that verified it, so a restart keeps only the facts of
+    # the steps it reuses (triage.restart).
+    notes["facts"] = progress_notes.merge_facts(notes["facts"], [{"step": step.name, **f} for f in ctx.new_facts])
+    notes["hypotheses"] = progress_notes.merge_hypotheses(notes.get("hypotheses", []), ctx.new_hypotheses)
+    notes["completed_steps"].append(step.name)
+    following = workflow.next_step(step.name)
+    notes["next_action"] = workflow.label_for(following) if following else "done"
+    return following
+
+
+def _finish_in_one(lease, execution, ctx, workflow, step, output, started, following) -> None:
+    """A step with no artifact and no effect: its checkpoint (or, for the last step, the
+    completion) and its step run in one statement (executions.engine.writer). Raises Fenced
+    if refused."""
+    _note_step(execution.context, ctx, workflow, step, output)
+    attempt = execution.failed_attempts + 1
+    if not following:
+        _complete(lease, execution, step, output, started, attempt)
+        return
+    written = writer.checkpoint_step(
+        execution=execution,
+        where=leases.fence_conditions(lease, step.name),
+        following=following,
+        step_deadline=leases.in_seconds(workflow.timeout_for(following)),
+        run=_run_of(lease, execution, step, started, StepRun.Outcome.SUCCEEDED, output=output, attempt=attempt),
+        now=timezone.now(),
+    )
+    if not written:
+        raise leases.Fenced(f"execution {lease.execution_id} is not running at {step.name} under token {lease.token}")
+    execution.failed_attempts, execution.current_step = 0, following
+
+
+def _complete(lease, execution, step, output, started, attempt) -> None:
+    """The last step done: the ``complete`` transition with the checkpoint and the lease
+    given back, fenced, with the step's run (written first, so the timeline reads it
+    before the completion). Raises Fenced if the lease is gone or the execution moved on."""
+    run = _run_of(lease, execution, step, started, StepRun.Outcome.SUCCEEDED, output=output, attempt=attempt)
+    execution.current_step, execution.step_deadline, execution.failed_attempts = "", None, 0
+    lifecycle.apply(
+        execution,
+        "complete",
+        actor_label=lease.owner,
+        update_fields=("context", "current_step", "failed_attempts", "step_deadline", *leases.given_back(execution)),
+        where=leases.fence_conditions(lease, step.name),
+        payload={"step": step.name},
+        with_rows=(run,),
+    )
+
+
+def _commit_step(lease, execution, ctx, workflow, step, output, started, action) -> str:
+    """Inside the transaction: record the step and move to the next. Returns it ("" at the end).
+
+    The first write is the fenced one (the checkpoint, or the completion with the lease
+    given back), so a worker that lost its lease writes nothing. Step completion is
+    recorded once, as the step run (the timeline reads step runs with the events).
+    """
+    state = execution.context
+    for staged in ctx.staged_artifacts:
+        version = artifact_version_create(
+            execution=execution,
+            kind=staged.kind,
+            title=staged.title,
+            blob=staged.blob,
+            content_type=staged.content_type,
+            step=step.name,
+        )
+        state.setdefault("artifacts", {})[staged.name] = version.as_ref()
+        gates.new_version(version, actor_label=lease.owner)
+    following = _note_step(state, ctx, workflow, step, output)
+    attempt = execution.failed_attempts + 1
+    if action is not None:  # the effect's receipt before the step's checkpoint (it was fenced above)
+        ledger.mark_succeeded(action, output, execution=execution, actor_label=lease.owner)
+    execution.context = state
+    execution.failed_attempts = 0
+    if following:
+        deadline = leases.step_deadline(execution, following)
+        leases.checkpoint(
+            lease,
+            step.name,
+            context=state,
+            current_step=following,
+            failed_attempts=0,
+            step_deadline=deadline,
+            updated_at=timezone.now(),
+        )
+        execution.current_step = following
+        _record_run(lease, execution, step, started, StepRun.Outcome.SUCCEEDED, output=output, attempt=attempt)
+    else:
+        _complete(lease, execution, step, output, started, attempt)
+    return following
+
+
+def _gate(lease: Lease, execution: Execution, workflow: Workflow, step: Step, started) -> str:
+    """Ask the step's gate. First visit (or what was asked lapsed): it opens, the
+    execution parks without a worker. Coming back: its outcome is the step's output,
+    or a person must look."""
+    gate = gates.get(step.spec.kind)
+    outcome = gate.visit(execution, step)
+    if isinstance(outcome, gates.Passed):
+        ctx = StepContext(execution=execution, workflow=workflow)
+        return _checkpoint(lease, ctx, workflow, step, outcome.output, started)
+    if isinstance(outcome, gates.Attention):
+        _flag_outside_step(lease, outcome.reason, code=outcome.code)
+        return STOP
+    planned = _plan_guarded_effects(execution, workflow, step)
+    opened = parking.park(
+        lease, gate=gate, step=step, workflow=workflow, reopen=isinstance(outcome, gates.Reopen), effects=planned
+    )
+    log.info("%s: %s opened at %s (%s)", execution.ref, gate.kind, step.name, opened.ref)
+    failpoints.hit(f"after_step:{step.name}")
+    return STOP
+
+
+def _plan_guarded_effects(execution: Execution, workflow: Workflow, gate: Step) -> list[tuple[Step, Any]]:
+    """The effects this gate guards, described now so the ledger shows them as planned."""
+    ctx = StepContext(execution=execution, workflow=workflow)
+    planned = []
+    for effect_step in workflow.steps:
+        if effect_step.kind == StepKind.EFFECT and effect_step.guarded_by == gate.name:
+            try:
+                planned.append((effect_step, effect_step.fn(ctx)))
+            except Exception:  # describing it early is a courtesy; the step itself decides later
+                log.exception("%s: could not plan %s", execution.ref, effect_step.name)
+    return planned
+
+
+def _effect(lease: Lease, ctx: StepContext, workflow: Workflow, step: Step, started) -> str:
+    effect = step.fn(ctx)
+    if step.guarded_by:
+        gate_step = workflow.get_step(step.guarded_by)
+        gates.get(gate_step.spec.kind).check_effect(ctx.execution, workflow, gate_step, effect)
+    with call_timeout(step.retry.timeout):
+        action, receipt = ledger.perform(lease=lease, step=step.name, action_type=step.action, effect=effect)
+    return _checkpoint(lease, ctx, workflow, step, receipt, started, action=action)
+
+
+def _step_failed(lease: Lease, step: Step, failure: StepFailure, started, *, unexpected: bool = False) -> str:
+    """One commit: the failed attempt, then retry later, stop, or ask a person (retry policy).
+
+    A retry is ``retry_pending`` with a due time (database clock) that the sweeper
+    honours; no worker sleeps and no long Celery countdown is used.
+    """
+    with transaction.atomic():
+        fence(lease)
+        execution = Execution.objects.annotate(db_now=Now()).get(pk=lease.execution_id)
+        if execution.status != Status.RUNNING:
+            raise ledger.ExecutionStopped(f"{execution.ref} is {execution.status}")
+        attempt = _record_run(
+            lease,
+            execution,
+            step,
+            started,
+            StepRun.Outcome.FAILED,
+            output={"evidence": failure.evidence} if failure.evidence is not None else {},
+            error=f"{failure.kind}: {failure.message}",
+        )
+        if unexpected:
+            verdict = retry.Decision(retry.Verdict.ATTENTION, reason="unexpected error in step code")
+        else:
+            first = StepRun.objects.filter(execution=execution, step=step.name, round=execution.round).order_by("id")[0]
+            verdict = retry.decide(
+                step.retry,
+                kind=failure.kind,
+                attempt=attempt,
+                elapsed_seconds=(execution.db_now - first.started_at).total_seconds(),
+                retry_after=failure.retry_after,
+                seconds_to_deadline=(execution.deadline - execution.db_now).total_seconds()
+                if execution.deadline
+                else None,
+            )
+        execution.failed_attempts = F("failed_attempts") + 1
+        payload = {
+            "failure": str(failure.kind),
+            "attempt": attempt,
+            "error": failure.message,
+            "verdict": verdict.reason,
+        }
+        if verdict.verdict == retry.Verdict.RETRY:
+            execution.due_at = ExpressionWrapper(
+                Now() + Value(timedelta(seconds=verdict.delay_seconds)), output_field=DateTimeField()
+            )
+            payload.update(delay_seconds=round(verdict.delay_seconds, 3), retry_after=failure.retry_after)
+            lifecycle.apply(
+                execution,
+                "schedule_retry",
+                actor_label=lease.owner,
+                reason=f"{failure.message}; {verdict.reason}",
+                code=StuckReason.RATE_LIMITED if failure.kind == FailureKind.RATE_LIMITED else StuckReason.RETRYING,
+                step=step.name,
+                payload=payload,
+                update_fields=("due_at", "failed_attempts"),
+            )
+        else:
+            lifecycle.apply(
+                execution,
+                "fail" if verdict.verdict == retry.Verdict.FAIL else "flag",
+                actor_label=lease.owner,
+                reason=f"{step.label}: {failure.message} ({verdict.reason})",
+                code=_stop_code(failure, verdict, unexpected=unexpected),
+                step=step.name,
+                payload=payload,
+                update_fields=("failed_attempts",),
+            )
+        release(lease)
+    log.warning("%s: %s failed (%s): %s", execution.ref, step.name, failure.kind, verdict.reason)
+    return STOP
+
+
+# Why a failed step stopped, as a word of the stuck vocabulary (DESIGN §4).
+_CODES = {
+    FailureKind.OUTCOME_UNKNOWN: StuckReason.UNKNOWN_OUTCOME,
+    FailureKind.PERMISSION: StuckReason.PERMISSION_DENIED,
+}
+
+
+def _stop_code(failure: StepFailure, verdict: retry.Decision, *, unexpected: bool) -> str:
+    if unexpected:
+        return StuckReason.STEP_ERROR
+    if failure.kind in _CODES:
+        return _CODES[failure.kind]
+    return StuckReason.RETRIES_EXHAUSTED if failure.kind in (FailureKind.TRANSIENT, FailureKind.RATE_LIMITED) else ""
+
+
+def _needs_attention(lease: Lease, step: Step, stop: NeedsAttention, started) -> str:
+    """One commit: the failed attempt with its evidence, then needs_attention with the
+    stop's code (``model_drift``, ``budget_exceeded``…); no retry."""
+    with transaction.atomic():
+        fence(lease)
+        execution = Execution.objects.get(pk=lease.execution_id)
+        if execution.status != Status.RUNNING:
+            raise ledger.ExecutionStopped(f"{execution.ref} is {execution.status}")
+        output = {"evidence": stop.evidence} if stop.evidence is not None else {}
+        _record_run(
+            lease, execution, step, started, StepRun.Outcome.FAILED, output=output, error=f"{stop.code}: {stop}"
+        )
+        lifecycle.apply(
+            execution, "flag", actor_label=lease.owner, reason=f"{step.label}: {stop}", code=stop.code, step=step.name
+        )
+        release(lease)
+    log.warning("%s: %s needs attention (%s): %s", execution.ref, step.name, stop.code, stop)
+    return STOP
+
+
+def _stop_at_deadline(lease: Lease) -> str:
+    with transaction.atomic():
+        fence(lease)
+        execution = Execution.objects.get(pk=lease.execution_id)
+        lifecycle.apply(
+            execution,
+            "fail",
+            actor_label=lease.owner,
+            reason=f"deadline {execution.deadline:%Y-%m-%d %H:%M:%S} UTC passed",
+            code=StuckReason.DEADLINE_PASSED,
+        )
+        release(lease)
+    return "stopped"
+
+
+def _flag_outside_step(lease: Lease, reason: str, *, code: str = StuckReason.STEP_ERROR) -> str:
+    """Send the execution to needs_attention with ``reason`` and give the lease up."""
+    try:
+        with transaction.atomic():
+            fence(lease)
+            execution = Execution.objects.get(pk=lease.execution_id)
+            if execution.status == Status.RUNNING:
+                lifecycle.apply(execution, "flag", actor_label=lease.owner, reason=reason, code=code)
+            release(lease)
+    except LeaseLost:
+        return "lease lost"
+    return "stopped"
+
+
+def _record_run(
+    lease: Lease,
+    execution: Execution,
+    step: Step,
+    started,
+    outcome: str,
+    *,
+    output: dict,
+    error: str = "",
+    attempt: int | None = None,
+) -> int:
+    """Append this attempt's StepRun (inside the fenced transaction); returns the attempt
+    number: the step's failed attempts in this round, plus one."""
+    attempt = attempt or execution.failed_attempts + 1
+    _run_of(lease, execution, step, started, outcome, output=output, error=error, attempt=attempt).save()
+    return attempt
+
+
+def _run_of(lease, execution, step, started, outcome, *, output: dict, error: str = "", attempt: int) -> StepRun:
+    """This attempt's StepRun, unsaved."""
+    return StepRun(
+        execution=execution,
+        step=step.name,
+        kind=step.kind,
+        round=execution.round,
+        attempt=attempt,
+        outcome=outcome,
+        output=output,
+        error=error,
+        worker=lease.owner,
+        lease_token=lease.token,
+        workflow_version=execution.workflow_version,
+        started_at=started,
+    )

@@ -1,0 +1,100 @@
+"""The sweeper (Celery beat, every ``RUNTIME_SWEEP_SECONDS``): re-rings the doorbell.
+
+It dispatches executions that are runnable but that nobody works on (pending or
+running with no live lease: a lost message, a dead worker; retry and wait timers
+that came due), fails or flags executions waiting past their deadline and runs
+every gate's sweep hook (approvals expire, waits time out; executions.engine.gates).
+A dispatch is repeated only after ``redispatch_after`` seconds, so a busy queue isn't
+flooded; duplicates are harmless anyway (the lease decides). It rings the doorbell
+and nothing else: what the screens count is their own (triage's tally).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import DateTimeField, ExpressionWrapper, Q, Value
+from django.db.models.functions import Now
+
+from ..models import Execution, Status
+from ..reasons import StuckReason
+from . import dispatch, gates, lifecycle
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class SweepReport:
+    dispatched: tuple[int, ...]
+    past_deadline: tuple[int, ...] = ()
+    closed_by_gates: dict[str, list[int]] | None = None  # gate kind → what its sweep closed
+
+
+def redispatch_after() -> timedelta:
+    return timedelta(seconds=max(2 * settings.RUNTIME_SWEEP_SECONDS, 2))
+
+
+BATCH = 500
+
+
+def _not_recently() -> Q:
+    since = ExpressionWrapper(Now() - Value(redispatch_after()), output_field=DateTimeField())
+    return Q(dispatched_at__isnull=True) | Q(dispatched_at__lt=since)
+
+
+def candidates_query():
+    """Runnable executions nobody works on and not rung for recently: pending or running
+    without a live lease, and retries (or timers) that came due. Unordered, so the
+    planner reads the (status, lease_expires_at) and (status, due_at) indexes instead of
+    walking the primary key."""
+    unowned = Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=Now())
+    runnable = Q(status__in=[Status.PENDING, Status.RUNNING]) & unowned
+    due = Q(status__in=[Status.RETRY_PENDING, Status.WAITING], due_at__lte=Now())
+    return Execution.objects.filter(runnable | due).filter(_not_recently()).order_by().values_list("pk", flat=True)
+
+
+def sweep() -> SweepReport:
+    # Claim the right to re-ring in one statement (locked rows skipped), so two sweepers
+    # never both send for the same execution; send once the claim is committed.
+    with transaction.atomic():
+        dispatched = list(candidates_query().select_for_update(skip_locked=True, no_key=True)[:BATCH])
+        if dispatched:
+            Execution.objects.filter(pk__in=dispatched).update(dispatched_at=Now())
+    for pk in dispatched:
+        dispatch.send(pk)
+    if dispatched:
+        shown = ", ".join(map(str, dispatched[:10])) + (" …" if len(dispatched) > 10 else "")
+        log.info("sweeper re-dispatched %d execution(s): %s", len(dispatched), shown)
+    return SweepReport(
+        dispatched=tuple(dispatched), past_deadline=_enforce_deadlines(), closed_by_gates=gates.sweep_all()
+    )
+
+
+# What a deadline does to an execution nobody is running: (status, transition).
+DEADLINE = {Status.RETRY_PENDING: "fail", Status.WAITING: "flag"}
+
+
+def _enforce_deadlines() -> tuple[int, ...]:
+    """Executions waiting (for a retry or an event) past their deadline stop waiting."""
+    stopped = []
+    due = Execution.objects.filter(status__in=list(DEADLINE), deadline__lte=Now()).order_by()
+    for pk in due.values_list("pk", flat=True)[:BATCH]:
+        with transaction.atomic():
+            execution = (
+                Execution.objects.select_for_update(no_key=True).filter(pk=pk, status__in=list(DEADLINE)).first()
+            )
+            if execution is None:
+                continue
+            lifecycle.apply(
+                execution,
+                DEADLINE[execution.status],
+                actor_label="sweeper",
+                reason=f"deadline {execution.deadline:%Y-%m-%d %H:%M:%S} UTC passed while {execution.status}",
+                code=StuckReason.DEADLINE_PASSED,
+            )
+        stopped.append(pk)
+    return tuple(stopped)

@@ -1,0 +1,140 @@
+"""The fenced writer: a worker's fenced write, chosen once per database vendor.
+
+A step's end needs a few writes: the fenced UPDATE of the execution (its state, the
+next step — or, for the last step, the ``complete`` transition django-fsm has just
+allowed in memory) and the rows that go with it (the step run; the transition's
+event). ``write(values, where, inserts)`` makes them, or nothing: the UPDATE is the
+fence (our lease token and owner, the status it was read with, the step), and the
+rows are inserted only when it held. Every fenced write of a transition, a claim and
+a checkpoint goes through it (``lifecycle.apply(where=…)``, ``leases.acquire``,
+``checkpoint_step``); which way it writes is decided here, once per vendor
+(``WRITERS``), and nowhere else.
+
+On PostgreSQL it is one statement, one round trip and one commit (the ORM would send
+BEGIN, each statement, COMMIT — a round trip apiece — and compile each every time):
+
+    WITH fenced AS (
+        UPDATE executions_execution SET … WHERE id = … AND lease_token = … AND … RETURNING id
+    ), i1 AS (
+        INSERT INTO executions_steprun (…) SELECT … FROM fenced
+    )
+    INSERT INTO executions_executionevent (…) SELECT … FROM fenced RETURNING id
+
+Every INSERT selects ``FROM fenced``, so the rows exist exactly when the fence held,
+and the statement commits on its own (autocommit; inside a caller's transaction it
+joins it). Values are prepared by the models' own fields (JSON with Django's encoder,
+aware datetimes, ``auto_now_add``), so the rows are the ones the ORM would write.
+SQLite has no UPDATE inside a WITH: there the ORM makes the same writes in one
+transaction (a savepoint inside the caller's). Writes that need more (artifacts,
+effects) use the ORM in the runner's own transaction on every vendor.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from django.db import connection, transaction
+from django.db.models import Model
+from django.db.models.sql import UpdateQuery
+
+from ..models import Execution, StepRun
+
+Writer = Callable[[dict[str, Any], dict[str, Any], list[Model]], "int | None"]
+
+
+def write(values: dict[str, Any], where: dict[str, Any], inserts: list[Model]) -> int | None:
+    """UPDATE the execution's ``values`` (plain values, or expressions the database
+    computes, such as ``now() + lease``) where ``where`` holds (equalities, None for IS
+    NULL; ``pk`` for the id) and INSERT the unsaved ``inserts`` with it. The id of the
+    last insert (or of the execution, with none), or None if the fence refused: then
+    nothing was written."""
+    return WRITERS.get(connection.vendor, _orm_write)(values, where, inserts)
+
+
+def _orm_write(values: dict[str, Any], where: dict[str, Any], inserts: list[Model]) -> int | None:
+    """The same writes through the ORM, in one transaction."""
+    with transaction.atomic():
+        if not Execution.objects.filter(**where).update(**values):
+            return None
+        for row in inserts:
+            row.save()
+    return inserts[-1].pk if inserts else where["pk"]
+
+
+def _one_statement(values: dict[str, Any], where: dict[str, Any], inserts: list[Model]) -> int | None:
+    """PostgreSQL: the UPDATE and the INSERTs as one statement (the module's docstring)."""
+    ops = connection.ops
+    query = UpdateQuery(Execution)
+    compiler = query.get_compiler(connection=connection)
+    params: list[Any] = []
+    assignments = []
+    for name, value in values.items():
+        column = Execution._meta.get_field(name)
+        if hasattr(value, "resolve_expression"):  # computed by the database: now() + a lease…
+            sql, found = value.resolve_expression(query).as_sql(compiler, connection)
+            assignments.append(f"{ops.quote_name(column.column)} = {sql}")
+            params += found
+        else:
+            assignments.append(f"{ops.quote_name(column.column)} = %s")
+            params.append(column.get_db_prep_save(value, connection))
+    conditions = []
+    for name, value in where.items():
+        column = Execution._meta.pk if name == "pk" else Execution._meta.get_field(name)
+        if value is None:
+            conditions.append(f"{ops.quote_name(column.column)} IS NULL")
+        else:
+            conditions.append(f"{ops.quote_name(column.column)} = %s")
+            params.append(column.get_db_prep_value(value, connection))
+    parts = [
+        f"WITH fenced AS (UPDATE {ops.quote_name(Execution._meta.db_table)} SET {', '.join(assignments)} "
+        f"WHERE {' AND '.join(conditions)} RETURNING id)"
+    ]
+    selects = []
+    for instance in inserts:
+        columns, placeholders, row = _insert_values(instance)
+        table = ops.quote_name(instance._meta.db_table)
+        selects.append(f"INSERT INTO {table} ({', '.join(columns)}) SELECT {', '.join(placeholders)} FROM fenced")
+        params += row
+    if selects:
+        for n, insert in enumerate(selects[:-1], start=1):
+            parts.append(f", i{n} AS ({insert})")
+        parts.append(f" {selects[-1]} RETURNING id")
+    else:
+        parts.append(" SELECT id FROM fenced")
+    with connection.cursor() as cursor:
+        cursor.execute("".join(parts), params)
+        found = cursor.fetchone()
+    return found[0] if found else None
+
+
+def _insert_values(instance: Model) -> tuple[list[str], list[str], list[Any]]:
+    """The columns, placeholders and prepared values of an unsaved ``instance`` (its id left to the database)."""
+    columns, placeholders, row = [], [], []
+    for f in instance._meta.concrete_fields:
+        if f.primary_key:
+            continue
+        columns.append(connection.ops.quote_name(f.column))
+        placeholders.append("%s")
+        row.append(f.get_db_prep_save(f.pre_save(instance, add=True), connection))
+    return columns, placeholders, row
+
+
+def checkpoint_step(
+    *, execution: Execution, where: dict[str, Any], following: str, step_deadline: Any, run: StepRun, now: datetime
+) -> bool:
+    """Checkpoint ``execution`` to ``following`` and insert its step's ``run`` (unsaved).
+    True if written; False if the fence refused (nothing written)."""
+    values = {
+        "context": execution.context,
+        "current_step": following,
+        "failed_attempts": 0,
+        "step_deadline": step_deadline,
+        "updated_at": now,
+    }
+    return write(values, where, [run]) is not None
+
+
+# How each database vendor takes a fenced write; any other, the ORM.
+WRITERS: dict[str, Writer] = {"postgresql": _one_statement}

@@ -1,0 +1,89 @@
+"""What the database can store, checked before anything is written.
+
+PostgreSQL text and JSON can't hold NUL, psycopg can't send a lone surrogate, and our
+integer columns stop at 2**31-1. ``text_refusal`` and ``json_refusal`` say why a value
+can't be stored (the edge turns that into a 422 naming the field; a workflow's input
+into InvalidInput); ``Text`` is the same check as a pydantic type (what every
+body and form field of text is declared as), ``storable_json`` as a validator.
+``clip_text`` and ``clip_int`` shape values that must be *recorded* whatever they are
+(a refused attempt's audit row): they never raise and always fit. A leaf: it imports
+nothing of the project, so every room may use it.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, Field
+
+DB_INT_MAX = 2**31 - 1  # PostgreSQL integer; PositiveIntegerField is one
+
+
+def text_refusal(value: str) -> str | None:
+    """Why ``value`` can't be stored as text (None: it can)."""
+    if "\x00" in value:
+        return "must not contain NUL characters"
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return "must not contain lone surrogates (not valid Unicode text)"
+    return None
+
+
+def json_refusal(value: Any) -> str | None:
+    """Why the JSON value ``value`` can't be stored (None: it can): every key and string
+    is safe text and every number finite. Iterative, so depth can't exhaust the stack."""
+    stack: list[tuple[str, Any]] = [("", value)]
+    while stack:
+        path, item = stack.pop()
+        if isinstance(item, str):
+            reason = text_refusal(item)
+            if reason:
+                return f"{path or 'value'}: {reason}"
+        elif isinstance(item, float) and not math.isfinite(item):
+            return f"{path or 'value'}: must be a finite number"
+        elif isinstance(item, dict):
+            for key, child in item.items():
+                reason = text_refusal(str(key))
+                if reason:
+                    return f"{path or 'value'}: a key {reason}"
+                stack.append((f"{path}.{key}" if path else str(key), child))
+        elif isinstance(item, list):
+            stack.extend((f"{path}[{i}]", child) for i, child in enumerate(item))
+    return None
+
+
+def storable_text(value: str) -> str:
+    """``value``, or ValueError saying why it can't be stored (a pydantic validator)."""
+    reason = text_refusal(value)
+    if reason:
+        raise ValueError(reason)
+    return value
+
+
+def storable_json(value: Any) -> Any:
+    """``value``, or ValueError saying why it can't be stored (a pydantic validator)."""
+    reason = json_refusal(value)
+    if reason:
+        raise ValueError(reason)
+    return value
+
+
+def Text(*, max_length: int, min_length: int = 0) -> Any:  # noqa: N802 - reads as a type
+    """A string the database can hold, of bounded length (a pydantic type)."""
+    return Annotated[str, Field(min_length=min_length, max_length=max_length), AfterValidator(storable_text)]
+
+
+def clip_text(value: Any, limit: int) -> str:
+    """``value`` as text the database can hold: NUL dropped, surrogates replaced, at most ``limit``."""
+    text = value if isinstance(value, str) else repr(value)
+    text = text.replace("\x00", "").encode("utf-8", "replace").decode("utf-8")
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def clip_int(value: Any) -> int | None:
+    """``value`` if it fits an integer column, else None (record the raw value as clipped text)."""
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= DB_INT_MAX:
+        return value
+    return None

@@ -1,0 +1,206 @@
+"""Triage's part of the Task API (assembled in config.api, ahead of the runtime's, whose
+``/executions/{execution_id}`` would otherwise take ``/executions/summary`` and
+``/executions/bulk``): the counts, bulk operations, the resume preview, restart from a
+step, closing a compensation, and the operator audit. Thin: parse, call one service or
+selector, answer; the error contract is the runtime's (``executions.api``).
+"""
+
+from __future__ import annotations
+
+from datetime import date, datetime
+from typing import Annotated, Literal
+
+from django.http import HttpRequest
+from ninja import Query, Router, Schema
+from pydantic import Field
+
+from accounts.roles import reads_operator_audit
+from executions import selectors
+from executions.api import READ, READ_ONE, WRITE, WRITE_ONE, ActionDetailOut, ErrorOut, ExecutionOut
+from executions.errors import Forbidden, InvalidInput
+from executions.inputs import ActionKey, Cursor, DbInt, ExecutionRef, Text, WorkflowName
+from executions.models import pk_from_ref, ref_for
+
+from . import bulk, compensations, operator_audit, preview, restart, tallies
+from .inputs import BulkIn, CloseIn, RestartIn
+
+router = Router()
+
+
+class SummaryOut(Schema):
+    by_status: dict[str, int]
+    by_reason: dict[str, int]
+
+
+@router.get("/executions/summary", response={200: SummaryOut, **READ}, tags=["executions"])
+def executions_summary(request: HttpRequest, workflow: WorkflowName | None = None):
+    """How many executions are in each status (terminal included) and stuck for each reason."""
+    return tallies.summary(workflow=workflow)
+
+
+# --- bulk operations (triage.bulk)
+
+
+class IneligibleOut(Schema):
+    id: str
+    why: str
+
+
+class BulkDryRunOut(Schema):
+    operation: str
+    eligible: list[str]
+    ineligible: list[IneligibleOut]
+    truncated: bool
+
+
+class BulkResultOut(Schema):
+    id: str
+    outcome: Literal["done", "skipped", "error"]
+    detail: str
+
+
+class BulkRunOut(Schema):
+    operation: str
+    batch: str
+    results: list[BulkResultOut]
+
+
+@router.post("/executions/bulk", response={200: BulkDryRunOut | BulkRunOut, **WRITE}, tags=["executions"])
+def bulk_operation(request: HttpRequest, payload: BulkIn):
+    """Operators: cancel, resume or retry many executions. A dry run (``ids`` or a
+    ``filter``) changes nothing and lists what is eligible; a real run takes the ``ids``
+    a dry run returned and reports per item, each its own audited transition."""
+    if payload.dry_run:
+        found = bulk.bulk_dry_run(
+            user=request.user,
+            operation=payload.operation,
+            ids=payload.ids,
+            filter=payload.filter.model_dump() if payload.filter is not None else None,
+        )
+        return found.as_dict()
+    if payload.filter is not None:
+        raise InvalidInput("filter", "a real run takes the ids a dry run returned, not a filter")
+    if payload.ids is None:
+        raise InvalidInput("ids", "name the executions (the eligible ids of a dry run)")
+    return bulk.bulk_run(
+        user=request.user, operation=payload.operation, ids=payload.ids, reason=payload.reason
+    ).as_dict()
+
+
+# --- resume preview, restart from a step, closing compensations
+
+
+class PlannedStepOut(Schema):
+    step: str
+    label: str
+    kind: str
+    plan: Literal["skip", "run", "blocked"]
+    why: str
+
+
+class PreviewEffectOut(Schema):
+    key: str
+    type: str
+    status: str
+    may_repeat: bool
+    provider_dedupes: bool
+
+
+class StaleApprovalOut(Schema):
+    approval_id: int
+    artifact_version: int
+    content_sha256: str
+    why: str
+
+
+class WorkflowVersionOut(Schema):
+    pinned: int
+    latest: int
+
+
+class ResumePreviewOut(Schema):
+    can_resume: bool
+    blocked_by: list[str]
+    steps: list[PlannedStepOut]
+    effects: list[PreviewEffectOut]
+    stale_approvals: list[StaleApprovalOut]
+    workflow_version: WorkflowVersionOut
+
+
+@router.get(
+    "/executions/{execution_id}/resume-preview",
+    response={200: ResumePreviewOut, **READ_ONE, 403: ErrorOut},
+    tags=["executions"],
+)
+def resume_preview(request: HttpRequest, execution_id: ExecutionRef):
+    """Operators: what a resume would skip, run and risk; resume refuses while ``can_resume`` is false."""
+    return preview.execution_resume_preview(ref=execution_id, user=request.user)
+
+
+@router.post("/executions/{execution_id}/restart", response={201: ExecutionOut, **WRITE_ONE}, tags=["executions"])
+def restart_execution(request: HttpRequest, execution_id: ExecutionRef, payload: RestartIn):
+    """Operators: a failed execution runs again from ``from_step`` as a new execution
+    that reuses the recorded outputs of the steps before it."""
+    execution = restart.execution_restart(
+        ref=execution_id, user=request.user, from_step=payload.from_step, reason=payload.reason
+    )
+    return 201, selectors.execution_payload(execution)
+
+
+@router.post("/actions/{key}/close", response={200: ActionDetailOut, **WRITE_ONE}, tags=["actions"])
+def close_action(request: HttpRequest, key: ActionKey, payload: CloseIn):
+    """Operators: close a planned compensation of a cancelled execution with evidence (audited)."""
+    return compensations.action_close(key=key, user=request.user, outcome=payload.outcome, evidence=payload.evidence)
+
+
+# --- the operator audit (triage.operator_audit): operators and auditors read it
+
+
+class ActOut(Schema):
+    id: int
+    at: datetime
+    execution: str
+    actor: str
+    action: str
+    reason: str
+    before: str
+    after: str
+    subject: str
+    batch: str | None
+
+
+class ActPage(Schema):
+    items: list[ActOut]
+    next: int | None
+
+
+@router.get("/operator-audit", response={200: ActPage, **READ, 403: ErrorOut}, tags=["audit"])
+def operator_audit_list(
+    request: HttpRequest,
+    actor: Text(min_length=1, max_length=150) | None = None,
+    action: Literal[operator_audit.ACTIONS] | None = None,  # type: ignore[valid-type]
+    execution: Cursor | None = None,
+    date_from: date | None = Query(None, alias="from"),  # noqa: B008
+    date_to: date | None = Query(None, alias="to"),  # noqa: B008
+    batch: Annotated[str, Field(pattern=operator_audit.BATCH.pattern)] | None = None,
+    cursor: DbInt | None = None,
+):
+    """Every act a person took on executions (cancel, resume, retry now, resolve, signal,
+    bulk items), newest first, 50 a page; pass ``next`` as ``cursor`` for the next."""
+    if not reads_operator_audit(request.user):
+        raise Forbidden("operators and auditors read the operator audit")
+    filters = operator_audit.Filters(
+        actor=actor or "",
+        action=action or "",
+        execution=ref_for(pk_from_ref(execution)) if execution else "",
+        date_from=date_from,
+        date_to=date_to,
+        batch=batch or "",
+    )
+    rows = operator_audit.acts(filters)
+    if cursor:
+        rows = rows.filter(id__lt=cursor)
+    page = list(rows[: operator_audit.PAGE_SIZE + 1])
+    more = len(page) > operator_audit.PAGE_SIZE
+    page = page[: operator_audit.PAGE_SIZE]
+    return {"items": [operator_audit.act_of(e).as_dict() for e in page], "next": page[-1].pk if more else None}

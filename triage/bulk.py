@@ -1,0 +1,254 @@
+"""Bulk operations: cancel, resume or retry many executions at once (DESIGN §6).
+
+Two steps. A *dry run* says, for a filter or a list of ids, to which executions the
+operation applies now and why not to the others; it writes nothing. A *run* takes the
+frozen list of ids a dry run returned — never a filter, so an execution that appeared
+or changed since is not swept along — and applies the operation to each id through
+the one-execution service (``services.execution_cancel`` / ``execution_resume`` /
+``execution_retry_now``), one transaction per item: the item's audited transition,
+its events and an ``operator.bulk_item`` event naming the batch commit together or
+not at all. An item whose state changed since the dry run is ``skipped`` with why;
+one that breaks is an ``error``; neither stops the others.
+
+Operators only. Used by the API (``POST /api/executions/bulk``) and the console.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
+from django.db.models import OuterRef, Q, QuerySet, Subquery
+
+from executions import selectors, services
+from executions.engine import lifecycle
+from executions.errors import Conflict, Forbidden, InvalidInput, ServiceError
+from executions.models import ACTIVE, Action, Execution, ExecutionEvent, Status, pk_from_ref, ref_for
+
+from .inputs import MAX_BULK_ITEMS
+
+log = logging.getLogger(__name__)
+
+MAX_ITEMS = MAX_BULK_ITEMS  # ids in one run; eligible ids listed by one dry run
+ITEM_EVENT = "operator.bulk_item"
+
+
+@dataclass(frozen=True)
+class Operation:
+    name: str
+    statuses: frozenset[str]  # where it applies
+    service: Callable[..., Execution]  # the one-execution service: (ref=, user=, reason=)
+    blocked_by_unknown_outcome: bool = False  # an action whose outcome is unknown must be resolved first
+
+    def why_not(self, status: str, unknown_action: str | None) -> str | None:
+        """Why it doesn't apply to an execution in ``status`` (None: it does)."""
+        if status not in self.statuses:
+            if self.name == "cancel":
+                return f"already {status}"
+            return f"{status}, not {' or '.join(sorted(self.statuses))}"
+        if self.blocked_by_unknown_outcome and unknown_action:
+            return f"the outcome of {unknown_action} is unknown: resolve it first"
+        return None
+
+    def eligible(self) -> Q:
+        """The same rule as ``why_not``, in SQL, for rows annotated by ``_with_unknown_action``."""
+        q = Q(status__in=self.statuses)
+        return q & Q(unknown_action__isnull=True) if self.blocked_by_unknown_outcome else q
+
+
+OPERATIONS = {
+    "cancel": Operation("cancel", frozenset(ACTIVE), services.execution_cancel),
+    "resume": Operation(
+        "resume", frozenset({Status.NEEDS_ATTENTION}), services.execution_resume, blocked_by_unknown_outcome=True
+    ),
+    "retry": Operation("retry", frozenset({Status.RETRY_PENDING}), services.execution_retry_now),
+}
+
+
+@dataclass(frozen=True)
+class Ineligible:
+    id: str
+    why: str
+
+
+@dataclass(frozen=True)
+class DryRun:
+    operation: str
+    eligible: list[str]
+    ineligible: list[Ineligible]
+    truncated: bool = False  # a filter matched more than MAX_ITEMS eligible (or ineligible) executions
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "operation": self.operation,
+            "eligible": self.eligible,
+            "ineligible": [{"id": i.id, "why": i.why} for i in self.ineligible],
+            "truncated": self.truncated,
+        }
+
+
+@dataclass(frozen=True)
+class Result:
+    id: str
+    outcome: str  # done | skipped | error
+    detail: str
+
+
+@dataclass(frozen=True)
+class Run:
+    operation: str
+    batch: str
+    results: list[Result]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "operation": self.operation,
+            "batch": self.batch,
+            "results": [{"id": r.id, "outcome": r.outcome, "detail": r.detail} for r in self.results],
+        }
+
+    def count(self, outcome: str) -> int:
+        return sum(1 for r in self.results if r.outcome == outcome)
+
+
+# --- checks shared by both steps
+
+
+def _operation(user: AbstractBaseUser, name: str) -> Operation:
+    if not user.has_perm(services.OPERATE):
+        raise Forbidden("only operators may run bulk operations")
+    if name not in OPERATIONS:
+        raise InvalidInput("operation", f"unknown operation {name!r}; one of {', '.join(OPERATIONS)}")
+    return OPERATIONS[name]
+
+
+def parse_ids(ids: Sequence[str]) -> list[int]:
+    """Execution ids (``RUN_0042`` or ``42``) as primary keys, duplicates dropped, order
+    kept. InvalidInput naming ``ids``: none, more than MAX_ITEMS, or ones that aren't ids."""
+    if not ids:
+        raise InvalidInput("ids", "name at least one execution")
+    if len(ids) > MAX_ITEMS:
+        raise InvalidInput("ids", f"at most {MAX_ITEMS} executions in one bulk operation, not {len(ids)}")
+    bad = [str(i)[:40] for i in ids if not isinstance(i, str) or pk_from_ref(i) is None]
+    if bad:
+        raise InvalidInput("ids", f"not execution ids: {', '.join(bad[:10])}")
+    return list(dict.fromkeys(pk_from_ref(i) for i in ids))
+
+
+def _with_unknown_action(rows: QuerySet[Execution]) -> QuerySet[Execution]:
+    """``rows`` with ``unknown_action``: the key of an action whose outcome is unknown, or NULL."""
+    unknown = Action.objects.filter(execution=OuterRef("pk"), status=Action.State.UNKNOWN).order_by("id")
+    return rows.annotate(unknown_action=Subquery(unknown.values("key")[:1]))
+
+
+# --- the dry run
+
+
+def bulk_dry_run(
+    *,
+    user: AbstractBaseUser,
+    operation: str,
+    ids: Sequence[str] | None = None,
+    filter: dict[str, str | None] | None = None,
+) -> DryRun:
+    """Which executions ``operation`` applies to now, and why not the others. Writes nothing.
+
+    With ``ids``: each id in the order given (an id that names no execution is
+    ineligible). With ``filter`` (``status``, ``reason``, ``workflow``, as the list
+    filters): the newest MAX_ITEMS eligible matches and the newest MAX_ITEMS ineligible
+    ones; ``truncated`` says more matched. Raises Forbidden, InvalidInput.
+    """
+    op = _operation(user, operation)
+    if (ids is None) == (filter is None):
+        raise InvalidInput("ids", "give either ids or a filter")
+    if ids is not None:
+        pks = parse_ids(ids)
+        found = {e.pk: e for e in _with_unknown_action(Execution.objects.filter(pk__in=pks))}
+        eligible, ineligible = [], []
+        for pk in pks:
+            execution = found.get(pk)
+            why = "no such execution" if execution is None else op.why_not(execution.status, execution.unknown_action)
+            if why:
+                ineligible.append(Ineligible(ref_for(pk), why))
+            else:
+                eligible.append(ref_for(pk))
+        return DryRun(op.name, eligible, ineligible)
+    rows = _with_unknown_action(_matching(filter)).order_by("-id")
+    yes = list(rows.filter(op.eligible()).values_list("pk", flat=True)[: MAX_ITEMS + 1])
+    no = list(rows.exclude(op.eligible()).values_list("pk", "status", "unknown_action")[: MAX_ITEMS + 1])
+    return DryRun(
+        op.name,
+        [ref_for(pk) for pk in yes[:MAX_ITEMS]],
+        [Ineligible(ref_for(pk), op.why_not(status, unknown) or "") for pk, status, unknown in no[:MAX_ITEMS]],
+        truncated=len(yes) > MAX_ITEMS or len(no) > MAX_ITEMS,
+    )
+
+
+def _matching(filter: dict[str, str | None]) -> QuerySet[Execution]:
+    """The list's filters; a bad value is InvalidInput naming ``filter.<field>``."""
+    try:
+        return selectors.filtered(
+            status=filter.get("status") or None,
+            workflow=filter.get("workflow") or None,
+            reason=filter.get("reason") or None,
+        )
+    except InvalidInput as exc:
+        raise InvalidInput(f"filter.{exc.field}", exc.reason) from None
+
+
+# --- the run
+
+
+def bulk_run(*, user: AbstractBaseUser, operation: str, ids: Sequence[str], reason: str) -> Run:
+    """Apply ``operation`` to exactly ``ids`` (the frozen set of a dry run), each in its
+    own transaction, with ``reason`` recorded on each.
+
+    Nothing is done when the request is malformed: InvalidInput naming ``ids`` (none,
+    more than MAX_ITEMS, not ids, or ids of no execution) or ``reason`` (empty);
+    Forbidden for anyone but an operator. Otherwise every id gets a result: ``done``,
+    ``skipped`` (the operation no longer applies: its state changed since the dry run),
+    or ``error`` (logged).
+    """
+    op = _operation(user, operation)
+    pks = parse_ids(ids)
+    missing = sorted(set(pks) - set(Execution.objects.filter(pk__in=pks).values_list("pk", flat=True)))
+    if missing:
+        raise InvalidInput("ids", f"no such executions: {', '.join(ref_for(pk) for pk in missing[:20])}")
+    reason = (reason or "").strip()
+    if not reason:
+        raise InvalidInput("reason", f"say why these executions should {op.name}")
+    batch = f"BULK-{uuid.uuid4().hex[:12].upper()}"
+    return Run(op.name, batch, [_run_one(op, pk, user=user, reason=reason, batch=batch) for pk in pks])
+
+
+def _run_one(op: Operation, pk: int, *, user: AbstractBaseUser, reason: str, batch: str) -> Result:
+    ref = ref_for(pk)
+    try:
+        with transaction.atomic():
+            locked = _with_unknown_action(Execution.objects.filter(pk=pk))
+            execution = locked.select_for_update(no_key=True, of=("self",)).get()
+            before = execution.status
+            why = op.why_not(before, execution.unknown_action)
+            if why:
+                return Result(ref, "skipped", why)
+            after = op.service(ref=ref, user=user, reason=reason).status
+            act = ExecutionEvent.objects.filter(execution_id=pk).order_by("-id").values_list("id", flat=True).first()
+            lifecycle.record(
+                execution,
+                ITEM_EVENT,
+                actor=user,
+                payload={"batch": batch, "operation": op.name, "reason": reason, "event": act},
+            )
+    except Conflict as exc:  # the service found the state changed under its own lock
+        return Result(ref, "skipped", exc.message)
+    except ServiceError as exc:
+        return Result(ref, "error", exc.message)
+    except Exception as exc:
+        log.exception("bulk %s %s of %s failed", op.name, ref, batch)
+        return Result(ref, "error", f"internal error: {type(exc).__name__}")
+    return Result(ref, "done", "due now" if op.name == "retry" else f"{before} → {after}")

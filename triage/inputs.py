@@ -1,0 +1,62 @@
+"""What triage's endpoints and forms accept: bulk operations, restart from a step,
+closing a compensation. Built from the edge's types (``executions.inputs``), so a
+value the database can't hold is a 422 naming the field here too."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from ninja import Schema
+from pydantic import Field
+
+from executions.inputs import FORM, ActionKey, Body, Evidence, ExecutionRef, Reason, Text, WorkflowName
+from executions.models import Status
+from executions.reasons import StuckReason
+
+# --- restart from a step, close a compensation
+
+StepName = Text(min_length=1, max_length=100)
+
+
+class RestartIn(Body):
+    from_step: StepName
+    reason: Reason = ""
+
+
+class CloseIn(Body):
+    outcome: Literal["succeeded", "failed"]
+    evidence: Evidence
+
+
+class CloseFormIn(CloseIn):
+    model_config = FORM
+    key: ActionKey
+
+
+# --- bulk operations (triage.bulk)
+
+MAX_BULK_ITEMS = 500  # executions in one bulk run
+
+
+class BulkFilterIn(Body):
+    """The execution list's filters, to pick what a dry run looks at."""
+
+    status: Status | None = None
+    reason: Literal[tuple(StuckReason.values)] | None = None  # type: ignore[valid-type]
+    workflow: WorkflowName | None = None
+
+
+class BulkIn(Body):
+    operation: Literal["cancel", "resume", "retry"]
+    ids: list[ExecutionRef] | None = Field(default=None, min_length=1, max_length=MAX_BULK_ITEMS)
+    filter: BulkFilterIn | None = None
+    reason: Reason = ""
+    dry_run: bool = False
+
+
+class BulkFormIn(Schema):
+    """The console's confirm form: the frozen ids of its dry run, and why."""
+
+    operation: Literal["cancel", "resume", "retry"]
+    ids: list[ExecutionRef] = Field(min_length=1, max_length=MAX_BULK_ITEMS)
+    reason: Reason = ""  # required: triage.bulk says so, naming the operation

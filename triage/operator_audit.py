@@ -1,0 +1,231 @@
+"""The operator audit: every act a person took on executions, across executions.
+
+An act is an ``ExecutionEvent`` with an actor (a user) of one of these shapes, each
+written by the service that made the change, in its transaction:
+
+| act | the event | service |
+|---|---|---|
+| cancel, resume | a ``transition`` by a user | ``execution_cancel``, ``execution_resume`` |
+| retry_now (and any other ``operator.<act>``) | ``operator.<act>`` | ``execution_retry_now`` |
+| resolve | ``action.succeeded`` / ``action.failed`` with ``resolved`` | ``action_resolve`` |
+| signal | ``wait.received`` | ``waits.signal_deliver`` |
+
+Left out, because another row or another audit already tells them: a decision's
+transitions (``resume_after_decision``, and the cancel that follows a rejection:
+approvals' audit trail has the decision), the ``wake`` after a signal (the signal's
+row), the ``resume``/``fail`` right after a resolve (the resolve's row), and the
+``operator.bulk_item`` marker, which gives its batch to the act it follows. A new
+operator act shows up here when it is recorded as ``operator.<act>`` with an actor.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db.models import Case, CharField, Exists, OuterRef, Q, QuerySet, Subquery, Value, When
+from django.db.models.fields.json import KeyTextTransform
+from django.db.models.functions import Cast, Coalesce, Substr
+
+from executions.models import ExecutionEvent, pk_from_ref, ref_for
+from executions.storable import text_refusal
+
+from .bulk import ITEM_EVENT
+
+ACTIONS = ("cancel", "resume", "fail", "retry_now", "resolve", "signal")
+PAGE_SIZE = 50
+BATCH = re.compile(r"^BULK-[0-9A-F]{12}$")
+
+
+@dataclass
+class Filters:
+    """The audit's filters from a query string; a bad value is ignored and named in ``errors``."""
+
+    actor: str = ""
+    action: str = ""
+    execution: str = ""  # RUN_0042
+    date_from: dt.date | None = None
+    date_to: dt.date | None = None
+    batch: str = ""
+    errors: list[str] = field(default_factory=list)
+
+    def as_query(self) -> dict[str, str]:
+        """The valid filters, as GET parameters (for the pager and the CSV link)."""
+        out = {
+            "actor": self.actor,
+            "action": self.action,
+            "execution": self.execution,
+            "from": self.date_from.isoformat() if self.date_from else "",
+            "to": self.date_to.isoformat() if self.date_to else "",
+            "batch": self.batch,
+        }
+        return {k: v for k, v in out.items() if v}
+
+
+def filters_from(params: Mapping[str, Any]) -> Filters:
+    """Read the filters (``actor``, ``action``, ``execution``, ``from``, ``to``, ``batch``)."""
+    errors: list[str] = []
+
+    def text(name: str, limit: int) -> str:
+        raw = str(params.get(name) or "").strip()
+        if reason := text_refusal(raw):
+            errors.append(f"Ignored the {name} filter: it {reason}.")
+            return ""
+        if len(raw) > limit:
+            errors.append(f"Ignored the {name} filter: longer than {limit} characters.")
+            return ""
+        return raw
+
+    def date(name: str) -> dt.date | None:
+        raw = text(name, 40)
+        if not raw:
+            return None
+        try:
+            return dt.date.fromisoformat(raw)
+        except ValueError:
+            errors.append(f"Ignored the {name} date {raw!r}: use YYYY-MM-DD.")
+            return None
+
+    action = text("action", 40)
+    if action and action not in ACTIONS:
+        errors.append(f"Ignored the action filter {action!r}: use one of {', '.join(ACTIONS)}.")
+        action = ""
+    execution = text("execution", 40)
+    if execution:
+        pk = pk_from_ref(execution)
+        if pk is None:
+            errors.append(f"Ignored the execution filter {execution!r}: an execution id looks like RUN_0042.")
+            execution = ""
+        else:
+            execution = ref_for(pk)
+    batch = text("batch", 40).upper()
+    if batch and not BATCH.match(batch):
+        errors.append(f"Ignored the batch filter {batch!r}: a batch looks like BULK-0123456789AB.")
+        batch = ""
+    filters = Filters(
+        actor=text("actor", 150),
+        action=action,
+        execution=execution,
+        date_from=date("from"),
+        date_to=date("to"),
+        batch=batch,
+        errors=errors,
+    )
+    if filters.date_from and filters.date_to and filters.date_from > filters.date_to:
+        errors.append(f"The from date {filters.date_from} is after the to date {filters.date_to}: nothing can match.")
+    return filters
+
+
+def _payload(key: str) -> KeyTextTransform:
+    return KeyTextTransform(key, "payload")
+
+
+def acts(filters: Filters | None = None) -> QuerySet[ExecutionEvent]:
+    """The operator acts matching ``filters``, newest first, annotated with ``action``,
+    ``reason`` and ``batch`` (the bulk batch it belongs to, or NULL)."""
+    filters = filters or Filters()
+    same_execution = ExecutionEvent.objects.filter(execution=OuterRef("execution"))
+    rejected = same_execution.filter(type="approval.decided", payload__decision="reject")
+    previous = same_execution.filter(id__lt=OuterRef("id")).order_by("-id").values("id")[:1]
+    after_resolve = ExecutionEvent.objects.filter(
+        id=OuterRef("previous"), type__startswith="action.", payload__resolved=True
+    )
+    marker = same_execution.filter(type=ITEM_EVENT).annotate(event=_payload("event"))
+    marker = marker.filter(event=Cast(OuterRef("id"), CharField()))
+    transitions = Q(type="transition") & ~Q(payload__transition__in=["resume_after_decision", "wake"])
+    rows = (
+        ExecutionEvent.objects.filter(actor__isnull=False)
+        .filter(
+            transitions
+            | (Q(type__startswith="operator.") & ~Q(type=ITEM_EVENT))
+            | Q(type__startswith="action.", payload__resolved=True)
+            | Q(type="wait.received")
+        )
+        .annotate(
+            previous=Subquery(previous),
+            action=Case(
+                When(type="transition", then=_payload("transition")),
+                When(type__startswith="operator.", then=Substr("type", len("operator.") + 1)),
+                When(type__startswith="action.", then=Value("resolve")),
+                When(type="wait.received", then=Value("signal")),
+                output_field=CharField(),
+            ),
+            reason=Coalesce(_payload("reason"), _payload("evidence"), Value(""), output_field=CharField()),
+            batch=Subquery(marker.values(b=_payload("batch"))[:1]),
+        )
+        .exclude(Q(type="transition", payload__transition="cancel") & Exists(rejected))
+        .exclude(Q(type="transition") & Exists(after_resolve))
+        .select_related("actor")
+    )
+    if filters.actor:
+        rows = rows.filter(actor__username__iexact=filters.actor)
+    if filters.action:
+        rows = rows.filter(action=filters.action)
+    if filters.execution:
+        rows = rows.filter(execution_id=pk_from_ref(filters.execution))
+    if filters.date_from:
+        rows = rows.filter(created_at__date__gte=filters.date_from)
+    if filters.date_to:
+        rows = rows.filter(created_at__date__lte=filters.date_to)
+    if filters.batch:
+        rows = rows.filter(batch=filters.batch)
+    return rows.order_by("-id")
+
+
+@dataclass(frozen=True)
+class Act:
+    """One row of the audit, as plain values (the page, the CSV and the API)."""
+
+    id: int
+    at: dt.datetime
+    execution: str
+    actor: str
+    action: str
+    reason: str
+    before: str
+    after: str
+    subject: str  # the action key resolved, the signal received
+    batch: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "at": self.at,
+            "execution": self.execution,
+            "actor": self.actor,
+            "action": self.action,
+            "reason": self.reason,
+            "before": self.before,
+            "after": self.after,
+            "subject": self.subject,
+            "batch": self.batch or None,
+        }
+
+
+def act_of(event: ExecutionEvent) -> Act:
+    """``event`` (a row of ``acts``) as an Act: before → after is the status the act changed."""
+    payload = event.payload if isinstance(event.payload, dict) else {}
+    before, after, subject = event.from_status, event.to_status, ""
+    if event.type == "operator.retry_now":
+        before, after = "retry_pending", "retry_pending, due now"
+    elif event.type.startswith("action."):
+        before, after, subject = str(payload.get("from", "")), str(payload.get("to", "")), str(payload.get("key", ""))
+    elif event.type == "wait.received":  # the signal wakes it in the same transaction
+        before, after, subject = "waiting", "running", str(payload.get("signal", ""))
+    elif event.type.startswith("operator."):
+        before, after = str(payload.get("from", "")), str(payload.get("to", ""))
+    return Act(
+        id=event.pk,
+        at=event.created_at,
+        execution=ref_for(event.execution_id),
+        actor=event.actor.get_username() if event.actor else event.actor_label,
+        action=event.action,
+        reason=event.reason or "",
+        before=before,
+        after=after,
+        subject=subject,
+        batch=event.batch or "",
+    )

@@ -1,0 +1,174 @@
+"""What a resume would do, said before it is done (DESIGN §5, §6): which steps are
+skipped (their checkpointed output is reused), which run, which are blocked; which
+effects could be repeated at a provider that does not de-duplicate; which approvals
+no longer hold; the pinned and the latest workflow version.
+
+``can_resume`` and the blocked steps come from the one rule the resume itself checks
+(``executions.blockers``). Read only: nothing here writes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser
+
+from executions.authoring import registry
+from executions.authoring.workflow import Step, StepKind, Workflow
+from executions.blockers import Blocker, blockers, resume_position, workflow_of
+from executions.engine import gates
+from executions.errors import Forbidden
+from executions.models import OPERATE, Action, Execution, Status, StepRun, execution_for
+
+SKIP, RUN, BLOCKED = "skip", "run", "blocked"
+_UNSENT = (Action.State.PLANNED, Action.State.APPROVED)
+
+
+def execution_resume_preview(*, ref: str, user: AbstractBaseUser) -> dict[str, Any]:
+    """Operators: what a resume of ``ref`` would skip, run and risk."""
+    if not user.has_perm(OPERATE):
+        raise Forbidden("only operators may preview a resume")
+    return resume_preview(execution_for(ref))
+
+
+def resume_preview(execution: Execution) -> dict[str, Any]:
+    """The resume preview of DESIGN §6, for ``execution`` as it is now."""
+    workflow = workflow_of(execution)
+    actions = list(execution.actions.order_by("id"))
+    stale = gates.stale_of(execution)
+    found = blockers(execution, actions=actions, stale=stale)
+    blocked_by = [b.sentence for b in found]
+    if execution.status != Status.NEEDS_ATTENTION:
+        blocked_by.insert(0, _status_sentence(execution))
+    steps = _steps(execution, workflow, actions, found) if workflow is not None else []
+    ahead = {s["step"] for s in steps if s["plan"] != SKIP} if workflow is not None else None
+    return {
+        "can_resume": not blocked_by,
+        "blocked_by": blocked_by,
+        "steps": steps,
+        "effects": [_effect(a, ahead) for a in actions],
+        "stale_approvals": [{**grant.details, "why": grant.why} for grant in stale],
+        "workflow_version": {"pinned": execution.workflow_version, "latest": _latest(execution)},
+    }
+
+
+def may_repeat(action: Action, *, runs_again: bool = True) -> bool:
+    """Running its step again could repeat the effect at a provider that does not
+    de-duplicate: it may have been sent (executing, unknown, or failed after a send)
+    and the provider won't recognise the key."""
+    sent = action.status in (Action.State.EXECUTING, Action.State.UNKNOWN) or (
+        action.status == Action.State.FAILED and action.attempts > 0
+    )
+    return runs_again and sent and not action.honors_key and not action.is_compensation
+
+
+# --- the parts
+
+
+def _latest(execution: Execution) -> int:
+    try:
+        return registry.latest(execution.workflow).version
+    except registry.UnknownWorkflow:
+        return execution.workflow_version
+
+
+def _status_sentence(execution: Execution) -> str:
+    hint = {
+        Status.RETRY_PENDING: "; retry runs it now",
+        Status.FAILED: "; restart runs it again from a step, as a new execution",
+    }.get(execution.status, "")
+    return f"{execution.ref} is {execution.status}: only an execution that needs attention can be resumed{hint}"
+
+
+def _effect(action: Action, ahead: set[str] | None) -> dict[str, Any]:
+    runs_again = ahead is None or action.step in ahead
+    return {
+        "key": action.key,
+        "type": action.type,
+        "status": action.status,
+        "may_repeat": may_repeat(action, runs_again=runs_again),
+        "provider_dedupes": action.honors_key,
+    }
+
+
+def _steps(execution: Execution, workflow: Workflow, actions: list[Action], found: list[Blocker]) -> list[dict]:
+    at = resume_position(workflow, execution)
+    done = {run.step: run for run in StepRun.objects.filter(execution=execution, outcome=StepRun.Outcome.SUCCEEDED)}
+    blocking = {b.step: b for b in found if b.step}
+    first_blocked = ""
+    out = []
+    for index, step in enumerate(workflow.steps):
+        if index < at:
+            plan, why = SKIP, _skipped(execution, done.get(step.name))
+        elif step.name in blocking and not first_blocked:
+            first_blocked = step.name
+            plan, why = BLOCKED, blocking[step.name].sentence
+        elif first_blocked:
+            plan, why = BLOCKED, f"after {first_blocked}, which is blocked"
+        elif index == at:
+            plan, why = RUN, _runs_again(execution, step, actions)
+        else:
+            plan, why = RUN, _runs_later(step)
+        out.append({"step": step.name, "label": step.label, "kind": str(step.kind), "plan": plan, "why": why})
+    return out
+
+
+def _skipped(execution: Execution, run: StepRun | None) -> str:
+    if run is not None:
+        return (
+            f"checkpointed in round {run.round} (attempt {run.attempt}, {run.finished_at:%Y-%m-%d %H:%M:%S} UTC): "
+            "its recorded output is reused, it does not run again"
+        )
+    if execution.restarted_from_id:
+        return f"its output was recorded by {execution.restarted_from.ref} and is reused: it does not run"
+    return "checkpointed: its recorded output is reused, it does not run again"
+
+
+def _runs_again(execution: Execution, step: Step, actions: list[Action]) -> str:
+    """Why the current step runs, and what it will do."""
+    if step.is_gate:
+        return (
+            f"the {step.kind} gate is visited again: it lets the execution through if what it asked was "
+            "granted, otherwise it asks again in a new round"
+        )
+    if step.kind == StepKind.EFFECT:
+        return _effect_again(step, [a for a in actions if a.step == step.name and not a.is_compensation])
+    failed = (
+        StepRun.objects.filter(
+            execution=execution, step=step.name, round=execution.round, outcome=StepRun.Outcome.FAILED
+        )
+        .order_by("-id")
+        .first()
+    )
+    if failed is None:
+        return "runs from its start (nothing of it was checkpointed)"
+    return f"runs again (attempt {failed.attempt + 1}); the last attempt failed: {failed.error}"
+
+
+def _effect_again(step: Step, actions: list[Action]) -> str:
+    guarded = f" (once {step.guarded_by}'s approval is checked again)" if step.guarded_by else ""
+    action = actions[-1] if actions else None
+    if action is None:
+        return f"sends its effect for the first time, its ledger entry committed before the call{guarded}"
+    key = action.key
+    if action.status == Action.State.SUCCEEDED:
+        return f"{key} is already done: the step completes from its recorded receipt without a call"
+    if action.status in _UNSENT or action.attempts == 0:
+        return f"sends {key}, which was never sent{guarded}"
+    if action.honors_key:
+        return f"{key} failed; it is sent again with the same key, which the provider de-duplicates{guarded}"
+    return (
+        f"{key} failed at a provider that does not de-duplicate: it is first looked up by its key; found, it is "
+        "recorded without a call; not found, it is not re-sent and waits for an operator again"
+    )
+
+
+def _runs_later(step: Step) -> str:
+    if step.is_gate:
+        return f"the {step.kind} gate stops the execution here until it passes"
+    if step.kind == StepKind.EFFECT:
+        guarded = f", once {step.guarded_by} let it through" if step.guarded_by else ""
+        return f"sends its effect ({step.action}){guarded}"
+    if step.kind == StepKind.MODEL:
+        return f"asks the model (prompt {step.prompt_version}); the response is recorded"
+    return "runs"

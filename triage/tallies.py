@@ -1,0 +1,101 @@
+"""The counts at the top of the triage list (``summary``: by status and by stuck
+reason), cheap at a million executions because the terminal ones are tallied.
+
+A terminal execution never changes again. Every ``REFRESH`` beat's ``triage.tally``
+(``triage.tasks``; the doorbell's sweeper knows nothing of it) counts the
+terminal ones whose status changed before ``through`` (an hour before it counts, so a
+worker whose clock runs behind can't slip a row past it) by status, workflow and
+reason code, and keeps the counts in ``TerminalTally``. Counting then reads the tally,
+adds the terminal rows changed since ``through`` (the (status, status_changed_at)
+index) and counts the live ones directly: exact, without reading every row.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import timedelta
+
+from django.db import transaction
+from django.db.models import Count, Max
+from django.utils import timezone
+
+from executions import selectors, stuck
+from executions.models import ACTIVE, TERMINAL, Execution, Status
+
+from .models import TerminalTally
+
+REFRESH = timedelta(minutes=10)
+MARGIN = timedelta(hours=1)
+
+
+def refresh(*, force: bool = False) -> bool:
+    """Retake the tally when it is older than REFRESH (beat's ``triage.tally`` calls this). True if retaken."""
+    taken = TerminalTally.objects.aggregate(at=Max("taken_at"))["at"]
+    now = timezone.now()
+    if not force and taken is not None and now - taken < REFRESH:
+        return False
+    through = now - MARGIN
+    rows = (
+        Execution.objects.filter(status__in=TERMINAL, status_changed_at__lt=through)
+        .order_by()
+        .values("status", "workflow", "reason_code")
+        .annotate(n=Count("*"))
+    )
+    with transaction.atomic():
+        TerminalTally.objects.all().delete()
+        TerminalTally.objects.bulk_create(
+            TerminalTally(
+                through=through, taken_at=now, **{k: r[k] for k in ("status", "workflow", "reason_code", "n")}
+            )
+            for r in rows
+        )
+    return True
+
+
+def terminal_counts(
+    *, workflow: str | None = None, by: tuple[str, ...] = ("status", "reason_code")
+) -> Counter[tuple[str, ...]]:
+    """``by`` (of status, workflow, reason_code) → how many terminal executions (of
+    ``workflow``), exactly."""
+    tally = TerminalTally.objects.all()
+    recent = Execution.objects.filter(status__in=TERMINAL)
+    if workflow:
+        tally, recent = tally.filter(workflow=workflow), recent.filter(workflow=workflow)
+    counts: Counter[tuple[str, ...]] = Counter()
+    through = TerminalTally.objects.values_list("through", flat=True).first()
+    if through is not None:  # the tally, and what became terminal since; else count them all
+        for *key, n in tally.values_list(*by, "n"):
+            counts[tuple(key)] += n
+        recent = recent.filter(status_changed_at__gte=through)
+    for *key, n in recent.order_by().values_list(*by).annotate(n=Count("*")).values_list(*by, "n"):
+        counts[tuple(key)] += n
+    return counts
+
+
+def counts_by_workflow() -> Counter[tuple[str, ...]]:
+    """(workflow, status) → how many executions, exactly: the terminal ones through the
+    tally, the live ones counted."""
+    counts = terminal_counts(by=("workflow", "status"))
+    live = Execution.objects.filter(status__in=ACTIVE).order_by().values_list("workflow", "status")
+    for workflow, status, n in live.annotate(n=Count("*")).values_list("workflow", "status", "n"):
+        counts[(workflow, status)] += n
+    return counts
+
+
+def summary(*, workflow: str | None = None) -> dict[str, dict[str, int]]:
+    """Counts by status (every status, terminal included) and by stuck reason (every
+    reason): the live executions counted directly, the terminal ones from the tally
+    plus what became terminal since."""
+    by_status = dict.fromkeys(Status.values, 0)
+    by_reason = dict.fromkeys(stuck.REASONS, 0)
+    live = Execution.objects.filter(status__in=ACTIVE, **({"workflow": workflow} if workflow else {})).order_by()
+    for status, n in live.values("status").annotate(n=Count("*")).values_list("status", "n"):
+        by_status[status] = n
+    for (status, code), n in terminal_counts(workflow=workflow).items():
+        by_status[status] += n
+        if code in stuck.RECORDED.get(status, ()):
+            by_reason[code] += n
+    reasons = selectors.filtered(workflow=workflow).filter(status__in=ACTIVE).exclude(stuck_reason=None).order_by()
+    for reason, n in reasons.values("stuck_reason").annotate(n=Count("*")).values_list("stuck_reason", "n"):
+        by_reason[reason] = n
+    return {"by_status": by_status, "by_reason": by_reason}
