@@ -12,10 +12,9 @@ stay registered). Every step but the wait and the confirmation is version 1's.
 
 from __future__ import annotations
 
-import pydantic
 from pydantic import Field
 
-from executions.authoring import DB_INT_MAX, Effect, Template, Workflow, parse_with, register
+from executions.authoring import DB_INT_MAX, Effect, SignalPayload, Template, Workflow, parse_with, register
 
 from . import replacement_order as v1
 from . import services_client
@@ -36,11 +35,9 @@ class ReplacementInputV2(v1.ReplacementInput):
 parse_input = parse_with(ReplacementInputV2)
 
 
-class ShipmentConfirmed(pydantic.BaseModel):
+class ShipmentConfirmed(SignalPayload):
     """The payload of ``shipment_confirmed``: whoever signals may only say the tracking
     reference, in the carrier's shape (it goes into the customer's e-mail)."""
-
-    model_config = pydantic.ConfigDict(extra="forbid", strict=True)
 
     tracking: str | None = Field(
         default=None,

@@ -21,7 +21,7 @@ the journal happen underneath, in the engine. The names below are the whole surf
 using them takes (``parse_with`` for the input, ``FailureKind`` for a failure,
 ``InvalidInput`` for a validator's own refusal, ``DB_INT_MAX`` to bound an integer,
 ``request_json`` to call a service with failures sorted by type, ``ToolArgs``,
-``Progress`` and ``Refused`` for tools, ``Template`` for a bounded message to a third party, ``ModelRequest`` and ``Decision`` for an
+``Progress`` and ``Refused`` for tools, ``Template`` for a bounded message to a third party, ``SignalPayload`` for what a signal may carry, ``ModelRequest`` and ``Decision`` for an
 agent step's offline policy). The approval gate's spec is its app's:
 ``approvals.gate.Approval``.
 
@@ -37,6 +37,7 @@ from .modelcalls import Decision, ModelRequest
 from .outbound import Template
 from .registry import register
 from .retry import RetryPolicy
+from .specs import SignalPayload
 from .tools import Budget, Progress, Refused, Tool, ToolArgs
 from .workflow import Effect, ReceiptField, Workflow, WorkflowInput, parse_with
 
@@ -51,6 +52,7 @@ __all__ = [
     "Progress",
     "ReceiptField",
     "Refused",
+    "SignalPayload",
     "RetryPolicy",
     "StepFailure",
     "Template",

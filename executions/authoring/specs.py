@@ -27,6 +27,14 @@ class GateSpec:
     kind: ClassVar[str]
 
 
+class SignalPayload(pydantic.BaseModel):
+    """Base of the schema a wait declares for its signal's payload (``flow.wait(…,
+    payload=Model)``): typed, nothing coerced, an unknown field refused (a 422 naming
+    ``payload.<field>``)."""
+
+    model_config = pydantic.ConfigDict(extra="forbid", strict=True)
+
+
 @dataclass(frozen=True, kw_only=True)
 class WaitFor(GateSpec):
     """A wait gate's spec: the signal ``signal`` (or, with ``signal=""``, only a timer),

@@ -16,6 +16,7 @@ from executions.authoring import (
     Effect,
     InvalidInput,
     RetryPolicy,
+    SignalPayload,
     Workflow,
     WorkflowInput,
     parse_with,
@@ -88,7 +89,13 @@ def send(ctx):
     )
 
 
-flow.wait("delivered", label="Waiting for the delivery receipt", signal="card_delivered", timeout=3600)
+class Delivered(SignalPayload):
+    at: str
+
+
+flow.wait(
+    "delivered", label="Waiting for the delivery receipt", signal="card_delivered", timeout=3600, payload=Delivered
+)
 
 
 @flow.step("close", label="Recording the delivery")
