@@ -367,7 +367,7 @@ class _Visit:
                 raise ledger.ExecutionStopped(f"{execution.ref} is {execution.status}")
             self._save(execution)
             execution.refresh_from_db(fields=["context"])
-            fields = ["context", "gate_sla_at"]
+            fields = ["context"]
             if park.reopen:  # a fresh ask needs a fresh round
                 execution.round += 1
                 fields.append("round")
@@ -401,10 +401,7 @@ class _Visit:
             )
             planned = Step(name=self.step.name, label=self.step.label, kind=StepKind.EFFECT, action=tool.name)
             ledger.plan(execution, step=planned, effect=effect, gate_ref=opened.ref, actor_label=self.lease.owner)
-            if opened.due_at is not None:
-                execution.due_at = opened.due_at
-                fields.append("due_at")
-            execution.gate_sla_at = opened.sla_at
+            fields.extend(gates.park(execution, opened))
             lifecycle.apply(
                 execution, opened.transition, actor_label=self.lease.owner, step=self.step.name, update_fields=fields
             )

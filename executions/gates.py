@@ -165,6 +165,18 @@ def registered() -> list[Gate]:
     return list(_gates.values())
 
 
+def park(execution: Execution, opened: Opened) -> tuple[str, ...]:
+    """What a gate that opened owns on ``execution``, set in memory for the parking
+    transition to save (returns the fields): its timer, ``due_at`` — the gate's own, or
+    none, never what an earlier state left (a retry's due time, read by the sweeper and
+    the claim as a timer that came due, would wake the execution at every sweep) — and
+    the SLA past which the triage console calls the gate overdue. The one routine every
+    parking at a gate goes through (the runner's gate steps, an agent's guarded tool)."""
+    execution.due_at = opened.due_at
+    execution.gate_sla_at = opened.sla_at
+    return ("due_at", "gate_sla_at")
+
+
 def withdraw_all(execution: Execution, *, actor=None, actor_label: str, reason: str) -> JSON:
     withdrawn: JSON = {}
     for gate in _gates.values():

@@ -340,11 +340,7 @@ def _gate(lease: Lease, execution: Execution, workflow: Workflow, step: Step, st
             lifecycle.record(execution, opened.event, step=step.name, actor_label=lease.owner, payload=opened.payload)
         for effect_step, effect in planned:
             ledger.plan(execution, step=effect_step, effect=effect, gate_ref=opened.ref, actor_label=lease.owner)
-        if opened.due_at is not None:
-            execution.due_at = opened.due_at
-            fields.append("due_at")
-        execution.gate_sla_at = opened.sla_at
-        fields.append("gate_sla_at")
+        fields.extend(gates.park(execution, opened))
         lifecycle.apply(execution, opened.transition, actor_label=lease.owner, step=step.name, update_fields=fields)
         release(lease)
     log.info("%s: %s opened at %s (%s)", execution.ref, gate.kind, step.name, opened.ref)
