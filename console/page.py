@@ -173,7 +173,7 @@ def execution_stamps(snap: Snapshot) -> dict[str, str]:
             snap.restarted_as,
         ),
         "approval": digest(pending.pk if pending else None, e.status, e.current_step),
-        "operate": digest(e.status, unresolved, snap.last_event_id if unresolved else 0, snap.restarted_as),
+        "operate": digest(e.status, e.due_at, unresolved, snap.last_event_id if unresolved else 0, snap.restarted_as),
         "artifact": digest(snap.latest_version_id),
         "timeline": digest(snap.last_event_id, snap.last_run_id),
         "steps": digest(snap.last_run_id),
@@ -283,6 +283,7 @@ def panel_context(
     operator = user.has_perm(services.OPERATE)
     ctx["can_cancel"] = not execution.is_terminal and (operator or execution.created_by_id == user.pk)
     ctx["can_resume"] = execution.status == Status.NEEDS_ATTENTION and operator
+    ctx["can_retry"] = execution.status == Status.RETRY_PENDING and operator
     ctx["can_resolve"] = execution.status == Status.NEEDS_ATTENTION and operator
     ctx["waiting"] = gates.pending_of(execution) if execution.status == Status.WAITING else None
     ctx["can_signal"] = ctx["can_cancel"] and ctx["waiting"] is not None and ctx["waiting"].kind == "wait"

@@ -88,6 +88,32 @@ def resume_preview(execution: Execution) -> dict[str, Any]:
     }
 
 
+def cancel_preview(execution: Execution) -> dict[str, Any]:
+    """What cancelling ``execution`` now would do, said before it is done (read only): it
+    is final (``can_cancel``, or why not); the gate it waits at is withdrawn; the effects
+    that never started never will (``voided``); one in flight still has its outcome
+    recorded (``in_flight``); each done effect that has a compensation gets one recorded
+    for a person to carry out (``compensations``); an unknown outcome can no longer be
+    resolved once it is cancelled (``unknown``: resolve first if it matters)."""
+    workflow = workflow_of(execution)
+    compensated = set(workflow.compensations) if workflow is not None else set()
+    actions = [a for a in execution.actions.order_by("id") if not a.is_compensation]
+    pending = gates.pending_of(execution) if not execution.is_terminal else None
+
+    def keys(*states: str) -> list[str]:
+        return [a.key for a in actions if a.status in states]
+
+    return {
+        "can_cancel": not execution.is_terminal,
+        "why_not": f"{execution.ref} is already {execution.status}" if execution.is_terminal else "",
+        "withdrawn": pending.waiting_for if pending is not None else "",
+        "voided": keys(*_UNSENT),
+        "in_flight": keys(Action.State.EXECUTING),
+        "compensations": [a.key for a in actions if a.status == Action.State.SUCCEEDED and a.type in compensated],
+        "unknown": keys(Action.State.UNKNOWN),
+    }
+
+
 def may_repeat(action: Action, *, runs_again: bool = True) -> bool:
     """Running its step again could repeat the effect at a provider that does not
     de-duplicate: it may have been sent (executing, unknown, or failed after a send)
