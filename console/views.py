@@ -74,7 +74,7 @@ def _list_context(request: HttpRequest, filters: dict[str, str], rows, following
     counts = selectors.summary()
     stamps = {**page.list_stamps(rows), **nav.stamps(), "counts": page.digest(counts)}
     return {
-        "executions": [page.list_row(e) for e in rows],
+        "executions": page.list_rows(rows),
         "next_cursor": following,
         "statuses": Status.choices,
         "reasons": stuck.REASONS,
@@ -230,10 +230,10 @@ def execution_retry(request: HttpRequest, ref: str) -> HttpResponse:
     return _operate(
         request,
         ref,
-        lambda: services.execution_retry_now(
-            ref=ref, user=request.user, reason=_form(request, inputs.ReasonIn).reason
+        lambda: services.execution_retry_now(ref=ref, user=request.user, reason=_form(request, inputs.ReasonIn).reason),
+        lambda execution: (
+            f"{execution.ref} is due now: the next worker to claim it runs {execution.current_step} again."
         ),
-        lambda execution: f"{execution.ref} is due now: the next worker to claim it runs {execution.current_step} again.",
     )
 
 

@@ -114,7 +114,9 @@ class StuckOut(Schema):
     reason: StuckReason
     since: datetime | None
     detail: str
-    action: Literal["wait", "check_workers", "resolve", "escalate", "resume", "retry", "cancel"]
+    action: Literal[
+        "wait", "check_workers", "resolve", "escalate", "resume", "retry", "cancel", "restart", "compensate"
+    ]
 
 
 class ExecutionOut(Schema):

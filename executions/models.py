@@ -331,6 +331,11 @@ class Action(ConcurrentTransitionMixin, models.Model):
 
     class Meta:
         ordering = ["id"]
+        # The few actions still planned (awaiting their approval, or a compensation a person
+        # must carry out): the triage console finds the cancelled executions that wait on one.
+        indexes = [
+            models.Index(fields=["execution"], condition=models.Q(status="planned"), name="action_planned_execution")
+        ]
 
     def __str__(self) -> str:
         return self.key

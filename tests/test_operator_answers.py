@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 from datetime import timedelta
 
-import pytest
 from django.db import transaction
 from django.test import Client
 from django.utils import timezone
@@ -124,7 +123,9 @@ def test_retry_now_is_on_the_page_of_a_retry_pending_execution_and_needs_a_reaso
     assert Execution.objects.get(pk=execution.pk).due_at <= timezone.now()
     [act] = ExecutionEvent.objects.filter(execution=execution, type="operator.retry_now")
     assert act.actor == people["operator"].user and act.payload["reason"] == "the quota was raised"
-    assert logged_in(people["requester"]).post(f"/executions/{execution.ref}/retry/", {"reason": "x"}).status_code == 302
+    assert (
+        logged_in(people["requester"]).post(f"/executions/{execution.ref}/retry/", {"reason": "x"}).status_code == 302
+    )
     assert ExecutionEvent.objects.filter(execution=execution, type="operator.retry_now").count() == 1
 
 
@@ -132,3 +133,178 @@ def test_retry_now_is_not_offered_where_it_cannot_work(people, awaiting):  # noq
     execution, _ = awaiting
     page = logged_in(people["operator"]).get(f"/executions/{execution.ref}/").content.decode()
     assert 'id="retry-form"' not in page
+
+
+# --- item 3: a failed execution suggests what is possible; restarted, it is no longer stuck
+
+
+def report(people, *, step: str = "retrieve_figures") -> Execution:
+    return Execution.objects.create(
+        workflow="monthly_report",
+        workflow_version=1,
+        input={"month": "2026-08", "constraints": []},
+        input_digest="d",
+        created_by=people["requester"].user,
+        current_step=step,
+        context={
+            "state": {},
+            "artifacts": {},
+            "notes": {"goal": "", "constraints": [], "facts": [], "completed_steps": [], "next_action": ""},
+        },
+    )
+
+
+def moved(execution: Execution, *transitions: tuple[str, dict]) -> Execution:
+    with transaction.atomic():
+        for name, fields in transitions:
+            lifecycle.apply(execution, name, **fields)
+    return execution
+
+
+def stuck_everywhere(people, ref: str) -> dict:
+    """The reason as the API, the summary, the metrics (JSON and Prometheus) and the list filter say it."""
+    from metrics.measures import stuck_now
+
+    api = Client()
+    one = api.get(f"/api/executions/{ref}", **bearer(people["operator"])).json()["stuck"]
+    summary = api.get("/api/executions/summary", **bearer(people["operator"])).json()["by_reason"]
+    scrape = api.get("/metrics", **bearer(people["operator"])).content.decode()
+    gauges = {
+        line.split('"')[1]: float(line.rsplit(" ", 1)[1])
+        for line in scrape.splitlines()
+        if line.startswith("keel_stuck_executions{")
+    }
+    return {"one": one, "summary": summary, "metrics": stuck_now(), "prometheus": gauges}
+
+
+def test_a_failed_execution_suggests_a_restart_and_once_restarted_it_is_no_longer_stuck(people):
+    from executions.restart import execution_restart
+
+    failed = moved(
+        report(people),
+        ("start", {}),
+        ("fail", {"reason": "Publishing: 500 (retries exhausted)", "code": "retries_exhausted"}),
+    )
+    seen = stuck_everywhere(people, failed.ref)
+    assert seen["one"]["reason"] == "retries_exhausted" and seen["one"]["action"] == "restart"
+    assert "can't be resumed: restart it" in seen["one"]["detail"]
+    assert seen["summary"]["retries_exhausted"] == seen["metrics"]["retries_exhausted"] == 1
+    assert seen["prometheus"]["retries_exhausted"] == 1
+    preview = Client().get(f"/api/executions/{failed.ref}/resume-preview", **bearer(people["operator"])).json()
+    assert preview["can_resume"] is False and "restart runs it again" in preview["blocked_by"][0]
+
+    restarted = execution_restart(
+        ref=failed.ref, user=people["operator"].user, from_step="retrieve_figures", reason="the service is back"
+    )
+    seen = stuck_everywhere(people, failed.ref)
+    assert seen["one"] is None
+    assert seen["summary"]["retries_exhausted"] == seen["metrics"]["retries_exhausted"] == 0
+    assert seen["prometheus"]["retries_exhausted"] == 0
+    listed = Client().get("/api/executions?reason=retries_exhausted", **bearer(people["operator"])).json()
+    assert listed["items"] == []
+    page = logged_in(people["operator"]).get("/?status=failed").content.decode()
+    assert f'restarted as <a href="/executions/{restarted.ref}/">{restarted.ref}</a>' in page
+    assert 'reason-retries_exhausted"' not in page
+
+
+def test_a_resumable_execution_still_suggests_resume(people):
+    flagged = moved(
+        report(people), ("start", {}), ("flag", {"reason": "retries exhausted", "code": "retries_exhausted"})
+    )
+    assert stuck_everywhere(people, flagged.ref)["one"]["action"] == "resume"
+
+
+# --- item 10: a cancelled execution with a compensation still to do is in triage
+
+
+def test_a_cancelled_execution_with_a_planned_compensation_is_stuck_until_it_is_closed(people):
+    from executions.compensations import action_close
+
+    execution = moved(report(people, step="notify"), ("start", {}))
+    Action.objects.create(
+        execution=execution,
+        key=f"{execution.ref}:publish:v1:compensate",
+        step="publish",
+        type="compensate_publish_report",
+        args={"operation": "retract_publication", "publication_id": "PUB-1"},
+    )
+    moved(execution, ("cancel", {"reason": "published the wrong month"}))
+    seen = stuck_everywhere(people, execution.ref)
+    assert seen["one"]["reason"] == "compensation_pending" and seen["one"]["action"] == "compensate"
+    assert f"{execution.ref}:publish:v1:compensate" in seen["one"]["detail"]
+    assert seen["summary"]["compensation_pending"] == seen["metrics"]["compensation_pending"] == 1
+    assert seen["prometheus"]["compensation_pending"] == 1
+    listed = Client().get("/api/executions?reason=compensation_pending", **bearer(people["operator"])).json()
+    assert [e["id"] for e in listed["items"]] == [execution.ref]
+    counts = logged_in(people["operator"]).get("/").content.decode()
+    assert "?reason=compensation_pending" in counts
+
+    action_close(
+        key=f"{execution.ref}:publish:v1:compensate",
+        user=people["operator"].user,
+        outcome="succeeded",
+        evidence="retracted PUB-1 on the portal",
+    )
+    seen = stuck_everywhere(people, execution.ref)
+    assert seen["one"] is None and seen["summary"]["compensation_pending"] == 0
+
+
+# --- item 8: a lapsed lease says so from the moment it lapses
+
+
+def running(people, *, owner: str, lease_ago: float, step_deadline_ago: float | None = None) -> Execution:
+    execution = moved(report(people, step="publish"), ("start", {}))
+    now = timezone.now()
+    Execution.objects.filter(pk=execution.pk).update(
+        lease_owner=owner,
+        lease_token=7,
+        lease_expires_at=now - timedelta(seconds=lease_ago),
+        status_changed_at=now - timedelta(seconds=lease_ago + 30),
+        step_deadline=now - timedelta(seconds=step_deadline_ago) if step_deadline_ago is not None else None,
+    )
+    return execution
+
+
+def test_a_lease_that_just_lapsed_says_whose_it_was_and_that_nobody_took_it_over(people):
+    execution = running(people, owner="worker:w1:4242:abc123", lease_ago=5)
+    page = logged_in(people["operator"]).get(f"/executions/{execution.ref}/").content.decode()
+    head = page[page.index('id="live-head"') : page.index('id="approval-card"')]
+    assert "The lease of worker:w1:4242:abc123 (token 7) lapsed at" in head and "nobody took it over yet" in head
+    assert "Held by" not in head and ("5 s ago" in head or "6 s ago" in head)
+
+    stale = running(people, owner="worker:w2:4343:def456", lease_ago=90)
+    stuck = stuck_everywhere(people, stale.ref)["one"]
+    assert stuck["reason"] == "no_worker"
+    assert stuck["detail"].startswith("the lease of worker:w2:4343:def456 lapsed at")
+    assert stuck["since"].startswith(Execution.objects.get(pk=stale.pk).lease_expires_at.strftime("%Y-%m-%dT%H:%M:%S"))
+
+
+# --- Low: step_overdue says what the step waits on and since when
+
+
+def test_step_overdue_names_what_the_step_waits_on_and_since_when(people):
+    execution = running(people, owner="worker:w1:1:aaa", lease_ago=-20, step_deadline_ago=30)
+    stuck = stuck_everywhere(people, execution.ref)["one"]
+    assert stuck["reason"] == "step_overdue"
+    assert (
+        "Publishing the approved report (publish) has waited on the provider's answer to its effect since"
+        in (stuck["detail"])
+    )
+    assert "past its timeout of 600 s" in stuck["detail"] and "worker:w1:1:aaa still heartbeats" in stuck["detail"]
+
+
+# --- Low: times to the second, with their timezone
+
+
+def test_durations_are_shown_to_the_second():
+    from console.templatetags.keel_time import span, utc
+
+    assert [span(s) for s in (0, 25, 60, 192, 7500, 90000)] == [
+        "0 s",
+        "25 s",
+        "1 min",
+        "3 min 12 s",
+        "2 h 5 min",
+        "1 d 1 h",
+    ]
+    assert utc(timezone.now()).endswith(" UTC") and utc(None) == "—"
