@@ -352,12 +352,24 @@ def approval_context(user: AbstractBaseUser, snap: Snapshot, *, record_view: boo
         "can_decide": can_decide,
         "can_redraft": approval is not None and (user.has_perm(services.OPERATE) or execution.created_by_id == user.pk),
         "event_id": event_id,
-        # Between versions (a redraft): say the next one will appear here.
-        "approval_expected": approval is None
-        and not execution.is_terminal
-        and (bool(snap.requests) or execution.status == Status.AWAITING_APPROVAL),
+        # Between versions (changes requested, a redraft): the next one will appear here.
+        "approval_expected": approval is None and _draft_coming(execution, snap.requests),
         "next_inbox": lambda: next_inbox_item(user),
     }
+
+
+# The last request ended so that a new version is being drafted for a new one.
+_REDRAFTED = (ApprovalRequest.State.CHANGES_REQUESTED, ApprovalRequest.State.SUPERSEDED)
+_ON_ITS_WAY = (Status.PENDING, Status.RUNNING, Status.RETRY_PENDING)
+
+
+def _draft_coming(execution: Execution, requests: list[ApprovalRequest]) -> bool:
+    """A new version to decide on is being drafted: the last request was sent back (or
+    superseded by a redraft) and the execution is on its way to the gate again; or it
+    parks at the gate and the request is about to be read."""
+    if execution.status == Status.AWAITING_APPROVAL:
+        return True
+    return bool(requests) and requests[-1].status in _REDRAFTED and execution.status in _ON_ITS_WAY
 
 
 @dataclass(frozen=True)

@@ -308,3 +308,25 @@ def test_durations_are_shown_to_the_second():
         "1 d 1 h",
     ]
     assert utc(timezone.now()).endswith(" UTC") and utc(None) == "—"
+
+
+# --- item 9: "a new version appears here" only when one is being drafted
+
+
+def test_the_next_version_card_shows_only_while_a_new_version_is_being_drafted(people, awaiting):  # noqa: F811
+    from approvals.models import ApprovalRequest
+
+    execution, request = awaiting
+    operator = logged_in(people["operator"])
+
+    def card() -> bool:
+        return 'id="no-approval"' in operator.get(f"/executions/{execution.ref}/").content.decode()
+
+    assert not card(), "the pending request is shown, not a promise"
+    ApprovalRequest.objects.filter(pk=request.pk).update(status=ApprovalRequest.State.APPROVED)
+    moved(Execution.objects.get(pk=execution.pk), ("resume_after_decision", {}))
+    assert not card(), "approved and past its gate: no new version is coming"
+    ApprovalRequest.objects.filter(pk=request.pk).update(status=ApprovalRequest.State.CHANGES_REQUESTED)
+    assert card(), "changes requested: the redraft is on its way"
+    moved(Execution.objects.get(pk=execution.pk), ("flag", {"reason": "the draft step raised", "code": "step_error"}))
+    assert not card(), "stopped for an operator: nothing is being drafted until it is resumed"
