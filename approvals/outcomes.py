@@ -45,6 +45,9 @@ class EffectOutcome:
     lookup: list[tuple[str, str]] = field(default_factory=list)
     reconciled: bool = False
     resolution: Resolution | None = None
+    # The execution that sent it, when it isn't the request's own: a restart that reused
+    # the decision (executions.restart) sends its effects under it.
+    sent_by: str = ""
 
 
 RECEIPT_FIELDS = ("status", "reference")
@@ -98,8 +101,9 @@ def _wording(action: Action, execution: Execution, resolution: Resolution | None
 
 
 def _outcomes(
-    actions: list[Action], events: Iterable[ExecutionEvent], authorised_by: int | None
+    actions: list[Action], events: Iterable[ExecutionEvent], authorised_by: int | None, home: int | None = None
 ) -> list[EffectOutcome]:
+    """``home``: the execution the request belongs to; an action of another one is named."""
     resolutions: dict[str, Resolution] = {}
     reconciled: set[str] = set()
     lookups: dict[str, list[tuple[str, str]]] = {}
@@ -118,6 +122,10 @@ def _outcomes(
     for action in actions:
         resolution = resolutions.get(action.key)
         wording, tone = _wording(action, action.execution, resolution, action.key in reconciled)
+        sent_by = action.execution.ref if home is not None and action.execution_id != home else ""
+        if sent_by:
+            restarted = " (a restart, reusing this decision)" if action.execution.restarted_from_id else ""
+            wording = f"{wording} in {sent_by}{restarted}"
         out.append(
             EffectOutcome(
                 key=action.key,
@@ -132,6 +140,7 @@ def _outcomes(
                 lookup=lookups.get(action.key, []) if action.status != Action.State.SUCCEEDED or resolution else [],
                 reconciled=action.key in reconciled,
                 resolution=resolution,
+                sent_by=sent_by,
             )
         )
     return out
@@ -162,16 +171,18 @@ def effects_after(request: ApprovalRequest, *, window: Iterable[ExecutionEvent])
         .order_by("id")
     )
     actions.sort(key=lambda a: (a.gate_ref != request.gate_ref, a.pk))
-    return _outcomes(actions, _action_events(a.key for a in actions), authorised_by=request.pk)
+    return _outcomes(
+        actions, _action_events(a.key for a in actions), authorised_by=request.pk, home=request.execution_id
+    )
 
 
 def authorised_effects(requests: Iterable[ApprovalRequest]) -> dict[int, list[EffectOutcome]]:
     """For a page of requests: the effects each one's decision unlocked (two queries)."""
-    ids = [r.pk for r in requests]
-    refs = [gate_ref_for(pk) for pk in ids]
+    homes = {r.pk: r.execution_id for r in requests}
+    refs = [gate_ref_for(pk) for pk in homes]
     actions = list(Action.objects.filter(gate_ref__in=refs).select_related("execution").order_by("id"))
     by_request: dict[int, list[Action]] = defaultdict(list)
     for action in actions:
         by_request[request_id_from(action.gate_ref)].append(action)
     events = _action_events(a.key for a in actions)
-    return {pk: _outcomes(rows, events, authorised_by=pk) for pk, rows in by_request.items()}
+    return {pk: _outcomes(rows, events, authorised_by=pk, home=homes[pk]) for pk, rows in by_request.items()}

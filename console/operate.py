@@ -42,9 +42,18 @@ def resume_preview(request: HttpRequest, ref: str) -> HttpResponse:
 @require_POST
 def execution_restart(request: HttpRequest, ref: str) -> HttpResponse:
     """Restart a failed execution from the chosen step; the new execution's page follows."""
+    fields = {name: request.POST.get(name, "").strip() for name in ("from_step", "reason")}
     try:
-        form = _form(request, inputs.RestartIn)
-        restarted = restart.execution_restart(ref=ref, user=request.user, from_step=form.from_step, reason=form.reason)
+        form = inputs.parse(
+            inputs.RestartIn, {**fields, "accept_repeats": request.POST.get("accept_repeats") == "true"}
+        )
+        restarted = restart.execution_restart(
+            ref=ref,
+            user=request.user,
+            from_step=form.from_step,
+            reason=form.reason,
+            accept_repeats=form.accept_repeats,
+        )
     except ServiceError as exc:
         messages.error(request, exc.message)
         return redirect("executions:detail", ref=ref)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlencode
 
@@ -27,6 +27,7 @@ from django.utils import timezone
 
 from approvals import audit, policy
 from approvals import selectors as approval_selectors
+from approvals.gate import reused_approvals
 from approvals.models import ApprovalRequest, AuditEntry
 from artifacts.models import ArtifactVersion
 from executions import gates, selectors, services, stuck
@@ -122,11 +123,13 @@ class Snapshot:
     requests: list[ApprovalRequest]
     latest_version_id: int | None
     restarted_as: int | None = None  # the execution that restarted this one (executions.restart)
+    # Approvals of another execution this one acts on: the decisions a restart reused.
+    reused: list[ApprovalRequest] = field(default_factory=list)
 
     @property
     def authorisers(self) -> dict[str, ApprovalRequest]:
         """The approval requests, by the reference the ledger knows them by."""
-        return {r.gate_ref: r for r in self.requests}
+        return {r.gate_ref: r for r in [*self.reused, *self.requests]}
 
     @property
     def pending(self) -> ApprovalRequest | None:
@@ -151,6 +154,11 @@ def snapshot(execution: Execution) -> Snapshot:
         .values_list("id", flat=True)
         .first(),
         restarted_as=Execution.objects.filter(restarted_from=execution).values_list("id", flat=True).first(),
+        reused=list(
+            ApprovalRequest.objects.filter(pk__in=reused_approvals(execution))
+            .select_related("artifact_version__artifact", "requested_by", "decision__decided_by", "execution")
+            .order_by("id")
+        ),
     )
 
 
@@ -193,7 +201,9 @@ def execution_stamps(snap: Snapshot) -> dict[str, str]:
             ],
             snap.last_event_id if unresolved else 0,
         ),
-        "approvals": digest([(r.pk, r.status, bool(approval_row(r).decided_by)) for r in snap.requests]),
+        "approvals": digest(
+            [(r.pk, r.status, bool(approval_row(r).decided_by)) for r in [*snap.reused, *snap.requests]]
+        ),
     }
 
 
@@ -289,7 +299,7 @@ def panel_context(
     ctx["can_signal"] = ctx["can_cancel"] and ctx["waiting"] is not None and ctx["waiting"].kind == "wait"
     # Restart a failed execution from a step; close the compensations a cancel recorded.
     ctx["can_restart"] = execution.status == Status.FAILED and operator and snap.restarted_as is None
-    ctx["restart_choices"] = presenters.restart_choices(execution) if ctx["can_restart"] else []
+    ctx["restart"] = presenters.restart_form(execution) if ctx["can_restart"] else None
     ctx["can_close"] = execution.status == Status.CANCELLED and operator
     ctx["restarted_from"] = ref_for(execution.restarted_from_id) if execution.restarted_from_id else ""
     ctx["restarted_as"] = ref_for(snap.restarted_as) if snap.restarted_as else ""
@@ -319,7 +329,7 @@ def panel_context(
         runs = StepRun.objects.filter(execution=execution, outcome=StepRun.Outcome.SUCCEEDED).order_by("-id")
         ctx["timeline"] = presenters.timeline_rows(execution, events, runs)
     if "approvals" in panels:
-        ctx["approval_rows"] = [approval_row(r) for r in snap.requests]
+        ctx["approval_rows"] = [approval_row(r, home=execution) for r in [*snap.reused, *snap.requests]]
     if "artifact" in panels:
         versions = list(selectors.artifact_versions(execution).order_by("artifact_id", "number"))
         ctx["versions"] = versions
@@ -383,11 +393,13 @@ class ApprovalRow:
     decided_by: str = ""
     decided_at: Any = None
     comment: str = ""
+    recorded_by: str = ""  # the execution it belongs to, when a restart reuses it
 
 
-def approval_row(request: ApprovalRequest) -> ApprovalRow:
+def approval_row(request: ApprovalRequest, *, home: Execution | None = None) -> ApprovalRow:
     decision = approval_selectors.decision_of(request)
     return ApprovalRow(
+        recorded_by=ref_for(request.execution_id) if home is not None and request.execution_id != home.pk else "",
         pk=request.pk,
         action=request.action,
         version=request.version,

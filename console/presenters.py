@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from executions import registry
+from executions import registry, restart
 from executions.models import Action, Execution, ExecutionEvent, ModelCall, Status
 
 # Receipt fields worth a line of their own; the whole receipt is a click away.
@@ -91,6 +91,7 @@ class LedgerRow:
     fields: list = field(default_factory=list)  # receipt fields a resolution must give (ReceiptField)
 
     compensation: bool = False
+    authorised_by: str = ""  # the decision that lets it run ("approved by manager: approval #12 on V1")
 
     @property
     def unresolved(self) -> bool:
@@ -183,7 +184,8 @@ def ledger_rows(
     fields = receipt_fields_by_step(execution)
     rows = []
     for action in actions:
-        label, tone, note = _ledger_state(action, execution, (authorisers or {}).get(action.gate_ref))
+        authoriser = (authorisers or {}).get(action.gate_ref)
+        label, tone, note = _ledger_state(action, execution, authoriser)
         rows.append(
             LedgerRow(
                 key=action.key,
@@ -199,9 +201,23 @@ def ledger_rows(
                 resolution=resolutions.get(action.key),
                 fields=list(fields.get(action.step, ())) if not action.is_compensation else [],
                 compensation=action.is_compensation,
+                authorised_by=_authorised_by(authoriser, execution),
             )
         )
     return rows
+
+
+def _authorised_by(request: Any, execution: Execution) -> str:
+    """Which decision authorises an action: an approval request (approvals), named with
+    the execution it belongs to when that is another one (a restart reused it)."""
+    if request is None or getattr(request, "decision", None) is None:
+        return ""
+    decision = request.decision
+    where = f" in {request.execution.ref}" if request.execution_id != execution.pk else ""
+    return (
+        f"authorised by approval #{request.pk}{where}: V{request.version} ({request.content_sha256[:12]}), "
+        f"{decision.decision} by {decision.decided_by.get_username()}"
+    )
 
 
 def receipt_fields_by_step(execution: Execution) -> dict[str, tuple]:
@@ -549,24 +565,43 @@ def resume_plan(preview: dict[str, Any]) -> ResumePlan:
 
 @dataclass(frozen=True)
 class StepChoice:
+    """A step the restart form offers (one a restart can work from), with what it would send again."""
+
     name: str
     label: str
     selected: bool
+    repeats: list[str] = field(default_factory=list)  # "KEY (why)"
+    warnings: list[str] = field(default_factory=list)
 
 
-def restart_choices(execution: Execution) -> list[StepChoice]:
-    """The steps a failed execution can be restarted from: the first one up to the step it
-    failed at (the default)."""
-    try:
-        flow = registry.get(execution.workflow, execution.workflow_version)
-    except registry.UnknownWorkflow:
-        return []
-    names = [s.name for s in flow.steps]
-    last = names.index(execution.current_step) if execution.current_step in names else len(names) - 1
-    return [
-        StepChoice(name=s.name, label=s.label, selected=s.name == execution.current_step)
-        for s in flow.steps[: last + 1]
-    ]
+@dataclass(frozen=True)
+class RestartForm:
+    choices: list[StepChoice]
+    refused: list[Item]  # the steps a restart can't work from, and why
+
+    @property
+    def repeats(self) -> bool:
+        return any(c.repeats for c in self.choices)
+
+
+def restart_form(execution: Execution) -> RestartForm:
+    """The restart form of a failed execution (executions.restart.restart_options): only the
+    steps a restart can work from, the right one selected, each with what it sends again."""
+    options = restart.restart_options(execution)
+    return RestartForm(
+        choices=[
+            StepChoice(
+                name=o.step,
+                label=o.label,
+                selected=o.default,
+                repeats=[f"{r.key} ({r.why})" for r in o.repeats],
+                warnings=list(o.warnings),
+            )
+            for o in options
+            if o.works
+        ],
+        refused=[Item(o.label, o.why_not) for o in options if not o.works],
+    )
 
 
 @dataclass(frozen=True)

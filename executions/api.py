@@ -376,9 +376,44 @@ def restart_execution(request: HttpRequest, execution_id: ExecutionRef, payload:
     """Operators: a failed execution runs again from ``from_step`` as a new execution
     that reuses the recorded outputs of the steps before it."""
     execution = restart.execution_restart(
-        ref=execution_id, user=request.user, from_step=payload.from_step, reason=payload.reason
+        ref=execution_id,
+        user=request.user,
+        from_step=payload.from_step,
+        reason=payload.reason,
+        accept_repeats=payload.accept_repeats,
     )
     return 201, selectors.execution_payload(execution)
+
+
+class RepeatOut(Schema):
+    key: str
+    type: str
+    why: str
+
+
+class RestartOptionOut(Schema):
+    step: str
+    label: str
+    works: bool
+    why_not: str
+    would_repeat: list[RepeatOut]
+    warnings: list[str]
+    default: bool
+
+
+class RestartOptionsOut(Schema):
+    options: list[RestartOptionOut]
+
+
+@router.get(
+    "/executions/{execution_id}/restart-options",
+    response={200: RestartOptionsOut, **READ_ONE, 403: ErrorOut},
+    tags=["executions"],
+)
+def restart_options(request: HttpRequest, execution_id: ExecutionRef):
+    """Operators: the steps a failed execution can be restarted from, what each would send
+    again, and the default (empty when it is not failed)."""
+    return {"options": [o.as_dict() for o in restart.execution_restart_options(ref=execution_id, user=request.user)]}
 
 
 @router.post("/actions/{key}/close", response={200: ActionDetailOut, **WRITE_ONE}, tags=["actions"])

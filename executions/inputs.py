@@ -197,6 +197,8 @@ StepName = Text(min_length=1, max_length=100)
 class RestartIn(Schema):
     from_step: StepName
     reason: Reason = ""
+    # Send again effects that already happened (a restart refuses it otherwise: executions.restart).
+    accept_repeats: bool = False
 
 
 class CloseIn(Schema):

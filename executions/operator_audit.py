@@ -8,6 +8,8 @@ written by the service that made the change, in its transaction:
 | cancel, resume | a ``transition`` by a user | ``execution_cancel``, ``execution_resume`` |
 | retry_now (and any other ``operator.<act>``) | ``operator.<act>`` | ``execution_retry_now`` |
 | resolve | ``action.succeeded`` / ``action.failed`` with ``resolved`` | ``action_resolve`` |
+| close_compensation | ``action.succeeded`` / ``action.failed`` with ``closed`` | ``compensations.action_close`` |
+| restart | ``execution.restarted`` (on the failed execution) | ``restart.execution_restart`` |
 | signal | ``wait.received`` | ``waits.signal_deliver`` |
 
 Left out, because another row or another audit already tells them: a decision's
@@ -34,7 +36,17 @@ from .bulk import ITEM_EVENT
 from .inputs import text_refusal
 from .models import ExecutionEvent, pk_from_ref, ref_for
 
-ACTIONS = ("cancel", "resume", "fail", "retry_now", "resolve", "signal")
+ACTIONS = (
+    "cancel",
+    "resume",
+    "fail",
+    "retry_now",
+    "resolve",
+    "close_compensation",
+    "restart",
+    "accept_request",
+    "signal",
+)
 PAGE_SIZE = 50
 BATCH = re.compile(r"^BULK-[0-9A-F]{12}$")
 
@@ -141,6 +153,8 @@ def acts(filters: Filters | None = None) -> QuerySet[ExecutionEvent]:
             transitions
             | (Q(type__startswith="operator.") & ~Q(type=ITEM_EVENT))
             | Q(type__startswith="action.", payload__resolved=True)
+            | Q(type__startswith="action.", payload__closed=True)
+            | Q(type="execution.restarted")
             | Q(type="wait.received")
         )
         .annotate(
@@ -148,7 +162,9 @@ def acts(filters: Filters | None = None) -> QuerySet[ExecutionEvent]:
             action=Case(
                 When(type="transition", then=_payload("transition")),
                 When(type__startswith="operator.", then=Substr("type", len("operator.") + 1)),
+                When(type__startswith="action.", payload__closed=True, then=Value("close_compensation")),
                 When(type__startswith="action.", then=Value("resolve")),
+                When(type="execution.restarted", then=Value("restart")),
                 When(type="wait.received", then=Value("signal")),
                 output_field=CharField(),
             ),
@@ -212,6 +228,12 @@ def act_of(event: ExecutionEvent) -> Act:
         before, after = "retry_pending", "retry_pending, due now"
     elif event.type.startswith("action."):
         before, after, subject = str(payload.get("from", "")), str(payload.get("to", "")), str(payload.get("key", ""))
+    elif event.type == "execution.restarted":  # the failed one stays failed; the restart is a new execution
+        before, after, subject = (
+            "failed",
+            f"restarted as {payload.get('restarted_as', '')}",
+            str(payload.get("from_step", "")),
+        )
     elif event.type == "wait.received":  # the signal wakes it in the same transaction
         before, after, subject = "waiting", "running", str(payload.get("signal", ""))
     elif event.type.startswith("operator."):

@@ -363,11 +363,16 @@ def _plan_guarded_effects(execution: Execution, workflow: Workflow, gate: Step) 
 
 def _effect(lease: Lease, ctx: StepContext, workflow: Workflow, step: Step, started) -> str:
     effect = step.fn(ctx)
+    grant = ""
     if step.guarded_by:
         gate_step = workflow.get_step(step.guarded_by)
-        gates.get(gate_step.spec.kind).check_effect(ctx.execution, workflow, gate_step, effect)
+        gate = gates.get(gate_step.spec.kind)
+        gate.check_effect(ctx.execution, workflow, gate_step, effect)
+        grant = gate.grant_ref(ctx.execution, gate_step)
     with call_timeout(step.retry.timeout):
-        action, receipt = ledger.perform(lease=lease, step=step.name, action_type=step.action, effect=effect)
+        action, receipt = ledger.perform(
+            lease=lease, step=step.name, action_type=step.action, effect=effect, gate_ref=grant
+        )
     return _checkpoint(lease, ctx, workflow, step, receipt, started, action=action)
 
 

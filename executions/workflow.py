@@ -171,6 +171,9 @@ class Step:
     timeout_seconds: float | None = None  # how long one attempt may run; None: the workflow's
     receipt_fields: tuple[ReceiptField, ...] = ()  # effect: what the next steps read from its receipt
     agent: AgentSpec | None = None  # agent: its tools, budget and template
+    # Earlier steps whose output names this execution (a key, a client reference) and that
+    # this step checks: a restart that runs this step must run them again too.
+    restart_with: tuple[str, ...] = ()
 
     @property
     def is_gate(self) -> bool:
@@ -286,11 +289,14 @@ class Workflow:
         guarded_by: str = "",
         retry: RetryPolicy = DEFAULT_RETRY,
         receipt: tuple[ReceiptField, ...] = (),
+        restart_with: tuple[str, ...] = (),
     ) -> Callable:
         """An external side effect. ``guarded_by`` names the gate step that must let it
         through (its gate's ``check_effect`` runs right before the call). ``receipt``
         names the receipt fields later steps read, so an operator resolving an unknown
-        outcome must supply them."""
+        outcome must supply them. ``restart_with`` names earlier steps whose output
+        belongs to this execution alone (a reference carrying its id, which the effect
+        checks): a restart (executions.restart) that runs this step must run those too."""
         return self._decorator(
             name=name,
             label=label,
@@ -299,6 +305,7 @@ class Workflow:
             guarded_by=guarded_by,
             retry=retry,
             receipt_fields=tuple(receipt),
+            restart_with=tuple(restart_with),
         )
 
     def gate(self, name: str, *, label: str, spec: GateSpec) -> None:
@@ -337,6 +344,10 @@ class Workflow:
             )
         if any(s.name == step.name for s in self.steps):
             raise ValueError(f"{self.name} v{self.version}: step {step.name!r} declared twice")
+        earlier = {s.name for s in self.steps}
+        unknown = [name for name in step.restart_with if name not in earlier]
+        if unknown:
+            raise ValueError(f"{self.name} v{self.version}: {step.name} restarts with {unknown}, not steps before it")
         self.steps.append(step)
 
     # --- reading the plan

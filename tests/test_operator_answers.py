@@ -247,6 +247,13 @@ def test_a_cancelled_execution_with_a_planned_compensation_is_stuck_until_it_is_
     )
     seen = stuck_everywhere(people, execution.ref)
     assert seen["one"] is None and seen["summary"]["compensation_pending"] == 0
+    # item 5: the close is an act of the operator audit (API and CSV), like every operator act.
+    audit = Client().get(f"/api/operator-audit?execution={execution.ref}", **bearer(people["auditor"])).json()
+    [act] = [a for a in audit["items"] if a["action"] == "close_compensation"]
+    assert act["actor"] == "operator" and act["reason"] == "retracted PUB-1 on the portal"
+    assert act["subject"] == f"{execution.ref}:publish:v1:compensate" and act["after"] == "succeeded"
+    exported = logged_in(people["auditor"]).get("/operator-audit/export.csv?action=close_compensation")
+    assert f"{execution.ref}:publish:v1:compensate" in exported.content.decode()
 
 
 # --- item 8: a lapsed lease says so from the moment it lapses
