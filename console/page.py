@@ -245,7 +245,7 @@ class ResolveCard:
 
     row: presenters.LedgerRow
     fields: list[FormField]
-    outcome: str = "succeeded"
+    outcome: str = ""  # nothing chosen: the operator says which, never a default
     evidence: str = ""
     error: str = ""
 

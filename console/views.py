@@ -17,7 +17,7 @@ from approvals import services as approval_services
 from artifacts.rendering import render_artifact
 from executions import inputs, preview, registry, selectors, services, stuck, waits
 from executions.errors import InvalidInput, ServiceError
-from executions.models import Execution, Status
+from executions.models import Action, Execution, Status
 
 from . import page
 
@@ -299,6 +299,12 @@ def action_resolve(request: HttpRequest, ref: str) -> HttpResponse:
         messages.error(request, exc.message)
     else:
         messages.success(request, f"Resolved {action.key} as {action.status}.")
+        if action.status == Action.State.FAILED:
+            messages.warning(
+                request,
+                f"{ref} has failed. If {action.key} happened after all, the effect exists at the provider: "
+                "check there before a restart, which would send it again under a new key.",
+            )
     return redirect("executions:detail", ref=ref)
 
 

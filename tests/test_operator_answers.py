@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from executions import lifecycle
 from executions.models import Action, Execution, ExecutionEvent, Status
-from tests.test_screens import awaiting, logged_in  # noqa: F401 - a fixture
+from tests.test_screens import awaiting, logged_in, unknown_outcome  # noqa: F401 - fixtures
 
 
 def bearer(person) -> dict[str, str]:
@@ -337,3 +337,26 @@ def test_the_next_version_card_shows_only_while_a_new_version_is_being_drafted(p
     assert card(), "changes requested: the redraft is on its way"
     moved(Execution.objects.get(pk=execution.pk), ("flag", {"reason": "the draft step raised", "code": "step_error"}))
     assert not card(), "stopped for an operator: nothing is being drafted until it is resumed"
+
+
+# --- Low: Resolve preselects nothing; item 7: a resolve-as-failed warns that the effect may exist
+
+
+def test_resolve_makes_the_operator_choose_and_warns_after_it_did_not_happen(people, unknown_outcome):  # noqa: F811
+    execution, action = unknown_outcome
+    operator = logged_in(people["operator"])
+    page = operator.get(f"/executions/{execution.ref}/").content.decode()
+    select = page[page.index('<select name="outcome" required>') : page.index("</select>", page.index('name="outcome"'))]
+    assert '<option value="" selected disabled>' in select and "succeeded\" selected" not in select
+
+    chose_nothing = operator.post(f"/executions/{execution.ref}/resolve/", {"key": action.key, "evidence": "looked"})
+    assert chose_nothing.status_code == 422 and 'id="resolve-error"' in chose_nothing.content.decode()
+    assert Action.objects.get(pk=action.pk).status == Action.State.UNKNOWN
+
+    done = operator.post(
+        f"/executions/{execution.ref}/resolve/",
+        {"key": action.key, "outcome": "failed", "evidence": "not on the portal"},
+        follow=True,
+    ).content.decode()
+    assert f"Resolved {action.key} as failed." in done
+    assert "the effect exists at the provider: check there before a restart" in done
