@@ -11,7 +11,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
-from executions import compensations, inputs, restart, selectors, services
+from executions import compensations, drift, inputs, restart, selectors, services
 from executions.errors import Forbidden, NotFound, ServiceError
 
 from . import presenters
@@ -59,6 +59,23 @@ def execution_restart(request: HttpRequest, ref: str) -> HttpResponse:
         return redirect("executions:detail", ref=ref)
     messages.success(request, f"Restarted {ref} from {form.from_step} as {restarted.ref}.")
     return redirect("executions:detail", ref=restarted.ref)
+
+
+@login_required
+@require_POST
+def accept_request(request: HttpRequest, ref: str) -> HttpResponse:
+    """Accept the request a drifted model call's step rebuilt (its key and sha256 as the
+    page showed them): the execution resumes and the model is asked again for that call."""
+    try:
+        form = _form(request, inputs.AcceptRequestIn)
+        drift.execution_accept_request(
+            ref=ref, user=request.user, key=form.key, request_sha256=form.request_sha256, reason=form.reason
+        )
+    except ServiceError as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(request, f"Accepted the new request for {form.key}; {ref} is running again.")
+    return redirect("executions:detail", ref=ref)
 
 
 @login_required

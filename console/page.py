@@ -30,7 +30,7 @@ from approvals import selectors as approval_selectors
 from approvals.gate import reused_approvals
 from approvals.models import ApprovalRequest, AuditEntry
 from artifacts.models import ArtifactVersion
-from executions import gates, selectors, services, stuck
+from executions import drift, gates, selectors, services, stuck
 from executions.models import Action, Execution, ExecutionEvent, ModelCall, Status, StepRun, ref_for
 
 from . import presenters
@@ -294,6 +294,9 @@ def panel_context(
     ctx["can_cancel"] = not execution.is_terminal and (operator or execution.created_by_id == user.pk)
     ctx["can_resume"] = execution.status == Status.NEEDS_ATTENTION and operator
     ctx["can_retry"] = execution.status == Status.RETRY_PENDING and operator
+    drifted = drift.drift_of(execution) if execution.status == Status.NEEDS_ATTENTION else None
+    ctx["drift"] = presenters.drift_card(drifted) if drifted is not None else None
+    ctx["can_accept_request"] = drifted is not None and operator and not drifted.accepted
     ctx["can_resolve"] = execution.status == Status.NEEDS_ATTENTION and operator
     ctx["waiting"] = gates.pending_of(execution) if execution.status == Status.WAITING else None
     ctx["can_signal"] = ctx["can_cancel"] and ctx["waiting"] is not None and ctx["waiting"].kind == "wait"

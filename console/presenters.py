@@ -675,3 +675,75 @@ def _message_text(message: dict[str, Any]) -> str:
             f"→ {c.get('name')}({_clip(c.get('args'), 300)})" for c in calls if isinstance(c, dict)
         )
     return _clip(text, 5000)
+
+
+# --- a model drift: the two requests side by side (executions.drift)
+
+MAX_DIFF_LINES = 400
+
+
+@dataclass(frozen=True)
+class DiffLine:
+    kind: str  # add, del, ctx, hunk: for the page's colours
+    text: str
+
+
+@dataclass(frozen=True)
+class DriftCard:
+    """What an operator compares before accepting a new request for a drifted call."""
+
+    key: str
+    step: str
+    recorded_sha256: str
+    rebuilt_sha256: str
+    accepted: bool
+    diff: list[DiffLine]
+    rebuilt_known: bool  # the stopped attempt kept the rebuilt request (older drifts didn't)
+
+
+def request_lines(value: Any, path: str = "") -> list[str]:
+    """A canonical model request as lines a person can diff: one line per field
+    (``messages[2].content: …``), multi-line text indented under its field."""
+    if isinstance(value, dict):
+        return [line for k in sorted(value) for line in request_lines(value[k], f"{path}.{k}" if path else str(k))]
+    if isinstance(value, list):
+        if not value:
+            return [f"{path}: []"]
+        return [line for i, item in enumerate(value) for line in request_lines(item, f"{path}[{i}]")]
+    if isinstance(value, str) and "\n" in value:
+        return [f"{path}:", *(f"    {line}" for line in value.splitlines())]
+    return [f"{path}: {json.dumps(value, ensure_ascii=False)}"]
+
+
+def drift_card(drift: Any) -> DriftCard:
+    """``drift`` (executions.drift.Drift) as the page shows it, with a unified diff of the
+    recorded and the rebuilt request."""
+    import difflib
+
+    diff: list[DiffLine] = []
+    if drift.rebuilt_request is not None:
+        lines = difflib.unified_diff(
+            request_lines(drift.recorded_request),
+            request_lines(drift.rebuilt_request),
+            f"recorded {drift.recorded_sha256[:12]}",
+            f"rebuilt {drift.rebuilt_sha256[:12]}",
+            n=2,
+            lineterm="",
+        )
+        for line in lines:
+            kind = {"+": "add", "-": "del", "@": "hunk"}.get(line[:1], "ctx")
+            if line.startswith(("+++", "---")):
+                kind = "hunk"
+            diff.append(DiffLine(kind, _clip(line, 2000)))
+            if len(diff) >= MAX_DIFF_LINES:
+                diff.append(DiffLine("hunk", f"… (the diff goes on; the first {MAX_DIFF_LINES} lines are shown)"))
+                break
+    return DriftCard(
+        key=drift.key,
+        step=drift.step,
+        recorded_sha256=drift.recorded_sha256,
+        rebuilt_sha256=drift.rebuilt_sha256,
+        accepted=drift.accepted,
+        diff=diff,
+        rebuilt_known=drift.rebuilt_request is not None,
+    )

@@ -17,10 +17,11 @@ from artifacts import selectors as artifact_selectors
 from artifacts.services import artifact_version_content
 from artifacts.store import CorruptArtifact
 
-from . import bulk, compensations, restart, selectors, services
+from . import bulk, compensations, drift, restart, selectors, services
 from .auth import user_for_token
 from .errors import Conflict, InvalidInput, NotFound
 from .inputs import (
+    AcceptRequestIn,
     ActionKey,
     ArtifactRef,
     BulkIn,
@@ -270,6 +271,23 @@ def resume_execution(request: HttpRequest, execution_id: ExecutionRef, payload: 
     return selectors.execution_payload(execution)
 
 
+@router.post(
+    "/executions/{execution_id}/accept-request", response={200: ExecutionOut, **WRITE_ONE}, tags=["executions"]
+)
+def accept_request(request: HttpRequest, execution_id: ExecutionRef, payload: AcceptRequestIn):
+    """Operators: an execution stopped by a model drift goes on with the request its step
+    rebuilt (``key`` and its ``request_sha256``, as the page shows them): the model is
+    asked again for that call; the old record is kept, superseded (audited)."""
+    execution = drift.execution_accept_request(
+        ref=execution_id,
+        user=request.user,
+        key=payload.key,
+        request_sha256=payload.request_sha256,
+        reason=payload.reason,
+    )
+    return selectors.execution_payload(execution)
+
+
 class ToolCallOut(Schema):
     tool: str
     args: dict[str, Any] | None
@@ -277,6 +295,8 @@ class ToolCallOut(Schema):
 
 class ModelCallOut(Schema):
     key: str
+    revision: int
+    superseded: bool
     step: str
     round: int
     seq: int

@@ -201,6 +201,14 @@ class RestartIn(Schema):
     accept_repeats: bool = False
 
 
+class AcceptRequestIn(Schema):
+    """Accept the request a drifted model call's step rebuilt (executions.drift)."""
+
+    key: ActionKey  # the model call's key
+    request_sha256: Sha256  # the rebuilt request's, as shown
+    reason: Reason = ""
+
+
 class CloseIn(Schema):
     outcome: Literal["succeeded", "failed"]
     evidence: Evidence

@@ -3,15 +3,22 @@
 A step's calls are numbered in order; call n of step s in round r of execution E has
 the key ``E:s:r{r}:c{n}``, sent to the provider as ``X-Model-Call-Key``. ``ask``:
 
-1. looks the key up. Recorded with the same request sha256 → the recorded answer, no
-   network. Recorded with another sha256 → ``ModelDrift`` (the runner sends the
-   execution to needs_attention ``model_drift``): never a silent re-call or reuse.
+1. looks the key up (its latest revision). Recorded with the same request sha256 →
+   the recorded answer, no network. Recorded with another sha256 → ``ModelDrift`` (the
+   runner sends the execution to needs_attention ``model_drift``, with both requests
+   as evidence): never a silent re-call or reuse — unless an operator accepted the new
+   request (``executions.drift``, an audited ``operator.accept_request`` event): for
+   exactly that rebuilt request of that call, or for an earlier call of the same step
+   and round accepted after this one was recorded (a conversation that changed at call
+   k changes every call after it). Then the call is asked again and recorded as the
+   key's next revision, superseding the old row, which is kept.
 2. otherwise asks the client, then inserts the row in a fenced transaction (the
    caller may add its own writes to that commit with ``also``), so a crash re-asks at
    most the call that was in flight.
 
 The request hashed is ``ModelRequest.canonical``: model, prompt id and version,
-system text, messages, tools, parameters.
+system text, messages, tools, parameters. A revision after the first is sent to the
+provider as ``{key}:rev{n}``, so a provider that de-duplicates on the key asks anew.
 """
 
 from __future__ import annotations
@@ -28,7 +35,7 @@ from .errors import NeedsAttention
 from .leases import Lease, fence
 from .ledger import ExecutionStopped
 from .modelclient import ModelClient, ModelRequest, ModelResponse, ToolCall, canonical_json
-from .models import Execution, ModelCall, Status
+from .models import Execution, ExecutionEvent, ModelCall, Status
 
 
 class ModelDrift(NeedsAttention):
@@ -36,13 +43,50 @@ class ModelDrift(NeedsAttention):
 
     code = "model_drift"
 
-    def __init__(self, key: str, recorded: str, rebuilt: str) -> None:
+    def __init__(self, key: str, recorded: str, rebuilt: str, rebuilt_request: dict[str, Any] | None = None) -> None:
         super().__init__(
             f"model call {key} was recorded with request {recorded[:12]} but the request rebuilt now is "
             f"{rebuilt[:12]} (a prompt, tool or parameter changed); not asking again, not reusing it",
-            evidence={"key": key, "recorded_sha256": recorded, "rebuilt_sha256": rebuilt},
+            evidence={
+                "key": key,
+                "recorded_sha256": recorded,
+                "rebuilt_sha256": rebuilt,
+                # What would be sent now, for the operator's diff and decision (accept_request).
+                **({"rebuilt_request": rebuilt_request} if rebuilt_request is not None else {}),
+            },
         )
         self.key = key
+
+
+ACCEPTED = "operator.accept_request"
+
+
+def accepted(execution_id: int, key: str, recorded: str, rebuilt: str) -> bool:
+    """An operator accepted the request rebuilt as ``rebuilt`` for call ``key`` recorded
+    as ``recorded`` (executions.drift): exactly those, nothing else."""
+    return ExecutionEvent.objects.filter(
+        execution_id=execution_id,
+        type=ACCEPTED,
+        payload__key=key,
+        payload__recorded_sha256=recorded,
+        payload__rebuilt_sha256=rebuilt,
+    ).exists()
+
+
+def _asked_again(execution_id: int, row: ModelCall, rebuilt: str) -> bool:
+    """Whether the recorded call ``row``, rebuilt now as ``rebuilt``, is to be asked again:
+    its own new request was accepted, or an earlier call of its step and round was
+    accepted after ``row`` was recorded (so ``row`` answered a conversation that changed)."""
+    if accepted(execution_id, row.key, row.request_sha256, rebuilt):
+        return True
+    return ExecutionEvent.objects.filter(
+        execution_id=execution_id,
+        type=ACCEPTED,
+        payload__step=row.step,
+        payload__round=row.round,
+        payload__seq__lt=row.seq,
+        created_at__gt=row.created_at,
+    ).exists()
 
 
 def call_key(execution: Execution, step: str, seq: int) -> str:
@@ -82,15 +126,18 @@ class JournaledModel:
         self.keys.append(key)
         canonical = request.canonical(model=self.client.model)
         sha = hashlib.sha256(canonical_json(canonical)).hexdigest()
-        recorded = ModelCall.objects.filter(key=key).first()
+        recorded = ModelCall.objects.filter(key=key).order_by("-revision").first()
+        revision, supersedes = 1, None
         if recorded is not None:
-            if recorded.request_sha256 != sha:
-                raise ModelDrift(key, recorded.request_sha256, sha)
-            self.tokens += recorded.input_tokens + recorded.output_tokens
-            return response_of(recorded)
+            if recorded.request_sha256 == sha:
+                self.tokens += recorded.input_tokens + recorded.output_tokens
+                return response_of(recorded)
+            if not _asked_again(self.lease.execution_id, recorded, sha):
+                raise ModelDrift(key, recorded.request_sha256, sha, canonical)
+            revision, supersedes = recorded.revision + 1, recorded  # asked again, as the operator accepted
         failpoints.hit(f"before_model_call:{self.step}:c{self.seq}")
         started = time.monotonic()
-        response = self.client.complete(request, call_key=key)
+        response = self.client.complete(request, call_key=key if revision == 1 else f"{key}:rev{revision}")
         latency_ms = int((time.monotonic() - started) * 1000)
         failpoints.hit(f"after_model_call:{self.step}:c{self.seq}")  # answered, not yet recorded
         with transaction.atomic():
@@ -100,6 +147,8 @@ class JournaledModel:
                 also(execution)
             ModelCall.objects.create(
                 key=key,
+                revision=revision,
+                supersedes=supersedes,
                 execution_id=self.lease.execution_id,
                 step=self.step,
                 round=self.execution.round,

@@ -15,7 +15,8 @@ written by the service that made the change, in its transaction:
 Left out, because another row or another audit already tells them: a decision's
 transitions (``resume_after_decision``, and the cancel that follows a rejection:
 approvals' audit trail has the decision), the ``wake`` after a signal (the signal's
-row), the ``resume``/``fail`` right after a resolve (the resolve's row), and the
+row), the ``resume``/``fail`` right after a resolve or an accepted model request
+(their own rows), and the
 ``operator.bulk_item`` marker, which gives its batch to the act it follows. A new
 operator act shows up here when it is recorded as ``operator.<act>`` with an actor.
 """
@@ -141,8 +142,8 @@ def acts(filters: Filters | None = None) -> QuerySet[ExecutionEvent]:
     same_execution = ExecutionEvent.objects.filter(execution=OuterRef("execution"))
     rejected = same_execution.filter(type="approval.decided", payload__decision="reject")
     previous = same_execution.filter(id__lt=OuterRef("id")).order_by("-id").values("id")[:1]
-    after_resolve = ExecutionEvent.objects.filter(
-        id=OuterRef("previous"), type__startswith="action.", payload__resolved=True
+    after_resolve = ExecutionEvent.objects.filter(id=OuterRef("previous")).filter(
+        Q(type__startswith="action.", payload__resolved=True) | Q(type="operator.accept_request")
     )
     marker = same_execution.filter(type=ITEM_EVENT).annotate(event=_payload("event"))
     marker = marker.filter(event=Cast(OuterRef("id"), CharField()))

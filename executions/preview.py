@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from . import gates, registry
+from . import gates, journal, registry
 from .models import Action, Execution, Status, StepRun
 from .workflow import Step, StepKind, Workflow
 
@@ -220,7 +220,34 @@ def _runs_again(execution: Execution, step: Step, actions: list[Action]) -> str:
     )
     if failed is None:
         return "runs from its start (nothing of it was checkpointed)"
+    drifted = _drifted(execution, failed)
+    if drifted:
+        return drifted
+    if failed.error.startswith("budget_exceeded:") and step.kind == StepKind.AGENT:
+        return (
+            f"runs again with the same budget: its recorded calls replay and count against it, so it stops again "
+            f"where it did ({failed.error.removeprefix('budget_exceeded: ')}) — unless only its time ran out"
+        )
     return f"runs again (attempt {failed.attempt + 1}); the last attempt failed: {failed.error}"
+
+
+def _drifted(execution: Execution, failed: StepRun) -> str:
+    """What running again does to a step whose last attempt stopped at a model drift."""
+    evidence = (failed.output or {}).get("evidence")
+    if not isinstance(evidence, dict) or not {"key", "recorded_sha256", "rebuilt_sha256"} <= set(evidence):
+        return ""
+    key, recorded, rebuilt = evidence["key"], evidence["recorded_sha256"], evidence["rebuilt_sha256"]
+    replayed = "the calls before it replay from the journal"
+    if journal.accepted(execution.pk, key, recorded, rebuilt):
+        return (
+            f"runs again: {replayed}; {key} is asked again with the accepted request {rebuilt[:12]}, and so are the "
+            "calls after it (their answers recorded before are kept, superseded); any other request stops it again"
+        )
+    return (
+        f"runs again, and stops again at {key} without calling the model: it was recorded with request "
+        f"{recorded[:12]} and rebuilt as {rebuilt[:12]} — unless what changed was restored since; to go on with "
+        "the new request, accept it on the execution page instead (the model is asked again for that call)"
+    )
 
 
 def _effect_again(step: Step, actions: list[Action]) -> str:

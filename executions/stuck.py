@@ -74,7 +74,7 @@ ACTION = {
     "retries_exhausted": "resume",
     "step_error": "escalate",
     "approval_lapsed": "resume",
-    "model_drift": "escalate",
+    "model_drift": "resolve",
     "budget_exceeded": "escalate",
     "deadline_passed": "cancel",
     "compensation_pending": "compensate",
@@ -225,6 +225,11 @@ def _detail(e: Execution, reason: str, max_attempts: int | None) -> str:
         return f"waiting since {_at(e.status_changed_at)}; its SLA passed at {_at(e.gate_sla_at)}"
     if reason == "retries_exhausted" and e.status == Status.FAILED:
         return f"{why or 'its retries ran out'}; a failed execution can't be resumed: restart it from a step"
+    if reason == "model_drift":
+        return (
+            f"{why}; compare the recorded and the rebuilt request on its page, then accept the new request (the "
+            "model is asked again for that call) or restore what changed and resume"
+        )
     if reason == "compensation_pending":
         keys = ", ".join(_planned_compensations().filter(execution=e).order_by("id").values_list("key", flat=True))
         return (
