@@ -10,6 +10,7 @@ from typing import Annotated, Literal
 
 from django.http import HttpRequest
 from ninja import Body, Query, Router, Schema
+from ninja import Status as Reply  # an answer's status and body
 from pydantic import Field
 
 from executions import operator_audit, selectors, waits
@@ -58,8 +59,15 @@ def post_event(request: HttpRequest, execution_id: ExecutionRef, payload: EventI
     - ``signal``: the signal an execution waits for (operators, and the user who
       started it); a name it isn't waiting for is a 409."""
     if isinstance(payload, SignalEventIn):
-        return 202, waits.signal_deliver(
-            ref=execution_id, user=request.user, name=payload.name, payload=payload.payload, event_id=payload.event_id
+        return Reply(
+            202,
+            waits.signal_deliver(
+                ref=execution_id,
+                user=request.user,
+                name=payload.name,
+                payload=payload.payload,
+                event_id=payload.event_id,
+            ),
         )
     result = approval_decide(
         user=request.user,
@@ -71,7 +79,7 @@ def post_event(request: HttpRequest, execution_id: ExecutionRef, payload: EventI
         event_id=payload.event_id,
         comment=payload.comment,
     )
-    return 202, result.as_dict()
+    return Reply(202, result.as_dict())
 
 
 @router.post("/executions/{execution_id}/redraft", response={200: ExecutionOut, **WRITE_ONE}, tags=["approvals"])

@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from django.http import HttpRequest, HttpResponse
 from ninja import Router, Schema
+from ninja import Status as Reply  # an answer's status and body (``Status`` is the lifecycle's)
 from ninja.security import HttpBearer, SessionAuth
 
 from artifacts import selectors as artifact_selectors
@@ -170,7 +171,7 @@ def start_execution(request: HttpRequest, payload: StartIn):
     execution, created = services.execution_start(
         user=request.user, workflow=payload.workflow, input=payload.input, idempotency_key=payload.idempotency_key
     )
-    return (201 if created else 200), selectors.execution_payload(execution)
+    return Reply(201 if created else 200, selectors.execution_payload(execution))
 
 
 @router.get("/executions", response={200: ExecutionPage, **READ}, tags=["executions"])
@@ -402,7 +403,7 @@ def restart_execution(request: HttpRequest, execution_id: ExecutionRef, payload:
         reason=payload.reason,
         accept_repeats=payload.accept_repeats,
     )
-    return 201, selectors.execution_payload(execution)
+    return Reply(201, selectors.execution_payload(execution))
 
 
 class RepeatOut(Schema):

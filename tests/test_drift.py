@@ -66,9 +66,12 @@ def test_an_operator_accepts_the_new_request_and_the_agent_goes_on_once(stack, p
     shown = wrong.json()["request_sha256"]
     no_reason = operator.post(f"/executions/{ref}/accept-request", {"key": key, "request_sha256": shown})
     assert no_reason.status_code == 422 and no_reason.json()["detail"][0]["loc"] == ["body", "reason"]
-    assert api_as(people["requester"]).post(
-        f"/executions/{ref}/accept-request", {"key": key, "request_sha256": shown, "reason": "x"}
-    ).status_code == 403
+    assert (
+        api_as(people["requester"])
+        .post(f"/executions/{ref}/accept-request", {"key": key, "request_sha256": shown, "reason": "x"})
+        .status_code
+        == 403
+    )
 
     accepted = operator.post(
         f"/executions/{ref}/accept-request",

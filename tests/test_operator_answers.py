@@ -362,3 +362,36 @@ def test_resolve_makes_the_operator_choose_and_warns_after_it_did_not_happen(peo
     ).content.decode()
     assert f"Resolved {action.key} as failed." in done
     assert "the effect exists at the provider: check there before a restart" in done
+
+
+# --- Low: the default Anthropic model is a current one
+
+
+def test_the_default_anthropic_model_is_not_on_the_sdks_deprecation_list():
+    from anthropic.resources.messages.messages import DEPRECATED_MODELS
+
+    from executions.adapters import DEFAULT_ANTHROPIC_MODEL
+
+    assert DEFAULT_ANTHROPIC_MODEL not in DEPRECATED_MODELS, DEPRECATED_MODELS.get(DEFAULT_ANTHROPIC_MODEL)
+
+
+# --- Low: no deprecated django-ninja tuple returns (pyproject's filterwarnings turns one into an error)
+
+
+def test_the_api_answers_its_created_and_accepted_statuses_without_deprecated_tuples(people):
+    started = api_post(
+        people["requester"], "/executions", {"workflow": "monthly_report", "input": {"month": "2026-08"}}
+    )
+    assert started.status_code == 201, started.content
+    again = api_post(
+        people["requester"],
+        "/executions",
+        {"workflow": "monthly_report", "input": {"month": "2026-08"}, "idempotency_key": "k-1"},
+    )
+    assert again.status_code == 201
+    replayed = api_post(
+        people["requester"],
+        "/executions",
+        {"workflow": "monthly_report", "input": {"month": "2026-08"}, "idempotency_key": "k-1"},
+    )
+    assert replayed.status_code == 200 and replayed.json()["id"] == again.json()["id"]
