@@ -106,6 +106,8 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "config.middleware.HtmxLoginRedirectMiddleware",
+    # A view that finds PostgreSQL or the broker gone answers 503 + Retry-After, not a 500.
+    "config.middleware.UnavailableMiddleware",
     # Last: turns a locked-out login into the lockout page (django-axes).
     "axes.middleware.AxesMiddleware",
 ]
