@@ -184,7 +184,7 @@ def execution_stamps(snap: Snapshot) -> dict[str, str]:
         "operate": digest(e.status, e.due_at, unresolved, snap.last_event_id if unresolved else 0, snap.restarted_as),
         "artifact": digest(snap.latest_version_id),
         "timeline": digest(snap.last_event_id, snap.last_run_id),
-        "steps": digest(snap.last_run_id),
+        "steps": digest(snap.last_run_id, snap.last_model_call_id, e.status, e.current_step),
         "model_calls": digest(snap.last_model_call_id),
         "ledger": digest(
             e.status,
@@ -322,8 +322,10 @@ def panel_context(
     if "approval" in panels:
         ctx.update(approval_context(user, snap, record_view=record_view))
     if "steps" in panels:
-        runs = StepRun.objects.filter(execution=execution).order_by("id")
+        runs = list(StepRun.objects.filter(execution=execution).order_by("id"))
         ctx["attempts"] = presenters.attempt_rows(execution, runs)
+        calls = ModelCall.objects.filter(execution=execution, step=execution.current_step, round=execution.round)
+        ctx["step_in_progress"] = presenters.step_in_progress(execution, runs, calls.count())
     if "model_calls" in panels:
         calls = ModelCall.objects.filter(execution=execution).order_by("id")
         ctx["model_calls"] = presenters.model_call_rows(calls)

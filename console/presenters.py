@@ -265,6 +265,8 @@ EVENT_TITLES = {
     "wait.timed_out": "Wait timed out",
     "wait.withdrawn": "Wait withdrawn",
     "operator.retry_now": "Retry now, by an operator",
+    "operator.accept_request": "New model request accepted by an operator",
+    "tool_call.refused": "Tool call refused",
     "operator.bulk_item": "Part of a bulk operation",
 }
 
@@ -302,6 +304,9 @@ def event_title(ev: ExecutionEvent) -> str:
         return "Effect sent again (same key)"
     if ev.type == "approval.decided":
         return _DECISIONS.get(str(payload.get("decision", "")), "Decision recorded")
+    if ev.type == "tool_call.result":
+        verdict = "refused by the provider" if payload.get("is_error") else "result"
+        return f"Tool {verdict}: {_clip(payload.get('tool', '?'), 100)}"
     return EVENT_TITLES.get(ev.type, ev.type.replace(".", " ").replace("_", " ").capitalize())
 
 
@@ -344,6 +349,13 @@ def _event_details(ev: ExecutionEvent) -> list[Item]:
             "reused",
             ", ".join(map(str, payload["reused_steps"])) if isinstance(payload.get("reused_steps"), list) else None,
         )
+    elif ev.type.startswith("tool_call."):
+        add("arguments", payload.get("args"), code=True)
+        add("result", payload.get("result"), code=True)
+    elif ev.type == "operator.accept_request":
+        add("call", payload.get("key"), code=True)
+        add("recorded", str(payload.get("recorded_sha256", ""))[:12], code=True)
+        add("accepted", str(payload.get("rebuilt_sha256", ""))[:12], code=True)
     elif ev.type == "operator.bulk_item":
         add("batch", payload.get("batch"), code=True)
         add("operation", payload.get("operation"))
@@ -372,6 +384,7 @@ def timeline_rows(
         label_for = flow.label_for
     except registry.UnknownWorkflow:
         label_for = str
+    pinned_prompts = (execution.context or {}).get("prompts") or {}
     rows = []
     for ev in events:
         payload = ev.payload if isinstance(ev.payload, dict) else {}
@@ -399,7 +412,10 @@ def timeline_rows(
         details = [Item("attempt", str(run.attempt))] if run.attempt > 1 else []
         for call in output.get("model_calls", [])[:1]:
             if isinstance(call, dict):
-                details.append(Item("model", f"{call.get('model', '?')} · prompt {call.get('prompt_version', '?')}"))
+                # The version the call was built with; for runs recorded before it was kept, the
+                # one the execution pinned for the step (it can't have used another).
+                version = call.get("prompt_version") or pinned_prompts.get(run.step) or "?"
+                details.append(Item("model", f"{call.get('model', '?')} · prompt {version}"))
         rows.append(
             TimelineRow(
                 at=run.finished_at,
@@ -467,6 +483,29 @@ def attempt_rows(execution: Execution, runs: Iterable[Any]) -> list[AttemptRow]:
             )
         )
     return rows
+
+
+def step_in_progress(execution: Execution, runs: list[Any], model_calls: int) -> str:
+    """A sentence for the current step while none of its attempts has finished (an agent
+    step reading, or parked at its approval), so the steps panel never says "no step has
+    run" beside the calls and tool results it made; "" otherwise."""
+    if execution.is_terminal or execution.status == Status.PENDING or not execution.current_step:
+        return ""
+    if any(r.step == execution.current_step and r.round == execution.round for r in runs):
+        return ""
+    try:
+        label = registry.get(execution.workflow, execution.workflow_version).label_for(execution.current_step)
+    except registry.UnknownWorkflow:
+        label = execution.current_step
+    slot = ((execution.context or {}).get("agents") or {}).get(f"{execution.current_step}:r{execution.round}") or {}
+    results = len(slot.get("results") or {})
+    if not model_calls and not results:
+        return f"{label}: in progress, no attempt finished yet"
+    return (
+        f"{label}: in progress — {model_calls} model call{'s' if model_calls != 1 else ''} and {results} tool "
+        f"result{'s' if results != 1 else ''} so far (the model calls below, the results on the timeline); no attempt "
+        "finished yet"
+    )
 
 
 # --- the resume preview, restart and compensations (the triage console)
@@ -625,11 +664,15 @@ class ModelCallRow:
     messages: list[Item]
     response: str
     created_at: Any
+    revision: int = 1  # > 1: asked again after an operator accepted a new request
+    superseded: bool = False  # a later revision of its key replaced it (kept as it was)
 
 
 def model_call_rows(calls: Iterable[ModelCall]) -> list[ModelCallRow]:
     """The model-call journal, oldest first, each with its prompt (system text and
     messages) and its answer (text and proposed tool calls), clipped for the page."""
+    calls = list(calls)
+    superseded = {c.supersedes_id for c in calls if c.supersedes_id}
     rows = []
     for call in calls:
         request = call.request if isinstance(call.request, dict) else {}
@@ -662,6 +705,8 @@ def model_call_rows(calls: Iterable[ModelCall]) -> list[ModelCallRow]:
                 messages=messages,
                 response=_clip(response.get("text", ""), 20_000),
                 created_at=call.created_at,
+                revision=call.revision,
+                superseded=call.pk in superseded,
             )
         )
     return rows

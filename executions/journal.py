@@ -103,6 +103,7 @@ class JournaledModel:
         self.step = step
         self.seq = 0
         self.keys: list[str] = []
+        self.prompt_versions: list[str] = []  # of each call, in the order of ``keys``
         self.asked: list[str] = []  # keys answered by the provider in this run (not from the journal)
         self.tokens = 0
 
@@ -124,6 +125,7 @@ class JournaledModel:
         self.seq += 1
         key = call_key(self.execution, self.step, self.seq)
         self.keys.append(key)
+        self.prompt_versions.append(request.prompt_version)
         canonical = request.canonical(model=self.client.model)
         sha = hashlib.sha256(canonical_json(canonical)).hexdigest()
         recorded = ModelCall.objects.filter(key=key).order_by("-revision").first()
@@ -187,8 +189,12 @@ class JournaledModel:
         return self.ask(request)
 
     def summary(self) -> list[dict[str, Any]]:
-        """What the step's checkpoint keeps of its calls: the keys (the journal has the rest)."""
-        return [{"key": key, "model": self.client.model} for key in self.keys]
+        """What the step's checkpoint keeps of its calls: the keys, the model and the prompt
+        version (the journal has the rest)."""
+        return [
+            {"key": key, "model": self.client.model, "prompt_version": version}
+            for key, version in zip(self.keys, self.prompt_versions, strict=True)
+        ]
 
 
 def response_of(row: ModelCall) -> ModelResponse:

@@ -21,7 +21,14 @@ from tests.support.procs import ROOT, approval_decision, free_port, http, keel_e
 @pytest.fixture
 def embedded_env(tmp_path) -> dict[str, str]:
     env = keel_env(KEEL_VAR_DIR=str(tmp_path / "var"), RUNTIME_LEASE_SECONDS="5")
-    for name in ("DATABASE_URL", "CELERY_BROKER_URL", "KEEL_ARTIFACTS_ROOT", "SANDBOX_URL", "PORT", "KEEL_TEST_DB_NAME"):
+    for name in (
+        "DATABASE_URL",
+        "CELERY_BROKER_URL",
+        "KEEL_ARTIFACTS_ROOT",
+        "SANDBOX_URL",
+        "PORT",
+        "KEEL_TEST_DB_NAME",
+    ):
         env.pop(name, None)
     return env
 
