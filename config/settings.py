@@ -299,7 +299,10 @@ if KEEL_LOG_FORMAT not in ("plain", "json"):
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "filters": {"slice": {"()": "executions.logcontext.SliceFilter"}},
+    "filters": {
+        "slice": {"()": "executions.logcontext.SliceFilter"},
+        "refusals": {"()": "config.log_filters.RefusalsWithoutTraceback"},
+    },
     "formatters": {
         "plain": {"format": "%(asctime)s %(levelname)s %(name)s%(slice)s %(message)s"},
         "json": {"()": "executions.logcontext.JsonFormatter"},
@@ -308,6 +311,7 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": os.environ.get("KEEL_LOG_LEVEL", "INFO")},
     "loggers": {
         "django.server": {"level": "WARNING"},
+        "django.request": {"filters": ["refusals"]},  # a 403 is one line, not a traceback
         "kombu.connection": {"level": "ERROR"},  # "No hostname was supplied" for filesystem://
         "executions": {"level": "INFO"},
         "approvals": {"level": "INFO"},

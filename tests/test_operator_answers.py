@@ -395,3 +395,16 @@ def test_the_api_answers_its_created_and_accepted_statuses_without_deprecated_tu
         {"workflow": "monthly_report", "input": {"month": "2026-08"}, "idempotency_key": "k-1"},
     )
     assert replayed.status_code == 200 and replayed.json()["id"] == again.json()["id"]
+
+
+# --- Low: a 403 is logged as one line, not a traceback
+
+
+def test_a_refused_page_is_logged_without_a_traceback(people, awaiting, caplog):  # noqa: F811
+    execution, _ = awaiting
+    with caplog.at_level("WARNING", logger="django.request"):
+        refused = logged_in(people["requester"]).get(f"/executions/{execution.ref}/resume/preview/")
+    assert refused.status_code == 403
+    [record] = [r for r in caplog.records if r.name == "django.request" and getattr(r, "status_code", None) == 403]
+    assert record.exc_info is None and "Forbidden" in record.getMessage()
+    assert "Traceback" not in caplog.text
