@@ -218,7 +218,7 @@ def _cancel_page(request: HttpRequest, execution: Execution, *, error: str = "",
         "label": selectors.step_label(execution),
         "consequences": preview.cancel_preview(execution),
         "error": error,
-        "reason": request.POST.get("reason", "")[:2000],
+        "reason": typed if inputs.text_refusal(typed := request.POST.get("reason", "")[:2000]) is None else "",
     }
     return render(request, "executions/cancel_confirm.html", context, status=status)
 

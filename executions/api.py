@@ -212,6 +212,7 @@ class BulkDryRunOut(Schema):
     eligible: list[str]
     ineligible: list[IneligibleOut]
     truncated: bool
+    token: str
 
 
 class BulkResultOut(Schema):
@@ -244,7 +245,7 @@ def bulk_operation(request: HttpRequest, payload: BulkIn):
     if payload.ids is None:
         raise InvalidInput("ids", "name the executions (the eligible ids of a dry run)")
     return bulk.bulk_run(
-        user=request.user, operation=payload.operation, ids=payload.ids, reason=payload.reason
+        user=request.user, operation=payload.operation, ids=payload.ids, reason=payload.reason, token=payload.token
     ).as_dict()
 
 

@@ -261,12 +261,17 @@ class BulkFilterIn(Schema):
     workflow: WorkflowName | None = None
 
 
+BulkToken = Text(min_length=1, max_length=1000)
+FormToken = Text(max_length=1000)
+
+
 class BulkIn(Schema):
     operation: Literal["cancel", "resume", "retry"]
     ids: list[ExecutionRef] | None = Field(default=None, min_length=1, max_length=MAX_BULK_ITEMS)
     filter: BulkFilterIn | None = None
     reason: Reason = ""
     dry_run: bool = False
+    token: BulkToken | None = None  # a dry run's: the run does exactly its ids or nothing
 
 
 class BulkFormIn(Schema):
@@ -275,3 +280,4 @@ class BulkFormIn(Schema):
     operation: Literal["cancel", "resume", "retry"]
     ids: list[ExecutionRef] = Field(min_length=1, max_length=MAX_BULK_ITEMS)
     reason: Reason = ""  # required: executions.bulk says so, naming the operation
+    token: FormToken = ""  # required: the dry run's (executions.bulk.check_token)

@@ -408,3 +408,45 @@ def test_a_refused_page_is_logged_without_a_traceback(people, awaiting, caplog):
     [record] = [r for r in caplog.records if r.name == "django.request" and getattr(r, "status_code", None) == 403]
     assert record.exc_info is None and "Forbidden" in record.getMessage()
     assert "Traceback" not in caplog.text
+
+
+# --- Low: a bulk run is bound to its dry run by a token; the confirm form has one "reason"
+
+
+def test_a_bulk_run_with_its_dry_runs_token_does_exactly_those_ids_or_nothing(people):
+    first, second, third = (retrying(people) for _ in range(3))
+    operator = people["operator"]
+    dry = api_post(operator, "/executions/bulk", {"operation": "retry", "ids": [first.ref, second.ref], "dry_run": True})
+    assert dry.status_code == 200 and dry.json()["eligible"] == [first.ref, second.ref]
+    token = dry.json()["token"]
+    before = ExecutionEvent.objects.count()
+    for body, field in [
+        ({"ids": [first.ref, second.ref, third.ref], "token": token}, "ids"),
+        ({"ids": [first.ref], "token": token}, "ids"),
+        ({"ids": [first.ref, second.ref], "token": token + "x"}, "token"),
+    ]:
+        answer = api_post(operator, "/executions/bulk", {"operation": "retry", "reason": "quota raised", **body})
+        assert answer.status_code == 422 and answer.json()["detail"][0]["loc"] == ["body", field], answer.content
+    other = api_post(operator, "/executions/bulk", {"operation": "cancel", "ids": [first.ref], "dry_run": True})
+    wrong_op = api_post(
+        operator,
+        "/executions/bulk",
+        {"operation": "retry", "ids": [first.ref], "reason": "x", "token": other.json()["token"]},
+    )
+    assert wrong_op.status_code == 422 and wrong_op.json()["detail"][0]["loc"] == ["body", "token"]
+    assert ExecutionEvent.objects.count() == before, "nothing was done"
+    done = api_post(
+        operator,
+        "/executions/bulk",
+        {"operation": "retry", "ids": [second.ref, first.ref], "reason": "quota raised", "token": token},
+    )
+    assert done.status_code == 200 and [r["outcome"] for r in done.json()["results"]] == ["done", "done"]
+
+
+def test_the_bulk_confirm_form_sends_one_reason_and_the_filters_apart(people):
+    retrying(people)
+    page = logged_in(people["operator"]).get("/bulk/?status=retry_pending&reason=rate_limited&operation=retry")
+    form = page.content.decode()
+    form = form[form.index('id="bulk-confirm"') : form.index("</form>", form.index('id="bulk-confirm"'))]
+    assert form.count('name="reason"') == 1 and 'name="filter_reason" value="rate_limited"' in form
+    assert 'name="filter_status" value="retry_pending"' in form and 'name="token"' in form
