@@ -416,7 +416,9 @@ def test_a_refused_page_is_logged_without_a_traceback(people, awaiting, caplog):
 def test_a_bulk_run_with_its_dry_runs_token_does_exactly_those_ids_or_nothing(people):
     first, second, third = (retrying(people) for _ in range(3))
     operator = people["operator"]
-    dry = api_post(operator, "/executions/bulk", {"operation": "retry", "ids": [first.ref, second.ref], "dry_run": True})
+    dry = api_post(
+        operator, "/executions/bulk", {"operation": "retry", "ids": [first.ref, second.ref], "dry_run": True}
+    )
     assert dry.status_code == 200 and dry.json()["eligible"] == [first.ref, second.ref]
     token = dry.json()["token"]
     before = ExecutionEvent.objects.count()
