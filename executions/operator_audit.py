@@ -6,6 +6,7 @@ written by the service that made the change, in its transaction:
 | act | the event | service |
 |---|---|---|
 | cancel, resume | a ``transition`` by a user | ``execution_cancel``, ``execution_resume`` |
+| redraft | the ``resume_after_decision`` transition marked ``redraft`` | ``approvals.services.execution_redraft`` |
 | retry_now (and any other ``operator.<act>``) | ``operator.<act>`` | ``execution_retry_now`` |
 | resolve | ``action.succeeded`` / ``action.failed`` with ``resolved`` | ``action_resolve`` |
 | close_compensation | ``action.succeeded`` / ``action.failed`` with ``closed`` | ``compensations.action_close`` |
@@ -46,6 +47,7 @@ ACTIONS = (
     "close_compensation",
     "restart",
     "accept_request",
+    "redraft",
     "signal",
 )
 PAGE_SIZE = 50
@@ -147,7 +149,9 @@ def acts(filters: Filters | None = None) -> QuerySet[ExecutionEvent]:
     )
     marker = same_execution.filter(type=ITEM_EVENT).annotate(event=_payload("event"))
     marker = marker.filter(event=Cast(OuterRef("id"), CharField()))
-    transitions = Q(type="transition") & ~Q(payload__transition__in=["resume_after_decision", "wake"])
+    transitions = Q(type="transition") & (
+        ~Q(payload__transition__in=["resume_after_decision", "wake"]) | Q(payload__redraft=True)
+    )
     rows = (
         ExecutionEvent.objects.filter(actor__isnull=False)
         .filter(
@@ -161,6 +165,7 @@ def acts(filters: Filters | None = None) -> QuerySet[ExecutionEvent]:
         .annotate(
             previous=Subquery(previous),
             action=Case(
+                When(type="transition", payload__redraft=True, then=Value("redraft")),
                 When(type="transition", then=_payload("transition")),
                 When(type__startswith="operator.", then=Substr("type", len("operator.") + 1)),
                 When(type__startswith="action.", payload__closed=True, then=Value("close_compensation")),
@@ -169,7 +174,9 @@ def acts(filters: Filters | None = None) -> QuerySet[ExecutionEvent]:
                 When(type="wait.received", then=Value("signal")),
                 output_field=CharField(),
             ),
-            reason=Coalesce(_payload("reason"), _payload("evidence"), Value(""), output_field=CharField()),
+            reason=Coalesce(
+                _payload("instruction"), _payload("reason"), _payload("evidence"), Value(""), output_field=CharField()
+            ),
             batch=Subquery(marker.values(b=_payload("batch"))[:1]),
         )
         .exclude(Q(type="transition", payload__transition="cancel") & Exists(rejected))

@@ -452,3 +452,14 @@ def test_the_bulk_confirm_form_sends_one_reason_and_the_filters_apart(people):
     form = form[form.index('id="bulk-confirm"') : form.index("</form>", form.index('id="bulk-confirm"'))]
     assert form.count('name="reason"') == 1 and 'name="filter_reason" value="rate_limited"' in form
     assert 'name="filter_status" value="retry_pending"' in form and 'name="token"' in form
+
+
+def test_a_redraft_asked_by_an_operator_is_an_operator_audit_act(people, awaiting):  # noqa: F811
+    from approvals.services import execution_redraft
+
+    execution, _ = awaiting
+    execution_redraft(ref=execution.ref, user=people["operator"].user, instruction="Add a store ranking")
+    audit = Client().get(f"/api/operator-audit?execution={execution.ref}", **bearer(people["auditor"])).json()
+    [act] = audit["items"]
+    assert (act["action"], act["actor"], act["reason"]) == ("redraft", "operator", "Add a store ranking")
+    assert (act["before"], act["after"]) == ("awaiting_approval", "running")
