@@ -404,7 +404,6 @@ class ApprovalRow:
 def approval_row(request: ApprovalRequest, *, home: Execution | None = None) -> ApprovalRow:
     decision = approval_selectors.decision_of(request)
     return ApprovalRow(
-        recorded_by=ref_for(request.execution_id) if home is not None and request.execution_id != home.pk else "",
         pk=request.pk,
         action=request.action,
         version=request.version,
@@ -414,6 +413,7 @@ def approval_row(request: ApprovalRequest, *, home: Execution | None = None) -> 
         decided_by=decision.decided_by.get_username() if decision else "",
         decided_at=decision.created_at if decision else None,
         comment=decision.comment if decision else "",
+        recorded_by=ref_for(request.execution_id) if home is not None and request.execution_id != home.pk else "",
     )
 
 

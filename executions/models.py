@@ -265,7 +265,7 @@ class ModelCall(models.Model):
     """
 
     key = models.CharField(max_length=200)
-    revision = models.PositiveIntegerField(default=1)
+    revision = models.PositiveIntegerField(default=1, db_default=1)  # a raw INSERT without it: the first
     supersedes = models.OneToOneField(
         "self", null=True, blank=True, on_delete=models.PROTECT, related_name="superseded_by"
     )

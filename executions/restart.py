@@ -28,7 +28,7 @@ resolved as failed is named too: if it happened after all, it exists at the prov
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any
 
@@ -101,7 +101,7 @@ def restart_options(failed: Execution) -> list[RestartOption]:
     options = []
     for index, step in enumerate(workflow.steps[: last + 1]):
         runs = set(names[index:])
-        why_not = _why_not(failed, workflow, step.name, names[:index])
+        why_not = _why_not(failed, workflow, names[:index])
         repeats = tuple(r for a in actions if a.step in runs and (r := _repeat(a)) is not None)
         warnings = tuple(
             f"{a.key} was resolved as failed by an operator: if it happened after all, it exists at the provider "
@@ -112,15 +112,12 @@ def restart_options(failed: Execution) -> list[RestartOption]:
         options.append(RestartOption(step.name, step.label, not why_not, why_not, repeats, warnings))
     working = [o for o in options if o.works]
     chosen = next((o for o in reversed(working) if not o.repeats), working[-1] if working else None)
-    return [o if o is not chosen else _default(o) for o in options]
+    return [o if o is not chosen else replace(o, default=True) for o in options]
 
 
-def _default(option: RestartOption) -> RestartOption:
-    return RestartOption(option.step, option.label, option.works, option.why_not, option.repeats, option.warnings, True)
-
-
-def _why_not(failed: Execution, workflow: Workflow, from_step: str, kept: list[str]) -> str:
-    """Why a restart of ``failed`` from ``from_step`` can't work ("" when it can)."""
+def _why_not(failed: Execution, workflow: Workflow, kept: list[str]) -> str:
+    """Why a restart of ``failed`` that keeps the outputs of the steps ``kept`` can't work
+    ("" when it can)."""
     state = failed.context.get("state", {})
     missing = next((name for name in kept if name not in state), None)
     if missing is not None:

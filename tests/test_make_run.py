@@ -80,6 +80,7 @@ def test_make_run_follows_the_ports_it_is_given(embedded_env, tmp_path):
         wait_for(lambda: api.get(base, timeout=5).json()["status"] == "completed", timeout=120, what="completion")
         stats = http().get(f"http://127.0.0.1:{sandbox_port}/_stats", timeout=5).json()
         assert stats["keys"]["RUN_0001:publish:v1"]["effects"] == 1
+        assert (tmp_path / "var" / "sandbox.sqlite3").exists(), "the sandbox's file is under KEEL_VAR_DIR too"
     finally:
         run.stop()
 
