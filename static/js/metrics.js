@@ -230,8 +230,14 @@
     return params;
   }
 
+  // A read that hangs is given up after this long, so the page says it is stale.
+  var READ_TIMEOUT_MS = 20000;
+  var lastRead = null;
+
   function getJson(url) {
-    return fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" } }).then(function (r) {
+    var options = { credentials: "same-origin", headers: { Accept: "application/json" } };
+    if (window.AbortSignal && AbortSignal.timeout) options.signal = AbortSignal.timeout(READ_TIMEOUT_MS);
+    return fetch(url, options).then(function (r) {
       if (!r.ok) throw new Error(url + ": " + r.status);
       return r.json();
     });
@@ -244,11 +250,15 @@
         renderMeasures(root, answers[0], answers[1].previous);
         renderCharts(answers[1]);
         el("metrics-error").hidden = true;
-        el("metrics-updated").textContent = "Updated " + new Date().toISOString().slice(11, 19) + " UTC.";
+        lastRead = new Date().toISOString().slice(11, 19) + " UTC";
+        el("metrics-updated").textContent = "Updated " + lastRead + ".";
         root.dataset.loaded = String(Number(root.dataset.loaded || 0) + 1);
       })
       .catch(function () {
-        el("metrics-error").hidden = false;
+        var error = el("metrics-error");
+        error.textContent =
+          "The measures could not be read" + (lastRead ? " (these are from " + lastRead + ")" : "") + "; retrying.";
+        error.hidden = false;
       });
   }
 
