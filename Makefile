@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/keel
 TEST_BROKER_URL ?= redis://127.0.0.1:6379/15
 
-.PHONY: run test lint install install-test services bench bench-peers chaos clean
+.PHONY: run run-web run-worker run-beat run-sandbox prepare test lint install install-test services bench bench-peers chaos clean
 
 install: $(VENV)/.installed
 install-test: $(VENV)/.installed-test
@@ -20,12 +20,26 @@ $(VENV)/.installed-test: $(VENV)/.installed
 	$(BIN)/pip install -q -e '.[test]'
 	touch $@
 
-run: install
+# The ports (make run PORT=8400 SANDBOX_PORT=8766): the Procfile reads them; the worker is
+# pointed at that sandbox unless SANDBOX_URL says otherwise.
+PORT ?= 8000
+SANDBOX_PORT ?= 8765
+SANDBOX_URL ?= http://127.0.0.1:$(SANDBOX_PORT)
+PROCS = PATH="$(CURDIR)/$(BIN):$$PATH" WEB_PORT=$(PORT) SANDBOX_PORT=$(SANDBOX_PORT) SANDBOX_URL=$(SANDBOX_URL) $(BIN)/honcho start -f Procfile
+
+run: prepare
+	@echo "Dashboard: http://127.0.0.1:$(PORT)/  (log in as manager to approve the demo report; sandbox on $(SANDBOX_URL))"
+	$(PROCS)
+
+# Each process alone, in a terminal of its own: stopping one leaves the others running
+# (under `make run`, honcho stops them all when one exits).
+run-web run-worker run-beat run-sandbox: run-%: prepare
+	$(PROCS) $*
+
+prepare: install
 	$(BIN)/python manage.py migrate --noinput
 	$(BIN)/python manage.py collectstatic --noinput -v 0
 	$(BIN)/python manage.py seed_demo
-	@echo "Dashboard: http://127.0.0.1:8000/  (log in as manager to approve the demo report)"
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/honcho start -f Procfile
 
 services:
 	scripts/ensure-services

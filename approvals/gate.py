@@ -13,7 +13,7 @@ from datetime import timedelta
 from typing import ClassVar
 
 from django.conf import settings
-from django.db.models import DateTimeField, ExpressionWrapper, Value
+from django.db.models import DateTimeField, ExpressionWrapper, Q, Value
 from django.db.models.functions import Now
 
 from artifacts.models import ArtifactVersion
@@ -26,7 +26,7 @@ from executions.models import Action, Execution
 from executions.reasons import StuckReason
 
 from . import audit, policy, services, throttle
-from .models import ApprovalRequest, AuditEntry
+from .models import ApprovalRequest, AuditEntry, gate_ref_for
 
 LAPSED = (ApprovalRequest.State.EXPIRED, ApprovalRequest.State.WITHDRAWN, ApprovalRequest.State.SUPERSEDED)
 
@@ -217,16 +217,20 @@ class ApprovalGate(gates.Gate):
                 approver=approver.get_username(),
             )
 
+    def grant_ref(self, execution: Execution, gate_step: Step) -> str:
+        approval = execution.context.get("state", {}).get(gate_step.name) or {}
+        return gate_ref_for(approval["approval_id"]) if approval.get("approval_id") else ""
+
     def stale(self, execution: Execution) -> list[gates.StaleGrant]:
         """Approved requests whose effects are not all done and that ``check_effect``
         would now refuse: the artifact has a newer version (or other bytes) than the one
         approved, or the approver no longer holds the authority."""
         found = []
         requests = ApprovalRequest.objects.filter(
-            execution=execution, status=ApprovalRequest.State.APPROVED
+            Q(execution=execution) | Q(pk__in=reused_approvals(execution)), status=ApprovalRequest.State.APPROVED
         ).select_related("decision__decided_by", "artifact_version")
         for request in requests:
-            guarded = Action.objects.filter(gate_ref=request.gate_ref)
+            guarded = Action.objects.filter(gate_ref=request.gate_ref, execution=execution)
             if guarded.exists() and not guarded.exclude(status=Action.State.SUCCEEDED).exists():
                 continue  # what it authorised is done: nothing will rely on it again
             whys = []
@@ -257,6 +261,18 @@ class ApprovalGate(gates.Gate):
                     )
                 )
         return found
+
+
+def reused_approvals(execution: Execution) -> list[int]:
+    """The approval requests ``execution``'s recorded gate outcomes name that belong to
+    another execution: the decisions a restart reused (triage.restart)."""
+    ids = []
+    for output in (execution.context.get("state") or {}).values():
+        if isinstance(output, dict) and isinstance(output.get("approval_id"), int):
+            ids.append(output["approval_id"])
+    if not ids:
+        return []
+    return list(ApprovalRequest.objects.filter(pk__in=ids).exclude(execution=execution).values_list("pk", flat=True))
 
 
 def _refused(message: str, **evidence) -> StepFailure:

@@ -58,6 +58,7 @@ def approval_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "decision": decision,
         "effects": outcomes.effects_after(approval, window=selectors.event_window(approval)) if decision else [],
         "diff": version_diff(version),
+        "agent_reads": selectors.agent_reads(approval),
         "artifact_html": render_artifact(version),
         "refusal": refusal,
         "is_open": is_open,

@@ -48,6 +48,9 @@ class EffectOutcome:
     lookup: list[tuple[str, str]] = field(default_factory=list)
     reconciled: bool = False
     resolution: Resolution | None = None
+    # The execution that sent it, when it isn't the request's own: a restart that reused
+    # the decision (triage.restart) sends its effects under it.
+    sent_by: str = ""
 
 
 RECEIPT_FIELDS = ("status", "reference")
@@ -168,7 +171,9 @@ def _outcomes(
     events: Iterable[ExecutionEvent],
     authorised_by: int | None,
     authorisers: dict[str, ApprovalRequest],
+    home: int | None = None,
 ) -> list[EffectOutcome]:
+    """``home``: the execution the request belongs to; an action of another one is named."""
     resolutions: dict[str, Resolution] = {}
     reconciled: set[str] = set()
     lookups: dict[str, list[tuple[str, str]]] = {}
@@ -193,12 +198,17 @@ def _outcomes(
             resolved_by=resolution.by if resolution is not None else "",
             reconciled=action.key in reconciled,
         )
+        wording = worded.label
+        sent_by = action.execution.ref if home is not None and action.execution_id != home else ""
+        if sent_by:
+            restarted = " (a restart, reusing this decision)" if action.execution.restarted_from_id else ""
+            wording = f"{wording} in {sent_by}{restarted}"
         out.append(
             EffectOutcome(
                 key=action.key,
                 type=action.type,
                 status=action.status,
-                wording=worded.label,
+                wording=wording,
                 tone=worded.tone,
                 attempts=action.attempts,
                 authorised=authorised_by is not None and action.gate_ref == gate_ref_for(authorised_by),
@@ -207,6 +217,7 @@ def _outcomes(
                 lookup=lookups.get(action.key, []) if action.status != Action.State.SUCCEEDED or resolution else [],
                 reconciled=action.key in reconciled,
                 resolution=resolution,
+                sent_by=sent_by,
             )
         )
     return out
@@ -237,18 +248,20 @@ def effects_after(request: ApprovalRequest, *, window: Iterable[ExecutionEvent])
         .order_by("id")
     )
     actions.sort(key=lambda a: (a.gate_ref != request.gate_ref, a.pk))
-    return _outcomes(actions, _action_events(a.key for a in actions), request.pk, _authorisers(actions))
+    return _outcomes(
+        actions, _action_events(a.key for a in actions), request.pk, _authorisers(actions), home=request.execution_id
+    )
 
 
 def authorised_effects(requests: Iterable[ApprovalRequest]) -> dict[int, list[EffectOutcome]]:
     """For a page of requests: the effects each one's decision unlocked (two queries)."""
     requests = list(requests)
-    ids = [r.pk for r in requests]
-    refs = [gate_ref_for(pk) for pk in ids]
+    homes = {r.pk: r.execution_id for r in requests}
+    refs = [gate_ref_for(pk) for pk in homes]
     actions = list(Action.objects.filter(gate_ref__in=refs).select_related("execution").order_by("id"))
     by_request: dict[int, list[Action]] = defaultdict(list)
     for action in actions:
         by_request[request_id_from(action.gate_ref)].append(action)
     events = _action_events(a.key for a in actions)
     authorisers = {r.gate_ref: r for r in requests}
-    return {pk: _outcomes(rows, events, pk, authorisers) for pk, rows in by_request.items()}
+    return {pk: _outcomes(rows, events, pk, authorisers, home=homes[pk]) for pk, rows in by_request.items()}

@@ -10,6 +10,7 @@ separate question, answered by ``is_open`` here and enforced by
 from __future__ import annotations
 
 import datetime as dt
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,6 +18,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import Count, Q, QuerySet
 from django.utils import timezone
 
+from executions.agent.steps import TOOL_CALL_ARTIFACT_KIND, recorded_results
 from executions.authoring import Template, registry
 from executions.models import ExecutionEvent, Status
 from executions.storable import text_refusal
@@ -347,3 +349,37 @@ def third_party_messages(approval: ApprovalRequest) -> list[tuple[str, Template]
     except registry.UnknownWorkflow:
         return []
     return workflow.third_party_messages()
+
+
+# --- What a manager reads beside a tool call they approve
+
+
+@dataclass(frozen=True)
+class AgentRead:
+    """One result an agent's tool returned before it proposed the call awaiting approval."""
+
+    tool: str
+    args: str  # compact JSON
+    result: str  # indented JSON, clipped
+    is_error: bool
+
+
+def agent_reads(request: ApprovalRequest) -> list[AgentRead]:
+    """For the approval of an agent's tool call: what its tools read first (the ticket,
+    the order, the stock…), so a manager judges the arguments against the facts."""
+    if request.artifact_version.artifact.kind != TOOL_CALL_ARTIFACT_KIND:
+        return []
+    out = []
+    for result in recorded_results(request.execution, request.step, request.round):
+        shown = json.dumps(result.get("content"), indent=2, sort_keys=True, ensure_ascii=False, default=str)
+        out.append(
+            AgentRead(
+                tool=str(result.get("tool", "")),
+                args=json.dumps(result.get("args"), sort_keys=True, ensure_ascii=False, default=str)
+                if result.get("args") is not None
+                else "",
+                result=shown if len(shown) <= 4000 else shown[:3999] + "…",
+                is_error=bool(result.get("is_error")),
+            )
+        )
+    return out

@@ -375,7 +375,13 @@ def execution_redraft(*, ref: str, user: AbstractBaseUser, instruction: str) -> 
             actor_label=f"user:{user.get_username()}",
             reason=f"redraft asked: {instruction.strip()}",
         )
-        _back_to_drafting(execution, request, user=user, instruction=instruction, transition_payload={"redraft": True})
+        _back_to_drafting(
+            execution,
+            request,
+            user=user,
+            instruction=instruction,
+            transition_payload={"redraft": True, "instruction": instruction.strip()},  # an operator-audit act
+        )
     return execution
 
 

@@ -7,8 +7,13 @@ JSON instead (config.middleware), so these render HTML only.
 
 from __future__ import annotations
 
+import sys
+
 from django.http import HttpRequest, HttpResponse
 from django.template import loader
+
+from config.middleware import unavailable
+from executions.engine import outages
 
 
 def _page(request: HttpRequest, status: int, title: str, message: str) -> HttpResponse:
@@ -35,5 +40,10 @@ def page_not_found(request: HttpRequest, exception: Exception | None = None) -> 
 
 
 def server_error(request: HttpRequest) -> HttpResponse:
+    """500 — or 503 with ``Retry-After`` when what failed is the database or the broker
+    going away outside a view (a middleware reading the session, saving it)."""
+    what = outages.unavailable(sys.exc_info()[1]) if sys.exc_info()[1] is not None else ""
+    if what:
+        return unavailable(request, what)
     template = loader.get_template("500.html")
     return HttpResponse(template.render({}), status=500)  # no request: no context processors

@@ -15,6 +15,12 @@ errors under /api/.
   and the 500 of an unhandled exception are rewritten as ``{"detail": "…"}`` with the
   same status (the exception itself is still logged by Django).
 
+``UnavailableMiddleware`` — while PostgreSQL or the broker is out of reach (a restart,
+a failover), a request answers 503 with ``Retry-After``: JSON under /api/, a page that
+retries by itself on the screens; never a traceback page. A view's exception is
+caught here; one raised by another middleware reaches ``handler500``, which asks the
+same question (config.error_views).
+
 ``HtmxLoginRedirectMiddleware`` — an htmx request from an ended session goes to the
 login page, whole. ``login_required`` answers 302 to the login page; an XHR follows it
 silently and htmx would swap the login page into the panel it was refreshing. This
@@ -24,13 +30,19 @@ page, with ``next`` pointing back at the page the person was on.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from urllib.parse import urlencode, urlsplit
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import resolve_url
+from django.template import loader
 from django.utils.cache import add_never_cache_headers
+
+from executions.engine import outages
+
+log = logging.getLogger(__name__)
 
 
 class NoStoreMiddleware:
@@ -61,6 +73,7 @@ _GENERIC = {
     405: "method not allowed",
     413: f"the request body is over {MAX_BODY_BYTES:,} bytes",
     500: "internal error: it was logged; the request may not have been applied",
+    503: "unavailable for a moment: retry after the seconds in Retry-After",
 }
 
 
@@ -129,6 +142,45 @@ def _as_json_error(response: HttpResponse) -> HttpResponse:
         if header in response:
             answer[header] = response[header]
     return answer
+
+
+# How long a client should wait before trying again while the database or broker is away:
+# a PostgreSQL restart or a Redis failover takes seconds.
+RETRY_AFTER_SECONDS = 5
+
+
+def unavailable(request: HttpRequest, what: str) -> HttpResponse:
+    """503 with ``Retry-After`` because the ``what`` ("database", "broker") is out of
+    reach: JSON under /api/, else the page (rendered without the request's context
+    processors: they read the database)."""
+    if request.path_info.startswith(API_PREFIX):
+        response: HttpResponse = JsonResponse(
+            {
+                "detail": f"the {what} is out of reach for a moment; nothing was done: retry after {RETRY_AFTER_SECONDS} s",
+                "retry_after": RETRY_AFTER_SECONDS,
+            },
+            status=503,
+        )
+    else:
+        page = loader.get_template("503.html").render({"what": what, "retry_after": RETRY_AFTER_SECONDS})
+        response = HttpResponse(page, status=503)
+    response["Retry-After"] = str(RETRY_AFTER_SECONDS)
+    return response
+
+
+class UnavailableMiddleware:
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        return self.get_response(request)
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        what = outages.unavailable(exception)
+        if not what:
+            return None
+        log.warning("%s %s: the %s is out of reach, answered 503: %s", request.method, request.path, what, exception)
+        return unavailable(request, what)
 
 
 class HtmxLoginRedirectMiddleware:

@@ -113,6 +113,8 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "config.middleware.HtmxLoginRedirectMiddleware",
+    # A view that finds PostgreSQL or the broker gone answers 503 + Retry-After, not a 500.
+    "config.middleware.UnavailableMiddleware",
     # Last: turns a locked-out login into the lockout page (django-axes).
     "axes.middleware.AxesMiddleware",
 ]
@@ -353,6 +355,7 @@ LOGGING = {
     "filters": {
         "slice": {"()": "executions.engine.logcontext.SliceFilter"},
         "redact": {"()": "executions.redaction.RedactingFilter"},  # no configured secret in a log line
+        "refusals": {"()": "config.log_filters.RefusalsWithoutTraceback"},
     },
     "formatters": {
         "plain": {"format": "%(asctime)s %(levelname)s %(name)s%(slice)s %(message)s"},
@@ -364,6 +367,7 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": os.environ.get("KEEL_LOG_LEVEL", "INFO")},
     "loggers": {
         "django.server": {"level": "WARNING"},
+        "django.request": {"filters": ["refusals"]},  # a 403 is one line, not a traceback
         "kombu.connection": {"level": "ERROR"},  # "No hostname was supplied" for filesystem://
         "executions": {"level": "INFO"},
         "approvals": {"level": "INFO"},

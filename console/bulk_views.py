@@ -106,12 +106,26 @@ def bulk_run(request: HttpRequest) -> HttpResponse:
     run of those ids with the message (422); nothing is done."""
     ids = request.POST.getlist("ids")
     operation = request.POST.get("operation", "")
-    filters = {name: request.POST.get(name, "") for name in FILTERS}
+    # The list's filters ride along as filter_<name>, apart from the run's own fields (its reason).
+    filters = {name: request.POST.get(f"filter_{name}", "") for name in FILTERS}
     try:
         form = inputs.parse(
-            BulkFormIn, {"operation": operation, "ids": ids, "reason": request.POST.get("reason", "").strip()}
+            BulkFormIn,
+            {
+                "operation": operation,
+                "ids": ids,
+                "reason": request.POST.get("reason", "").strip(),
+                "token": request.POST.get("token", ""),
+            },
         )
-        run = bulk.bulk_run(user=request.user, operation=form.operation, ids=form.ids, reason=form.reason)
+        run = bulk.bulk_run(
+            user=request.user,
+            operation=form.operation,
+            ids=form.ids,
+            reason=form.reason,
+            token=form.token,
+            require_token=True,
+        )
     except ServiceError as exc:
         messages.error(request, exc.message)
         if operation not in bulk.OPERATIONS or not ids:

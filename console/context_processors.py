@@ -11,6 +11,9 @@ def runtime(request) -> dict:
         "model_label": client.label,
         "model_offline": client.offline,
         "poll_ms": settings.DASHBOARD_POLL_MS,
+        # A poll still unanswered after this long is given up (htmx's timeout): the page
+        # says it is stale instead of waiting on a server that hangs.
+        "poll_timeout_ms": max(2 * settings.DASHBOARD_POLL_MS, 5000),
         # Read only when a template shows it (the nav's inbox count and the page's poll).
         "nav": Nav(getattr(request, "user", None)),
     }

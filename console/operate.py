@@ -13,8 +13,8 @@ from django.views.decorators.http import require_GET, require_POST
 
 from executions import inputs, selectors
 from executions.errors import Forbidden, NotFound, ServiceError
-from triage import compensations, restart
-from triage.inputs import CloseFormIn, RestartIn
+from triage import compensations, drift, restart
+from triage.inputs import AcceptRequestIn, CloseFormIn, RestartIn
 from triage.preview import execution_resume_preview
 
 from . import presenters
@@ -45,14 +45,38 @@ def resume_preview(request: HttpRequest, ref: str) -> HttpResponse:
 @require_POST
 def execution_restart(request: HttpRequest, ref: str) -> HttpResponse:
     """Restart a failed execution from the chosen step; the new execution's page follows."""
+    fields = {name: request.POST.get(name, "").strip() for name in ("from_step", "reason")}
     try:
-        form = _form(request, RestartIn)
-        restarted = restart.execution_restart(ref=ref, user=request.user, from_step=form.from_step, reason=form.reason)
+        form = inputs.parse(RestartIn, {**fields, "accept_repeats": request.POST.get("accept_repeats") == "true"})
+        restarted = restart.execution_restart(
+            ref=ref,
+            user=request.user,
+            from_step=form.from_step,
+            reason=form.reason,
+            accept_repeats=form.accept_repeats,
+        )
     except ServiceError as exc:
         messages.error(request, exc.message)
         return redirect("executions:detail", ref=ref)
     messages.success(request, f"Restarted {ref} from {form.from_step} as {restarted.ref}.")
     return redirect("executions:detail", ref=restarted.ref)
+
+
+@login_required
+@require_POST
+def accept_request(request: HttpRequest, ref: str) -> HttpResponse:
+    """Accept the request a drifted model call's step rebuilt (its key and sha256 as the
+    page showed them): the execution resumes and the model is asked again for that call."""
+    try:
+        form = _form(request, AcceptRequestIn)
+        drift.execution_accept_request(
+            ref=ref, user=request.user, key=form.key, request_sha256=form.request_sha256, reason=form.reason
+        )
+    except ServiceError as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(request, f"Accepted the new request for {form.key}; {ref} is running again.")
+    return redirect("executions:detail", ref=ref)
 
 
 @login_required

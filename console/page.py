@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlencode
 
@@ -27,11 +27,13 @@ from django.utils import timezone
 
 from approvals import policy
 from approvals import selectors as approval_selectors
+from approvals.gate import reused_approvals
 from approvals.models import ApprovalRequest
 from artifacts.models import ArtifactVersion
 from executions import selectors, services, stuck
 from executions.engine import gates
 from executions.models import Action, Execution, ExecutionEvent, ModelCall, Status, StepRun, ref_for
+from triage import drift
 
 from . import presenters
 
@@ -123,11 +125,13 @@ class Snapshot:
     requests: list[ApprovalRequest]
     latest_version_id: int | None
     restarted_as: int | None = None  # the execution that restarted this one (triage.restart)
+    # Approvals of another execution this one acts on: the decisions a restart reused.
+    reused: list[ApprovalRequest] = field(default_factory=list)
 
     @property
     def authorisers(self) -> dict[str, ApprovalRequest]:
         """The approval requests, by the reference the ledger knows them by."""
-        return {r.gate_ref: r for r in self.requests}
+        return {r.gate_ref: r for r in [*self.reused, *self.requests]}
 
     @property
     def pending(self) -> ApprovalRequest | None:
@@ -152,6 +156,11 @@ def snapshot(execution: Execution) -> Snapshot:
         .values_list("id", flat=True)
         .first(),
         restarted_as=Execution.objects.filter(restarted_from=execution).values_list("id", flat=True).first(),
+        reused=list(
+            ApprovalRequest.objects.filter(pk__in=reused_approvals(execution))
+            .select_related("artifact_version__artifact", "requested_by", "decision__decided_by", "execution")
+            .order_by("id")
+        ),
     )
 
 
@@ -174,10 +183,10 @@ def execution_stamps(snap: Snapshot) -> dict[str, str]:
             snap.restarted_as,
         ),
         "approval": digest(pending.pk if pending else None, e.status, e.current_step),
-        "operate": digest(e.status, unresolved, snap.last_event_id if unresolved else 0, snap.restarted_as),
+        "operate": digest(e.status, e.due_at, unresolved, snap.last_event_id if unresolved else 0, snap.restarted_as),
         "artifact": digest(snap.latest_version_id),
         "timeline": digest(snap.last_event_id, snap.last_run_id),
-        "steps": digest(snap.last_run_id),
+        "steps": digest(snap.last_run_id, snap.last_model_call_id, e.status, e.current_step),
         "model_calls": digest(snap.last_model_call_id),
         "ledger": digest(
             e.status,
@@ -194,7 +203,9 @@ def execution_stamps(snap: Snapshot) -> dict[str, str]:
             ],
             snap.last_event_id if unresolved else 0,
         ),
-        "approvals": digest([(r.pk, r.status, bool(approval_row(r).decided_by)) for r in snap.requests]),
+        "approvals": digest(
+            [(r.pk, r.status, bool(approval_row(r).decided_by)) for r in [*snap.reused, *snap.requests]]
+        ),
     }
 
 
@@ -236,7 +247,7 @@ class ResolveCard:
 
     row: presenters.LedgerRow
     fields: list[FormField]
-    outcome: str = "succeeded"
+    outcome: str = ""  # nothing chosen: the operator says which, never a default
     evidence: str = ""
     error: str = ""
 
@@ -284,12 +295,16 @@ def panel_context(
     operator = user.has_perm(services.OPERATE)
     ctx["can_cancel"] = not execution.is_terminal and (operator or execution.created_by_id == user.pk)
     ctx["can_resume"] = execution.status == Status.NEEDS_ATTENTION and operator
+    ctx["can_retry"] = execution.status == Status.RETRY_PENDING and operator
+    drifted = drift.drift_of(execution) if execution.status == Status.NEEDS_ATTENTION else None
+    ctx["drift"] = presenters.drift_card(drifted) if drifted is not None else None
+    ctx["can_accept_request"] = drifted is not None and operator and not drifted.accepted
     ctx["can_resolve"] = execution.status == Status.NEEDS_ATTENTION and operator
     ctx["waiting"] = gates.pending_of(execution) if execution.status == Status.WAITING else None
     ctx["can_signal"] = ctx["can_cancel"] and ctx["waiting"] is not None and ctx["waiting"].kind == "wait"
     # Restart a failed execution from a step; close the compensations a cancel recorded.
     ctx["can_restart"] = execution.status == Status.FAILED and operator and snap.restarted_as is None
-    ctx["restart_choices"] = presenters.restart_choices(execution) if ctx["can_restart"] else []
+    ctx["restart"] = presenters.restart_form(execution) if ctx["can_restart"] else None
     ctx["can_close"] = execution.status == Status.CANCELLED and operator
     ctx["restarted_from"] = ref_for(execution.restarted_from_id) if execution.restarted_from_id else ""
     ctx["restarted_as"] = ref_for(snap.restarted_as) if snap.restarted_as else ""
@@ -309,8 +324,10 @@ def panel_context(
     if "approval" in panels:
         ctx.update(approval_context(user, snap, record_view=record_view))
     if "steps" in panels:
-        runs = StepRun.objects.filter(execution=execution).order_by("id")
+        runs = list(StepRun.objects.filter(execution=execution).order_by("id"))
         ctx["attempts"] = presenters.attempt_rows(execution, runs)
+        calls = ModelCall.objects.filter(execution=execution, step=execution.current_step, round=execution.round)
+        ctx["step_in_progress"] = presenters.step_in_progress(execution, runs, calls.count())
     if "model_calls" in panels:
         calls = ModelCall.objects.filter(execution=execution).order_by("id")
         ctx["model_calls"] = presenters.model_call_rows(calls)
@@ -319,7 +336,7 @@ def panel_context(
         runs = StepRun.objects.filter(execution=execution, outcome=StepRun.Outcome.SUCCEEDED).order_by("-id")
         ctx["timeline"] = presenters.timeline_rows(execution, events, runs)
     if "approvals" in panels:
-        ctx["approval_rows"] = [approval_row(r) for r in snap.requests]
+        ctx["approval_rows"] = [approval_row(r, home=execution) for r in [*snap.reused, *snap.requests]]
     if "artifact" in panels:
         versions = list(selectors.artifact_versions(execution).order_by("artifact_id", "number"))
         ctx["versions"] = versions
@@ -342,12 +359,24 @@ def approval_context(user: AbstractBaseUser, snap: Snapshot, *, record_view: boo
         # Shown to a person who may decide it, the card says it was seen (approvals' viewed
         # endpoint, a POST once it is on screen): rendering itself never writes the audit.
         "record_view": can_decide and record_view,
-        # Between versions (a redraft): say the next one will appear here.
-        "approval_expected": approval is None
-        and not execution.is_terminal
-        and (bool(snap.requests) or execution.status == Status.AWAITING_APPROVAL),
+        # Between versions (changes requested, a redraft): the next one will appear here.
+        "approval_expected": approval is None and _draft_coming(execution, snap.requests),
         "next_inbox": lambda: next_inbox_item(user),
     }
+
+
+# The last request ended so that a new version is being drafted for a new one.
+_REDRAFTED = (ApprovalRequest.State.CHANGES_REQUESTED, ApprovalRequest.State.SUPERSEDED)
+_ON_ITS_WAY = (Status.PENDING, Status.RUNNING, Status.RETRY_PENDING)
+
+
+def _draft_coming(execution: Execution, requests: list[ApprovalRequest]) -> bool:
+    """A new version to decide on is being drafted: the last request was sent back (or
+    superseded by a redraft) and the execution is on its way to the gate again; or it
+    parks at the gate and the request is about to be read."""
+    if execution.status == Status.AWAITING_APPROVAL:
+        return True
+    return bool(requests) and requests[-1].status in _REDRAFTED and execution.status in _ON_ITS_WAY
 
 
 @dataclass(frozen=True)
@@ -361,9 +390,10 @@ class ApprovalRow:
     decided_by: str = ""
     decided_at: Any = None
     comment: str = ""
+    recorded_by: str = ""  # the execution it belongs to, when a restart reuses it
 
 
-def approval_row(request: ApprovalRequest) -> ApprovalRow:
+def approval_row(request: ApprovalRequest, *, home: Execution | None = None) -> ApprovalRow:
     decision = approval_selectors.decision_of(request)
     return ApprovalRow(
         pk=request.pk,
@@ -375,6 +405,7 @@ def approval_row(request: ApprovalRequest) -> ApprovalRow:
         decided_by=decision.approver if decision else "",
         decided_at=decision.created_at if decision else None,
         comment=decision.comment if decision else "",
+        recorded_by=ref_for(request.execution_id) if home is not None and request.execution_id != home.pk else "",
     )
 
 
@@ -412,9 +443,16 @@ class ListRow:
     attempt: dict | None
     due_at: Any
     lease_owner: str
+    restarted_as: str = ""  # the execution that restarted this failed one
 
 
-def list_row(execution: Execution) -> ListRow:
+def list_rows(executions: list[Execution]) -> list[ListRow]:
+    """The list's rows, with each failed execution's restart (one query for the page)."""
+    restarts = dict(Execution.objects.filter(restarted_from__in=executions).values_list("restarted_from_id", "pk"))
+    return [list_row(e, restarted_as=ref_for(restarts[e.pk]) if e.pk in restarts else "") for e in executions]
+
+
+def list_row(execution: Execution, *, restarted_as: str = "") -> ListRow:
     triage = selectors.triage_fields(execution)
     described = stuck.describe(execution, max_attempts=(triage["attempt"] or {}).get("max"))
     return ListRow(
@@ -424,6 +462,7 @@ def list_row(execution: Execution) -> ListRow:
         attempt=triage["attempt"],
         due_at=triage["due_at"],
         lease_owner=(triage["lease"] or {}).get("owner", ""),
+        restarted_as=restarted_as,
     )
 
 

@@ -15,6 +15,7 @@ from typing import Any
 from approvals.outcomes import action_state
 from executions.authoring import registry
 from executions.models import Action, Execution, ExecutionEvent, ModelCall, Status
+from triage import restart
 
 # Receipt fields worth a line of their own; the whole receipt is a click away.
 RECEIPT_HEADLINE = ("reference", "status", "resolved_by", "closed_by", "evidence")
@@ -92,6 +93,7 @@ class LedgerRow:
     fields: list = field(default_factory=list)  # receipt fields a resolution must give (ReceiptField)
 
     compensation: bool = False
+    authorised_by: str = ""  # the decision that lets it run ("approved by manager: approval #12 on V1")
 
     @property
     def unresolved(self) -> bool:
@@ -135,10 +137,11 @@ def ledger_rows(
     fields = receipt_fields_by_step(execution)
     rows = []
     for action in actions:
+        authoriser = (authorisers or {}).get(action.gate_ref)
         state = action_state(
             action,
             execution,
-            authoriser=(authorisers or {}).get(action.gate_ref),
+            authoriser=authoriser,
             resolved_by=resolved_by.get(action.key, ""),
         )
         rows.append(
@@ -156,9 +159,23 @@ def ledger_rows(
                 resolution=resolutions.get(action.key),
                 fields=list(fields.get(action.step, ())) if not action.is_compensation else [],
                 compensation=action.is_compensation,
+                authorised_by=_authorised_by(authoriser, execution),
             )
         )
     return rows
+
+
+def _authorised_by(request: Any, execution: Execution) -> str:
+    """Which decision authorises an action: an approval request (approvals), named with
+    the execution it belongs to when that is another one (a restart reused it)."""
+    if request is None or getattr(request, "decision", None) is None:
+        return ""
+    decision = request.decision
+    where = f" in {request.execution.ref}" if request.execution_id != execution.pk else ""
+    return (
+        f"authorised by approval #{request.pk}{where}: V{request.version} ({request.content_sha256[:12]}), "
+        f"{decision.decision} by {decision.approver}"
+    )
 
 
 def receipt_fields_by_step(execution: Execution) -> dict[str, tuple]:
@@ -206,6 +223,8 @@ EVENT_TITLES = {
     "wait.timed_out": "Wait timed out",
     "wait.withdrawn": "Wait withdrawn",
     "operator.retry_now": "Retry now, by an operator",
+    "operator.accept_request": "New model request accepted by an operator",
+    "tool_call.refused": "Tool call refused",
     "operator.bulk_item": "Part of a bulk operation",
 }
 
@@ -243,6 +262,9 @@ def event_title(ev: ExecutionEvent) -> str:
         return "Effect sent again (same key)"
     if ev.type == "approval.decided":
         return _DECISIONS.get(str(payload.get("decision", "")), "Decision recorded")
+    if ev.type == "tool_call.result":
+        verdict = "refused by the provider" if payload.get("is_error") else "result"
+        return f"Tool {verdict}: {_clip(payload.get('tool', '?'), 100)}"
     return EVENT_TITLES.get(ev.type, ev.type.replace(".", " ").replace("_", " ").capitalize())
 
 
@@ -285,6 +307,13 @@ def _event_details(ev: ExecutionEvent) -> list[Item]:
             "reused",
             ", ".join(map(str, payload["reused_steps"])) if isinstance(payload.get("reused_steps"), list) else None,
         )
+    elif ev.type.startswith("tool_call."):
+        add("arguments", payload.get("args"), code=True)
+        add("result", payload.get("result"), code=True)
+    elif ev.type == "operator.accept_request":
+        add("call", payload.get("key"), code=True)
+        add("recorded", str(payload.get("recorded_sha256", ""))[:12], code=True)
+        add("accepted", str(payload.get("rebuilt_sha256", ""))[:12], code=True)
     elif ev.type == "operator.bulk_item":
         add("batch", payload.get("batch"), code=True)
         add("operation", payload.get("operation"))
@@ -313,6 +342,7 @@ def timeline_rows(
         label_for = flow.label_for
     except registry.UnknownWorkflow:
         label_for = str
+    pinned_prompts = (execution.context or {}).get("prompts") or {}
     rows = []
     for ev in events:
         payload = ev.payload if isinstance(ev.payload, dict) else {}
@@ -340,7 +370,10 @@ def timeline_rows(
         details = [Item("attempt", str(run.attempt))] if run.attempt > 1 else []
         for call in output.get("model_calls", [])[:1]:
             if isinstance(call, dict):
-                details.append(Item("model", f"{call.get('model', '?')} · prompt {call.get('prompt_version', '?')}"))
+                # The version the call was built with; for runs recorded before it was kept, the
+                # one the execution pinned for the step (it can't have used another).
+                version = call.get("prompt_version") or pinned_prompts.get(run.step) or "?"
+                details.append(Item("model", f"{call.get('model', '?')} · prompt {version}"))
         rows.append(
             TimelineRow(
                 at=run.finished_at,
@@ -408,6 +441,29 @@ def attempt_rows(execution: Execution, runs: Iterable[Any]) -> list[AttemptRow]:
             )
         )
     return rows
+
+
+def step_in_progress(execution: Execution, runs: list[Any], model_calls: int) -> str:
+    """A sentence for the current step while none of its attempts has finished (an agent
+    step reading, or parked at its approval), so the steps panel never says "no step has
+    run" beside the calls and tool results it made; "" otherwise."""
+    if execution.is_terminal or execution.status == Status.PENDING or not execution.current_step:
+        return ""
+    if any(r.step == execution.current_step and r.round == execution.round for r in runs):
+        return ""
+    try:
+        label = registry.get(execution.workflow, execution.workflow_version).label_for(execution.current_step)
+    except registry.UnknownWorkflow:
+        label = execution.current_step
+    slot = ((execution.context or {}).get("agents") or {}).get(f"{execution.current_step}:r{execution.round}") or {}
+    results = len(slot.get("results") or {})
+    if not model_calls and not results:
+        return f"{label}: in progress, no attempt finished yet"
+    return (
+        f"{label}: in progress — {model_calls} model call{'s' if model_calls != 1 else ''} and {results} tool "
+        f"result{'s' if results != 1 else ''} so far (the model calls below, the results on the timeline); no attempt "
+        "finished yet"
+    )
 
 
 # --- the resume preview, restart and compensations (the triage console)
@@ -506,24 +562,43 @@ def resume_plan(preview: dict[str, Any]) -> ResumePlan:
 
 @dataclass(frozen=True)
 class StepChoice:
+    """A step the restart form offers (one a restart can work from), with what it would send again."""
+
     name: str
     label: str
     selected: bool
+    repeats: list[str] = field(default_factory=list)  # "KEY (why)"
+    warnings: list[str] = field(default_factory=list)
 
 
-def restart_choices(execution: Execution) -> list[StepChoice]:
-    """The steps a failed execution can be restarted from: the first one up to the step it
-    failed at (the default)."""
-    try:
-        flow = registry.get(execution.workflow, execution.workflow_version)
-    except registry.UnknownWorkflow:
-        return []
-    names = [s.name for s in flow.steps]
-    last = names.index(execution.current_step) if execution.current_step in names else len(names) - 1
-    return [
-        StepChoice(name=s.name, label=s.label, selected=s.name == execution.current_step)
-        for s in flow.steps[: last + 1]
-    ]
+@dataclass(frozen=True)
+class RestartForm:
+    choices: list[StepChoice]
+    refused: list[Item]  # the steps a restart can't work from, and why
+
+    @property
+    def repeats(self) -> bool:
+        return any(c.repeats for c in self.choices)
+
+
+def restart_form(execution: Execution) -> RestartForm:
+    """The restart form of a failed execution (triage.restart.restart_options): only the
+    steps a restart can work from, the right one selected, each with what it sends again."""
+    options = restart.restart_options(execution)
+    return RestartForm(
+        choices=[
+            StepChoice(
+                name=o.step,
+                label=o.label,
+                selected=o.default,
+                repeats=[f"{r.key} ({r.why})" for r in o.repeats],
+                warnings=list(o.warnings),
+            )
+            for o in options
+            if o.works
+        ],
+        refused=[Item(o.label, o.why_not) for o in options if not o.works],
+    )
 
 
 @dataclass(frozen=True)
@@ -547,11 +622,15 @@ class ModelCallRow:
     messages: list[Item]
     response: str
     created_at: Any
+    revision: int = 1  # > 1: asked again after an operator accepted a new request
+    superseded: bool = False  # a later revision of its key replaced it (kept as it was)
 
 
 def model_call_rows(calls: Iterable[ModelCall]) -> list[ModelCallRow]:
     """The model-call journal, oldest first, each with its prompt (system text and
     messages) and its answer (text and proposed tool calls), clipped for the page."""
+    calls = list(calls)
+    superseded = {c.supersedes_id for c in calls if c.supersedes_id}
     rows = []
     for call in calls:
         request = call.request if isinstance(call.request, dict) else {}
@@ -584,6 +663,8 @@ def model_call_rows(calls: Iterable[ModelCall]) -> list[ModelCallRow]:
                 messages=messages,
                 response=_clip(response.get("text", ""), 20_000),
                 created_at=call.created_at,
+                revision=call.revision,
+                superseded=call.pk in superseded,
             )
         )
     return rows
@@ -597,3 +678,75 @@ def _message_text(message: dict[str, Any]) -> str:
             f"→ {c.get('name')}({_clip(c.get('args'), 300)})" for c in calls if isinstance(c, dict)
         )
     return _clip(text, 5000)
+
+
+# --- a model drift: the two requests side by side (triage.drift)
+
+MAX_DIFF_LINES = 400
+
+
+@dataclass(frozen=True)
+class DiffLine:
+    kind: str  # add, del, ctx, hunk: for the page's colours
+    text: str
+
+
+@dataclass(frozen=True)
+class DriftCard:
+    """What an operator compares before accepting a new request for a drifted call."""
+
+    key: str
+    step: str
+    recorded_sha256: str
+    rebuilt_sha256: str
+    accepted: bool
+    diff: list[DiffLine]
+    rebuilt_known: bool  # the stopped attempt kept the rebuilt request (older drifts didn't)
+
+
+def request_lines(value: Any, path: str = "") -> list[str]:
+    """A canonical model request as lines a person can diff: one line per field
+    (``messages[2].content: …``), multi-line text indented under its field."""
+    if isinstance(value, dict):
+        return [line for k in sorted(value) for line in request_lines(value[k], f"{path}.{k}" if path else str(k))]
+    if isinstance(value, list):
+        if not value:
+            return [f"{path}: []"]
+        return [line for i, item in enumerate(value) for line in request_lines(item, f"{path}[{i}]")]
+    if isinstance(value, str) and "\n" in value:
+        return [f"{path}:", *(f"    {line}" for line in value.splitlines())]
+    return [f"{path}: {json.dumps(value, ensure_ascii=False)}"]
+
+
+def drift_card(drift: Any) -> DriftCard:
+    """``drift`` (triage.drift.Drift) as the page shows it, with a unified diff of the
+    recorded and the rebuilt request."""
+    import difflib
+
+    diff: list[DiffLine] = []
+    if drift.rebuilt_request is not None:
+        lines = difflib.unified_diff(
+            request_lines(drift.recorded_request),
+            request_lines(drift.rebuilt_request),
+            f"recorded {drift.recorded_sha256[:12]}",
+            f"rebuilt {drift.rebuilt_sha256[:12]}",
+            n=2,
+            lineterm="",
+        )
+        for line in lines:
+            kind = {"+": "add", "-": "del", "@": "hunk"}.get(line[:1], "ctx")
+            if line.startswith(("+++", "---")):
+                kind = "hunk"
+            diff.append(DiffLine(kind, _clip(line, 2000)))
+            if len(diff) >= MAX_DIFF_LINES:
+                diff.append(DiffLine("hunk", f"… (the diff goes on; the first {MAX_DIFF_LINES} lines are shown)"))
+                break
+    return DriftCard(
+        key=drift.key,
+        step=drift.step,
+        recorded_sha256=drift.recorded_sha256,
+        rebuilt_sha256=drift.rebuilt_sha256,
+        accepted=drift.accepted,
+        diff=diff,
+        rebuilt_known=drift.rebuilt_request is not None,
+    )

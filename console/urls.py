@@ -13,6 +13,7 @@ urlpatterns = [
     path("executions/<str:ref>/live/", views.execution_live, name="live"),
     path("executions/<str:ref>/cancel/", views.execution_cancel, name="cancel"),
     path("executions/<str:ref>/resume/", views.execution_resume, name="resume"),
+    path("executions/<str:ref>/retry/", views.execution_retry, name="retry"),
     path("executions/<str:ref>/resolve/", views.action_resolve, name="resolve"),
     path("executions/<str:ref>/signal/", views.execution_signal, name="signal"),
     path("executions/<str:ref>/redraft/", views.execution_redraft, name="redraft"),
@@ -20,6 +21,7 @@ urlpatterns = [
     # Operators (the triage console): the resume preview, restart from a step, closing compensations.
     path("executions/<str:ref>/resume/preview/", operate.resume_preview, name="resume_preview"),
     path("executions/<str:ref>/restart/", operate.execution_restart, name="restart"),
+    path("executions/<str:ref>/accept-request/", operate.accept_request, name="accept_request"),
     path("executions/<str:ref>/compensations/close/", operate.compensation_close, name="close_compensation"),
 ]
 

@@ -7,19 +7,20 @@ from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from approvals import services as approval_services
 from artifacts.rendering import render_artifact
 from executions import inputs, selectors, services, stuck, waits
 from executions.authoring import registry
 from executions.errors import InvalidInput, ServiceError
-from executions.models import Execution, Status
+from executions.models import Action, Execution, Status
 from executions.storable import text_refusal
-from triage import tallies
+from triage import preview, tallies
 
 from . import page
 
@@ -76,7 +77,7 @@ def _list_context(request: HttpRequest, filters: dict[str, str], rows, following
     counts = tallies.summary()
     stamps = {**page.list_stamps(rows), **nav.stamps(), "counts": page.digest(counts)}
     return {
-        "executions": [page.list_row(e) for e in rows],
+        "executions": page.list_rows(rows),
         "next_cursor": following,
         "statuses": Status.choices,
         "reasons": stuck.REASONS,
@@ -192,13 +193,50 @@ def execution_live(request: HttpRequest, ref: str) -> HttpResponse:
 
 
 @login_required
-@require_POST
+@require_http_methods(["GET", "POST"])
 def execution_cancel(request: HttpRequest, ref: str) -> HttpResponse:
+    """The Cancel button's confirmation page (GET): what a cancel would do, and the reason
+    it needs; the confirmed form posts here. A missing reason shows the page again with
+    the message (422); any other refusal is a message on the execution page."""
+    execution = _execution_or_404(ref)
+    if not (request.user.has_perm(services.OPERATE) or execution.created_by_id == request.user.pk):
+        raise PermissionDenied("only operators or the user who started it may cancel it")
+    if request.method == "GET":
+        return _cancel_page(request, execution)
+    try:
+        reason = _form(request, inputs.ReasonIn).reason
+        services.execution_cancel(ref=ref, user=request.user, reason=reason)
+    except InvalidInput as exc:
+        return _cancel_page(request, execution, error=exc.message, status=422)
+    except ServiceError as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(request, f"Cancelled {execution.ref}.")
+    return redirect("executions:detail", ref=execution.ref)
+
+
+def _cancel_page(request: HttpRequest, execution: Execution, *, error: str = "", status: int = 200) -> HttpResponse:
+    context = {
+        "execution": execution,
+        "label": selectors.step_label(execution),
+        "consequences": preview.cancel_preview(execution),
+        "error": error,
+        "reason": typed if text_refusal(typed := request.POST.get("reason", "")[:2000]) is None else "",
+    }
+    return render(request, "executions/cancel_confirm.html", context, status=status)
+
+
+@login_required
+@require_POST
+def execution_retry(request: HttpRequest, ref: str) -> HttpResponse:
+    """Retry now (operators): a retry_pending execution is due now instead of at its backoff time."""
     return _operate(
         request,
         ref,
-        lambda: services.execution_cancel(ref=ref, user=request.user, reason=_form(request, inputs.ReasonIn).reason),
-        lambda execution: f"Cancelled {execution.ref}.",
+        lambda: services.execution_retry_now(ref=ref, user=request.user, reason=_form(request, inputs.ReasonIn).reason),
+        lambda execution: (
+            f"{execution.ref} is due now: the next worker to claim it runs {execution.current_step} again."
+        ),
     )
 
 
@@ -264,6 +302,12 @@ def action_resolve(request: HttpRequest, ref: str) -> HttpResponse:
         messages.error(request, exc.message)
     else:
         messages.success(request, f"Resolved {action.key} as {action.status}.")
+        if action.status == Action.State.FAILED:
+            messages.warning(
+                request,
+                f"{ref} has failed. If {action.key} happened after all, the effect exists at the provider: "
+                "check there before a restart, which would send it again under a new key.",
+            )
     return redirect("executions:detail", ref=ref)
 
 

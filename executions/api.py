@@ -15,6 +15,7 @@ from django.apps import apps
 from django.core.exceptions import ImproperlyConfigured
 from django.http import HttpRequest, HttpResponse
 from ninja import Body, Router, Schema
+from ninja import Status as Reply  # an answer's status and body (``Status`` is the lifecycle's)
 from ninja.security import HttpBearer, SessionAuth
 from pydantic import Field
 
@@ -117,7 +118,9 @@ class StuckOut(Schema):
     reason: ReasonName
     since: datetime | None
     detail: str
-    action: Literal["wait", "check_workers", "resolve", "escalate", "resume", "retry", "cancel"]
+    action: Literal[
+        "wait", "check_workers", "resolve", "escalate", "resume", "retry", "cancel", "restart", "compensate"
+    ]
 
 
 class ExecutionOut(Schema):
@@ -170,7 +173,7 @@ def start_execution(request: HttpRequest, payload: StartIn):
     execution, created = services.execution_start(
         user=request.user, workflow=payload.workflow, input=payload.input, idempotency_key=payload.idempotency_key
     )
-    return (201 if created else 200), selectors.execution_payload(execution)
+    return Reply(201 if created else 200, selectors.execution_payload(execution))
 
 
 @router.get("/executions", response={200: ExecutionPage, **READ}, tags=["executions"])
@@ -230,7 +233,7 @@ EventIn, EVENT_ANSWERS, EVENTS_DESCRIPTION = _events_endpoint()
     "/executions/{execution_id}/events", response=EVENT_ANSWERS, description=EVENTS_DESCRIPTION, tags=["executions"]
 )
 def post_event(request: HttpRequest, execution_id: ExecutionRef, payload: EventIn = Body(...)):  # noqa: B008
-    return 202, events.get(payload.type).handle(ref=execution_id, user=request.user, body=payload)
+    return Reply(202, events.get(payload.type).handle(ref=execution_id, user=request.user, body=payload))
 
 
 @router.post("/executions/{execution_id}/resume", response={200: ExecutionOut, **WRITE_ONE}, tags=["executions"])
@@ -246,6 +249,8 @@ class ToolCallOut(Schema):
 
 class ModelCallOut(Schema):
     key: str
+    revision: int
+    superseded: bool
     step: str
     round: int
     seq: int

@@ -280,9 +280,17 @@ class ModelCall(models.Model):
     on, and never changed: when the step runs again, each call is looked up by its key
     first (executions.engine.journal). ``request`` is the canonical request whose sha256 is
     ``request_sha256``; ``response`` holds the text and the proposed tool calls.
+
+    A call asked again because an operator accepted the request rebuilt after a drift
+    is a new row with the same key and the next ``revision``, pointing at the one it
+    ``supersedes`` (kept as it was: the journal reads the latest revision of a key).
     """
 
-    key = models.CharField(max_length=200, unique=True)
+    key = models.CharField(max_length=200)
+    revision = models.PositiveIntegerField(default=1, db_default=1)  # a raw INSERT without it: the first
+    supersedes = models.OneToOneField(
+        "self", null=True, blank=True, on_delete=models.PROTECT, related_name="superseded_by"
+    )
     execution = models.ForeignKey(Execution, on_delete=models.PROTECT, related_name="model_calls")
     step = models.CharField(max_length=100)
     round = models.PositiveIntegerField()
@@ -308,6 +316,7 @@ class ModelCall(models.Model):
 
     class Meta:
         ordering = ["id"]
+        constraints = [models.UniqueConstraint(fields=["key", "revision"], name="model_call_key_revision")]
         indexes = [models.Index(fields=["execution", "step", "round", "seq"], name="model_call_step_seq")]
         triggers = [pgtrigger.Protect(name="model_call_append_only", operation=pgtrigger.Update | pgtrigger.Delete)]
 
@@ -353,6 +362,11 @@ class Action(ConcurrentTransitionMixin, models.Model):
 
     class Meta:
         ordering = ["id"]
+        # The few actions still planned (awaiting their approval, or a compensation a person
+        # must carry out): the triage console finds the cancelled executions that wait on one.
+        indexes = [
+            models.Index(fields=["execution"], condition=models.Q(status="planned"), name="action_planned_execution")
+        ]
 
     def __str__(self) -> str:
         return self.key

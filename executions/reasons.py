@@ -27,3 +27,4 @@ class StuckReason(models.TextChoices):
     MODEL_DRIFT = "model_drift", "Model drift"
     BUDGET_EXCEEDED = "budget_exceeded", "Budget exceeded"
     DEADLINE_PASSED = "deadline_passed", "Deadline passed"
+    COMPENSATION_PENDING = "compensation_pending", "Compensation pending"

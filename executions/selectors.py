@@ -198,10 +198,16 @@ def _max_attempts(execution: Execution) -> int | None:
 
 
 def model_calls(execution: Execution) -> list[dict[str, Any]]:
-    """The execution's model-call journal, oldest first, as the API shows it."""
+    """The execution's model-call journal, oldest first, as the API shows it; a call asked
+    again after an accepted drift is a later revision of its key, the earlier one
+    ``superseded``."""
+    calls = list(ModelCall.objects.filter(execution=execution).order_by("id"))
+    superseded = {c.supersedes_id for c in calls if c.supersedes_id}
     return [
         {
             "key": c.key,
+            "revision": c.revision,
+            "superseded": c.pk in superseded,
             "step": c.step,
             "round": c.round,
             "seq": c.seq,
@@ -218,5 +224,5 @@ def model_calls(execution: Execution) -> list[dict[str, Any]]:
             "tool_calls": [{"tool": t["name"], "args": t.get("args")} for t in c.response.get("tool_calls", [])],
             "created_at": c.created_at,
         }
-        for c in ModelCall.objects.filter(execution=execution).order_by("id")
+        for c in calls
     ]

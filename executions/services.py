@@ -99,7 +99,8 @@ def _locked(ref: str) -> Execution:
 def execution_cancel(*, ref: str, user: AbstractBaseUser, reason: str) -> Execution:
     """Cancel from any non-terminal state; what its gates wait for is withdrawn.
 
-    Operators, and the user who started it. Once this commits, no new effect starts:
+    Operators, and the user who started it, with a reason (InvalidInput naming
+    ``reason`` without one: it is the one act that can't be undone). Once this commits, no new effect starts:
     a worker commits an action as ``executing`` only under its fence with the
     execution still running (the row lock orders it against this cancel). An effect
     already committed as executing is in flight; its outcome is still recorded.
@@ -108,9 +109,12 @@ def execution_cancel(*, ref: str, user: AbstractBaseUser, reason: str) -> Execut
         execution = _locked(ref)
         if not (user.has_perm(OPERATE) or execution.created_by_id == user.pk):
             raise Forbidden("only operators or the user who started it may cancel it")
+        reason = (reason or "").strip()
+        if not reason:
+            raise InvalidInput("reason", "say why it is cancelled: a cancel is final, it never resumes")
         if execution.status in TERMINAL:
             raise Conflict(f"{execution.ref} is already {execution.status}", status=execution.status)
-        cancel_locked(execution, actor=user, reason=reason or "cancelled")
+        cancel_locked(execution, actor=user, reason=reason)
     return execution
 
 

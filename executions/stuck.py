@@ -6,8 +6,15 @@ page on it (DESIGN §4, Stuck reasons).
 (``Execution.reason_code``, written with the transition); the others are read off
 the clock: a runnable execution nobody claimed (``no_worker``), a step past its
 timeout while its worker still heartbeats (``step_overdue``), a gate past its SLA
-(``approval_overdue``). ``describe`` turns one annotated execution into the sentence
-and the suggested action the screens and the API show.
+(``approval_overdue``); or off the record: a cancelled execution with a compensation
+still to be carried out by a person (``compensation_pending``). ``describe`` turns one
+annotated execution into the sentence and the suggested action the screens and the
+API show — an action that is possible in its status (a failed execution is restarted,
+never resumed).
+
+A terminal execution is stuck only until it is handled: a failed one whose retries
+ran out until it is restarted, a cancelled one until its compensations are closed.
+``counts`` is the one count by reason the list, the summary and the metrics share.
 """
 
 from __future__ import annotations
@@ -17,10 +24,24 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Case, CharField, DateTimeField, ExpressionWrapper, F, Q, QuerySet, Value, When
+from django.db.models import (
+    Case,
+    CharField,
+    Count,
+    DateTimeField,
+    Exists,
+    ExpressionWrapper,
+    F,
+    OuterRef,
+    Q,
+    QuerySet,
+    Value,
+    When,
+)
 from django.db.models.functions import Now
 
-from .models import Execution, Status
+from .authoring import registry
+from .models import ACTIVE, COMPENSATION_SUFFIX, Action, Execution, Status
 from .reasons import StuckReason
 
 R = StuckReason
@@ -40,13 +61,17 @@ ACTION = {
     R.RETRIES_EXHAUSTED: "resume",
     R.STEP_ERROR: "escalate",
     R.APPROVAL_LAPSED: "resume",
-    R.MODEL_DRIFT: "escalate",
+    R.MODEL_DRIFT: "resolve",
     R.BUDGET_EXCEEDED: "escalate",
     R.DEADLINE_PASSED: "cancel",
+    R.COMPENSATION_PENDING: "compensate",
 }
 
-# The reasons read off the clock; every other one is recorded with the transition.
-OBSERVED = (R.NO_WORKER, R.STEP_OVERDUE, R.APPROVAL_OVERDUE)
+# What a failed execution can have done to it, whatever stopped it: a restart from a step.
+FAILED_ACTION = "restart"
+
+# The reasons read off the clock or the ledger; every other one is recorded with the transition.
+OBSERVED = (R.NO_WORKER, R.STEP_OVERDUE, R.APPROVAL_OVERDUE, R.COMPENSATION_PENDING)
 
 # Reasons recorded with the transition that stopped the execution, by status.
 RECORDED = {
@@ -70,29 +95,71 @@ def _unclaimed() -> Q:
     return pending | running | due
 
 
+def _restarted() -> Exists:
+    """A restart of it exists (triage.restart): what failed was handled."""
+    return Exists(Execution.objects.filter(restarted_from=OuterRef("pk")))
+
+
+def _planned_compensations() -> QuerySet[Action]:
+    """Compensations a cancel recorded that no person has closed yet (the partial index
+    ``action_planned_execution`` holds only planned actions: few)."""
+    return Action.objects.filter(status=Action.State.PLANNED, key__endswith=COMPENSATION_SUFFIX)
+
+
+def _compensation_pending() -> Q:
+    return Q(status=Status.CANCELLED) & Exists(_planned_compensations().filter(execution=OuterRef("pk")))
+
+
 def annotate(rows: QuerySet[Execution]) -> QuerySet[Execution]:
-    """``rows`` with ``stuck_reason`` and ``stuck_since`` (NULL when it is moving, or done)."""
+    """``rows`` with ``stuck_reason`` and ``stuck_since`` (NULL when it is moving, done,
+    or terminal and handled)."""
     live_lease = Q(lease_expires_at__gt=Now())
     recorded = Q()
     for status, codes in RECORDED.items():
-        recorded |= Q(status=status, reason_code__in=codes)
+        found = Q(status=status, reason_code__in=codes)
+        recorded |= found & ~_restarted() if status == Status.FAILED else found
     reason = Case(
         When(_unclaimed(), then=Value(R.NO_WORKER)),
         When(recorded, then=F("reason_code")),
         When(Q(status=Status.RUNNING, step_deadline__lt=Now()) & live_lease, then=Value(R.STEP_OVERDUE)),
         When(Q(status=Status.AWAITING_APPROVAL, gate_sla_at__lt=Now()), then=Value(R.APPROVAL_OVERDUE)),
         When(Q(status=Status.WAITING, gate_sla_at__lt=Now()), then=Value(R.WAITING_OVERDUE)),
+        When(_compensation_pending(), then=Value(R.COMPENSATION_PENDING)),
         default=Value(None),
         output_field=CharField(),
     )
     since = Case(
         When(Q(status__in=[Status.RETRY_PENDING, Status.WAITING]) & _unclaimed(), then=F("due_at")),
+        When(Q(status=Status.RUNNING, lease_expires_at__isnull=False) & _unclaimed(), then=F("lease_expires_at")),
         When(Q(status=Status.RUNNING, step_deadline__lt=Now()) & live_lease, then=F("step_deadline")),
         When(Q(status__in=[Status.AWAITING_APPROVAL, Status.WAITING], gate_sla_at__lt=Now()), then=F("gate_sla_at")),
         default=F("status_changed_at"),
         output_field=DateTimeField(),
     )
     return rows.annotate(stuck_reason=reason, stuck_since=since)
+
+
+def candidates(*, workflow: str | None = None) -> QuerySet[Execution]:
+    """The executions that can be stuck, through their indexes rather than every row:
+    the live ones, the failed ones whose retries ran out, the cancelled ones with a
+    compensation still planned."""
+    rows = Execution.objects.filter(
+        Q(status__in=list(ACTIVE))
+        | Q(status=Status.FAILED, reason_code__in=RECORDED[Status.FAILED])
+        | Q(status=Status.CANCELLED, pk__in=_planned_compensations().values("execution_id"))
+    )
+    return rows.filter(workflow=workflow) if workflow else rows
+
+
+def counts(*, workflow: str | None = None) -> dict[str, int]:
+    """How many executions (of ``workflow``) are stuck now for each reason, every reason
+    of the vocabulary included: the counts at the top of the list, ``by_reason`` of the
+    summary, the ``stuck`` measure and the Prometheus gauge."""
+    counted = dict.fromkeys(REASONS, 0)
+    found = annotate(candidates(workflow=workflow)).exclude(stuck_reason=None).order_by()
+    for reason, n in found.values("stuck_reason").annotate(n=Count("id")).values_list("stuck_reason", "n"):
+        counted[reason] = n
+    return counted
 
 
 @dataclass(frozen=True)
@@ -115,7 +182,7 @@ def describe(execution: Execution, *, max_attempts: int | None = None) -> Stuck 
         reason=reason,
         since=execution.stuck_since,
         detail=_detail(execution, reason, max_attempts),
-        action=ACTION.get(reason, "escalate"),
+        action=FAILED_ACTION if execution.status == Status.FAILED else ACTION.get(reason, "escalate"),
     )
 
 
@@ -127,18 +194,65 @@ def _detail(e: Execution, reason: str, max_attempts: int | None) -> str:
     of = f" of {max_attempts}" if max_attempts else ""
     why = e.status_reason
     if reason in (R.RETRYING, R.RATE_LIMITED):
-        return f"attempt {e.failed_attempts}{of}: {why}; next try {_at(e.due_at)}"
+        # The attempt that failed, then the one that comes (the list's and the page's "attempt n").
+        return (
+            f"attempt {e.failed_attempts}{of} failed: {why}; next try (attempt {e.failed_attempts + 1}) {_at(e.due_at)}"
+        )
     if reason == R.NO_WORKER:
         if e.status in (Status.RETRY_PENDING, Status.WAITING):
             return f"due since {_at(e.due_at)} and no worker has claimed it: are workers and beat running?"
+        if e.status == Status.RUNNING and e.lease_owner:
+            return (
+                f"the lease of {e.lease_owner} lapsed at {_at(e.lease_expires_at)}; nobody took it over: "
+                "are workers and beat running?"
+            )
         return f"runnable since {_at(e.status_changed_at)} and no worker has claimed it: are workers running?"
     if reason == R.STEP_OVERDUE:
-        return (
-            f"{e.current_step} has run past its timeout ({_at(e.step_deadline)}) while {e.lease_owner} "
-            "still heartbeats: the step may hang"
-        )
+        return _overdue(e)
     if reason == R.APPROVAL_OVERDUE:
         return f"no decision since {_at(e.status_changed_at)}; its SLA passed at {_at(e.gate_sla_at)}"
     if reason == R.WAITING_OVERDUE and e.status == Status.WAITING:
         return f"waiting since {_at(e.status_changed_at)}; its SLA passed at {_at(e.gate_sla_at)}"
+    if reason == R.RETRIES_EXHAUSTED and e.status == Status.FAILED:
+        return f"{why or 'its retries ran out'}; a failed execution can't be resumed: restart it from a step"
+    if reason == R.MODEL_DRIFT:
+        return (
+            f"{why}; compare the recorded and the rebuilt request on its page, then accept the new request (the "
+            "model is asked again for that call) or restore what changed and resume"
+        )
+    if reason == R.COMPENSATION_PENDING:
+        keys = ", ".join(_planned_compensations().filter(execution=e).order_by("id").values_list("key", flat=True))
+        return (
+            f"cancelled after effects that must be undone by a person: {keys}; carry each out at the "
+            "provider, then close it with evidence on the execution page"
+        )
     return why or reason.replace("_", " ")
+
+
+# What a step of each kind waits on while it runs.
+_WAITS_ON = {
+    "effect": "the provider's answer to its effect",
+    "model": "the model's answer",
+    "agent": "the model's answer or a tool's",
+    "compute": "its own code",
+}
+
+
+def _overdue(e: Execution) -> str:
+    """``step_overdue``: which step, what it waits on, since when, past which timeout."""
+    try:
+        workflow = registry.get(e.workflow, e.workflow_version)
+        step = workflow.get_step(e.current_step)
+        timeout = workflow.timeout_for(step.name)
+        if timeout is None:
+            raise KeyError(step.name)  # a gate has no timeout of its own
+    except (registry.UnknownWorkflow, KeyError):
+        return (
+            f"{e.current_step} has run past its timeout ({_at(e.step_deadline)}) while {e.lease_owner} still heartbeats"
+        )
+    started = e.step_deadline - timedelta(seconds=timeout) if e.step_deadline else None
+    return (
+        f"{step.label} ({e.current_step}) has waited on {_WAITS_ON.get(str(step.kind), 'its own code')} since "
+        f"{_at(started)}, past its timeout of {timeout:g} s ({_at(e.step_deadline)}), while {e.lease_owner} "
+        "still heartbeats: it may hang"
+    )

@@ -31,10 +31,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import Count, Q
-
 from executions import stuck
-from executions.models import ACTIVE, Execution, Status
 
 from . import histograms, rollup
 from .observations import STAYS
@@ -75,16 +72,7 @@ def _rate(part: int, whole: int) -> float | None:
 
 
 def stuck_now(workflow: str | None = None) -> dict[str, int]:
-    """Executions stuck now, by reason: ``by_reason`` of ``executions.selectors.summary``,
-    read from the executions that can be stuck (active, or failed after the retries ran
-    out) through their indexes, not from every execution."""
-    rows = Execution.objects.filter(
-        Q(status__in=list(ACTIVE)) | Q(status=Status.FAILED, reason_code__in=stuck.RECORDED[Status.FAILED])
-    )
-    if workflow:
-        rows = rows.filter(workflow=workflow)
-    counted = dict.fromkeys(stuck.REASONS, 0)
-    found = stuck.annotate(rows).exclude(stuck_reason=None).order_by().values("stuck_reason").annotate(n=Count("id"))
-    for row in found:
-        counted[row["stuck_reason"]] = row["n"]
-    return counted
+    """Executions stuck now, by reason: ``by_reason`` of ``executions.selectors.summary``
+    (``executions.stuck.counts``, read from the executions that can be stuck through
+    their indexes, not from every execution)."""
+    return stuck.counts(workflow=workflow)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from urllib.parse import urlencode
+
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import render
+from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET
 
 from accounts.tokens import user_for_token
@@ -55,18 +57,24 @@ def page(request: HttpRequest) -> HttpResponse:
     if not access.may_read(request.user):
         raise PermissionDenied("only operators, managers and auditors may read the metrics")
     window, workflow, workflows = (
-        request.GET.get("window") or "24h",
+        request.GET.get("window") or "",
         request.GET.get("workflow") or "",
         registry.names(),
     )
-    if window not in WINDOWS:
+    shown = window if window in WINDOWS else "24h"
+    if window and window != shown:
         messages.error(
-            request, f"There is no window {window!r} here; showing the last 24h (one of {', '.join(WINDOWS)})."
+            request, f"There is no window {window[:40]!r} here; showing the last 24h (one of {', '.join(WINDOWS)})."
         )
-        window = "24h"
     if workflow and workflow not in workflows:
-        messages.error(request, f"No workflow {workflow!r} is deployed; showing all of them.")
+        messages.error(request, f"No workflow {workflow[:100]!r} is deployed; showing all of them.")
         workflow = ""
+    if window != shown or (request.GET.get("workflow") or "") != workflow:
+        # The URL always says what the page shows, so a link or a bookmark opens the same view.
+        return redirect(
+            f"{request.path}?{urlencode({'window': shown, **({'workflow': workflow} if workflow else {})})}"
+        )
+    window = shown
     return render(
         request,
         "metrics/page.html",

@@ -118,6 +118,7 @@ def test_s16_operator_sees_the_resolve_form_appear_live_and_resolves_the_order(o
     expect(operate).to_contain_text("500")
 
     # "It happened" without the order id: the form says what is missing and keeps the evidence.
+    operate.get_by_label("Outcome").select_option("succeeded")  # nothing is chosen for the operator
     operate.get_by_label("Evidence: how you established it").fill("found on the order service by reference")
     operate.get_by_role("button", name="Resolve").click()
     expect(page.locator("#resolve-error")).to_contain_text("receipt.order_id")

@@ -100,7 +100,9 @@ def test_the_metrics_page_draws_the_charts_and_each_links_to_its_list(web_stack,
     login(page, web_stack.url, people["operator"])
     page.get_by_role("link", name="Metrics").click()
     expect(page.get_by_role("heading", name="Metrics", exact=True)).to_be_visible()
-    page.goto(f"{web_stack.url}/dashboard/metrics/?window=1h")
+    expect(page).to_have_url(f"{web_stack.url}/dashboard/metrics/?window=24h")  # the window is in the URL
+    page.locator("select[name=window]").select_option("1h")
+    expect(page).to_have_url(f"{web_stack.url}/dashboard/metrics/?window=1h&workflow=")
 
     for chart in ("executions", "stuck", "time-in-state", "resume", "approval"):
         expect(page.locator(f"#chart-{chart}")).to_have_attribute("data-drawn", "true")
@@ -111,6 +113,12 @@ def test_the_metrics_page_draws_the_charts_and_each_links_to_its_list(web_stack,
     expect(page.locator("#m-approval .value")).not_to_have_text("—")
     expect(page.locator("#m-resume .value")).not_to_have_text("—")
     expect(page.locator("#time-in-state tr[data-status='awaiting_approval'] .p50")).not_to_have_text("—")
+    # Each p50 / p95 pair is told apart in the legend: by its label and by a solid or dashed marker.
+    legend = page.locator("#chart-resume .u-legend")
+    expect(legend).to_contain_text("p50 (median, solid)")
+    expect(legend).to_contain_text("p95 (dashed)")
+    styles = page.eval_on_selector_all("#chart-resume .u-legend .u-marker", "ms => ms.map(m => m.style.borderStyle)")
+    assert styles[-2:] == ["solid", "dashed"], styles
 
     # It refreshes itself: the page polls again without a reload.
     loaded = int(page.locator("#metrics").get_attribute("data-loaded"))

@@ -92,6 +92,7 @@ def test_operator_triages_from_the_counts_resolves_and_resumes_without_reloading
 
     # Resolve: it happened (found on the report portal); the page follows it to the end by itself.
     operate = page.locator("#operate-card")
+    operate.get_by_label("Outcome").select_option("succeeded")  # nothing is chosen for the operator
     operate.get_by_label("Evidence: how you established it").fill("the report portal lists it under its key")
     operate.get_by_role("button", name="Resolve").click()
     expect(page.locator("#messages")).to_contain_text("Resolved")

@@ -236,6 +236,7 @@ def page_client(person=None) -> Client:
 
 
 HIDDEN_IDS = re.compile(r'<input type="hidden" name="ids" value="([^"]+)">')
+HIDDEN_TOKEN = re.compile(r'<input type="hidden" name="token" value="([^"]+)">')
 
 
 def test_console_bulk_dry_run_confirm_on_the_frozen_ids_and_results(people, pending):
@@ -252,6 +253,7 @@ def test_console_bulk_dry_run_confirm_on_the_frozen_ids_and_results(people, pend
     page = dry.content.decode()
     assert snapshot() == before, "the dry-run page changed something"
     frozen = HIDDEN_IDS.findall(page)
+    [token] = HIDDEN_TOKEN.findall(page)
     assert sorted(frozen) == sorted(e.ref for e in pending)
     assert re.search(r'id="bulk-count"><strong>3</strong> eligible', page)
 
@@ -262,12 +264,21 @@ def test_console_bulk_dry_run_confirm_on_the_frozen_ids_and_results(people, pend
 
     # No reason: the dry run of exactly those ids again, with the message; nothing done.
     before = snapshot()
-    refused = client.post("/bulk/run/", {"operation": "cancel", "ids": frozen, "reason": " "})
+    refused = client.post("/bulk/run/", {"operation": "cancel", "ids": frozen, "reason": " ", "token": token})
     assert refused.status_code == 422 and "reason" in refused.content.decode()
     assert sorted(HIDDEN_IDS.findall(refused.content.decode())) == sorted(frozen[1:])
     assert snapshot() == before
 
-    done = client.post("/bulk/run/", {"operation": "cancel", "ids": frozen, "reason": "month-end clean-up"})
+    # Ids other than the dry run's (one added, one left out): refused as a whole, nothing done.
+    for other in ([*frozen, newcomer.ref], frozen[1:]):
+        mismatch = client.post("/bulk/run/", {"operation": "cancel", "ids": other, "reason": "x", "token": token})
+        assert mismatch.status_code == 422 and "not exactly the 3 executions the dry run listed" in (
+            mismatch.content.decode()
+        )
+    assert snapshot() == before
+    done = client.post(
+        "/bulk/run/", {"operation": "cancel", "ids": frozen, "reason": "month-end clean-up", "token": token}
+    )
     assert done.status_code == 302 and done["Location"].startswith("/bulk/results/?batch=BULK-")
     results = client.get(done["Location"])
     page = results.content.decode()
@@ -321,8 +332,11 @@ def test_console_bulk_bad_values_are_messages_never_500(people, pending):
 def test_who_may_use_bulk_in_the_console(people, pending, role, expected):
     client = page_client(people[role] if role else None)
     before = snapshot()
-    assert client.get("/bulk/?operation=cancel").status_code == expected
-    run = client.post("/bulk/run/", {"operation": "cancel", "ids": [pending[0].ref], "reason": "x"})
+    dry = client.get("/bulk/?operation=cancel")
+    assert dry.status_code == expected
+    token = HIDDEN_TOKEN.findall(dry.content.decode()) if role == "operator" else []
+    ids = HIDDEN_IDS.findall(dry.content.decode()) if role == "operator" else [pending[0].ref]
+    run = client.post("/bulk/run/", {"operation": "cancel", "ids": ids, "reason": "x", "token": token[:1]})
     assert run.status_code == (302 if role in (None, "operator") else 403)
     if role == "operator":
         assert run["Location"].startswith("/bulk/results/")

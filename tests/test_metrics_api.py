@@ -114,15 +114,19 @@ def test_the_metrics_page_is_for_operators_managers_and_auditors(people):
     assert client.get("/dashboard/metrics/").status_code == 302  # to the login page
     for name, allowed in [("operator", True), ("manager", True), ("auditor", True), ("requester", False)]:
         client.force_login(people[name].user)
-        page = client.get("/dashboard/metrics/")
+        page = client.get("/dashboard/metrics/", follow=True)
         assert page.status_code == (200 if allowed else 403), name
         listed = client.get("/")
         assert (b'href="/dashboard/metrics/"' in listed.content) is allowed, name
     client.force_login(people["operator"].user)
-    page = client.get("/dashboard/metrics/", {"window": "2w", "workflow": "nope\x00"})
-    assert page.status_code == 200
+    page = client.get("/dashboard/metrics/", {"window": "2w", "workflow": "nope\x00"}, follow=True)
+    assert page.status_code == 200 and page.redirect_chain == [("/dashboard/metrics/?window=24h", 302)]
     assert "There is no window" in page.text and "No workflow" in page.text
     assert 'data-window="24h"' in page.text and 'data-workflow=""' in page.text
+    # Issue 17: the URL always carries the window the page shows, so it can be bookmarked and shared.
+    assert client.get("/dashboard/metrics/")["Location"] == "/dashboard/metrics/?window=24h"
+    shown = client.get("/dashboard/metrics/", {"window": "7d", "workflow": "monthly_report"})
+    assert shown.status_code == 200 and 'data-window="7d"' in shown.text
 
 
 # --- the cost of the queries

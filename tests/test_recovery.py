@@ -42,7 +42,9 @@ def test_s01_worker_killed_after_analyze_resumes_at_next_step(stack, people, api
         "offline-deterministic-1",
         "monthly-analysis-v1",
     )
-    assert analyze.output["model_calls"] == [{"key": call.key, "model": call.model}]
+    assert analyze.output["model_calls"] == [
+        {"key": call.key, "model": call.model, "prompt_version": call.prompt_version}
+    ]
     draft = StepRun.objects.get(execution_id=pk(ref), step="draft_report")
     assert draft.worker != analyze.worker and draft.lease_token > analyze.lease_token
     takeover = ExecutionEvent.objects.get(execution_id=pk(ref), type="lease.taken_over")

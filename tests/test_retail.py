@@ -275,7 +275,7 @@ def test_render_report_content(august: dict, august_facts: list[dict]) -> None:
     assert report.startswith("# Monthly performance report — August 2026\n")
     assert "Draft V3" in report
     assert "retail_snapshot_v1" in report
-    for heading in ("## Summary", "## Verified facts", "## Stores", "## Categories", "## Constraints honoured"):
+    for heading in ("## Summary", "## Verified facts", "## Stores", "## Categories", "## Instructions for this draft"):
         assert f"\n{heading}\n" in report
     assert "Eindhoven was closed for renovation." in report
     for fact in august_facts:
@@ -295,8 +295,26 @@ def test_render_report_varies_with_version(august: dict, august_facts: list[dict
 
 
 def test_render_report_omits_empty_constraints(august: dict, august_facts: list[dict]) -> None:
-    assert "Constraints honoured" not in _render(august, august_facts, constraints=[])
-    assert "Constraints honoured" not in _render(august, august_facts, constraints=["  "])
+    assert "Instructions for this draft" not in _render(august, august_facts, constraints=[])
+    assert "Instructions for this draft" not in _render(august, august_facts, constraints=["  "])
+
+
+def test_a_requested_change_is_never_claimed_as_done(august: dict, august_facts: list[dict]) -> None:
+    """Issue 17: the offline model and the report list a manager's requested change as
+    asked, never as honoured or followed (the draft does not contain a store ranking)."""
+    from executions.agent.modelclient import OfflineModelClient
+    from executions.authoring.modelcalls import ModelRequest
+
+    report = _render(august, august_facts, constraints=["Add a store ranking"])
+    assert "- Add a store ranking" in report and "not a claim that it was done" in report
+    assert "honoured" not in report.lower() and "followed" not in report.lower()
+    prompt = "- [F1] Revenue rose. (source: x)\n- MUST: Add a store ranking"
+    answer = OfflineModelClient().complete(
+        ModelRequest(prompt_id="p", prompt_version="v", system="", messages=({"role": "user", "content": prompt},)),
+        call_key="k",
+    )
+    assert "Add a store ranking" in answer.text and "does not carry instructions out" in answer.text
+    assert "followed" not in answer.text.lower() and "honoured" not in answer.text.lower()
 
 
 def test_render_report_rejects_mismatched_month(august: dict, august_facts: list[dict]) -> None:

@@ -12,6 +12,7 @@ from typing import Annotated, Literal
 
 from django.http import HttpRequest
 from ninja import Query, Router, Schema
+from ninja import Status as Reply  # an answer's status and body (``Status`` is the lifecycle's)
 from pydantic import Field
 
 from accounts.roles import reads_operator_audit
@@ -21,8 +22,8 @@ from executions.errors import Forbidden, InvalidInput
 from executions.inputs import ActionKey, Cursor, DbInt, ExecutionRef, Text, WorkflowName
 from executions.models import pk_from_ref, ref_for
 
-from . import bulk, compensations, operator_audit, preview, restart, tallies
-from .inputs import BulkIn, CloseIn, RestartIn
+from . import bulk, compensations, drift, operator_audit, preview, restart, tallies
+from .inputs import AcceptRequestIn, BulkIn, CloseIn, RestartIn
 
 router = Router()
 
@@ -51,6 +52,7 @@ class BulkDryRunOut(Schema):
     eligible: list[str]
     ineligible: list[IneligibleOut]
     truncated: bool
+    token: str
 
 
 class BulkResultOut(Schema):
@@ -83,11 +85,11 @@ def bulk_operation(request: HttpRequest, payload: BulkIn):
     if payload.ids is None:
         raise InvalidInput("ids", "name the executions (the eligible ids of a dry run)")
     return bulk.bulk_run(
-        user=request.user, operation=payload.operation, ids=payload.ids, reason=payload.reason
+        user=request.user, operation=payload.operation, ids=payload.ids, reason=payload.reason, token=payload.token
     ).as_dict()
 
 
-# --- resume preview, restart from a step, closing compensations
+# --- resume preview, restart from a step, accepting a drifted request, closing compensations
 
 
 class PlannedStepOut(Schema):
@@ -142,9 +144,61 @@ def restart_execution(request: HttpRequest, execution_id: ExecutionRef, payload:
     """Operators: a failed execution runs again from ``from_step`` as a new execution
     that reuses the recorded outputs of the steps before it."""
     execution = restart.execution_restart(
-        ref=execution_id, user=request.user, from_step=payload.from_step, reason=payload.reason
+        ref=execution_id,
+        user=request.user,
+        from_step=payload.from_step,
+        reason=payload.reason,
+        accept_repeats=payload.accept_repeats,
     )
-    return 201, selectors.execution_payload(execution)
+    return Reply(201, selectors.execution_payload(execution))
+
+
+class RepeatOut(Schema):
+    key: str
+    type: str
+    why: str
+
+
+class RestartOptionOut(Schema):
+    step: str
+    label: str
+    works: bool
+    why_not: str
+    would_repeat: list[RepeatOut]
+    warnings: list[str]
+    default: bool
+
+
+class RestartOptionsOut(Schema):
+    options: list[RestartOptionOut]
+
+
+@router.get(
+    "/executions/{execution_id}/restart-options",
+    response={200: RestartOptionsOut, **READ_ONE, 403: ErrorOut},
+    tags=["executions"],
+)
+def restart_options(request: HttpRequest, execution_id: ExecutionRef):
+    """Operators: the steps a failed execution can be restarted from, what each would send
+    again, and the default (empty when it is not failed)."""
+    return {"options": [o.as_dict() for o in restart.execution_restart_options(ref=execution_id, user=request.user)]}
+
+
+@router.post(
+    "/executions/{execution_id}/accept-request", response={200: ExecutionOut, **WRITE_ONE}, tags=["executions"]
+)
+def accept_request(request: HttpRequest, execution_id: ExecutionRef, payload: AcceptRequestIn):
+    """Operators: an execution stopped by a model drift goes on with the request its step
+    rebuilt (``key`` and its ``request_sha256``, as the page shows them): the model is
+    asked again for that call; the old record is kept, superseded (audited)."""
+    execution = drift.execution_accept_request(
+        ref=execution_id,
+        user=request.user,
+        key=payload.key,
+        request_sha256=payload.request_sha256,
+        reason=payload.reason,
+    )
+    return selectors.execution_payload(execution)
 
 
 @router.post("/actions/{key}/close", response={200: ActionDetailOut, **WRITE_ONE}, tags=["actions"])

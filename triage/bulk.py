@@ -10,11 +10,18 @@ its events and an ``operator.bulk_item`` event naming the batch commit together 
 not at all. An item whose state changed since the dry run is ``skipped`` with why;
 one that breaks is an ``error``; neither stops the others.
 
+A dry run signs what it listed — the operation, the operator and the eligible ids —
+into a ``token``; a run given that token does exactly those ids or nothing (a token of
+another operation or operator, an expired one, or ids that aren't exactly the ones it
+lists are refused before anything is done). The console always binds its run to its
+dry run this way; an API client may.
+
 Operators only. Used by the API (``POST /api/executions/bulk``) and the console.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import uuid
 from collections.abc import Callable, Sequence
@@ -22,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
+from django.core import signing
 from django.db import transaction
 from django.db.models import OuterRef, Q, QuerySet, Subquery
 
@@ -82,6 +90,7 @@ class DryRun:
     eligible: list[str]
     ineligible: list[Ineligible]
     truncated: bool = False  # a filter matched more than MAX_ITEMS eligible (or ineligible) executions
+    token: str = ""  # binds a run to exactly ``eligible`` (``check_token``)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -89,7 +98,40 @@ class DryRun:
             "eligible": self.eligible,
             "ineligible": [{"id": i.id, "why": i.why} for i in self.ineligible],
             "truncated": self.truncated,
+            "token": self.token,
         }
+
+
+TOKEN_SALT = "keel.bulk.dry-run"
+TOKEN_MAX_AGE_SECONDS = 3600
+
+
+def _digest(pks: Sequence[int]) -> str:
+    return hashlib.sha256(",".join(map(str, sorted(set(pks)))).encode()).hexdigest()
+
+
+def dry_run_token(*, user: AbstractBaseUser, operation: str, eligible: Sequence[str]) -> str:
+    """A signed, expiring statement of what a dry run listed (the ids as a digest)."""
+    pks = [pk_from_ref(ref) for ref in eligible]
+    return signing.dumps({"u": user.pk, "op": operation, "n": len(pks), "ids": _digest(pks)}, salt=TOKEN_SALT)
+
+
+def check_token(token: str, *, user: AbstractBaseUser, operation: str, pks: Sequence[int]) -> None:
+    """The run's ids are exactly what the dry run behind ``token`` listed as eligible, for
+    the same operation and operator, within the hour. InvalidInput naming ``token`` or
+    ``ids`` otherwise."""
+    try:
+        listed = signing.loads(token, salt=TOKEN_SALT, max_age=TOKEN_MAX_AGE_SECONDS)
+    except signing.SignatureExpired:
+        raise InvalidInput("token", "this dry run is more than an hour old: dry-run again") from None
+    except signing.BadSignature:
+        raise InvalidInput("token", "not a token a dry run returned") from None
+    if listed.get("u") != user.pk or listed.get("op") != operation:
+        raise InvalidInput("token", f"this token is of another dry run (not {operation}, or another operator's)")
+    if listed.get("ids") != _digest(pks):
+        raise InvalidInput(
+            "ids", f"not exactly the {listed.get('n')} executions the dry run listed: dry-run again and confirm those"
+        )
 
 
 @dataclass(frozen=True)
@@ -177,15 +219,19 @@ def bulk_dry_run(
                 ineligible.append(Ineligible(ref_for(pk), why))
             else:
                 eligible.append(ref_for(pk))
-        return DryRun(op.name, eligible, ineligible)
+        return DryRun(
+            op.name, eligible, ineligible, token=dry_run_token(user=user, operation=op.name, eligible=eligible)
+        )
     rows = _with_unknown_action(_matching(filter)).order_by("-id")
     yes = list(rows.filter(op.eligible()).values_list("pk", flat=True)[: MAX_ITEMS + 1])
     no = list(rows.exclude(op.eligible()).values_list("pk", "status", "unknown_action")[: MAX_ITEMS + 1])
+    eligible = [ref_for(pk) for pk in yes[:MAX_ITEMS]]
     return DryRun(
         op.name,
-        [ref_for(pk) for pk in yes[:MAX_ITEMS]],
+        eligible,
         [Ineligible(ref_for(pk), op.why_not(status, unknown) or "") for pk, status, unknown in no[:MAX_ITEMS]],
         truncated=len(yes) > MAX_ITEMS or len(no) > MAX_ITEMS,
+        token=dry_run_token(user=user, operation=op.name, eligible=eligible),
     )
 
 
@@ -204,18 +250,32 @@ def _matching(filter: dict[str, str | None]) -> QuerySet[Execution]:
 # --- the run
 
 
-def bulk_run(*, user: AbstractBaseUser, operation: str, ids: Sequence[str], reason: str) -> Run:
+def bulk_run(
+    *,
+    user: AbstractBaseUser,
+    operation: str,
+    ids: Sequence[str],
+    reason: str,
+    token: str | None = None,
+    require_token: bool = False,
+) -> Run:
     """Apply ``operation`` to exactly ``ids`` (the frozen set of a dry run), each in its
-    own transaction, with ``reason`` recorded on each.
+    own transaction, with ``reason`` recorded on each. With ``token`` (required with
+    ``require_token``), ``ids`` must be exactly what that dry run listed (``check_token``).
 
     Nothing is done when the request is malformed: InvalidInput naming ``ids`` (none,
-    more than MAX_ITEMS, not ids, or ids of no execution) or ``reason`` (empty);
-    Forbidden for anyone but an operator. Otherwise every id gets a result: ``done``,
-    ``skipped`` (the operation no longer applies: its state changed since the dry run),
-    or ``error`` (logged).
+    more than MAX_ITEMS, not ids, ids of no execution, not the dry run's), ``token``
+    (missing, expired, of another dry run) or ``reason`` (empty); Forbidden for anyone
+    but an operator. Otherwise every id gets a result: ``done``, ``skipped`` (the
+    operation no longer applies: its state changed since the dry run), or ``error``
+    (logged).
     """
     op = _operation(user, operation)
     pks = parse_ids(ids)
+    if token or require_token:
+        if not token:
+            raise InvalidInput("token", "confirm the executions of a dry run: dry-run first")
+        check_token(token, user=user, operation=op.name, pks=pks)
     missing = sorted(set(pks) - set(Execution.objects.filter(pk__in=pks).values_list("pk", flat=True)))
     if missing:
         raise InvalidInput("ids", f"no such executions: {', '.join(ref_for(pk) for pk in missing[:20])}")

@@ -9,7 +9,7 @@ from typing import Literal
 from ninja import Schema
 from pydantic import Field
 
-from executions.inputs import FORM, ActionKey, Body, Evidence, ExecutionRef, Reason, Text, WorkflowName
+from executions.inputs import FORM, ActionKey, Body, Evidence, ExecutionRef, Reason, Sha256, Text, WorkflowName
 from executions.models import Status
 from executions.reasons import StuckReason
 
@@ -20,6 +20,16 @@ StepName = Text(min_length=1, max_length=100)
 
 class RestartIn(Body):
     from_step: StepName
+    reason: Reason = ""
+    # Send again effects that already happened (a restart refuses it otherwise: triage.restart).
+    accept_repeats: bool = False
+
+
+class AcceptRequestIn(Body):
+    """Accept the request a drifted model call's step rebuilt (triage.drift)."""
+
+    key: ActionKey  # the model call's key
+    request_sha256: Sha256  # the rebuilt request's, as shown
     reason: Reason = ""
 
 
@@ -46,12 +56,17 @@ class BulkFilterIn(Body):
     workflow: WorkflowName | None = None
 
 
+BulkToken = Text(min_length=1, max_length=1000)
+FormToken = Text(max_length=1000)
+
+
 class BulkIn(Body):
     operation: Literal["cancel", "resume", "retry"]
     ids: list[ExecutionRef] | None = Field(default=None, min_length=1, max_length=MAX_BULK_ITEMS)
     filter: BulkFilterIn | None = None
     reason: Reason = ""
     dry_run: bool = False
+    token: BulkToken | None = None  # a dry run's: the run does exactly its ids or nothing
 
 
 class BulkFormIn(Schema):
@@ -60,3 +75,4 @@ class BulkFormIn(Schema):
     operation: Literal["cancel", "resume", "retry"]
     ids: list[ExecutionRef] = Field(min_length=1, max_length=MAX_BULK_ITEMS)
     reason: Reason = ""  # required: triage.bulk says so, naming the operation
+    token: FormToken = ""  # required: the dry run's (triage.bulk.check_token)

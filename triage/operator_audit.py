@@ -6,14 +6,18 @@ written by the service that made the change, in its transaction:
 | act | the event | service |
 |---|---|---|
 | cancel, resume | a ``transition`` by a user | ``execution_cancel``, ``execution_resume`` |
+| redraft | the ``resume_after_decision`` transition marked ``redraft`` | ``approvals.services.execution_redraft`` |
 | retry_now (and any other ``operator.<act>``) | ``operator.<act>`` | ``execution_retry_now`` |
 | resolve | ``action.succeeded`` / ``action.failed`` with ``resolved`` | ``action_resolve`` |
+| close_compensation | ``action.succeeded`` / ``action.failed`` with ``closed`` | ``compensations.action_close`` |
+| restart | ``execution.restarted`` (on the failed execution) | ``restart.execution_restart`` |
 | signal | ``wait.received`` | ``waits.signal_deliver`` |
 
 Left out, because another row or another audit already tells them: a decision's
 transitions (``resume_after_decision``, and the cancel that follows a rejection:
 approvals' audit trail has the decision), the ``wake`` after a signal (the signal's
-row), the ``resume``/``fail`` right after a resolve (the resolve's row), and the
+row), the ``resume``/``fail`` right after a resolve or an accepted model request
+(their own rows), and the
 ``operator.bulk_item`` marker, which gives its batch to the act it follows. A new
 operator act shows up here when it is recorded as ``operator.<act>`` with an actor.
 """
@@ -35,7 +39,18 @@ from executions.storable import text_refusal
 
 from .bulk import ITEM_EVENT
 
-ACTIONS = ("cancel", "resume", "fail", "retry_now", "resolve", "signal")
+ACTIONS = (
+    "cancel",
+    "resume",
+    "fail",
+    "retry_now",
+    "resolve",
+    "close_compensation",
+    "restart",
+    "accept_request",
+    "redraft",
+    "signal",
+)
 PAGE_SIZE = 50
 BATCH = re.compile(r"^BULK-[0-9A-F]{12}$")
 
@@ -130,30 +145,39 @@ def acts(filters: Filters | None = None) -> QuerySet[ExecutionEvent]:
     same_execution = ExecutionEvent.objects.filter(execution=OuterRef("execution"))
     rejected = same_execution.filter(type="approval.decided", payload__decision="reject")
     previous = same_execution.filter(id__lt=OuterRef("id")).order_by("-id").values("id")[:1]
-    after_resolve = ExecutionEvent.objects.filter(
-        id=OuterRef("previous"), type__startswith="action.", payload__resolved=True
+    after_resolve = ExecutionEvent.objects.filter(id=OuterRef("previous")).filter(
+        Q(type__startswith="action.", payload__resolved=True) | Q(type="operator.accept_request")
     )
     marker = same_execution.filter(type=ITEM_EVENT).annotate(event=_payload("event"))
     marker = marker.filter(event=Cast(OuterRef("id"), CharField()))
-    transitions = Q(type="transition") & ~Q(payload__transition__in=["resume_after_decision", "wake"])
+    transitions = Q(type="transition") & (
+        ~Q(payload__transition__in=["resume_after_decision", "wake"]) | Q(payload__redraft=True)
+    )
     rows = (
         ExecutionEvent.objects.filter(actor__isnull=False)
         .filter(
             transitions
             | (Q(type__startswith="operator.") & ~Q(type=ITEM_EVENT))
             | Q(type__startswith="action.", payload__resolved=True)
+            | Q(type__startswith="action.", payload__closed=True)
+            | Q(type="execution.restarted")
             | Q(type="wait.received")
         )
         .annotate(
             previous=Subquery(previous),
             action=Case(
+                When(type="transition", payload__redraft=True, then=Value("redraft")),
                 When(type="transition", then=_payload("transition")),
                 When(type__startswith="operator.", then=Substr("type", len("operator.") + 1)),
+                When(type__startswith="action.", payload__closed=True, then=Value("close_compensation")),
                 When(type__startswith="action.", then=Value("resolve")),
+                When(type="execution.restarted", then=Value("restart")),
                 When(type="wait.received", then=Value("signal")),
                 output_field=CharField(),
             ),
-            reason=Coalesce(_payload("reason"), _payload("evidence"), Value(""), output_field=CharField()),
+            reason=Coalesce(
+                _payload("instruction"), _payload("reason"), _payload("evidence"), Value(""), output_field=CharField()
+            ),
             batch=Subquery(marker.values(b=_payload("batch"))[:1]),
         )
         .exclude(Q(type="transition", payload__transition="cancel") & Exists(rejected))
@@ -213,6 +237,12 @@ def act_of(event: ExecutionEvent) -> Act:
         before, after = "retry_pending", "retry_pending, due now"
     elif event.type.startswith("action."):
         before, after, subject = str(payload.get("from", "")), str(payload.get("to", "")), str(payload.get("key", ""))
+    elif event.type == "execution.restarted":  # the failed one stays failed; the restart is a new execution
+        before, after, subject = (
+            "failed",
+            f"restarted as {payload.get('restarted_as', '')}",
+            str(payload.get("from_step", "")),
+        )
     elif event.type == "wait.received":  # the signal wakes it in the same transaction
         before, after, subject = "waiting", "running", str(payload.get("signal", ""))
     elif event.type.startswith("operator."):

@@ -16,7 +16,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from executions.authoring import registry
 from executions.authoring.workflow import Step, StepKind, Workflow
 from executions.blockers import Blocker, blockers, resume_position, workflow_of
-from executions.engine import gates
+from executions.engine import gates, journal
 from executions.errors import Forbidden
 from executions.models import OPERATE, Action, Execution, Status, StepRun, execution_for
 
@@ -49,6 +49,32 @@ def resume_preview(execution: Execution) -> dict[str, Any]:
         "effects": [_effect(a, ahead) for a in actions],
         "stale_approvals": [{**grant.details, "why": grant.why} for grant in stale],
         "workflow_version": {"pinned": execution.workflow_version, "latest": _latest(execution)},
+    }
+
+
+def cancel_preview(execution: Execution) -> dict[str, Any]:
+    """What cancelling ``execution`` now would do, said before it is done (read only): it
+    is final (``can_cancel``, or why not); the gate it waits at is withdrawn; the effects
+    that never started never will (``voided``); one in flight still has its outcome
+    recorded (``in_flight``); each done effect that has a compensation gets one recorded
+    for a person to carry out (``compensations``); an unknown outcome can no longer be
+    resolved once it is cancelled (``unknown``: resolve first if it matters)."""
+    workflow = workflow_of(execution)
+    compensated = set(workflow.compensations) if workflow is not None else set()
+    actions = [a for a in execution.actions.order_by("id") if not a.is_compensation]
+    pending = gates.pending_of(execution) if not execution.is_terminal else None
+
+    def keys(*states: str) -> list[str]:
+        return [a.key for a in actions if a.status in states]
+
+    return {
+        "can_cancel": not execution.is_terminal,
+        "why_not": f"{execution.ref} is already {execution.status}" if execution.is_terminal else "",
+        "withdrawn": pending.waiting_for if pending is not None else "",
+        "voided": keys(*_UNSENT),
+        "in_flight": keys(Action.State.EXECUTING),
+        "compensations": [a.key for a in actions if a.status == Action.State.SUCCEEDED and a.type in compensated],
+        "unknown": keys(Action.State.UNKNOWN),
     }
 
 
@@ -142,7 +168,34 @@ def _runs_again(execution: Execution, step: Step, actions: list[Action]) -> str:
     )
     if failed is None:
         return "runs from its start (nothing of it was checkpointed)"
+    drifted = _drifted(execution, failed)
+    if drifted:
+        return drifted
+    if failed.error.startswith("budget_exceeded:") and step.kind == StepKind.AGENT:
+        return (
+            f"runs again with the same budget: its recorded calls replay and count against it, so it stops again "
+            f"where it did ({failed.error.removeprefix('budget_exceeded: ')}) — unless only its time ran out"
+        )
     return f"runs again (attempt {failed.attempt + 1}); the last attempt failed: {failed.error}"
+
+
+def _drifted(execution: Execution, failed: StepRun) -> str:
+    """What running again does to a step whose last attempt stopped at a model drift."""
+    evidence = (failed.output or {}).get("evidence")
+    if not isinstance(evidence, dict) or not {"key", "recorded_sha256", "rebuilt_sha256"} <= set(evidence):
+        return ""
+    key, recorded, rebuilt = evidence["key"], evidence["recorded_sha256"], evidence["rebuilt_sha256"]
+    replayed = "the calls before it replay from the journal"
+    if journal.accepted(execution.pk, key, recorded, rebuilt):
+        return (
+            f"runs again: {replayed}; {key} is asked again with the accepted request {rebuilt[:12]}, and so are the "
+            "calls after it (their answers recorded before are kept, superseded); any other request stops it again"
+        )
+    return (
+        f"runs again, and stops again at {key} without calling the model: it was recorded with request "
+        f"{recorded[:12]} and rebuilt as {rebuilt[:12]} — unless what changed was restored since; to go on with "
+        "the new request, accept it on the execution page instead (the model is asked again for that call)"
+    )
 
 
 def _effect_again(step: Step, actions: list[Action]) -> str:

@@ -13,10 +13,22 @@ gets an event naming the other, with the operator and the reason.
 An approval recorded before ``from_step`` still authorises exactly the bytes it was
 bound to (the effect re-checks version, sha256 and the approver's authority); restart
 from the gate, or earlier, to ask again.
+
+Not every step is a place a restart can work from, and ``restart_options`` says which
+(the form offers only those, the service refuses the others): every step before it
+must have completed, and a step that will run may not depend on a kept step whose
+output names the failed execution (``Step.restart_with``: the replacement order's
+approved proposal carries its execution's reference). A restarted effect goes out
+under a new key, which no provider can recognise as a repeat; so an effect that
+already succeeded (or may have been sent to a provider that doesn't de-duplicate) at
+or after the chosen step *would repeat*, and the restart is refused unless the
+operator accepts that (``accept_repeats``) with a reason. An effect an operator
+resolved as failed is named too: if it happened after all, it exists at the provider.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any
 
@@ -30,17 +42,124 @@ from executions.authoring import registry
 from executions.authoring.workflow import Workflow
 from executions.engine import dispatch, lifecycle
 from executions.errors import Conflict, Forbidden, InvalidInput
-from executions.models import Action, Execution, Status
+from executions.models import Action, Execution, ExecutionEvent, Status
 from executions.services import OPERATE, execution_for
 
+from . import preview
 
-def execution_restart(*, ref: str, user: AbstractBaseUser, from_step: str, reason: str) -> Execution:
+
+@dataclass(frozen=True)
+class Repeat:
+    """An effect of the failed execution that a restart from some step sends again."""
+
+    key: str
+    type: str
+    why: str  # "it succeeded (…)", "it may have been sent to a provider that does not de-duplicate"
+
+
+@dataclass(frozen=True)
+class RestartOption:
+    """One step a failed execution could be restarted from, as the form and the API show it."""
+
+    step: str
+    label: str
+    works: bool
+    why_not: str  # when it doesn't work
+    repeats: tuple[Repeat, ...]  # what a restart from here would send again (refused unless accepted)
+    warnings: tuple[str, ...]  # effects resolved as failed that it sends again
+    default: bool = False
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "step": self.step,
+            "label": self.label,
+            "works": self.works,
+            "why_not": self.why_not,
+            "would_repeat": [{"key": r.key, "type": r.type, "why": r.why} for r in self.repeats],
+            "warnings": list(self.warnings),
+            "default": self.default,
+        }
+
+
+def restart_options(failed: Execution) -> list[RestartOption]:
+    """Every step of the pinned version up to the one ``failed`` failed at, with whether a
+    restart from it can work, what it would repeat, and the default: the latest step that
+    works and repeats nothing (else the latest that works). Empty when ``failed`` is not
+    failed or its version is not deployed. Read only."""
+    if failed.status != Status.FAILED:
+        return []
+    try:
+        workflow = registry.get(failed.workflow, failed.workflow_version)
+    except registry.UnknownWorkflow:
+        return []
+    names = [s.name for s in workflow.steps]
+    last = names.index(failed.current_step) if failed.current_step in names else len(names) - 1
+    actions = [a for a in failed.actions.order_by("id") if not a.is_compensation]
+    resolved_failed = set(
+        ExecutionEvent.objects.filter(execution=failed, type="action.failed", payload__resolved=True).values_list(
+            "payload__key", flat=True
+        )
+    )
+    options = []
+    for index, step in enumerate(workflow.steps[: last + 1]):
+        runs = set(names[index:])
+        why_not = _why_not(failed, workflow, names[:index])
+        repeats = tuple(r for a in actions if a.step in runs and (r := _repeat(a)) is not None)
+        warnings = tuple(
+            f"{a.key} was resolved as failed by an operator: if it happened after all, it exists at the provider "
+            "and a restart sends it again"
+            for a in actions
+            if a.step in runs and a.key in resolved_failed
+        )
+        options.append(RestartOption(step.name, step.label, not why_not, why_not, repeats, warnings))
+    working = [o for o in options if o.works]
+    chosen = next((o for o in reversed(working) if not o.repeats), working[-1] if working else None)
+    return [o if o is not chosen else replace(o, default=True) for o in options]
+
+
+def _why_not(failed: Execution, workflow: Workflow, kept: list[str]) -> str:
+    """Why a restart of ``failed`` that keeps the outputs of the steps ``kept`` can't work
+    ("" when it can)."""
+    state = failed.context.get("state", {})
+    missing = next((name for name in kept if name not in state), None)
+    if missing is not None:
+        return f"{missing} never completed in {failed.ref}: restart from it or earlier"
+    for step in workflow.steps[len(kept) :]:
+        bound = [name for name in step.restart_with if name in kept]
+        if bound:
+            return (
+                f"{step.name} checks what {bound[0]} made for {failed.ref} (it names that execution): restart from "
+                f"{bound[0]} or earlier, so the new execution makes its own"
+            )
+    return ""
+
+
+def _repeat(action: Action) -> Repeat | None:
+    if action.status == Action.State.SUCCEEDED:
+        why = "it succeeded; a restart sends it again under a new key, which no provider recognises as a repeat"
+        return Repeat(action.key, action.type, why)
+    if preview.may_repeat(action):
+        return Repeat(action.key, action.type, "it may have been sent to a provider that does not de-duplicate")
+    return None
+
+
+def execution_restart_options(*, ref: str, user: AbstractBaseUser) -> list[RestartOption]:
+    """Operators: ``restart_options`` of ``ref``. Raises Forbidden, NotFound."""
+    if not user.has_perm(OPERATE):
+        raise Forbidden("only operators may restart executions")
+    return restart_options(execution_for(ref))
+
+
+def execution_restart(
+    *, ref: str, user: AbstractBaseUser, from_step: str, reason: str, accept_repeats: bool = False
+) -> Execution:
     """Operators: a new execution continuing failed execution ``ref`` from ``from_step``.
 
     Raises Forbidden, NotFound, InvalidInput naming ``reason`` or ``from_step`` (not a
-    step of the pinned version, or past the step it failed at), Conflict (not failed;
-    already restarted; an action whose outcome is unknown; its version not deployed).
-    Nothing is written on any refusal.
+    step of the pinned version, past the step it failed at, or a step a restart can't
+    work from: ``restart_options``), Conflict (not failed; already restarted; an action
+    whose outcome is unknown; its version not deployed; it would send again an effect
+    that already happened, unless ``accept_repeats``). Nothing is written on any refusal.
     """
     if not user.has_perm(OPERATE):
         raise Forbidden("only operators may restart executions")
@@ -61,9 +180,21 @@ def execution_restart(*, ref: str, user: AbstractBaseUser, from_step: str, reaso
             )
         _check_restartable(failed)
         kept = names[: names.index(from_step)]
-        _check_reached(failed, from_step, kept, names)
+        _check_reached(failed, from_step, names)
+        option = next(o for o in restart_options(failed) if o.step == from_step)
+        if not option.works:
+            raise InvalidInput("from_step", option.why_not)
+        if option.repeats and not accept_repeats:
+            raise Conflict(
+                f"a restart of {failed.ref} from {from_step} sends again what may already have happened: "
+                + "; ".join(f"{r.key} ({r.why})" for r in option.repeats)
+                + ". Restart from a later step, or accept the repeats (accept_repeats) and say why in the reason",
+                would_repeat=[r.key for r in option.repeats],
+            )
         restarted = _create(failed, workflow, from_step=from_step, kept=kept)
         common = {"from_step": from_step, "reason": reason}
+        if option.repeats:
+            common["accepted_repeats"] = [r.key for r in option.repeats]
         lifecycle.record(
             restarted,
             "execution.created",
@@ -102,16 +233,12 @@ def _check_restartable(failed: Execution) -> None:
         )
 
 
-def _check_reached(failed: Execution, from_step: str, kept: list[str], names: list[str]) -> None:
-    """Every step before ``from_step`` has a recorded output to reuse."""
+def _check_reached(failed: Execution, from_step: str, names: list[str]) -> None:
+    """``from_step`` is not past the step it failed at."""
     if failed.current_step in names and names.index(from_step) > names.index(failed.current_step):
         raise InvalidInput(
             "from_step", f"{failed.ref} failed at {failed.current_step}: restart from it or an earlier step"
         )
-    state = failed.context.get("state", {})
-    missing = next((name for name in kept if name not in state), None)
-    if missing is not None:
-        raise InvalidInput("from_step", f"{missing} never completed in {failed.ref}: restart from it or earlier")
 
 
 def _create(failed: Execution, workflow: Workflow, *, from_step: str, kept: list[str]) -> Execution:

@@ -19,7 +19,7 @@ from django.db import transaction
 from django.db.models import Count, Max
 from django.utils import timezone
 
-from executions import selectors, stuck
+from executions import stuck
 from executions.models import ACTIVE, TERMINAL, Execution, Status
 
 from .models import TerminalTally
@@ -83,19 +83,14 @@ def counts_by_workflow() -> Counter[tuple[str, ...]]:
 
 
 def summary(*, workflow: str | None = None) -> dict[str, dict[str, int]]:
-    """Counts by status (every status, terminal included) and by stuck reason (every
-    reason): the live executions counted directly, the terminal ones from the tally
-    plus what became terminal since."""
+    """Counts by status (every status, terminal included: the live executions counted
+    directly, the terminal ones from the tally plus what became terminal since) and by
+    stuck reason (every reason; ``stuck.counts``: the live ones, and the terminal ones
+    not handled yet)."""
     by_status = dict.fromkeys(Status.values, 0)
-    by_reason = dict.fromkeys(stuck.REASONS, 0)
     live = Execution.objects.filter(status__in=ACTIVE, **({"workflow": workflow} if workflow else {})).order_by()
     for status, n in live.values("status").annotate(n=Count("*")).values_list("status", "n"):
         by_status[status] = n
-    for (status, code), n in terminal_counts(workflow=workflow).items():
+    for (status,), n in terminal_counts(workflow=workflow, by=("status",)).items():
         by_status[status] += n
-        if code in stuck.RECORDED.get(status, ()):
-            by_reason[code] += n
-    reasons = selectors.filtered(workflow=workflow).filter(status__in=ACTIVE).exclude(stuck_reason=None).order_by()
-    for reason, n in reasons.values("stuck_reason").annotate(n=Count("*")).values_list("stuck_reason", "n"):
-        by_reason[reason] = n
-    return {"by_status": by_status, "by_reason": by_reason}
+    return {"by_status": by_status, "by_reason": stuck.counts(workflow=workflow)}

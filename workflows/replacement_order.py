@@ -142,6 +142,9 @@ ORDER_ID = ReceiptField(
     action="submit_order",
     guarded_by="review",
     receipt=(ORDER_ID,),
+    # The approved proposal carries this execution's reference, which the step checks: a
+    # restart that submits again must propose (and have approved) a proposal of its own.
+    restart_with=("propose_replacement",),
 )
 def submit_order(ctx) -> Effect:
     key = _submit_key(ctx)

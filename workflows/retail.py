@@ -512,8 +512,9 @@ def render_report(
     Layout: ``# Monthly performance report — <Month YYYY>``, a line naming the
     snapshot and ``Draft V<version>``, ``## Summary`` (the narrative), ``## Verified
     facts`` (one bullet per fact with its id and source), ``## Stores`` and
-    ``## Categories`` tables, ``## Constraints honoured`` (omitted when there are
-    no non-blank constraints), then ``Narrative written by <model_label>.``
+    ``## Categories`` tables, ``## Instructions for this draft`` (what was asked, never
+    a claim that it was done; omitted when there are no non-blank constraints), then
+    ``Narrative written by <model_label>.``
 
     Pure: identical arguments give identical text, ending in a single newline.
     Raises :class:`UnknownMonth` for a malformed month and ``ValueError`` if
@@ -577,7 +578,12 @@ def render_report(
 
     kept = [c.strip() for c in constraints if c and c.strip()]
     if kept:
-        lines += ["", "## Constraints honoured", ""]
+        # What was asked, never a claim that it was done: the reviewer checks the draft against each.
+        lines += ["", "## Instructions for this draft", ""]
+        lines += [
+            "_Mandatory instructions given to the writer. Check the draft against each: this is what was asked, not a claim that it was done._",
+            "",
+        ]
         lines += [f"- {c}" for c in kept]
 
     lines += ["", "---", "", f"Narrative written by {model_label}.", ""]

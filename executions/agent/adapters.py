@@ -193,6 +193,11 @@ class OpenAIClient:
         )
 
 
+# A current Sonnet, not on Anthropic's deprecation list (the SDK warns for those; docs/agents.md,
+# "Choosing the model", says how to pick another). claude-sonnet-4-5 reached end of life on 2026-11-30.
+DEFAULT_ANTHROPIC_MODEL = "claude-sonnet-5-5"
+
+
 class AnthropicClient:
     """Messages at ``ANTHROPIC_BASE_URL`` (default Anthropic's) with ``ANTHROPIC_API_KEY``.
     The SDK's Messages API takes no sampling temperature; the request's is not sent."""
@@ -201,7 +206,7 @@ class AnthropicClient:
     offline = False
 
     def __init__(self) -> None:
-        self.model = settings.RUNTIME_MODEL or "claude-sonnet-4-5"
+        self.model = settings.RUNTIME_MODEL or DEFAULT_ANTHROPIC_MODEL
         self.label = f"{self.model} via Anthropic API"
         self.sdk = anthropic.Anthropic(
             base_url=settings.ANTHROPIC_BASE_URL or None,

@@ -69,7 +69,11 @@ class OfflineModelClient:
         else:
             text = "No verified facts were provided, so no conclusions are drawn."
         if constraints:
-            text += " Constraints followed: " + "; ".join(c.rstrip(".") for c in constraints) + "."
+            # Received, not carried out: this model only restates facts, so it never claims to follow them.
+            text += (
+                " Instructions received (this offline model restates verified facts only and does not carry "
+                "instructions out): " + "; ".join(c.rstrip(".") for c in constraints) + "."
+            )
         return text
 
 

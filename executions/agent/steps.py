@@ -68,6 +68,33 @@ class BudgetExceeded(NeedsAttention):
     code = StuckReason.BUDGET_EXCEEDED
 
 
+def recorded_results(execution: Execution, step: str, round: int) -> list[JSON]:
+    """What an agent step's tools returned so far in ``round``, in the order the model
+    proposed them (``{"id", "tool", "args", "content", "is_error"}``): what a manager
+    reads beside the tool call they approve. Read only."""
+    slot = ((execution.context or {}).get("agents") or {}).get(f"{step}:r{round}") or {}
+    results = slot.get("results") or {}
+    if not results:
+        return []
+    calls = ModelCall.objects.filter(execution=execution, step=step, round=round).order_by("seq", "-revision")
+    ordered, seen = [], set()
+    for call in calls:
+        if call.seq in seen:
+            continue  # an older revision of a call asked again
+        seen.add(call.seq)
+        for proposed in (call.response or {}).get("tool_calls", []):
+            call_id = proposed.get("id") if isinstance(proposed, dict) else None
+            if call_id in results:
+                ordered.append({"id": call_id, **results[call_id]})
+    return ordered
+
+
+def _shown(content: Any, limit: int = 2000) -> str:
+    """A tool's result as the timeline keeps it: compact JSON, clipped."""
+    text = json.dumps(content, sort_keys=True, ensure_ascii=False, default=str)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def tool_call_document(tool: str, args: JSON) -> bytes:
     """What a manager approves for a tool call: canonical JSON (sorted keys, no spaces, UTF-8)."""
     return canonical_json({"args": args, "tool": tool})
@@ -233,7 +260,7 @@ class _Visit:
             if failure.kind not in TOLD_TO_THE_MODEL:
                 raise
             content, is_error = {"error": failure.message}, True
-        self.results[call.id] = {"tool": tool.name, "content": content, "is_error": is_error}
+        self.results[call.id] = {"tool": tool.name, "args": args, "content": content, "is_error": is_error}
         self.unsaved.add(call.id)
         return content, is_error
 
@@ -253,7 +280,12 @@ class _Visit:
         except StepFailure as failure:
             if failure.kind not in TOLD_TO_THE_MODEL:
                 raise
-            self.results[call.id] = {"tool": tool.name, "content": {"error": failure.message}, "is_error": True}
+            self.results[call.id] = {
+                "tool": tool.name,
+                "args": args,
+                "content": {"error": failure.message},
+                "is_error": True,
+            }
             self.unsaved.add(call.id)
             return {"error": failure.message}, True
         self.receipts.append((action, receipt))
@@ -339,7 +371,22 @@ class _Visit:
         state = execution.context
         slot = state.setdefault("agents", {}).setdefault(self.slot, {"results": {}})
         for call_id in sorted(self.unsaved):
-            slot["results"][call_id] = self.results[call_id]
+            result = self.results[call_id]
+            slot["results"][call_id] = result
+            # On the timeline too: what the agent read (or was refused by a provider), when.
+            lifecycle.record(
+                execution,
+                "tool_call.result",
+                step=self.step.name,
+                actor_label=self.lease.owner,
+                payload={
+                    "id": call_id,
+                    "tool": result["tool"],
+                    "args": result.get("args"),
+                    "is_error": result["is_error"],
+                    "result": _shown(result["content"]),
+                },
+            )
         execution.context = state
         execution.save(update_fields=["context", "updated_at"])
         self.unsaved = set()

@@ -177,6 +177,9 @@ class Step:
     agent: AgentSpec | None = None  # agent: its tools, budget and template
     third_party: bool = False  # effect: sends text to someone outside (executions.authoring.outbound)
     templates: tuple[Template, ...] = ()  # effect: the fixed messages it sends, when no gate guards it
+    # Earlier steps whose output names this execution (a key, a client reference) and that
+    # this step checks: a restart that runs this step must run them again too.
+    restart_with: tuple[str, ...] = ()
 
     @property
     def is_gate(self) -> bool:
@@ -276,12 +279,16 @@ class Workflow:
         receipt: tuple[ReceiptField, ...] = (),
         third_party: bool = False,
         templates: tuple[Template, ...] = (),
+        restart_with: tuple[str, ...] = (),
     ) -> Callable:
         """An external side effect. ``guarded_by`` names the gate step that must let it
         through (its gate's ``check_effect`` runs right before the call). ``receipt``
         names the receipt fields later steps read, so an operator resolving an unknown
         outcome must supply them. ``third_party``: it sends text to someone outside; no
-        gate guarding it, it must declare the ``templates`` it fills (executions.authoring.outbound)."""
+        gate guarding it, it must declare the ``templates`` it fills (executions.authoring.outbound).
+        ``restart_with`` names earlier steps whose output belongs to this execution alone
+        (a reference carrying its id, which the effect checks): a restart (triage.restart)
+        that runs this step must run those too."""
         return self._decorator(
             name=name,
             label=label,
@@ -292,6 +299,7 @@ class Workflow:
             receipt_fields=tuple(receipt),
             third_party=third_party,
             templates=tuple(templates),
+            restart_with=tuple(restart_with),
         )
 
     def gate(self, name: str, *, label: str, spec: GateSpec) -> None:
@@ -344,6 +352,10 @@ class Workflow:
                 f"{self.name} v{self.version}: {step.name} sends text to a third party: guard it with an approval, "
                 "or declare the templates it sends (executions.authoring.outbound)"
             )
+        earlier = {s.name for s in self.steps}
+        unknown = [name for name in step.restart_with if name not in earlier]
+        if unknown:
+            raise ValueError(f"{self.name} v{self.version}: {step.name} restarts with {unknown}, not steps before it")
         self.steps.append(step)
 
     # --- reading the plan

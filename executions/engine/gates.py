@@ -17,8 +17,9 @@ A workflow declares a gate step with a *spec* (``flow.gate(name, label=…, spec
 Around that, the runtime calls every registered gate: ``withdraw`` inside a cancel,
 ``on_new_version`` when a step produced a new artifact version, ``sweep`` from the
 sweeper (expiry, timeouts), ``pending`` for what the screens and the API show,
-``check_effect`` right before an effect the gate guards goes out, and ``stale`` for
-a resume preview (what the gate let through that would no longer pass that check).
+``check_effect`` right before an effect the gate guards goes out (and ``grant_ref``,
+what authorised it, recorded on its ledger row), and ``stale`` for a resume preview
+(what the gate let through that would no longer pass that check).
 """
 
 from __future__ import annotations
@@ -138,6 +139,13 @@ class Gate:
         """What this gate let through for ``execution`` that ``check_effect`` would now
         refuse, for effects not yet done (read only; the resume preview)."""
         return []
+
+    def grant_ref(self, execution: Execution, gate_step: Step) -> str:
+        """The reference of what authorises the effects ``gate_step`` guards, from the
+        step's recorded outcome (``approval:12``; "" when it records none). The ledger
+        keeps it on each guarded action — also one sent by a restart that reused the
+        outcome — so every effect names what authorised it."""
+        return ""
 
 
 _gates: dict[str, Gate] = {}

@@ -3,15 +3,22 @@
 A step's calls are numbered in order; call n of step s in round r of execution E has
 the key ``E:s:r{r}:c{n}``, sent to the provider as ``X-Model-Call-Key``. ``ask``:
 
-1. looks the key up. Recorded with the same request sha256 → the recorded answer, no
-   network. Recorded with another sha256 → ``ModelDrift`` (the runner sends the
-   execution to needs_attention ``model_drift``): never a silent re-call or reuse.
+1. looks the key up (its latest revision). Recorded with the same request sha256 →
+   the recorded answer, no network. Recorded with another sha256 → ``ModelDrift`` (the
+   runner sends the execution to needs_attention ``model_drift``, with both requests
+   as evidence): never a silent re-call or reuse — unless an operator accepted the new
+   request (``triage.drift``, an audited ``operator.accept_request`` event): for
+   exactly that rebuilt request of that call, or for an earlier call of the same step
+   and round accepted after this one was recorded (a conversation that changed at call
+   k changes every call after it). Then the call is asked again and recorded as the
+   key's next revision, superseding the old row, which is kept.
 2. otherwise asks the client, then inserts the row in a fenced transaction (the
    caller may add its own writes to that commit with ``also``), so a crash re-asks at
    most the call that was in flight.
 
 The request hashed is ``ModelRequest.canonical``: model, prompt id and version,
-system text, messages, tools, parameters.
+system text, messages, tools, parameters. A revision after the first is sent to the
+provider as ``{key}:rev{n}``, so a provider that de-duplicates on the key asks anew.
 
 What a provider answers is outside data: it is redacted before anything reads it
 (executions.redaction), and checked before it is stored — text and tool calls the
@@ -35,7 +42,7 @@ from django.db import transaction
 
 from ..authoring.modelcalls import ModelClient, ModelRequest, ModelResponse, ToolCall, canonical_json
 from ..errors import FailureKind, NeedsAttention, StepFailure
-from ..models import Execution, ModelCall, Status
+from ..models import Execution, ExecutionEvent, ModelCall, Status
 from ..reasons import StuckReason
 from ..redaction import redact
 from ..storable import DB_INT_MAX, json_refusal, text_refusal
@@ -51,13 +58,50 @@ class ModelDrift(NeedsAttention):
 
     code = StuckReason.MODEL_DRIFT
 
-    def __init__(self, key: str, recorded: str, rebuilt: str) -> None:
+    def __init__(self, key: str, recorded: str, rebuilt: str, rebuilt_request: dict[str, Any] | None = None) -> None:
         super().__init__(
             f"model call {key} was recorded with request {recorded[:12]} but the request rebuilt now is "
             f"{rebuilt[:12]} (a prompt, tool or parameter changed); not asking again, not reusing it",
-            evidence={"key": key, "recorded_sha256": recorded, "rebuilt_sha256": rebuilt},
+            evidence={
+                "key": key,
+                "recorded_sha256": recorded,
+                "rebuilt_sha256": rebuilt,
+                # What would be sent now, for the operator's diff and decision (accept_request).
+                **({"rebuilt_request": rebuilt_request} if rebuilt_request is not None else {}),
+            },
         )
         self.key = key
+
+
+ACCEPTED = "operator.accept_request"
+
+
+def accepted(execution_id: int, key: str, recorded: str, rebuilt: str) -> bool:
+    """An operator accepted the request rebuilt as ``rebuilt`` for call ``key`` recorded
+    as ``recorded`` (triage.drift): exactly those, nothing else."""
+    return ExecutionEvent.objects.filter(
+        execution_id=execution_id,
+        type=ACCEPTED,
+        payload__key=key,
+        payload__recorded_sha256=recorded,
+        payload__rebuilt_sha256=rebuilt,
+    ).exists()
+
+
+def _asked_again(execution_id: int, row: ModelCall, rebuilt: str) -> bool:
+    """Whether the recorded call ``row``, rebuilt now as ``rebuilt``, is to be asked again:
+    its own new request was accepted, or an earlier call of its step and round was
+    accepted after ``row`` was recorded (so ``row`` answered a conversation that changed)."""
+    if accepted(execution_id, row.key, row.request_sha256, rebuilt):
+        return True
+    return ExecutionEvent.objects.filter(
+        execution_id=execution_id,
+        type=ACCEPTED,
+        payload__step=row.step,
+        payload__round=row.round,
+        payload__seq__lt=row.seq,
+        created_at__gt=row.created_at,
+    ).exists()
 
 
 def call_key(execution: Execution, step: str, seq: int) -> str:
@@ -74,6 +118,7 @@ class JournaledModel:
         self.step = step
         self.seq = 0
         self.keys: list[str] = []
+        self.prompt_versions: list[str] = []  # of each call, in the order of ``keys``
         self.asked: list[str] = []  # keys answered by the provider in this run (not from the journal)
         self.tokens = 0
 
@@ -95,17 +140,22 @@ class JournaledModel:
         self.seq += 1
         key = call_key(self.execution, self.step, self.seq)
         self.keys.append(key)
+        self.prompt_versions.append(request.prompt_version)
         canonical = request.canonical(model=self.client.model)
         sha = hashlib.sha256(canonical_json(canonical)).hexdigest()
-        recorded = ModelCall.objects.filter(key=key).first()
+        recorded = ModelCall.objects.filter(key=key).order_by("-revision").first()
+        revision, supersedes = 1, None
         if recorded is not None:
-            if recorded.request_sha256 != sha:
-                raise ModelDrift(key, recorded.request_sha256, sha)
-            self.tokens += recorded.input_tokens + recorded.output_tokens
-            return response_of(recorded)
+            if recorded.request_sha256 == sha:
+                self.tokens += recorded.input_tokens + recorded.output_tokens
+                return response_of(recorded)
+            if not _asked_again(self.lease.execution_id, recorded, sha):
+                raise ModelDrift(key, recorded.request_sha256, sha, canonical)
+            revision, supersedes = recorded.revision + 1, recorded  # asked again, as the operator accepted
         failpoints.hit(f"before_model_call:{self.step}:c{self.seq}")
         started = time.monotonic()
-        response = _checked(self.client, _redacted(self.client.complete(request, call_key=key)))
+        sent_key = key if revision == 1 else f"{key}:rev{revision}"
+        response = _checked(self.client, _redacted(self.client.complete(request, call_key=sent_key)))
         latency_ms = min(int((time.monotonic() - started) * 1000), DB_INT_MAX)
         failpoints.hit(f"after_model_call:{self.step}:c{self.seq}")  # answered, not yet recorded
         with transaction.atomic():
@@ -115,6 +165,8 @@ class JournaledModel:
                 also(execution)
             ModelCall.objects.create(
                 key=key,
+                revision=revision,
+                supersedes=supersedes,
                 execution_id=self.lease.execution_id,
                 step=self.step,
                 round=self.execution.round,
@@ -153,8 +205,12 @@ class JournaledModel:
         return self.ask(request)
 
     def summary(self) -> list[dict[str, Any]]:
-        """What the step's checkpoint keeps of its calls: the keys (the journal has the rest)."""
-        return [{"key": key, "model": self.client.model} for key in self.keys]
+        """What the step's checkpoint keeps of its calls: the keys, the model and the prompt
+        version (the journal has the rest)."""
+        return [
+            {"key": key, "model": self.client.model, "prompt_version": version}
+            for key, version in zip(self.keys, self.prompt_versions, strict=True)
+        ]
 
 
 def _redacted(response: ModelResponse) -> ModelResponse:

@@ -39,13 +39,16 @@ class ExecutionStopped(Exception):
     """The execution left ``running`` (cancelled, flagged) under the worker: stop quietly."""
 
 
-def perform(*, lease: Lease, step: str, action_type: str, effect: Effect) -> tuple[Action, dict[str, Any]]:
-    """Make sure the effect happened exactly once; return (action, receipt).
+def perform(
+    *, lease: Lease, step: str, action_type: str, effect: Effect, gate_ref: str = ""
+) -> tuple[Action, dict[str, Any]]:
+    """Make sure the effect happened exactly once; return (action, receipt). ``gate_ref``:
+    what authorises it (a gate's grant), recorded on an action this call creates.
 
     Raises StepFailure (already recorded on the action) or ExecutionStopped.
     """
     try:
-        action, receipt = _begin(lease=lease, step=step, action_type=action_type, effect=effect)
+        action, receipt = _begin(lease=lease, step=step, action_type=action_type, effect=effect, gate_ref=gate_ref)
     except StepFailure as failure:  # reconciliation could not establish the outcome
         _record_failure(lease=lease, key=effect.key, failure=failure)
         raise
@@ -163,7 +166,9 @@ def close_compensation(action: Action, *, execution: Execution, outcome: str, ac
         _move(action, "close_failed", "", execution=execution, actor=actor, fields=fields, **event)
 
 
-def _begin(*, lease: Lease, step: str, action_type: str, effect: Effect) -> tuple[Action, dict[str, Any] | None]:
+def _begin(
+    *, lease: Lease, step: str, action_type: str, effect: Effect, gate_ref: str = ""
+) -> tuple[Action, dict[str, Any] | None]:
     """Commit the action as executing, or find its outcome. Returns (action, receipt or None).
 
     The provider is never called inside a transaction: a reconciliation lookup runs
@@ -181,10 +186,11 @@ def _begin(*, lease: Lease, step: str, action_type: str, effect: Effect) -> tupl
                 "status": Action.State.EXECUTING,
                 "attempts": 1,
                 "honors_key": effect.honors_key,
+                "gate_ref": gate_ref,
             },
         )
         if created:
-            _history(execution, action, "", Action.State.EXECUTING, lease.owner, attempt=1)
+            _history(execution, action, "", Action.State.EXECUTING, lease.owner, attempt=1, **_gate(gate_ref))
             return action, None
         if action.execution_id != execution.pk:
             raise StepFailure(FailureKind.INVALID_INPUT, f"action key {effect.key} belongs to another execution")
@@ -212,6 +218,10 @@ def _begin(*, lease: Lease, step: str, action_type: str, effect: Effect) -> tupl
         f"outcome of {action.key} can't be established; not re-sending",
         evidence=evidence,
     )
+
+
+def _gate(gate_ref: str) -> dict[str, str]:
+    return {"gate": gate_ref} if gate_ref else {}
 
 
 def _running(lease: Lease) -> Execution:

@@ -6,7 +6,7 @@ caller's own writes that belong with it run first (``prepare``: an agent's resul
 far and the artifact version of the arguments to approve); a gate asked again opens
 in a new round; the gate opens and records what it asks (``Gate.open``), and its
 event is appended; the effects it guards are planned in the ledger under its
-reference; its timer and SLA are set; the transition parks the execution and the
+reference; its timer (or none: a timer left by an earlier retry is cleared) and SLA are set; the transition parks the execution and the
 lease is given back. No worker is held while a person or the outside world takes
 its time.
 """
@@ -62,11 +62,13 @@ def park(
         )
         for effect_step, effect in effects:
             ledger.plan(execution, step=effect_step, effect=effect, gate_ref=opened.ref, actor_label=lease.owner)
-        if opened.due_at is not None:
-            execution.due_at = opened.due_at
-            fields.append("due_at")
+        # The gate owns the timer it parks with: its own ``due_at``, or none — never what an
+        # earlier state left (a retry's due time, read by the sweeper and the claim as a
+        # timer that came due, would wake the execution at every sweep); and the SLA past
+        # which the triage console calls the gate overdue.
+        execution.due_at = opened.due_at
         execution.gate_sla_at = opened.sla_at
-        fields.append("gate_sla_at")
+        fields += ["due_at", "gate_sla_at"]
         lifecycle.apply(execution, opened.transition, actor_label=lease.owner, step=step.name, update_fields=fields)
         release(lease)
     return opened

@@ -23,7 +23,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import InterfaceError, OperationalError, transaction
+from django.db import transaction
 from django.db.models import DateTimeField, ExpressionWrapper, F, Value
 from django.db.models.functions import Now
 from django.utils import timezone
@@ -38,7 +38,7 @@ from ..authoring.workflow import Step, StepKind, Workflow
 from ..errors import FailureKind, NeedsAttention, StepFailure
 from ..models import Action, Execution, Status, StepRun, ref_for
 from ..reasons import StuckReason
-from . import dispatch, failpoints, gates, kinds, leases, ledger, lifecycle, logcontext, parking, writer
+from . import dispatch, failpoints, gates, kinds, leases, ledger, lifecycle, logcontext, outages, parking, writer
 from .leases import Heartbeat, Lease, LeaseLost, acquire, fence, release
 
 log = logging.getLogger(__name__)
@@ -65,7 +65,7 @@ def advance(execution_id: int, *, worker: str) -> str:
             log.info("execution %s: %s", execution_id, stop)
             return "lease lost" if isinstance(stop, LeaseLost) else "stopped"
         except Exception as exc:  # outside any step: undeployed version, a database error…
-            if _database_lost(exc):
+            if outages.database_lost(exc):
                 log.warning(
                     "execution %s: lost the database mid-slice, nothing more written; "
                     "the lease lapses and the sweeper dispatches it again: %r",
@@ -75,23 +75,6 @@ def advance(execution_id: int, *, worker: str) -> str:
                 return "database lost"
             log.exception("execution %s: slice failed", execution_id)
             return _flag_outside_step(lease, f"{type(exc).__name__}: {exc}")
-
-
-# A server going away, by SQLSTATE: class 08 (connection exception), 57P01-57P03 (backend
-# terminated by an administrator, crash shutdown, cannot connect now). psycopg reports a
-# connection lost on the client's side (closed under it, refused) with none.
-_CONNECTION_LOST = ("08", "57P01", "57P02", "57P03")
-
-
-def _database_lost(exc: BaseException) -> bool:
-    """Whether ``exc`` is this worker losing the database (the server restarted, failed
-    over, or killed the backend), as opposed to an error a statement caused (a deadlock,
-    a timeout, a constraint). Decided from the error alone: by the time it is caught,
-    Django may have connected again (leaving an atomic block does)."""
-    if not isinstance(exc, (OperationalError, InterfaceError)):
-        return False
-    sqlstate = getattr(exc.__cause__, "sqlstate", "")  # "" when not PostgreSQL's driver (SQLite)
-    return sqlstate is None or sqlstate.startswith(_CONNECTION_LOST)
 
 
 def _overran(lease: Lease) -> str:
@@ -157,7 +140,7 @@ def _run_step(lease: Lease, execution: Execution, workflow: Workflow, step: Step
     except (LeaseLost, ledger.ExecutionStopped):
         raise
     except Exception as exc:  # a bug in step code: keep the evidence, ask a person
-        if _database_lost(exc):
+        if outages.database_lost(exc):
             raise  # not the step's doing: the slice ends there (advance)
         log.exception("step %s of %s raised", step.name, execution.ref)
         failure = StepFailure(
@@ -337,11 +320,16 @@ def _plan_guarded_effects(execution: Execution, workflow: Workflow, gate: Step) 
 
 def _effect(lease: Lease, ctx: StepContext, workflow: Workflow, step: Step, started) -> str:
     effect = step.fn(ctx)
+    grant = ""
     if step.guarded_by:
         gate_step = workflow.get_step(step.guarded_by)
-        gates.get(gate_step.spec.kind).check_effect(ctx.execution, workflow, gate_step, effect)
+        gate = gates.get(gate_step.spec.kind)
+        gate.check_effect(ctx.execution, workflow, gate_step, effect)
+        grant = gate.grant_ref(ctx.execution, gate_step)
     with call_timeout(step.retry.timeout):
-        action, receipt = ledger.perform(lease=lease, step=step.name, action_type=step.action, effect=effect)
+        action, receipt = ledger.perform(
+            lease=lease, step=step.name, action_type=step.action, effect=effect, gate_ref=grant
+        )
     return _checkpoint(lease, ctx, workflow, step, receipt, started, action=action)
 
 

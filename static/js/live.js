@@ -2,6 +2,10 @@
  *
  * - A banner while the live refresh fails (server error or no connection), hidden
  *   again by the next refresh that works.
+ * - The same banner when a refresh goes unanswered (a server that hangs): a poll
+ *   missed for two intervals, or one given up by htmx's timeout (hx-request).
+ * - "Updated hh:mm:ss UTC": when the page last heard from the server (every answered
+ *   poll, "nothing changed" included).
  * - Selects marked data-autosubmit submit their form when changed.
  */
 (function () {
@@ -12,25 +16,59 @@
     return Boolean(elt && elt.id === "live-poll");
   }
 
-  function banner(show) {
+  var lastHeard = Date.now();
+
+  function utc(ms) {
+    return new Date(ms).toISOString().slice(11, 19) + " UTC";
+  }
+
+  function banner(show, why) {
     var el = document.getElementById("live-banner");
     if (el) {
       el.hidden = !show;
     }
+    var reason = document.getElementById("live-banner-why");
+    if (reason && why) {
+      reason.textContent = why;
+    }
+  }
+
+  function heard() {
+    lastHeard = Date.now();
+    var at = document.getElementById("live-updated-at");
+    if (at) {
+      at.textContent = utc(lastHeard);
+      at.setAttribute("datetime", new Date(lastHeard).toISOString());
+    }
+    banner(false);
+  }
+
+  function silence() {
+    return "no answer since " + utc(lastHeard);
   }
 
   document.addEventListener("htmx:responseError", function (event) {
-    if (isPoll(event)) banner(true);
+    if (isPoll(event)) banner(true, "the last refresh failed");
   });
   document.addEventListener("htmx:sendError", function (event) {
-    if (isPoll(event)) banner(true);
+    if (isPoll(event)) banner(true, "the server can't be reached (" + silence() + ")");
   });
   document.addEventListener("htmx:timeout", function (event) {
-    if (isPoll(event)) banner(true);
+    if (isPoll(event)) banner(true, "the server did not answer (" + silence() + ")");
   });
   document.addEventListener("htmx:afterRequest", function (event) {
-    if (isPoll(event) && event.detail.successful) banner(false);
+    if (isPoll(event) && event.detail.successful) heard();
   });
+
+  // A poll that never comes back (a hung server) fires none of the above until htmx's
+  // timeout: two intervals without an answer already make the page stale.
+  window.setInterval(function () {
+    var poll = document.getElementById("live-poll");
+    var every = poll ? parseInt(poll.getAttribute("data-poll-ms") || "0", 10) : 0;
+    if (every > 0 && !document.hidden && Date.now() - lastHeard > 2 * every + 1000) {
+      banner(true, silence());
+    }
+  }, 1000);
 
   document.addEventListener("change", function (event) {
     var target = event.target;

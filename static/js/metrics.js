@@ -151,7 +151,15 @@
       height: 220,
       scales: { x: { time: true }, y: { range: function (u, min, max) { return [0, Math.max(1, max || 0) * 1.1]; } } },
       axes: [{}, { label: opts && opts.unit, size: 56 }],
-      legend: { live: false },
+      // A p95 line is dashed, and so is its marker: each p50 / p95 pair is told apart in the legend.
+      legend: {
+        live: false,
+        markers: {
+          dash: function (u, i) {
+            return u.series[i].dash ? "dashed" : "solid";
+          },
+        },
+      },
       series: [{}].concat(
         series.map(function (s) {
           return {
@@ -173,8 +181,8 @@
 
   function quantileSeries(label, q, color) {
     return [
-      [label + "p50", q.p50, color, false],
-      [label + "p95", q.p95, color, true],
+      [label + "p50 (median, solid)", q.p50, color, false],
+      [label + "p95 (dashed)", q.p95, color, true],
     ];
   }
 
@@ -222,8 +230,14 @@
     return params;
   }
 
+  // A read that hangs is given up after this long, so the page says it is stale.
+  var READ_TIMEOUT_MS = 20000;
+  var lastRead = null;
+
   function getJson(url) {
-    return fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" } }).then(function (r) {
+    var options = { credentials: "same-origin", headers: { Accept: "application/json" } };
+    if (window.AbortSignal && AbortSignal.timeout) options.signal = AbortSignal.timeout(READ_TIMEOUT_MS);
+    return fetch(url, options).then(function (r) {
       if (!r.ok) throw new Error(url + ": " + r.status);
       return r.json();
     });
@@ -236,11 +250,15 @@
         renderMeasures(root, answers[0], answers[1].previous);
         renderCharts(answers[1]);
         el("metrics-error").hidden = true;
-        el("metrics-updated").textContent = "Updated " + new Date().toLocaleTimeString() + ".";
+        lastRead = new Date().toISOString().slice(11, 19) + " UTC";
+        el("metrics-updated").textContent = "Updated " + lastRead + ".";
         root.dataset.loaded = String(Number(root.dataset.loaded || 0) + 1);
       })
       .catch(function () {
-        el("metrics-error").hidden = false;
+        var error = el("metrics-error");
+        error.textContent =
+          "The measures could not be read" + (lastRead ? " (these are from " + lastRead + ")" : "") + "; retrying.";
+        error.hidden = false;
       });
   }
 
