@@ -94,6 +94,7 @@ INSTALLED_APPS = [
     "triage",
     "artifacts",
     "console",
+    "cli",
     "metrics",
     "sandbox",
 ]

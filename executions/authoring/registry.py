@@ -43,6 +43,11 @@ def latest(name: str) -> Workflow:
     return max(versions, key=lambda wf: wf.version)
 
 
+def versions(name: str) -> list[int]:
+    """The deployed versions of ``name``, oldest first (empty when none)."""
+    return sorted(v for n, v in _workflows if n == name)
+
+
 def names() -> list[str]:
     return sorted({n for n, _ in _workflows})
 

@@ -1,0 +1,149 @@
+"""The commands on executions: start, list, show, cancel, resume, retry, signal — each the
+API's endpoint as a command (the same body schema, the same service, the same JSON)."""
+
+from __future__ import annotations
+
+import uuid
+
+from executions import inputs, selectors, services, waits
+from executions.api import ExecutionOut
+from executions.models import Status
+from executions.reasons import StuckReason
+
+from ..registry import Result, command, json_argument, positive
+
+
+def execution_json(execution) -> dict:
+    """An execution exactly as ``GET /api/executions/{id}`` answers it."""
+    return ExecutionOut.model_validate(selectors.execution_payload(execution)).model_dump(mode="json")
+
+
+def _summary(payload: dict) -> str:
+    stuck = payload.get("stuck")
+    why = f" — {stuck['reason']}: {stuck['detail']} (action: {stuck['action']})" if stuck else ""
+    step = f" at {payload['current_step']}" if payload.get("current_step") else ""
+    return f"{payload['id']}  {payload['workflow']} v{payload['workflow_version']}  {payload['status']}{step}{why}"
+
+
+def _start_arguments(parser):
+    parser.add_argument("workflow", help="the workflow's name (keel workflows lists them)")
+    parser.add_argument("--input", default="{}", help='the input as JSON, e.g. \'{"month": "2026-08"}\'')
+    parser.add_argument("--idempotency-key", help="the same key and input again start nothing new")
+
+
+@command(
+    "start", help="Start an execution; prints its id alone on the last line", arguments=_start_arguments, acts=True
+)
+def start(args, user) -> Result:
+    body = inputs.parse(
+        inputs.StartIn,
+        {
+            "workflow": args["workflow"],
+            "input": json_argument(args["input"], field_name="input"),
+            "idempotency_key": args["idempotency_key"],
+        },
+    )
+    execution, created = services.execution_start(
+        user=user, workflow=body.workflow, input=body.input, idempotency_key=body.idempotency_key
+    )
+    payload = execution_json(execution)
+    said = "started" if created else "already started with this idempotency key"
+    return Result(payload, [f"{_summary(payload)} ({said})", payload["id"]])
+
+
+def _list_arguments(parser):
+    parser.add_argument("--status", choices=Status.values)
+    parser.add_argument("--workflow")
+    parser.add_argument("--reason", choices=StuckReason.values, help="why it is stuck")
+    parser.add_argument("--limit", type=positive, default=50, help="at most this many (default 50)")
+
+
+@command("list", help="List executions, newest first (filters as the API's)", arguments=_list_arguments)
+def list_(args) -> Result:
+    filters = inputs.parse(inputs.ListFilters, {k: args[k] for k in ("status", "workflow", "reason") if args[k]})
+    found, cursor = [], None
+    while len(found) < args["limit"]:
+        page, cursor = selectors.execution_page(
+            status=filters.status, workflow=filters.workflow, reason=filters.reason, cursor=cursor
+        )
+        found += page
+        if cursor is None:
+            break
+    more = len(found) > args["limit"]
+    found = found[: args["limit"]]
+    items = [execution_json(e) for e in selectors.prefetch_payloads(found)]
+    following = found[-1].ref if found and (more or cursor) else None
+    return Result({"items": items, "next": following}, [_summary(item) for item in items] or ["no executions"])
+
+
+def _ref_argument(parser):
+    parser.add_argument("id", help="the execution's id, e.g. RUN_0042")
+
+
+@command("show", help="One execution, as GET /api/executions/{id} answers it", arguments=_ref_argument)
+def show(args) -> Result:
+    payload = execution_json(services.execution_for(args["id"]))
+    lines = [
+        _summary(payload),
+        f"  step: {payload['step_label'] or '—'}",
+        f"  status reason: {payload['status_reason'] or '—'}",
+    ]
+    if payload["pending_approval"]:
+        a = payload["pending_approval"]
+        lines.append(
+            f"  awaiting approval #{a['id']}: {a['action']} of {a['artifact_id']} V{a['artifact_version']} ({a['content_sha256']})"
+        )
+    lines += [f"  action {a['key']}: {a['status']} ({a['attempts']} attempts)" for a in payload["actions"]]
+    return Result(payload, lines)
+
+
+def _reason_arguments(parser):
+    _ref_argument(parser)
+    parser.add_argument("--reason", required=True, help="why (recorded in the audit)")
+
+
+def _acted(run):
+    """A command whose body is ``{reason}`` and whose answer is the execution."""
+
+    def act(args, user) -> Result:
+        body = inputs.parse(inputs.ReasonIn, {"reason": args["reason"]})
+        payload = execution_json(run(ref=args["id"], user=user, reason=body.reason))
+        return Result(payload, [_summary(payload)])
+
+    return act
+
+
+command("cancel", help="Cancel an execution (operators, and who started it)", arguments=_reason_arguments, acts=True)(
+    _acted(services.execution_cancel)
+)
+command("resume", help="Resume an execution that needs attention (operators)", arguments=_reason_arguments, acts=True)(
+    _acted(services.execution_resume)
+)
+command("retry", help="Run a retry_pending execution now (operators)", arguments=_reason_arguments, acts=True)(
+    _acted(services.execution_retry_now)
+)
+
+
+def _signal_arguments(parser):
+    _ref_argument(parser)
+    parser.add_argument("name", help="the signal the execution waits for")
+    parser.add_argument("--payload", help="the signal's payload as JSON (the wait's schema decides)")
+    parser.add_argument("--event-id", help="makes a retry of this command harmless (default: a new one)")
+
+
+@command("signal", help="Send a signal to a waiting execution", arguments=_signal_arguments, acts=True)
+def signal(args, user) -> Result:
+    body = inputs.parse(
+        waits.SignalIn,
+        {
+            "name": args["name"],
+            "payload": json_argument(args["payload"], field_name="payload"),
+            "event_id": args["event_id"] or uuid.uuid4().hex,
+        },
+    )
+    answer = waits.signal_deliver(
+        ref=args["id"], user=user, name=body.name, payload=body.payload, event_id=body.event_id
+    )
+    return Result(
+        answer, [f"{args['id']}: {body.name} delivered (event {answer['event_id']}); now {answer['execution_status']}"]
+    )
