@@ -78,6 +78,14 @@ class Execution(ConcurrentTransitionMixin, models.Model):
     restarted_from = models.OneToOneField(
         "self", null=True, blank=True, on_delete=models.PROTECT, related_name="restarted_as"
     )
+    # A child execution (issue 21): the execution whose step ``parent_step`` started it, under
+    # the key ``child_key`` that step gave it (unique per parent step, so a crash can't start
+    # it twice); the other way, ``children``.
+    parent = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.PROTECT, related_name="children", db_index=False
+    )
+    parent_step = models.CharField(max_length=100, blank=True, default="")
+    child_key = models.CharField(max_length=200, blank=True, default="")
 
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -89,7 +97,12 @@ class Execution(ConcurrentTransitionMixin, models.Model):
                 fields=["created_by", "idempotency_key"],
                 condition=models.Q(idempotency_key__isnull=False),
                 name="execution_idempotency_key_per_user",
-            )
+            ),
+            models.UniqueConstraint(
+                fields=["parent", "parent_step", "child_key"],
+                condition=models.Q(parent__isnull=False),
+                name="one_child_per_parent_step_key",
+            ),
         ]
         indexes = [
             models.Index(fields=["status", "lease_expires_at"], name="execution_status_lease"),
