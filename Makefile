@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/keel
 TEST_BROKER_URL ?= redis://127.0.0.1:6379/15
 
-.PHONY: run test lint install install-test services bench bench-peers chaos clean
+.PHONY: run test test-fast lint install install-test services bench bench-peers chaos clean
 
 install: $(VENV)/.installed
 install-test: $(VENV)/.installed-test
@@ -36,8 +36,15 @@ lint: install-test
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
 
+# Everything: lint, then every test on real processes (docs/testing.md).
 test: install-test lint services
 	DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_BROKER_URL) $(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# The inner loop: every test that starts no process (no stack, no sandbox, no Chromium);
+# one that tries is refused (KEEL_NO_PROCESSES) and must be marked `processes`.
+test-fast: install-test services
+	KEEL_NO_PROCESSES=1 DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_BROKER_URL) \
+		$(BIN)/python -m pytest -m "not processes and not browser" $(PYTEST_ARGS)
 
 # Into docs/BENCHMARKS.md: keel side by side with the peers (bench-peers, first, while the
 # machine is quiet; skipped with a sentence when the peers' venv is missing, or with

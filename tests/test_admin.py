@@ -24,9 +24,7 @@ def admin_url(model, view: str, *args) -> str:
 def world(stack, people, api_as) -> dict[str, str]:
     """A completed report (steps, an effect, a decision, audit entries) and an order
     waiting for its shipment signal (a wait), built by a real worker."""
-    stack.sandbox()
-    stack.worker()
-    stack.web()
+    stack.up()
     requester, manager = api_as(people["requester"]), api_as(people["manager"])
     report = requester.start("2026-08")["id"]
     approval = wait_status(requester, report, "awaiting_approval")["pending_approval"]

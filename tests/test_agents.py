@@ -64,9 +64,7 @@ def model_calls(api, ref: str) -> list[dict]:
 def test_support_agent_end_to_end_one_order_one_reply(stack, people, api_as, provider):
     """The agent reads, proposes; a manager approves the effective arguments; exactly one
     order with those arguments and exactly one reply; the journal shows every call."""
-    stack.sandbox()
-    stack.worker(**model_env(stack, provider))
-    stack.web()
+    stack.up(worker_env=model_env(stack, provider))
     requester, manager = api_as(people["requester"]), api_as(people["manager"])
     ref = start_ticket(requester)
 
@@ -125,7 +123,7 @@ def test_support_agent_end_to_end_one_order_one_reply(stack, people, api_as, pro
 
 
 def test_an_unknown_ticket_is_refused_at_start(stack, people, api_as):
-    stack.web()
+    stack.up()
     response = api_as(people["requester"]).post(
         "/executions", {"workflow": "support_agent", "input": {"ticket": "TCK-9999"}}
     )
@@ -141,13 +139,12 @@ def provider_calls(stack, provider: str) -> int:
     return stack.sandbox_stats()["endpoints"].get(PROVIDER_ENDPOINTS[provider], {}).get("calls", 0)
 
 
+@pytest.mark.own_stack
 def test_s27_sigkill_while_a_model_call_is_in_flight_asks_only_that_call_again(stack, people, api_as):
     """S27: SIGKILL the worker while a model call is in flight (agent)."""
-    stack.sandbox()
-    stack.beat()
-    stack.web()
     env = model_env(stack, "openai")
-    doomed = stack.worker("doomed", RUNTIME_FAILPOINTS="before_model_call:resolve:c3=sleep:2", **env)
+    failpoint = {"RUNTIME_FAILPOINTS": "before_model_call:resolve:c3=sleep:2"}
+    doomed = stack.up(workers=("doomed",), worker_env={**failpoint, **env}).worker
     requester, manager = api_as(people["requester"]), api_as(people["manager"])
     ref = start_ticket(requester)
     wait_for(lambda: stack.failpoint_reached("before_model_call:resolve:c3"), what="the worker to reach call 3")
@@ -171,12 +168,11 @@ def test_s27_sigkill_while_a_model_call_is_in_flight_asks_only_that_call_again(s
     assert f":{doomed.pid}:" in ModelCall.objects.get(key=f"{ref}:resolve:r1:c2").worker
 
 
+@pytest.mark.own_stack
 def test_s28_a_prompt_changed_under_a_waiting_execution_is_drift_and_no_call(stack, people, api_as):
     """S28: a prompt template changes under a waiting execution, then it replays a recorded call (agent)."""
-    stack.sandbox()
-    stack.web()
     env = model_env(stack, "anthropic")
-    first = stack.worker("v1", **env)
+    first = stack.up(beat=False, workers=("v1",), worker_env=env).worker
     requester, manager = api_as(people["requester"]), api_as(people["manager"])
     ref = start_ticket(requester)
     approval = wait_status(requester, ref, "awaiting_approval")["pending_approval"]
@@ -197,9 +193,7 @@ def test_s28_a_prompt_changed_under_a_waiting_execution_is_drift_and_no_call(sta
 
 def test_s29_a_rogue_tool_call_before_approval_is_refused_and_told_to_the_model(stack, people, api_as):
     """S29: the model proposes an effect tool that isn't allowed now (agent)."""
-    stack.sandbox()
-    stack.worker(**model_env(stack, "openai"))
-    stack.web()
+    stack.up(worker_env=model_env(stack, "openai"))
     fault = {"endpoint": "/v1/chat/completions", "fault": "rogue_tool_call", "count": 1}
     assert http().post(f"{stack.sandbox_url}/_faults", json=fault, timeout=5).status_code == 201
     requester, manager = api_as(people["requester"]), api_as(people["manager"])
@@ -221,9 +215,7 @@ def test_s29_a_rogue_tool_call_before_approval_is_refused_and_told_to_the_model(
 
 def test_s30_what_was_approved_is_what_ran_after_a_clamp(stack, people, api_as):
     """S30: a manager approves tool arguments that the runtime normalised (a clamp) (agent)."""
-    stack.sandbox()
-    stack.worker(**model_env(stack, "anthropic"))
-    stack.web()
+    stack.up(worker_env=model_env(stack, "anthropic"))
     requester, manager = api_as(people["requester"]), api_as(people["manager"])
     ref = start_ticket(requester, "TCK-1003")  # 3 sets broken, 2 ordered
 
@@ -245,9 +237,7 @@ def test_s30_what_was_approved_is_what_ran_after_a_clamp(stack, people, api_as):
 
 def test_malformed_tool_arguments_fail_closed(stack, people, api_as):
     """Arguments the tool's schema doesn't accept never run: refused, told, then a person looks."""
-    stack.sandbox()
-    stack.worker(RUNTIME_WORKFLOW_MODULES=VARIANTS, **model_env(stack, "openai"))
-    stack.web(RUNTIME_WORKFLOW_MODULES=VARIANTS)
+    stack.up(worker_env=model_env(stack, "openai"), RUNTIME_WORKFLOW_MODULES=VARIANTS)
     requester = api_as(people["requester"])
     response = requester.post("/executions", {"workflow": "support_agent_strict", "input": {"ticket": "TCK-1001"}})
     ref = response.json()["id"]
@@ -260,9 +250,7 @@ def test_malformed_tool_arguments_fail_closed(stack, people, api_as):
 
 
 def test_over_budget_needs_attention(stack, people, api_as):
-    stack.sandbox()
-    stack.worker(RUNTIME_WORKFLOW_MODULES=VARIANTS, **model_env(stack, "anthropic"))
-    stack.web(RUNTIME_WORKFLOW_MODULES=VARIANTS)
+    stack.up(worker_env=model_env(stack, "anthropic"), RUNTIME_WORKFLOW_MODULES=VARIANTS)
     requester = api_as(people["requester"])
     response = requester.post("/executions", {"workflow": "support_agent_tiny", "input": {"ticket": "TCK-1001"}})
     ref = response.json()["id"]
@@ -277,9 +265,7 @@ def test_over_budget_needs_attention(stack, people, api_as):
 def test_request_changes_asks_the_model_again_with_the_comment_as_a_constraint(stack, people, api_as):
     """monthly_report: the manager's comment becomes a mandatory constraint, the model step
     runs again with it, and V2's narrative differs from V1's because of it."""
-    stack.sandbox()
-    stack.worker()
-    stack.web()
+    stack.up()
     requester, manager = api_as(people["requester"]), api_as(people["manager"])
     ref = requester.start()["id"]
     v1 = wait_status(requester, ref, "awaiting_approval")["pending_approval"]
@@ -315,10 +301,7 @@ def test_request_changes_asks_the_model_again_with_the_comment_as_a_constraint(s
 )
 def test_provider_errors_become_failure_kinds(stack, people, api_as, provider, fault, reason, status):
     """429 → rate limited (Retry-After honoured), 5xx → transient, 403 → permission, 400 → invalid."""
-    stack.sandbox()
-    stack.beat()
-    stack.worker(**model_env(stack, provider))
-    stack.web()
+    stack.up(worker_env=model_env(stack, provider))
     spec = {"endpoint": PROVIDER_ENDPOINTS[provider], "fault": fault, "count": 1, "retry_after": 2}
     assert http().post(f"{stack.sandbox_url}/_faults", json=spec, timeout=5).status_code == 201
     requester = api_as(people["requester"])

@@ -173,7 +173,7 @@ def test_truncate_trigger_refuses_the_app_role_even_when_granted_and_lets_the_ow
             with pytest.raises(psycopg.errors.InsufficientPrivilege, match="append-only; only its owner"):
                 cur.execute(f"TRUNCATE {table} CASCADE")
             owner.rollback()
-            # The owner (the role that migrates, and pytest-django's flush) may.
+            # The owner (the role that migrates) may.
             cur.execute(f"TRUNCATE {table} CASCADE")
             owner.rollback()
 
@@ -220,8 +220,7 @@ def count(table: str) -> int:
 def test_the_stack_processes_connect_as_the_app_role(stack):
     """The workers and beat (and the web server: one environment) of the test stack run as the application's role, so
     every test that uses them proves the application works with exactly these rights."""
-    stack.worker()
-    stack.beat()  # the sweep it schedules makes the worker use the database
+    stack.up()  # the sweep beat schedules makes the worker use the database
 
     def app_sessions() -> int:
         with connection.cursor() as cursor:

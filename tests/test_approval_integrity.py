@@ -21,10 +21,7 @@ from tests.support.stack import pk, wait_status
 
 
 def start_and_wait(stack, people, api_as, workflow="monthly_report", data=None, **worker_env):
-    stack.sandbox()
-    stack.beat()
-    stack.web()
-    stack.worker(**worker_env)
+    stack.up(worker_env=worker_env)
     requester = api_as(people["requester"])
     body = requester.post("/executions", {"workflow": workflow, "input": data or {"month": "2026-08"}})
     assert body.status_code == 201, body.text
@@ -78,6 +75,7 @@ def test_s06_changes_then_a_new_version_while_v2_awaits_needs_its_own_decision(s
     assert f"{ref}:publish:v1" not in stats and f"{ref}:publish:v2" not in stats
 
 
+@pytest.mark.own_stack
 def test_s06_a_version_created_after_the_approval_is_refused_before_the_effect(stack, people, api_as):
     """S06: a new report version is created after V2 was approved or while V2 awaits."""
     requester, ref, v1 = start_and_wait(stack, people, api_as, RUNTIME_FAILPOINTS="before_step:publish=sleep:3")

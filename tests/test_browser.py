@@ -40,9 +40,7 @@ def web_stack(stack, live_server, settings):
     # The web app runs in this process (live_server) against the same test database;
     # the worker and the sandbox are real processes.
     settings.SANDBOX_URL = stack.sandbox_url
-    stack.sandbox()
-    stack.worker()
-    stack.beat()
+    stack.up(web=False)
     return live_server
 
 

@@ -72,9 +72,7 @@ def order_stack(stack, live_server, settings):
     """An order service that doesn't deduplicate, and a runtime told so (S16)."""
     settings.SANDBOX_URL = stack.sandbox_url
     settings.ORDER_SERVICE_HONORS_KEYS = False
-    stack.sandbox()
-    stack.worker(ORDER_SERVICE_HONORS_KEYS="false")
-    stack.beat()
+    stack.up(web=False, worker_env={"ORDER_SERVICE_HONORS_KEYS": "false"})
     answer = http().post(f"{stack.sandbox_url}/_config", json={"orders_idempotent": False}, timeout=5)
     assert answer.status_code == 200
     return stack, live_server

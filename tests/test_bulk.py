@@ -47,9 +47,7 @@ def approved(api_as, people, ref: str) -> None:
 
 def test_s26_bulk_cancel_dry_run_changes_nothing_and_the_run_acts_only_on_the_frozen_ids(stack, people, api_as):
     """S26: bulk cancel: a dry run, then a real run on the ids it returned while new executions arrive."""
-    stack.sandbox()
-    stack.worker()
-    stack.web()
+    stack.up()
     requester, operator = api_as(people["requester"]), api_as(people["operator"])
     waiting = [requester.start(month)["id"] for month in ("2026-01", "2026-02", "2026-03")]
     for ref in waiting:
@@ -104,9 +102,7 @@ def test_s26_bulk_cancel_dry_run_changes_nothing_and_the_run_acts_only_on_the_fr
 
 
 def test_bulk_resume_and_retry_then_the_worker_finishes_them_and_the_audit_tells(stack, people, api_as):
-    stack.sandbox()
-    stack.worker()
-    stack.web()
+    stack.up()
     requester, operator = api_as(people["requester"]), api_as(people["operator"])
     denied = requester.start("2026-06")["id"]
     fault(stack, endpoint="/reports/publish", fault="error_403", count=1)

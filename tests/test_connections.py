@@ -17,9 +17,7 @@ def app_backends() -> list[int]:
 
 
 def test_a_worker_whose_connection_died_reconnects_and_goes_on(stack, people, api_as):
-    stack.sandbox()
-    stack.worker()
-    stack.web()
+    stack.up()
     requester, manager = api_as(people["requester"]), api_as(people["manager"])
     first = requester.start("2026-03")["id"]
     approval = wait_status(requester, first, "awaiting_approval")["pending_approval"]

@@ -89,7 +89,7 @@ def test_a_compute_step_costs_one_commit_and_at_most_three_statements(transactio
 
 def test_a_worker_process_serves_100_tasks_on_one_database_connection(stack):
     user = get_user_model().objects.create_user("probe")
-    stack.worker(RUNTIME_WORKFLOW_MODULES="workflows.monthly_report,tests.support.connection_probe")
+    stack.up(web=False, beat=False, RUNTIME_WORKFLOW_MODULES="workflows.monthly_report,tests.support.connection_probe")
 
     ids = [execution_start(user=user, workflow="connection_probe", input={"n": i})[0].pk for i in range(PROBE_TASKS)]
     wait_for(

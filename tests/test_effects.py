@@ -3,11 +3,12 @@ sandbox's fault injection, and checks on the sandbox's `_stats` and the ledger."
 
 from __future__ import annotations
 
-import time
+import pytest
+from django.utils import timezone
 
-from executions.models import Action, ExecutionEvent, StepRun
+from executions.models import Action, Execution, ExecutionEvent, StepRun
 from tests.support.procs import http, wait_for
-from tests.support.stack import pk, wait_status
+from tests.support.stack import ADVANCE_DONE, pk, wait_status
 
 
 def fault(stack, **spec) -> None:
@@ -25,16 +26,14 @@ def action_history(ref: str, key: str) -> list[tuple[str, str]]:
 
 
 def to_approval(stack, people, api_as, **worker_env):
-    stack.sandbox()
-    stack.beat()
-    stack.web()
-    worker = stack.worker(**worker_env)
+    worker = stack.up(worker_env=worker_env).worker
     requester, manager = api_as(people["requester"]), api_as(people["manager"])
     ref = requester.start()["id"]
     approval = wait_status(requester, ref, "awaiting_approval")["pending_approval"]
     return worker, requester, manager, ref, approval
 
 
+@pytest.mark.own_stack
 def test_s04_publish_succeeds_then_worker_dies_before_recording(stack, people, api_as):
     """S04: the publish call succeeds at the service, the worker is SIGKILLed before recording."""
     doomed, requester, manager, ref, approval = to_approval(
@@ -73,7 +72,7 @@ def test_s07_cancel_while_awaiting_approval(stack, people, api_as):
     _, requester, _, ref, approval = to_approval(stack, people, api_as)
     answer = requester.post(f"/executions/{ref}/cancel", {"reason": "not needed"})
     assert answer.status_code == 200 and answer.json()["status"] == "cancelled"
-    time.sleep(3)  # sweeps and any stray messages
+    stack.wait_sweeps(3)  # sweeps and any stray messages
     assert requester.execution(ref)["status"] == "cancelled"
     assert "/reports/publish" not in stack.sandbox_stats()["endpoints"]
     action = Action.objects.get(key=publish_key(ref))
@@ -82,15 +81,19 @@ def test_s07_cancel_while_awaiting_approval(stack, people, api_as):
     assert manager.decide(ref, approval).status_code == 409  # the withdrawn request can't be approved
 
 
+@pytest.mark.own_stack
 def test_s07_cancel_while_running_before_the_effect(stack, people, api_as):
     """S07: cancel while awaiting approval, while running, and during an effect's retry wait."""
-    _, requester, manager, ref, approval = to_approval(
+    worker, requester, manager, ref, approval = to_approval(
         stack, people, api_as, RUNTIME_FAILPOINTS="before_step:publish=sleep:3"
     )
     assert manager.decide(ref, approval).status_code == 202
     wait_for(lambda: stack.failpoint_reached("before_step:publish"), what="the worker to be about to publish")
+    advanced = worker.count(ADVANCE_DONE)
     assert api_as(people["operator"]).post(f"/executions/{ref}/cancel", {"reason": "stop"}).status_code == 200
-    time.sleep(5)  # the worker wakes up and must not publish
+    # The worker wakes up and must not publish: until the task it slept in has ended, and a sweep after.
+    wait_for(lambda: worker.count(ADVANCE_DONE) > advanced, timeout=20, what="the worker to wake and end its task")
+    stack.wait_sweeps(1)
     assert requester.execution(ref)["status"] == "cancelled"
     assert "/reports/publish" not in stack.sandbox_stats()["endpoints"]
     assert Action.objects.get(key=publish_key(ref)).status == Action.State.FAILED
@@ -102,9 +105,11 @@ def test_s07_cancel_during_an_effects_retry_wait(stack, people, api_as):
     fault(stack, endpoint="/reports/publish", fault="rate_limit", count=1, retry_after=5)
     assert manager.decide(ref, approval).status_code == 202
     wait_status(requester, ref, "retry_pending")
+    due = Execution.objects.get(pk=pk(ref)).due_at
     calls_before = stack.sandbox_stats()["endpoints"]["/reports/publish"]["calls"]
     assert requester.post(f"/executions/{ref}/cancel", {"reason": "changed my mind"}).status_code == 200
-    time.sleep(7)  # past the retry's due time
+    wait_for(lambda: timezone.now() > due, timeout=20, what="the retry's due time to pass")
+    stack.wait_sweeps(2)  # past the retry's due time, and swept
     assert requester.execution(ref)["status"] == "cancelled"
     stats = stack.sandbox_stats()
     assert stats["endpoints"]["/reports/publish"] == {"calls": calls_before, "effects": 0}
@@ -155,7 +160,7 @@ def test_s11_permission_denied_is_not_retried_blindly(stack, people, api_as):
     assert manager.decide(ref, approval).status_code == 202
     flagged = wait_status(requester, ref, "needs_attention")
     assert "permission denied" in flagged["status_reason"]
-    time.sleep(3)
+    stack.wait_sweeps(3)
     assert stack.sandbox_stats()["keys"][publish_key(ref)] == {"calls": 1, "effects": 0}
 
 
@@ -203,14 +208,17 @@ def test_unknown_outcome_that_cannot_be_looked_up_goes_to_an_operator_who_resolv
     assert again.status_code == 409
 
 
+@pytest.mark.own_stack
 def test_cancel_after_an_effect_records_its_compensation(stack, people, api_as):
-    _, requester, manager, ref, approval = to_approval(
+    worker, requester, manager, ref, approval = to_approval(
         stack, people, api_as, RUNTIME_FAILPOINTS="before_step:notify=sleep:3"
     )
     assert manager.decide(ref, approval).status_code == 202
     wait_for(lambda: stack.failpoint_reached("before_step:notify"), what="the report to be published")
+    advanced = worker.count(ADVANCE_DONE)
     assert requester.post(f"/executions/{ref}/cancel", {"reason": "wrong month"}).status_code == 200
-    time.sleep(4)
+    wait_for(lambda: worker.count(ADVANCE_DONE) > advanced, timeout=20, what="the worker to wake and end its task")
+    stack.wait_sweeps(1)
     body = requester.execution(ref)
     assert body["status"] == "cancelled"
     actions = {a["key"]: a for a in body["actions"]}

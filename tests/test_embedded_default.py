@@ -6,37 +6,53 @@ This is what `make run` uses; the demo execution must go end to end on it.
 from __future__ import annotations
 
 import re
+import shutil
+from pathlib import Path
 
 import pytest
 
 from tests.support.procs import Processes, http, keel_env, manage, wait_for
 
 
-@pytest.fixture
-def embedded(tmp_path):
-    """keel's processes on SQLite and Celery's filesystem transport: no DATABASE_URL, no broker URL."""
-    env = keel_env(KEEL_VAR_DIR=str(tmp_path / "var"), RUNTIME_LEASE_SECONDS="5")
+def embedded_env(var: Path) -> dict[str, str]:
+    """keel's environment on SQLite and Celery's filesystem transport: no DATABASE_URL, no broker URL."""
+    env = keel_env(KEEL_VAR_DIR=str(var), RUNTIME_LEASE_SECONDS="5")
     for name in ("DATABASE_URL", "CELERY_BROKER_URL", "KEEL_ARTIFACTS_ROOT"):
         env.pop(name, None)
-    procs = Processes(tmp_path, env)
+    return env
+
+
+@pytest.fixture(scope="module")
+def migrated(tmp_path_factory) -> Path:
+    """A var dir as `make run` leaves it before seeding (migrated, static files collected), made once."""
+    var = tmp_path_factory.mktemp("embedded") / "var"
+    env = embedded_env(var)
+    manage("migrate", "--noinput", env=env)
+    manage("collectstatic", "--noinput", "-v", "0", env=env)
+    return var
+
+
+@pytest.fixture
+def embedded(tmp_path, migrated, sandbox):
+    """keel's processes on a copy of ``migrated``, with the test run's sandbox."""
+    shutil.copytree(migrated, tmp_path / "var")
+    procs = Processes(tmp_path, embedded_env(tmp_path / "var"), sandbox_url=sandbox.url)
     yield procs
     procs.close()
 
 
 def test_demo_execution_completes_on_sqlite_and_the_filesystem_broker(embedded, tmp_path):
     env = embedded.env
-    manage("migrate", "--noinput", env=env)
-    manage("collectstatic", "--noinput", "-v", "0", env=env)  # as `make run` does
     seeded = manage("seed_demo", env=env)
     assert "Started demo execution RUN_0001" in seeded
     assert (tmp_path / "var" / "keel.sqlite3").exists()
     token = manage("create_api_token", "manager", env=env).strip().splitlines()[-1]
 
     try:
-        embedded.sandbox()
-        embedded.worker("embedded")
-        embedded.beat()
-        embedded.web(workers=2, threads=4)  # as the Procfile
+        with embedded.together():
+            embedded.worker("embedded")
+            embedded.beat()
+            embedded.web(workers=2, threads=4)  # as the Procfile
         api = http(token)
         base = f"{embedded.web_url}/api/executions/RUN_0001"
 
@@ -83,14 +99,13 @@ def test_demo_execution_completes_on_sqlite_and_the_filesystem_broker(embedded, 
 def test_the_support_agent_runs_on_the_offline_model_as_make_run_starts_it(embedded):
     """`make run` with nothing set: the support agent on the offline model, start to finish."""
     env = embedded.env
-    manage("migrate", "--noinput", env=env)
     manage("seed_demo", "--no-execution", env=env)
     requester = http(manage("create_api_token", "requester", env=env).strip().splitlines()[-1])
     manager = http(manage("create_api_token", "manager", env=env).strip().splitlines()[-1])
     try:
-        embedded.sandbox()
-        embedded.worker("embedded")
-        embedded.web()
+        with embedded.together():
+            embedded.worker("embedded")
+            embedded.web()
         started = requester.post(
             f"{embedded.web_url}/api/executions",
             json={"workflow": "support_agent", "input": {"ticket": "TCK-1004"}},

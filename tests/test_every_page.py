@@ -1,7 +1,7 @@
 """Every page and live partial, in every state, as every role (issue 13's crawl test),
 and an accessibility check of the main pages with axe-core.
 
-The states are built once for the module (``tests/support/world.py``: real worker,
+The states are built once for the module (``tests/support/world.py``: real workers,
 beat and sandbox with its faults). The crawl reads the URL patterns from the
 urlconf, fills their parameters from what was built, GETs each one, and follows the
 ``hx-get`` attributes and same-site links it finds, so new pages and partials are
@@ -81,10 +81,12 @@ class World:
 
 
 @pytest.fixture(scope="module")
-def world(django_db_setup, django_db_blocker, tmp_path_factory):
+def world(django_db_setup, django_db_blocker, tmp_path_factory, run_sandbox, shared_stacks):
     """Built once; the database is emptied afterwards, as a transactional test leaves it."""
     with django_db_blocker.unblock():
-        stack = Stack(tmp_path_factory.mktemp("world"))
+        shared_stacks.close()  # the world's workers are the only ones
+        run_sandbox.reset()
+        stack = Stack(tmp_path_factory.mktemp("world"), run_sandbox)
         try:
             try:
                 refs = build_world(stack, people := make_people())
@@ -227,7 +229,7 @@ def test_templates_in_tests_fail_on_an_unknown_variable():
 
 
 def test_the_world_holds_every_state(world):
-    """Both workflows, every state they reach, built by a real worker and the sandbox's faults."""
+    """Both workflows, every state they reach, built by real workers and the sandbox's faults."""
     statuses = {name: Execution.objects.get(pk=pk(ref)).status for name, ref in world.refs.items()}
     assert set(statuses) == set(EXPECTED_STATUS)
     wrong = {name: s for name, s in statuses.items() if s not in EXPECTED_STATUS[name]}

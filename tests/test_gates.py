@@ -11,7 +11,6 @@ A v1 execution started before v2 was deployed finishes on v1.
 from __future__ import annotations
 
 import threading
-import time
 from typing import Any
 
 import pytest
@@ -20,6 +19,7 @@ from django_fsm import TransitionNotAllowed
 from approvals.models import ApprovalRequest, AuditEntry
 from executions import gates
 from executions.models import Action, Execution, ExecutionEvent, StepRun, Wait
+from tests.support.procs import stop_together
 from tests.support.stack import pk, wait_for, wait_status
 
 SIGNAL = "shipment_confirmed"
@@ -27,8 +27,8 @@ V1_ONLY = {"RUNTIME_WORKFLOW_MODULES": "workflows.monthly_report,workflows.repla
 
 
 def up(stack, **env: str) -> list:
-    stack.sandbox()
-    return [stack.worker(**env), stack.beat(), stack.web(**env)]
+    done = stack.up(worker_env=env, web_env=env)
+    return [done.worker, done.beat, done.web]
 
 
 def to_the_wait(people, api_as, **input: Any) -> str:
@@ -152,15 +152,18 @@ def test_s22_the_timeout_sends_it_to_an_operator_as_waiting_overdue(stack, peopl
     assert notifications(stack, ref) == {"calls": 1, "effects": 1}
 
 
+@pytest.mark.own_stack
 def test_s22_a_worker_killed_while_the_execution_waits_changes_nothing(stack, people, api_as):
     """S22: the worker is SIGKILLed while the execution waits: nothing changes."""
-    procs = up(stack)
+    with stack.together():
+        procs = up(stack)
+        stack.worker("sweeper", queues="control")  # the sweeps go on while the step worker is dead
     ref = to_the_wait(people, api_as)
     execution = Execution.objects.get(pk=pk(ref))
     assert not execution.lease_owner or execution.lease_expires_at is None  # no worker is held
     events = ExecutionEvent.objects.filter(execution_id=pk(ref)).count()
     procs[0].kill()
-    time.sleep(3)  # several sweeps
+    stack.wait_sweeps(3)  # several sweeps
     assert Execution.objects.get(pk=pk(ref)).status == "waiting"
     assert ExecutionEvent.objects.filter(execution_id=pk(ref)).count() == events
 
@@ -182,15 +185,13 @@ def test_cancel_while_waiting_withdraws_the_wait(stack, people, api_as):
     event = ExecutionEvent.objects.filter(execution_id=pk(ref), type="transition").last()
     assert event.payload["withdrawn_waits"] == [wait.pk]
     assert requester.signal(ref, SIGNAL).status_code == 409
-    time.sleep(2)
+    stack.wait_sweeps(2)
     assert notifications(stack, ref)["calls"] == 0
     assert gates.pending_of(Execution.objects.get(pk=pk(ref))) is None
 
 
 def test_cancel_while_awaiting_approval_writes_the_withdrawn_audit_entry(stack, people, api_as):
-    stack.sandbox()
-    stack.worker()
-    stack.web()
+    stack.up()
     requester = api_as(people["requester"])
     ref = requester.start()["id"]
     approval = wait_status(requester, ref, "awaiting_approval")["pending_approval"]
@@ -220,9 +221,9 @@ def test_statuses_have_one_writer_a_direct_assignment_is_refused(people):
         request.withdraw()  # closed once, from pending only
 
 
+@pytest.mark.own_stack
 def test_a_v1_execution_started_before_v2_was_deployed_finishes_on_v1(stack, people, api_as):
-    stack.sandbox()
-    procs = [stack.worker(**V1_ONLY), stack.beat(), stack.web(**V1_ONLY)]
+    procs = up(stack, **V1_ONLY)
     requester, manager = api_as(people["requester"]), api_as(people["manager"])
     old = requester.post("/executions", {"workflow": "replacement_order", "input": {"original_order": "ORD-1001"}})
     old_ref = old.json()["id"]
@@ -230,11 +231,11 @@ def test_a_v1_execution_started_before_v2_was_deployed_finishes_on_v1(stack, peo
     approval = wait_status(requester, old_ref, "awaiting_approval")["pending_approval"]
 
     # Deploy version 2 while the v1 execution waits for its approval.
-    for proc in procs:
-        proc.stop()
-    stack.worker("v2")
-    stack.beat()
-    stack.web()
+    stop_together(*procs)
+    with stack.together():
+        stack.worker("v2")
+        stack.beat()
+        stack.web()
     requester, manager = api_as(people["requester"]), api_as(people["manager"])
     new = requester.post("/executions", {"workflow": "replacement_order", "input": {"original_order": "ORD-1002"}})
     assert new.json()["workflow_version"] == 2

@@ -8,10 +8,7 @@ from tests.support.stack import wait_status
 
 
 def test_monthly_report_happy_path_through_the_api(stack, people, api_as):
-    stack.sandbox()
-    stack.worker()
-    stack.beat()
-    stack.web()
+    stack.up()
     requester, manager = api_as(people["requester"]), api_as(people["manager"])
 
     started = requester.start("2026-08", idempotency_key="aug-report")

@@ -3,29 +3,34 @@
 from __future__ import annotations
 
 import signal
-import time
 
+import pytest
 import redis
 from django.conf import settings
 
 from artifacts.models import ArtifactVersion
+from config.celery import app
 from executions.models import Execution, ExecutionEvent, Status, StepRun
 from tests.support.procs import wait_for
-from tests.support.stack import pk
+from tests.support.stack import FOLD_DONE, pk
 
 
 def status_of(ref: str) -> str:
     return Execution.objects.get(pk=pk(ref)).status
 
 
+@pytest.mark.own_stack
 def test_s15_message_lost_after_commit_sweeper_redispatches(stack, people, api_as):
     """S15: the Celery message is lost after commit (broker down or flushed)."""
-    stack.sandbox()
-    stack.web()
+    stack.up(beat=False, workers=0)
     ref = api_as(people["requester"]).start()["id"]
     redis.Redis.from_url(settings.CELERY_BROKER_URL).flushdb()  # the doorbell message is gone
-    stack.worker()
-    time.sleep(3)
+    worker = stack.worker()
+    # Nothing is queued for it, and it is consuming: a metrics fold sent now runs to its end.
+    assert not redis.Redis.from_url(settings.CELERY_BROKER_URL).llen("celery")
+    folded = worker.count(FOLD_DONE)
+    app.send_task("metrics.fold")
+    wait_for(lambda: worker.count(FOLD_DONE) > folded, timeout=30, what="the worker to run a fold")
     assert status_of(ref) == Status.PENDING  # nobody knows about it: no beat, no message
 
     stack.beat()
@@ -33,12 +38,10 @@ def test_s15_message_lost_after_commit_sweeper_redispatches(stack, people, api_a
     assert StepRun.objects.filter(execution_id=pk(ref), outcome="succeeded").count() == 3
 
 
+@pytest.mark.own_stack
 def test_heartbeat_keeps_the_lease_through_a_long_step(stack, people, api_as):
     """A step longer than the lease (5 s vs 3 s) keeps its lease: no takeover, no rerun."""
-    stack.sandbox()
-    stack.beat()
-    stack.web()
-    stack.worker("slow", RUNTIME_FAILPOINTS="before_step:analyze=sleep:5")
+    stack.up(workers=("slow",), worker_env={"RUNTIME_FAILPOINTS": "before_step:analyze=sleep:5"})
     ref = api_as(people["requester"]).start()["id"]
     wait_for(lambda: stack.failpoint_reached("before_step:analyze"), what="the slow step to start")
     stack.worker("eager")  # ready to take over if the lease ever lapsed
@@ -49,12 +52,10 @@ def test_heartbeat_keeps_the_lease_through_a_long_step(stack, people, api_as):
     assert runs.get(step="analyze").worker == runs.get(step="retrieve_figures").worker  # same lease held
 
 
+@pytest.mark.own_stack
 def test_s14_paused_worker_loses_its_lease_and_cannot_commit(stack, people, api_as):
     """S14: SIGSTOP a worker mid-step past its lease; another takes over; SIGCONT: fenced out."""
-    stack.sandbox()
-    stack.beat()
-    stack.web()
-    paused = stack.worker("paused", RUNTIME_FAILPOINTS="before_step:draft_report=sleep:2")
+    paused = stack.up(workers=("paused",), worker_env={"RUNTIME_FAILPOINTS": "before_step:draft_report=sleep:2"}).worker
     ref = api_as(people["requester"]).start()["id"]
     wait_for(lambda: stack.failpoint_reached("before_step:draft_report"), what="the worker to reach draft_report")
     paused.popen.send_signal(signal.SIGSTOP)  # a GC pause, a partition, a frozen VM

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 
 def test_resume_is_for_operators_and_only_from_needs_attention(stack, people, api_as):
-    stack.web()
+    stack.up()
     requester, operator = api_as(people["requester"]), api_as(people["operator"])
     ref = requester.start()["id"]
     assert requester.post(f"/executions/{ref}/resume", {"reason": "please"}).status_code == 403

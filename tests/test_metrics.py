@@ -11,6 +11,7 @@ import time
 from collections import defaultdict
 from datetime import datetime, timedelta
 
+import pytest
 from django.db import transaction
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
@@ -86,15 +87,13 @@ def close(actual: float | None, expected: float | None) -> bool:
     return abs(actual - expected) <= 0.1 * abs(expected) + 1e-3
 
 
+@pytest.mark.own_stack
 def test_each_measure_against_a_known_history_of_real_runs(stack, people, api_as):
     began = timezone.now()
-    stack.sandbox()
-    stack.beat()
-    stack.web(RUNTIME_METRICS_TOKEN=SCRAPE_TOKEN)
-    requester, operator = api_as(people["requester"]), api_as(people["operator"])
-
+    failpoint = {"RUNTIME_FAILPOINTS": "before_step:draft_report=pause"}
     # 1. Recovery: the worker is SIGKILLed after analyze; the survivor takes over and it completes.
-    doomed = stack.worker("doomed", RUNTIME_FAILPOINTS="before_step:draft_report=pause")
+    doomed = stack.up(workers=("doomed",), worker_env=failpoint, web_env={"RUNTIME_METRICS_TOKEN": SCRAPE_TOKEN}).worker
+    requester, operator = api_as(people["requester"]), api_as(people["operator"])
     recovered = requester.start("2026-05")["id"]
     wait_for(lambda: stack.failpoint_reached("before_step:draft_report"), what="the worker to reach draft_report")
     doomed.kill()

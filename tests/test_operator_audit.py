@@ -35,10 +35,7 @@ def csv_rows(response) -> list[dict]:
 
 
 def test_every_operator_act_is_listed_once_with_actor_reason_and_change(stack, people, api_as):
-    stack.sandbox()
-    stack.worker()
-    stack.beat()
-    stack.web()
+    stack.up()
     requester, operator = api_as(people["requester"]), api_as(people["operator"])
 
     cancelled = requester.start("2026-01")["id"]

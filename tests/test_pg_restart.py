@@ -67,7 +67,7 @@ def private_postgres(tmp_path):
     postgres.close()
 
 
-def test_s32_postgres_restart_mid_run_workers_reconnect_and_go_on(private_postgres, tmp_path: Path):
+def test_s32_postgres_restart_mid_run_workers_reconnect_and_go_on(private_postgres, sandbox, tmp_path: Path):
     """S32: PostgreSQL crashes and comes back while steps run: 0 lost, 0 duplicate
     effects, 0 stuck; no request and no task fails once it is back; the workers that
     lived through it (same pids, none replaced) finished the work."""
@@ -97,13 +97,15 @@ def test_s32_postgres_restart_mid_run_workers_reconnect_and_go_on(private_postgr
             "RUNTIME_FAILPOINTS": f"before_step:draft_report=sleep:{STEP_SECONDS}",
             "RUNTIME_FAILPOINT_DIR": str(tmp_path / "failpoints"),
         },
+        sandbox_url=sandbox.url,
     )
     try:
-        redis, sandbox, web, beat = stack.redis(redis_port), stack.sandbox(), stack.web(), stack.beat()
-        workers = [stack.worker("s32a"), stack.worker("s32b")]
-        # A third worker on a queue of its own: it runs a sweep before the crash and the
-        # next one after, and nothing in between, so its connection dies idle.
-        idle = stack.worker("s32idle", queues=IDLE_QUEUE)
+        with stack.together():
+            redis, web, beat = stack.redis(redis_port), stack.web(), stack.beat()
+            workers = [stack.worker("s32a"), stack.worker("s32b")]
+            # A third worker on a queue of its own: it runs a sweep before the crash and the
+            # next one after, and nothing in between, so its connection dies idle.
+            idle = stack.worker("s32idle", queues=IDLE_QUEUE)
         ring_idle(env["CELERY_BROKER_URL"], idle)
         requester = http(requester_token)
         api = f"{stack.web_url}/api"
@@ -170,7 +172,7 @@ def test_s32_postgres_restart_mid_run_workers_reconnect_and_go_on(private_postgr
 
         # The same processes went on: none died, none was replaced, and each worker
         # wrote step runs after the restart.
-        assert [p.name for p in [redis, sandbox, web, beat, *workers, idle] if not p.alive()] == []
+        assert [p.name for p in [redis, sandbox.proc, web, beat, *workers, idle] if not p.alive()] == []
         with psycopg.connect(owner_url) as conn:
             owners = conn.execute("SELECT DISTINCT worker FROM executions_steprun WHERE id > %s", [mark]).fetchall()
         # executions.dispatch.worker_identity: worker:<host>:<pid>:<nonce>

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import threading
 
+import pytest
+
 from approvals.models import ApprovalRequest, Decision
 from executions.models import Execution, ExecutionEvent, ModelCall, Status, StepRun
 from executions.tasks import advance
-from tests.support.procs import wait_for
+from tests.support.procs import stop_together, wait_for
 from tests.support.stack import pk, wait_status
 
 
@@ -16,12 +18,10 @@ def succeeded_runs(ref: str, step: str) -> int:
     return StepRun.objects.filter(execution_id=pk(ref), step=step, outcome="succeeded").count()
 
 
+@pytest.mark.own_stack
 def test_s01_worker_killed_after_analyze_resumes_at_next_step(stack, people, api_as):
     """S01: SIGKILL the worker after "analyze" finished."""
-    stack.sandbox()
-    stack.beat()
-    stack.web()
-    doomed = stack.worker("doomed", RUNTIME_FAILPOINTS="before_step:draft_report=pause")
+    doomed = stack.up(workers=("doomed",), worker_env={"RUNTIME_FAILPOINTS": "before_step:draft_report=pause"}).worker
     requester = api_as(people["requester"])
     ref = requester.start()["id"]
 
@@ -48,17 +48,18 @@ def test_s01_worker_killed_after_analyze_resumes_at_next_step(stack, people, api
     assert takeover.payload["previous_owner"] == analyze.worker
 
 
+@pytest.mark.own_stack
 def test_s02_restart_every_process_while_awaiting_approval(stack, people, api_as):
     """S02: restart web, worker and beat while awaiting approval."""
     sandbox = stack.sandbox()
-    procs = [stack.worker(), stack.beat(), stack.web()]
+    procs = stack.up().all()
     requester = api_as(people["requester"])
     ref = requester.start()["id"]
     before = wait_status(requester, ref, "awaiting_approval")
 
     for proc in procs:
         proc.kill()
-    procs = [stack.worker("w2"), stack.beat(), stack.web()]  # a deploy: everything new
+    procs = stack.up(workers=("w2",)).all()  # a deploy: everything new
 
     manager, requester = api_as(people["manager"]), api_as(people["requester"])
     after = requester.execution(ref)
@@ -78,9 +79,7 @@ def test_s02_restart_every_process_while_awaiting_approval(stack, people, api_as
 
 def test_s03_the_same_approval_submitted_twice_is_processed_once(stack, people, api_as):
     """S03: the same approval submitted twice (double click, API retry, two tabs)."""
-    stack.sandbox()
-    stack.worker()
-    stack.web()
+    stack.up()
     requester, manager, manager2 = api_as(people["requester"]), api_as(people["manager"]), api_as(people["manager2"])
     ref = requester.start()["id"]
     approval = wait_status(requester, ref, "awaiting_approval")["pending_approval"]
@@ -107,9 +106,7 @@ def test_s03_the_same_approval_submitted_twice_is_processed_once(stack, people, 
 
 def test_s03_concurrent_identical_approvals_from_two_threads(stack, people, api_as):
     """S03: the same approval submitted twice (double click, API retry, two tabs)."""
-    stack.sandbox()
-    stack.worker()
-    stack.web()
+    stack.up()
     requester = api_as(people["requester"])
     ref = requester.start()["id"]
     approval = wait_status(requester, ref, "awaiting_approval")["pending_approval"]
@@ -136,13 +133,11 @@ def test_s03_concurrent_identical_approvals_from_two_threads(stack, people, api_
     assert resumed.count() == 1
 
 
+@pytest.mark.own_stack
 def test_s13_duplicate_messages_two_workers_one_runs_each_step(stack, people, api_as):
     """S13: two workers get the same execution at once (duplicate Celery message)."""
-    stack.sandbox()
     slow = "before_step:retrieve_figures=sleep:1.5,before_step:publish=sleep:1.5"
-    stack.worker("a", RUNTIME_FAILPOINTS=slow)
-    stack.worker("b", RUNTIME_FAILPOINTS=slow)
-    stack.web()
+    stack.up(beat=False, workers=("a", "b"), worker_env={"RUNTIME_FAILPOINTS": slow})
     requester, manager = api_as(people["requester"]), api_as(people["manager"])
     ref = requester.start()["id"]
     for _ in range(4):  # the same doorbell rung again and again: both workers get messages
@@ -195,21 +190,19 @@ def test_s13_two_claims_at_the_same_instant_one_wins(people, transactional_db):
     assert fresh.status == Status.RUNNING and fresh.lease_token == 1 and fresh.lease_owner == won[0].owner
 
 
+@pytest.mark.own_stack
 def test_s19_old_executions_finish_on_their_pinned_version(stack, people, api_as):
     """S19: a new workflow version is deployed while executions of the old one wait."""
-    stack.sandbox()
-    procs = [stack.worker(), stack.web()]
+    procs = stack.up(beat=False).all()
     requester, manager = api_as(people["requester"]), api_as(people["manager"])
     old_ref = requester.start()["id"]
     old = wait_status(requester, old_ref, "awaiting_approval")
     assert old["workflow_version"] == 1
 
     # Deploy version 2 (it adds a step) while the old execution waits.
-    for proc in procs:
-        proc.stop()
+    stop_together(*procs)
     deploy = {"RUNTIME_WORKFLOW_MODULES": "workflows.monthly_report,tests.support.monthly_report_v2"}
-    stack.worker("v2", **deploy)
-    stack.web(**deploy)
+    stack.up(beat=False, workers=("v2",), **deploy)
     requester, manager = api_as(people["requester"]), api_as(people["manager"])
 
     new_ref = requester.start("2026-09")["id"]
@@ -227,16 +220,14 @@ def test_s19_old_executions_finish_on_their_pinned_version(stack, people, api_as
     assert "board_summary" in new_steps
 
 
+@pytest.mark.own_stack
 def test_s12_a_fresh_worker_builds_the_prompt_with_every_constraint_and_fact(stack, people, api_as):
     """S12: a fresh worker/model context picks up mid-task ("restart after context compaction").
 
     Strict: the facts verified by an earlier step (retrieve_figures, by the worker that
     then dies) reach the prompt of the later model step, built by a fresh worker from
     the database alone, with every mandatory constraint verbatim."""
-    stack.sandbox()
-    stack.beat()
-    stack.web()
-    doomed = stack.worker("doomed", RUNTIME_FAILPOINTS="before_step:analyze=pause")
+    doomed = stack.up(workers=("doomed",), worker_env={"RUNTIME_FAILPOINTS": "before_step:analyze=pause"}).worker
     requester = api_as(people["requester"])
     constraints = ["Keep the summary under 120 words", "Name the weakest store"]
     response = requester.post(

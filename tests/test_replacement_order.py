@@ -89,10 +89,7 @@ def approve(people, api_as) -> tuple[str, dict]:
 
 
 def up(stack, **worker_env: str) -> None:
-    stack.sandbox()
-    stack.worker(**worker_env)
-    stack.beat()
-    stack.web()
+    stack.up(worker_env=worker_env)
 
 
 # --- pure helpers (no processes)

@@ -37,10 +37,7 @@ ORDER_STEPS = ["load_order", "propose_replacement", "review", "submit_order", "r
 
 
 def up(stack, **worker_env: str) -> None:
-    stack.sandbox()
-    stack.worker(**worker_env)
-    stack.beat()
-    stack.web()
+    stack.up(worker_env=worker_env)
 
 
 def approved(api_as, people, ref: str) -> None:

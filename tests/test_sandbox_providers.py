@@ -18,7 +18,7 @@ import anthropic
 import openai
 import pytest
 
-from tests.support.procs import Processes, http, keel_env
+from tests.support.procs import http
 from workflows import orders as order_catalogue
 
 TICKETS = ["TCK-1001", "TCK-1002", "TCK-1003", "TCK-1004", "TCK-1005"]
@@ -43,18 +43,10 @@ def _schema(name: str) -> dict[str, Any]:
     return {**OBJECT, "properties": properties, "required": sorted(properties)}
 
 
-@pytest.fixture(scope="module")
-def sandbox_stack(tmp_path_factory):
-    stack = Processes(tmp_path_factory.mktemp("providers"), keel_env())
-    stack.sandbox()
-    yield stack
-    stack.close()
-
-
 @pytest.fixture
-def url(sandbox_stack) -> str:
-    assert http().post(f"{sandbox_stack.sandbox_url}/_reset", timeout=5).status_code == 200
-    return sandbox_stack.sandbox_url
+def url(sandbox) -> str:
+    """The test run's sandbox (tests/conftest.py), emptied for this test."""
+    return sandbox.url
 
 
 def stats(url: str) -> dict:
@@ -649,7 +641,7 @@ def test_malformed_json_and_wrong_method_answer_in_the_provider_shape(url, path)
     assert stats(url)["keys"]["k"] == {"calls": 1, "effects": 0}
 
 
-def test_no_key_is_fine_and_no_key_is_recorded(url, sandbox_stack):
+def test_no_key_is_fine_and_no_key_is_recorded(url, sandbox):
     secret_openai, secret_anthropic = "sk-live-DO-NOT-STORE-1", "sk-ant-DO-NOT-STORE-2"
     OpenAIAgent(url, "TCK-1001", api_key=secret_openai).ask("RUN_0011:r1")
     AnthropicAgent(url, "TCK-1001", api_key=secret_anthropic).ask("RUN_0011:r2")
@@ -663,7 +655,7 @@ def test_no_key_is_fine_and_no_key_is_recorded(url, sandbox_stack):
     assert bare.json()["choices"][0]["finish_reason"] == "stop"  # no tools offered
     assert "get_ticket" in bare.json()["choices"][0]["message"]["content"]
     stored = json.dumps(stats(url)).encode()
-    for path in sandbox_stack.tmp.glob("sandbox.sqlite3*"):
+    for path in sandbox.tmp.glob("sandbox.sqlite3*"):
         stored += path.read_bytes()
     assert b"DO-NOT-STORE" not in stored
     assert set(stats(url)["keys"]) == {"RUN_0011:r1", "RUN_0011:r2"}

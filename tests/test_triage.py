@@ -39,10 +39,7 @@ def approved(api_as, people, ref: str) -> None:
 
 
 def test_each_reason_from_a_real_situation_is_filtered_and_counted(stack, people, api_as):
-    stack.sandbox()
-    stack.worker(**ENV)
-    stack.beat()
-    stack.web(**ENV)
+    stack.up(**ENV)
     requester, operator = api_as(people["requester"]), api_as(people["operator"])
 
     # approval_overdue: nobody decided within the gate's SLA (1 s here).
@@ -118,12 +115,11 @@ def operator_page(people) -> Client:
     return client
 
 
+@pytest.mark.own_stack
 def test_s24_no_worker_then_a_worker_clears_it_and_retry_now(stack, people, api_as):
     """S24: no worker alive while an execution is runnable: no_worker after RUNTIME_STUCK_SECONDS,
     in the API's reason and counts; once a worker runs it moves on and completes. Then retry now."""
-    stack.sandbox()
-    stack.web(**ENV)
-    stack.beat()
+    stack.up(workers=0, **ENV)
     requester, operator = api_as(people["requester"]), api_as(people["operator"])
     nobody = requester.start("2026-02")["id"]
     body = found(operator, nobody, "no_worker", timeout=20)
@@ -159,14 +155,12 @@ def test_an_unknown_reason_is_a_422(people):
     assert page.status_code == 200 and "unknown reason" in page.content.decode()
 
 
+@pytest.mark.own_stack
 def test_s23_a_step_that_hangs_past_its_timeout_is_taken_over_and_counted_as_a_failed_attempt(stack, people, api_as):
     """S23: a step runs past its timeout while its worker heartbeats: step_overdue at once. Its worker keeps heartbeating, but past the timeout (plus a lease of grace) the
     heartbeat stops extending the lease: another worker takes over, and the overrun is a
     failed attempt for the step's retry policy (here: one attempt, so it fails)."""
-    stack.sandbox()
-    hung_worker = stack.worker("hung", **ENV)
-    stack.beat()
-    stack.web(**ENV)
+    hung_worker = stack.up(workers=("hung",), **ENV).worker
     operator = api_as(people["operator"])
     ref = api_as(people["requester"]).post("/executions", {"workflow": "hung_step", "input": {"seconds": 120}})
     ref = ref.json()["id"]

@@ -1,7 +1,7 @@
 """Every shipped workflow driven into every state it can reach, with real processes.
 
 ``build_world`` starts executions of ``monthly_report`` and ``replacement_order`` as a
-requester, lets a real worker take them to their approval gate, then decides,
+requester, lets real workers take them to their approval gate, then decides,
 cancels, redrafts and injects the sandbox's faults one state at a time (faults apply
 to the next calls of an endpoint, so each is armed just before the one execution
 that must meet it). It returns ``{state name: execution ref}``.
@@ -157,9 +157,9 @@ class Driver:
 
 def build_world(stack: Stack, people: dict[str, Account]) -> dict[str, str]:
     """Drive both workflows into every reachable state; ``{state: ref}``."""
-    stack.sandbox()
-    worker = stack.worker()
-    stack.beat()
+    with stack.together():
+        workers = [stack.worker("w1"), stack.worker("w2")]
+        stack.beat()
     d = Driver(stack, people)
     report = {"month": "2026-08"}
     refs = {
@@ -258,6 +258,7 @@ def build_world(stack: Stack, people: dict[str, Account]) -> dict[str, str]:
     d.wait(refs["report_approval_expired"], Status.NEEDS_ATTENTION)
     d.wait(refs["order_approval_expired"], Status.CANCELLED)
 
-    worker.stop()  # nobody claims the last one: it stays pending
+    for worker in workers:
+        worker.stop()  # nobody claims the last one: it stays pending
     refs["report_pending"] = d.start("monthly_report", **report)
     return refs
