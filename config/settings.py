@@ -251,7 +251,9 @@ CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 
 # --- Runtime timing (DESIGN §6).
 RUNTIME_LEASE_SECONDS = env_int("RUNTIME_LEASE_SECONDS", 30)
-RUNTIME_SWEEP_SECONDS = env_int("RUNTIME_SWEEP_SECONDS", 5)
+RUNTIME_SWEEP_SECONDS = float(
+    os.environ.get("RUNTIME_SWEEP_SECONDS", "5")
+)  # fractions too (the tests sweep twice a second)
 # A slice ends well inside the lease and far inside the broker's visibility timeout.
 RUNTIME_SLICE_SECONDS = env_int("RUNTIME_SLICE_SECONDS", max(1, RUNTIME_LEASE_SECONDS // 3))
 RUNTIME_WORKFLOW_MODULES = [

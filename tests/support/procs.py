@@ -94,14 +94,15 @@ def responds(url: str) -> bool:
 
 def keel_env(**values: str) -> dict[str, str]:
     """This process's environment for keel's processes: ``config.settings``, unbuffered
-    output, 3 s leases swept every second and 3 s effect timeouts (a crash is noticed in
-    seconds), then ``values``. Never pytest's async switch nor this process's failpoints."""
+    output, 3 s leases swept twice a second and 3 s effect timeouts (a crash is noticed in
+    seconds, a retry runs within half a second of its due time), then ``values``. Never
+    pytest's async switch nor this process's failpoints."""
     env = {k: v for k, v in os.environ.items() if k not in ("DJANGO_ALLOW_ASYNC_UNSAFE", "RUNTIME_FAILPOINTS")}
     return {
         **env,
         "DJANGO_SETTINGS_MODULE": "config.settings",
         "RUNTIME_LEASE_SECONDS": "3",
-        "RUNTIME_SWEEP_SECONDS": "1",
+        "RUNTIME_SWEEP_SECONDS": "0.5",
         "RUNTIME_EFFECT_TIMEOUT_SECONDS": "3",
         "PYTHONUNBUFFERED": "1",
         **values,

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -154,12 +154,16 @@ class Stack(Processes):
         return self.start_spec(Spec.of(**spec))
 
     def start_spec(self, spec: Spec) -> Up:
-        env, worker_env, web_env = dict(spec.env), dict(spec.worker_env), dict(spec.web_env)
+        env, web_env = dict(spec.env), dict(spec.web_env)
         with self.together():
             web = self.web(**env, **web_env) if spec.web else None
             beat = self.beat(**env) if spec.beat else None
-            workers = [self.worker(name, **env, **worker_env) for name in spec.workers]
+            workers = self.start_workers(spec)
         return Up(web=web, beat=beat, workers=workers)
+
+    def start_workers(self, spec: Spec) -> list[Proc]:
+        with self.together():
+            return [self.worker(name, **dict(spec.env), **dict(spec.worker_env)) for name in spec.workers]
 
     def failpoint_reached(self, name: str) -> bool:
         return (self.failpoint_dir / name.replace(":", "__")).exists()
@@ -201,10 +205,18 @@ class SharedStacks:
 
     def up(self, spec: Spec) -> tuple[Stack, Up]:
         """The shared stack running ``spec``: the current one if it runs that and every one
-        of its processes is alive, else a new one in its place."""
+        of its processes is alive; the current one with new workers if only the workers
+        differ; else a new one in its place."""
         if self.current is not None:
             current, stack, up = self.current
-            if current == spec and all(p.alive() for p in up.all()):
+            alive = all(p.alive() for p in up.all())
+            if current == spec and alive:
+                return stack, up
+            if alive and replace(current, workers=spec.workers, worker_env=spec.worker_env) == spec:
+                for worker in up.workers:
+                    worker.kill()
+                up = Up(web=up.web, beat=up.beat, workers=stack.start_workers(spec))
+                self.current = (spec, stack, up)
                 return stack, up
             self.close()
         stack = Stack(self.tmp_factory.mktemp("shared"), self.sandbox)

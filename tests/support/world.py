@@ -130,13 +130,16 @@ class Driver:
     def clear_faults(self) -> None:
         assert http().delete(f"{self.stack.sandbox_url}/_faults", timeout=5).status_code == 200
 
-    def unknown_then(self, refs: list[str], *, submit: str, lookup: str) -> None:
-        """The effect commits at the provider but the answer is lost, and lookups fail: unknown."""
-        self.fault(submit, "commit_then_hang", count=len(refs), hang_seconds=5)
-        self.fault(lookup, "error_500", method="GET", count=10_000)
-        for ref in refs:
+    def unknown_then(self, refs: dict[tuple[str, str], list[str]]) -> None:
+        """The effect commits at the provider but the answer is lost, and lookups fail: unknown.
+        ``refs`` by (submit endpoint, lookup endpoint); endpoints of their own, so at once."""
+        for (submit, lookup), those in refs.items():
+            self.fault(submit, "commit_then_hang", count=len(those), hang_seconds=5)
+            self.fault(lookup, "error_500", method="GET", count=10_000)
+        every = [ref for those in refs.values() for ref in those]
+        for ref in every:
             self.decide(ref)
-        for ref in refs:
+        for ref in every:
             self.wait(ref, Status.NEEDS_ATTENTION, timeout=150)
         self.clear_faults()
 
@@ -221,14 +224,14 @@ def build_world(stack: Stack, people: dict[str, Account]) -> dict[str, str]:
     d.wait(refs["report_failed"], Status.FAILED)
 
     d.unknown_then(
-        [refs["report_unknown_outcome"], refs["report_resolved"]],
-        submit="/reports/publish",
-        lookup="/reports/publications",
+        {
+            ("/reports/publish", "/reports/publications"): [refs["report_unknown_outcome"], refs["report_resolved"]],
+            ("/orders", "/orders"): [refs["order_unknown_outcome"], refs["order_resolved"]],
+        }
     )
     d.resolve(f"{refs['report_resolved']}:publish:v1", "PUB found on the report portal by the operator")
     d.wait(refs["report_resolved"], *SETTLED)
 
-    d.unknown_then([refs["order_unknown_outcome"], refs["order_resolved"]], submit="/orders", lookup="/orders")
     submitted = f"{refs['order_resolved']}:submit_order:v1"
     order_id = d.order_id(submitted)
     d.resolve(submitted, f"the order service shows {order_id} for this reference", order_id=order_id)
