@@ -3,7 +3,10 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/keel
-TEST_BROKER_URL ?= redis://127.0.0.1:6379/15
+# pytest runs in TEST_PROCESSES processes (pytest-xdist; 0: one, in make's own), each with a
+# Redis database of its own: TEST_BROKER_URL lists at least that many, comma-separated.
+TEST_PROCESSES ?= 2
+TEST_BROKER_URL ?= redis://127.0.0.1:6379/15,redis://127.0.0.1:6379/14
 
 .PHONY: run test test-fast lint install install-test services bench bench-peers chaos clean
 
@@ -36,9 +39,10 @@ lint: install-test
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
 
-# Everything: lint, then every test on real processes (docs/testing.md).
+# Everything: lint, then every test on real processes, a file per pytest process at a time (docs/testing.md).
 test: install-test lint services
-	DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_BROKER_URL) $(BIN)/python -m pytest $(PYTEST_ARGS)
+	DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_BROKER_URL) \
+		$(BIN)/python -m pytest -n $(TEST_PROCESSES) --dist loadfile $(PYTEST_ARGS)
 
 # The inner loop: every test that starts no process (no stack, no sandbox, no Chromium);
 # one that tries is refused (KEEL_NO_PROCESSES) and must be marked `processes`.

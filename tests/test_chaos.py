@@ -17,6 +17,9 @@ import sys
 from pathlib import Path
 
 import psycopg
+import pytest
+
+pytestmark = pytest.mark.processes
 
 ROOT = Path(__file__).resolve().parents[1]
 

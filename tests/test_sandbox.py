@@ -14,6 +14,8 @@ import requests
 
 from tests.support.procs import Proc, free_port, responds
 
+pytestmark = pytest.mark.processes  # sandboxes of their own (restarts, modes)
+
 PUBLISH = {
     "artifact_id": "REPORT_001",
     "version": 2,
