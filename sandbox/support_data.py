@@ -6,7 +6,7 @@ alone). Every accessor answers a fresh copy, or ``None`` for an unknown id.
 The past orders are a copy of ``workflows/orders.py``'s catalogue (customer,
 shipping address, items; without the ``damage`` report, which reaches the shop
 as a ticket here). The sandbox is a standard-library-only process that imports
-none of the Django apps, so it keeps its own copy; ``tests/test_sandbox_providers.py``
+none of the Django apps, so it keeps its own copy; ``tests/integration/test_sandbox_providers.py``
 checks that the two agree.
 
 Stock levels are fixed: submitting a replacement order does not lower them.

@@ -14,7 +14,7 @@ from approvals.models import ApprovalRequest
 from approvals.services import approval_decide
 from executions.models import Action, Execution, Status
 from executions.services import execution_start
-from tests import test_browser as browsing
+from tests.browser import test_browser as browsing
 from tests.support.procs import http, wait_for
 
 pytestmark = pytest.mark.browser

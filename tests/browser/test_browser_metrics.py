@@ -17,7 +17,7 @@ from approvals.models import ApprovalRequest
 from approvals.services import approval_decide
 from executions.models import Execution, Status
 from executions.services import execution_cancel, execution_start
-from tests import test_browser as browsing
+from tests.browser import test_browser as browsing
 from tests.support.procs import http, wait_for
 
 pytestmark = pytest.mark.browser
@@ -26,7 +26,7 @@ browser = browsing.browser  # the fixture: Debian's Chromium
 web_stack = browsing.web_stack  # the fixture: live server + sandbox, worker, beat
 login = browsing.login
 
-SCREENSHOT = Path(__file__).resolve().parents[1] / "docs" / "screenshots" / "metrics.png"
+SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "screenshots" / "metrics.png"
 STARTED_RGB = (0x24, 0x47, 0xB8)  # static/js/metrics.js: the "started" series
 
 

@@ -17,7 +17,7 @@ from approvals.models import ApprovalRequest
 from approvals.services import approval_decide
 from executions.models import Execution, Status
 from executions.services import execution_start
-from tests import test_browser as browsing
+from tests.browser import test_browser as browsing
 from tests.support.procs import http, wait_for
 
 pytestmark = pytest.mark.browser
@@ -25,7 +25,7 @@ pytestmark = pytest.mark.browser
 browser = browsing.browser
 web_stack = browsing.web_stack
 login = browsing.login
-SCREENSHOT = Path(__file__).resolve().parents[1] / "docs" / "screenshots" / "triage.png"
+SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "screenshots" / "triage.png"
 
 
 def to_approval(people, month: str) -> tuple[Execution, ApprovalRequest]:

@@ -5,7 +5,7 @@ operation and mode). Each operation is fuzzed with valid data aimed at real obje
 (an execution awaiting approval, its artifact) and with invalid data anywhere
 (negative mode). The checks: no 5xx, every status code declared, content types and
 bodies as the schema says. Hostile values the generator rarely hits (NUL, surrogates,
-integers past range, oversize bodies) are thrown on purpose by tests/test_edge.py.
+integers past range, oversize bodies) are thrown on purpose by tests/integration/test_edge.py.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from schemathesis.checks import (
     status_code_conformance,
 )
 
-from tests.test_screens import awaiting  # noqa: F401 - fixture
+from tests.integration.test_screens import awaiting  # noqa: F401 - fixture
 
 EXAMPLES = int(os.environ.get("KEEL_FUZZ_EXAMPLES", "10"))
 CHECKS = [

@@ -9,7 +9,7 @@ from django.test import Client
 
 from artifacts import store
 from artifacts.models import Artifact, ArtifactVersion
-from tests.test_screens import awaiting, logged_in  # noqa: F401 - fixture
+from tests.integration.test_screens import awaiting, logged_in  # noqa: F401 - fixture
 
 
 def url(artifact_ref: str, n) -> str:

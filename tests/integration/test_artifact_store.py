@@ -223,7 +223,7 @@ V2 = b"# Monthly report\n\nRevenue: 100\nV2 body <script>alert(1)</script>\n"
 
 def logged_in(person) -> Client:
     client = Client()
-    client.force_login(person.user)  # the login form itself is tested in tests/test_accounts.py
+    client.force_login(person.user)  # the login form itself is tested in tests/integration/test_accounts.py
     return client
 
 

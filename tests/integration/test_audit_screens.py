@@ -28,7 +28,7 @@ ROLES = ["requester", "operator", "auditor", "outsider", "manager"]
 
 def logged_in(person) -> Client:
     client = Client()
-    client.force_login(person.user)  # the login form itself is tested in tests/test_accounts.py
+    client.force_login(person.user)  # the login form itself is tested in tests/integration/test_accounts.py
     return client
 
 

@@ -21,7 +21,7 @@ import pytest
 
 pytestmark = pytest.mark.processes
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_chaos_short_run_loses_nothing_and_duplicates_nothing():

@@ -8,8 +8,8 @@ from django.urls import include, path
 from playwright.sync_api import expect
 
 from config.csp import DEFAULT_POLICY, HEADER, header_value
-from tests.test_audit_screens import logged_in, make_gate
-from tests.test_browser import browser, login  # noqa: F401 - fixtures
+from tests.browser.test_browser import browser, login  # noqa: F401 - fixtures
+from tests.integration.test_audit_screens import logged_in, make_gate
 
 POLICY = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "

@@ -16,7 +16,7 @@ from approvals.models import ApprovalRequest, AuditEntry, Decision, RefusalWindo
 from artifacts.models import ArtifactVersion
 from executions import lifecycle
 from executions.models import Action, Execution, ExecutionEvent, StepRun
-from tests.test_screens import awaiting, logged_in  # noqa: F401 - fixture
+from tests.integration.test_screens import awaiting, logged_in  # noqa: F401 - fixture
 
 BIG = 2**31  # one past the integer columns
 HUGE = 2**63

@@ -319,7 +319,7 @@ def test_a_proposal_reads_as_an_order_on_the_approval_page(world):
 
 # --- Accessibility ----------------------------------------------------------------
 
-AXE = Path(__file__).parent / "vendor" / "axe-core" / "axe.min.js"
+AXE = Path(__file__).resolve().parents[1] / "vendor" / "axe-core" / "axe.min.js"
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run"]
 

@@ -14,7 +14,7 @@ from django.test import Client
 from approvals.models import ApprovalRequest, AuditEntry
 from executions import lifecycle
 from executions.models import Action, Execution, ExecutionEvent, Status
-from tests import test_screens as screens
+from tests.integration import test_screens as screens
 
 awaiting = screens.awaiting  # the fixture: an execution stopped at its approval gate
 decide_form, logged_in = screens.decide_form, screens.logged_in
@@ -440,7 +440,7 @@ def contrast(a: str, b: str) -> float:
 def test_every_badge_and_text_colour_meets_aa_contrast():
     """WCAG AA: 4.5:1 for every rule that sets both a background and a text colour, and
     for the body's text colours on the page and card backgrounds."""
-    css = (Path(__file__).resolve().parents[1] / "static/css/app.css").read_text()
+    css = (Path(__file__).resolve().parents[2] / "static/css/app.css").read_text()
     variables = dict(re.findall(r"--([\w-]+):\s*(#[0-9a-fA-F]{3,6})", css))
 
     def colour(value: str) -> str:

@@ -9,8 +9,8 @@ import pytest
 from django.test import Client
 
 from executions.models import Action, Execution
-from tests.test_edge import snapshot, world  # noqa: F401 - fixture
-from tests.test_screens import awaiting, logged_in  # noqa: F401 - fixture
+from tests.integration.test_edge import snapshot, world  # noqa: F401 - fixture
+from tests.integration.test_screens import awaiting, logged_in  # noqa: F401 - fixture
 
 NOT_OPERATORS = ["requester", "manager", "auditor"]
 

@@ -18,7 +18,7 @@ from approvals.services import approval_decide
 from executions import sweeper
 from executions.errors import Conflict, Forbidden
 from executions.models import Execution, Status
-from tests.test_screens import awaiting, decide_form, logged_in  # noqa: F401 - fixture
+from tests.integration.test_screens import awaiting, decide_form, logged_in  # noqa: F401 - fixture
 
 
 def decision_body(request, **over) -> dict:

@@ -21,10 +21,10 @@ from executions import lifecycle
 from executions.errors import InvalidInput
 from executions.models import Execution, ExecutionEvent, Status, StepRun
 from executions.restart import execution_restart
+from tests.scenarios.test_replacement_order import add_fault
+from tests.scenarios.test_resume_preview import approved, up
 from tests.support.procs import http
 from tests.support.stack import pk, wait_status
-from tests.test_replacement_order import add_fault
-from tests.test_resume_preview import approved, up
 
 EARLIER = ["retrieve_figures", "analyze", "draft_report", "review"]
 

@@ -16,7 +16,7 @@ from executions.models import Execution, Status
 
 def logged_in(person, **kwargs) -> Client:
     client = Client(**kwargs)
-    client.force_login(person.user)  # the login form itself is tested in tests/test_accounts.py
+    client.force_login(person.user)  # the login form itself is tested in tests/integration/test_accounts.py
     return client
 
 

@@ -8,10 +8,10 @@ from playwright.sync_api import expect
 from approvals.models import ApprovalRequest, Decision
 from executions.models import Execution, Status
 from executions.services import execution_start
+from tests.browser.test_browser import browser, login, web_stack  # noqa: F401 - fixtures
+from tests.integration.test_csp import POLICY
 from tests.support.procs import wait_for
 from tests.support.world import HOSTILE_CONSTRAINT
-from tests.test_browser import browser, login, web_stack  # noqa: F401 - fixtures
-from tests.test_csp import POLICY
 
 pytestmark = pytest.mark.browser
 

@@ -27,10 +27,10 @@ from executions.errors import Conflict
 from executions.models import Action, Execution, ExecutionEvent
 from executions.preview import resume_preview
 from executions.services import execution_resume
+from tests.integration.test_screens import awaiting  # noqa: F401 - fixture
+from tests.scenarios.test_replacement_order import add_fault, orders_mode, orders_with_reference
 from tests.support.procs import http
 from tests.support.stack import pk, wait_for, wait_status
-from tests.test_replacement_order import add_fault, orders_mode, orders_with_reference
-from tests.test_screens import awaiting  # noqa: F401 - fixture
 
 REPORT_STEPS = ["retrieve_figures", "analyze", "draft_report", "review", "publish", "notify"]
 ORDER_STEPS = ["load_order", "propose_replacement", "review", "submit_order", "record_order", "shipment", "confirm"]

@@ -14,7 +14,7 @@ import pytest
 from workflows import retail
 from workflows.retail import UnknownMonth
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "workflows" / "data" / "make_retail_snapshot.py"
 SNAPSHOT_FILE = ROOT / "workflows" / "data" / "retail_snapshot_v1.json"
 
