@@ -3,10 +3,12 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/keel
-# pytest runs in TEST_PROCESSES processes (pytest-xdist; 0: one, in make's own), each with a
-# Redis database of its own: TEST_BROKER_URL lists at least that many, comma-separated.
-TEST_PROCESSES ?= 2
-TEST_BROKER_URL ?= redis://127.0.0.1:6379/15,redis://127.0.0.1:6379/14
+# make test runs pytest in TEST_PROCESSES processes (pytest-xdist; 0: one, in make's own),
+# each with a Redis database of its own: TEST_BROKER_URL lists at least that many,
+# comma-separated. The suite mostly waits (timeouts, backoffs, leases), so three overlap
+# it better than two even on two cores (docs/testing.md, Time).
+TEST_PROCESSES ?= 3
+TEST_BROKER_URL ?= redis://127.0.0.1:6379/15,redis://127.0.0.1:6379/14,redis://127.0.0.1:6379/13
 
 .PHONY: run test test-fast lint install install-test services bench bench-peers chaos clean
 
@@ -44,11 +46,14 @@ test: install-test lint services
 	DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_BROKER_URL) \
 		$(BIN)/python -m pytest -n $(TEST_PROCESSES) --dist loadfile $(PYTEST_ARGS)
 
-# The inner loop: every test that starts no process (no stack, no sandbox, no Chromium);
-# one that tries is refused (KEEL_NO_PROCESSES) and must be marked `processes`.
+# The inner loop: every test that starts no process (no stack, no sandbox, no Chromium; one
+# that tries is refused by KEEL_NO_PROCESSES and must be marked `processes`), in one pytest
+# process, on a test database kept between runs (--reuse-db; migrations still apply), with
+# 3 fuzz examples per operation instead of 10.
+FAST_FUZZ_EXAMPLES ?= 3
 test-fast: install-test services
-	KEEL_NO_PROCESSES=1 DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_BROKER_URL) \
-		$(BIN)/python -m pytest -m "not processes and not browser" $(PYTEST_ARGS)
+	KEEL_NO_PROCESSES=1 KEEL_FUZZ_EXAMPLES=$(FAST_FUZZ_EXAMPLES) DATABASE_URL=$(TEST_DATABASE_URL) \
+		CELERY_BROKER_URL=$(TEST_BROKER_URL) $(BIN)/python -m pytest -m "not processes and not browser" --reuse-db $(PYTEST_ARGS)
 
 # Into docs/BENCHMARKS.md: keel side by side with the peers (bench-peers, first, while the
 # machine is quiet; skipped with a sentence when the peers' venv is missing, or with

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import contextlib
 import io
 import threading
 import uuid
@@ -10,6 +11,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.core.management import call_command
+from django.db import DatabaseError
 from django.db.backends.signals import connection_created
 from django.dispatch import receiver
 
@@ -105,9 +107,10 @@ def _flushes_outwait_the_stacks(sender, connection, **kwargs) -> None:
     """A shared stack's workers keep sweeping while pytest-django flushes the database
     between tests. Should a sweep and the flush's TRUNCATE deadlock, the sweep must be
     the one PostgreSQL cancels (the next sweep comes a second later): the backend that
-    checks for a deadlock first is cancelled, so this one, the test thread's, checks last."""
+    checks for a deadlock first is cancelled, so this one, the test thread's, checks last
+    (a setting for superusers: as another role, PostgreSQL's default stays)."""
     if connection.vendor == "postgresql" and threading.current_thread() is threading.main_thread():
-        with connection.cursor() as cursor:
+        with connection.cursor() as cursor, contextlib.suppress(DatabaseError):
             cursor.execute("SET deadlock_timeout = '30s'")
 
 

@@ -9,13 +9,15 @@ process stays the owner. Crash tests SIGKILL these processes; nothing here is mo
 
 Three lifetimes (the fixtures are in tests/conftest.py):
 
-- ``Sandbox``: the simulated services, started once per test run and emptied
-  (``POST /_reset``: tables, faults, configuration) before each test that uses it.
+- ``Sandbox``: the simulated services, started once per pytest process (a run in two
+  processes has two) and emptied (``POST /_reset``: tables, faults, configuration)
+  before each test that uses it.
 - ``SharedStacks``: one stack at a time (web, beat, workers) that tests which kill
   nothing share. ``stack.up(...)`` names what a test needs; consecutive tests asking
-  for the same get the same processes. Between two tests the stack ``settle``\\ s
-  (nothing running, pending or about to be due), then the database is flushed; a
-  stack that doesn't settle, or whose processes died, is replaced.
+  for the same get the same processes (for other workers only, new workers). Between
+  two tests the stack settles (``Stack.settle``: nothing running, pending or about to
+  be due), then the database is flushed; a stack that doesn't settle, or whose
+  processes died, is replaced.
 - a test's own ``Stack`` (``@pytest.mark.own_stack``): for tests that kill, stop,
   pause or specially configure processes. It is created only once the shared stack
   is closed, so no two stacks ever consume the same queues.
