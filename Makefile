@@ -47,13 +47,15 @@ test: install-test lint services
 		$(BIN)/python -m pytest -n $(TEST_PROCESSES) --dist loadfile $(PYTEST_ARGS)
 
 # The inner loop: every test that starts no process (no stack, no sandbox, no Chromium; one
-# that tries is refused by KEEL_NO_PROCESSES and must be marked `processes`), in one pytest
-# process, on a test database kept between runs (--reuse-db; migrations still apply), with
-# 3 fuzz examples per operation instead of 10.
+# that tries is refused by KEEL_NO_PROCESSES and must be marked `processes`), test by test
+# over FAST_PROCESSES pytest processes, on test databases kept between runs (--reuse-db;
+# new migrations still apply), with 3 fuzz examples per operation instead of 10.
+FAST_PROCESSES ?= 2
 FAST_FUZZ_EXAMPLES ?= 3
 test-fast: install-test services
 	KEEL_NO_PROCESSES=1 KEEL_FUZZ_EXAMPLES=$(FAST_FUZZ_EXAMPLES) DATABASE_URL=$(TEST_DATABASE_URL) \
-		CELERY_BROKER_URL=$(TEST_BROKER_URL) $(BIN)/python -m pytest -m "not processes and not browser" --reuse-db $(PYTEST_ARGS)
+		CELERY_BROKER_URL=$(TEST_BROKER_URL) $(BIN)/python -m pytest -m "not processes and not browser" \
+		-n $(FAST_PROCESSES) --dist load --reuse-db $(PYTEST_ARGS)
 
 # Into docs/BENCHMARKS.md: keel side by side with the peers (bench-peers, first, while the
 # machine is quiet; skipped with a sentence when the peers' venv is missing, or with
