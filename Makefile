@@ -3,9 +3,14 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/keel
-TEST_BROKER_URL ?= redis://127.0.0.1:6379/15
+# make test runs pytest in TEST_PROCESSES processes (pytest-xdist; 0: one, in make's own),
+# each with a Redis database of its own: TEST_BROKER_URL lists at least that many,
+# comma-separated. The suite mostly waits (timeouts, backoffs, leases), so three overlap
+# it better than two even on two cores (docs/testing.md, Time).
+TEST_PROCESSES ?= 3
+TEST_BROKER_URL ?= redis://127.0.0.1:6379/15,redis://127.0.0.1:6379/14,redis://127.0.0.1:6379/13
 
-.PHONY: run run-web run-worker run-beat run-sandbox prepare test lint install install-test services bench bench-peers chaos clean
+.PHONY: run run-web run-worker run-beat run-sandbox prepare test test-fast lint install install-test services bench bench-peers chaos clean
 
 install: $(VENV)/.installed
 install-test: $(VENV)/.installed-test
@@ -50,8 +55,21 @@ lint: install-test
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
 
+# Everything: lint, then every test on real processes, a file per pytest process at a time (docs/testing.md).
 test: install-test lint services
-	DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_BROKER_URL) $(BIN)/python -m pytest $(PYTEST_ARGS)
+	DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_BROKER_URL) \
+		$(BIN)/python -m pytest -n $(TEST_PROCESSES) --dist loadfile $(PYTEST_ARGS)
+
+# The inner loop: every test that starts no process (no stack, no sandbox, no Chromium; one
+# that tries is refused by KEEL_NO_PROCESSES and must be marked `processes`), test by test
+# over FAST_PROCESSES pytest processes, on test databases kept between runs (--reuse-db;
+# new migrations still apply), with 3 fuzz examples per operation instead of 10.
+FAST_PROCESSES ?= 2
+FAST_FUZZ_EXAMPLES ?= 3
+test-fast: install-test services
+	KEEL_NO_PROCESSES=1 KEEL_FUZZ_EXAMPLES=$(FAST_FUZZ_EXAMPLES) DATABASE_URL=$(TEST_DATABASE_URL) \
+		CELERY_BROKER_URL=$(TEST_BROKER_URL) $(BIN)/python -m pytest -m "not processes and not browser" \
+		-n $(FAST_PROCESSES) --dist load --reuse-db $(PYTEST_ARGS)
 
 # Into docs/BENCHMARKS.md: keel side by side with the peers (bench-peers, first, while the
 # machine is quiet; skipped with a sentence when the peers' venv is missing, or with

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
+from kombu import Exchange, Queue
 
 from config.secret_key import secret_key_in
 
@@ -260,11 +261,23 @@ CELERY_TASK_IGNORE_RESULT = True
 CELERY_RESULT_BACKEND = None
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+# Two queues: ``celery`` for the steps (executions.advance) and ``control`` for what beat
+# sends (the sweep, the metrics fold), so a sweep never waits behind a backlog of steps.
+# A worker consumes both unless ``-Q`` names fewer (docs/operations.md, Processes).
+CELERY_TASK_DEFAULT_QUEUE = "celery"
+CELERY_TASK_QUEUES = [Queue(name, Exchange(name), routing_key=name) for name in ("celery", "control")]
+CELERY_TASK_ROUTES = {
+    "executions.sweep": {"queue": "control"},
+    "metrics.fold": {"queue": "control"},
+    "triage.tally": {"queue": "control"},
+}
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 
 # --- Runtime timing (DESIGN §6).
 RUNTIME_LEASE_SECONDS = env_int("RUNTIME_LEASE_SECONDS", 30)
-RUNTIME_SWEEP_SECONDS = env_int("RUNTIME_SWEEP_SECONDS", 5)
+RUNTIME_SWEEP_SECONDS = float(
+    os.environ.get("RUNTIME_SWEEP_SECONDS", "5")
+)  # fractions too (the tests sweep twice a second)
 # A slice ends well inside the lease and far inside the broker's visibility timeout.
 RUNTIME_SLICE_SECONDS = env_int("RUNTIME_SLICE_SECONDS", max(1, RUNTIME_LEASE_SECONDS // 3))
 RUNTIME_WORKFLOW_MODULES = [

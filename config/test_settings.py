@@ -7,8 +7,22 @@ with the test database's URL passed in the environment.
 import os
 import tempfile
 
+from django.core.exceptions import ImproperlyConfigured
+
 os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/keel")
 os.environ.setdefault("CELERY_BROKER_URL", "redis://127.0.0.1:6379/15")
+# Each pytest process owns a Redis database (its stacks flush it): under pytest-xdist
+# CELERY_BROKER_URL lists one per process, comma-separated, gw0's first, and each takes
+# its own (the list is kept for the processes xdist starts). The test database gets
+# pytest-django's per-process suffix: test_<name>_gw0, …
+_brokers = os.environ.setdefault("KEEL_TEST_BROKER_URLS", os.environ["CELERY_BROKER_URL"]).split(",")
+_process = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw"))
+if _process >= len(_brokers):
+    raise ImproperlyConfigured(
+        f"pytest process {_process + 1} has no Redis database of its own: CELERY_BROKER_URL lists "
+        f"{len(_brokers)} ({','.join(_brokers)}); give one per process (-n), comma-separated."
+    )
+os.environ["CELERY_BROKER_URL"] = _brokers[_process]
 # Playwright's sync API runs an event loop in the test thread; Django's ORM refuses
 # to run there unless told. Test settings only.
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
@@ -20,6 +34,9 @@ PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 DASHBOARD_POLL_MS = 500
 # Close connections after each request, so the live server leaves none behind.
 DATABASES["default"]["CONN_MAX_AGE"] = 0  # noqa: F405
+# Django's PostgreSQL backend, emptied between tests with DELETE instead of TRUNCATE (its docstring).
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":  # noqa: F405
+    DATABASES["default"]["ENGINE"] = "tests.support.flushing_postgres"  # noqa: F405
 
 
 class UnknownTemplateVariable(str):

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
+import contextlib
 import io
+import threading
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -9,11 +11,51 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.core.management import call_command
+from django.db import DatabaseError
+from django.db.backends.signals import connection_created
+from django.dispatch import receiver
 
 from accounts.roles import ensure_roles
 from accounts.tokens import api_token_create
 from tests.support.procs import http
-from tests.support.stack import APP_DB_ROLE, Stack
+from tests.support.stack import APP_DB_ROLE, Sandbox, SharedStack, SharedStacks, Stack
+
+# Fixtures that start keel's processes (or need them): their tests are marked ``processes``.
+PROCESS_FIXTURES = {"stack", "sandbox", "run_sandbox", "shared_stacks", "world", "web_stack"}
+
+
+def _stack_order(item) -> int:
+    """0: no stack, 1: the shared stack, 2: a stack of its own."""
+    if "stack" not in getattr(item, "fixturenames", ()):
+        return 0
+    return 2 if item.get_closest_marker("own_stack") else 1
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items) -> None:
+    """Mark the tests that start processes (before ``-m`` selects)."""
+    for item in items:
+        if PROCESS_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.processes)
+
+
+class _StackOrder:
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, items) -> None:
+        """Within each run of a module's tests (after pytest-django's ordering), those without a
+        stack first, then those on the shared stack, then those with their own, so a module
+        starts its shared stack once."""
+        ordered, run = [], []
+        for item in items:
+            if run and item.module is not run[0].module:
+                ordered += sorted(run, key=_stack_order)
+                run = []
+            run.append(item)
+        items[:] = ordered + sorted(run, key=_stack_order)
+
+
+def pytest_configure(config) -> None:
+    config.pluginmanager.register(_StackOrder(), "keel-stack-order")
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
@@ -60,14 +102,81 @@ def people(transactional_db) -> dict[str, Person]:
     return out
 
 
+@receiver(connection_created)
+def _flushes_outwait_the_stacks(sender, connection, **kwargs) -> None:
+    """A shared stack's workers keep sweeping while pytest-django flushes the database
+    between tests. Should a sweep and the flush's TRUNCATE deadlock, the sweep must be
+    the one PostgreSQL cancels (the next sweep comes a second later): the backend that
+    checks for a deadlock first is cancelled, so this one, the test thread's, checks last
+    (a setting for superusers: as another role, PostgreSQL's default stays)."""
+    if connection.vendor == "postgresql" and threading.current_thread() is threading.main_thread():
+        with connection.cursor() as cursor, contextlib.suppress(DatabaseError):
+            cursor.execute("SET deadlock_timeout = '30s'")
+
+
+def _failed(request) -> bool:
+    return getattr(request.node, "rep_call", None) is not None and request.node.rep_call.failed
+
+
+@pytest.fixture(scope="session")
+def run_sandbox(tmp_path_factory):
+    """The sandbox of the whole test run (tests/support/stack.py), started once."""
+    sandbox = Sandbox(tmp_path_factory.mktemp("sandbox"))
+    yield sandbox
+    sandbox.close()
+
+
 @pytest.fixture
-def stack(request, transactional_db, tmp_path):
-    s = Stack(tmp_path)
-    yield s
-    failed = getattr(request.node, "rep_call", None) is not None and request.node.rep_call.failed
-    s.close()
-    if failed:
-        print(s.logs())
+def sandbox(run_sandbox) -> Sandbox:
+    """The run's sandbox, emptied for this test: no orders, publications, faults or stats of another."""
+    run_sandbox.reset()
+    return run_sandbox
+
+
+_SHARED: list[SharedStacks] = []  # the session's, once a test asked for it
+
+
+@pytest.fixture(scope="session")
+def shared_stacks(run_sandbox, tmp_path_factory):
+    stacks = SharedStacks(run_sandbox, tmp_path_factory)
+    _SHARED.append(stacks)
+    yield stacks
+    stacks.close()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _one_shared_stack_per_module():
+    """The shared stack ends with its module: an idle one would sweep through every test after it."""
+    yield
+    for stacks in _SHARED:
+        stacks.close()
+
+
+@pytest.fixture(autouse=True)
+def _no_shared_stack_unless_asked(request):
+    """A test that uses no stack runs with none: no shared worker takes the executions it makes."""
+    if "stack" not in request.fixturenames:
+        for stacks in _SHARED:
+            stacks.close()
+
+
+@pytest.fixture
+def stack(request, transactional_db, sandbox, shared_stacks, tmp_path):
+    """The test's processes: ``stack.up(...)`` on the shared stack, or, for a test marked
+    ``own_stack`` (it kills, stops or configures processes), a ``Stack`` of its own."""
+    if request.node.get_closest_marker("own_stack") is None:
+        handle = SharedStack(shared_stacks)
+        yield handle
+        if _failed(request):
+            print(handle.logs())
+        handle.finish()
+        return
+    shared_stacks.close()  # one consumer per queue: the shared stack's workers are gone first
+    own = Stack(tmp_path, sandbox)
+    yield own
+    own.close()
+    if _failed(request):
+        print(own.logs())
 
 
 class ApiClient:

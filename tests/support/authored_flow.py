@@ -1,6 +1,6 @@
 """A workflow written the way a newcomer would, with the authoring surface alone:
 ``executions.authoring`` (and ``approvals.gate`` for its approval), nothing else of
-the project. tests/test_authoring_surface.py checks the imports and runs it end to
+the project. tests/integration/test_authoring_surface.py checks the imports and runs it end to
 end (listed in RUNTIME_WORKFLOW_MODULES next to nothing else).
 
 ``greeting_card`` v1: compose a card (an artifact), ask the model to polish it, a

@@ -3,8 +3,10 @@
 ``Processes`` starts the sandbox (``manage.py runsandbox``), the web server (gunicorn,
 as in production), Celery workers and beat (and, for a run that owns its broker, a
 Redis server) with one environment, each a ``Proc`` with its output in a log file, and
-stops them all in ``close``. ``Proc.kill`` is SIGKILL: crash tests and the chaos run
-use it as a machine's crash. ``PrivatePostgres`` is a throwaway PostgreSQL server a
+kills them all in ``close``. Processes started inside ``with procs.together():`` start
+at once and the block ends when every one of them is ready, so a run pays for the
+slowest start, not the sum. ``Proc.kill`` is SIGKILL to the process and everything it
+started: crash tests and the chaos run use it as a machine's crash. ``PrivatePostgres`` is a throwaway PostgreSQL server a
 run may crash and restart without touching the machine's own. Nothing here imports
 Django, so a script outside any Django process can use it; ``tests/support/stack.py``
 adds what the pytest process knows (its test database, Redis and secret key).
@@ -22,7 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +35,10 @@ BIN = Path(sys.executable).parent
 # setpriv --pdeathsig: a child is SIGKILLed when the process that started it dies
 # without stopping it (pytest or chaos.py killed), so none outlives its run.
 _SETPRIV = shutil.which("setpriv")
+# The queues a worker consumes (config/settings.py, CELERY_TASK_QUEUES): the steps, and
+# the control tasks beat sends (the sweep, the metrics fold). Named here because this
+# module imports no Django; tests/unit/test_queues.py keeps the two equal.
+WORKER_QUEUES = "celery,control"
 
 
 def free_port() -> int:
@@ -88,14 +94,15 @@ def responds(url: str) -> bool:
 
 def keel_env(**values: str) -> dict[str, str]:
     """This process's environment for keel's processes: ``config.settings``, unbuffered
-    output, 3 s leases swept every second and 3 s effect timeouts (a crash is noticed in
-    seconds), then ``values``. Never pytest's async switch nor this process's failpoints."""
+    output, 3 s leases swept twice a second and 3 s effect timeouts (a crash is noticed in
+    seconds, a retry runs within half a second of its due time), then ``values``. Never
+    pytest's async switch nor this process's failpoints."""
     env = {k: v for k, v in os.environ.items() if k not in ("DJANGO_ALLOW_ASYNC_UNSAFE", "RUNTIME_FAILPOINTS")}
     return {
         **env,
         "DJANGO_SETTINGS_MODULE": "config.settings",
         "RUNTIME_LEASE_SECONDS": "3",
-        "RUNTIME_SWEEP_SECONDS": "1",
+        "RUNTIME_SWEEP_SECONDS": "0.5",
         "RUNTIME_EFFECT_TIMEOUT_SECONDS": "3",
         "PYTHONUNBUFFERED": "1",
         **values,
@@ -122,15 +129,36 @@ def manage(*args: str, env: dict[str, str], log: Path | None = None, timeout: fl
 
 
 class Proc:
-    """One child process run from the repository's root, stdout and stderr appended to ``log``."""
+    """One child process run from the repository's root, stdout and stderr appended to ``log``,
+    in a process group of its own (with whatever it starts, e.g. gunicorn's workers).
 
-    def __init__(self, name: str, args: list[str], env: dict[str, str], log: Path) -> None:
+    ``ready(proc)`` is the condition that says it is up (``wait_ready``), ``what`` names it."""
+
+    def __init__(
+        self,
+        name: str,
+        args: list[str],
+        env: dict[str, str],
+        log: Path,
+        *,
+        ready: Callable[[Proc], Any] | None = None,
+        what: str = "",
+    ) -> None:
+        if os.environ.get("KEEL_NO_PROCESSES"):
+            raise RuntimeError(f"{name}: this run starts no processes (make test-fast); mark the test `processes`")
         self.name, self.args, self.log = name, args, log
+        self.ready, self.what = ready, what or f"{name} to be ready"
         self.killed = False  # stopped by us, as opposed to exiting on its own
         self._out = open(log, "ab")  # noqa: SIM115 - closed in kill()
         prefix = [_SETPRIV, "--pdeathsig", "KILL", "--"] if _SETPRIV else []
         self.popen = subprocess.Popen(
-            prefix + args, cwd=ROOT, env=env, stdout=self._out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+            prefix + args,
+            cwd=ROOT,
+            env=env,
+            stdout=self._out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
         )
 
     @property
@@ -141,10 +169,11 @@ class Proc:
         return self.popen.poll() is None
 
     def kill(self) -> None:
-        """SIGKILL: no cleanup, no goodbye, exactly like a crashed machine."""
+        """SIGKILL to the process and everything it started: no cleanup, no goodbye,
+        exactly like a crashed machine."""
         self.killed = True
-        if self.alive():
-            self.popen.send_signal(signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.popen.pid, signal.SIGKILL)  # its group: gunicorn's workers die with it
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.popen.wait(timeout=10)
         self._out.close()
@@ -168,40 +197,84 @@ class Proc:
         except OSError:
             return ""
 
-    def wait_until(self, predicate: Callable[[], Any], *, what: str, timeout: float = 60) -> None:
+    def wait_until(
+        self, predicate: Callable[[], Any], *, what: str, timeout: float = 60, interval: float = 0.2
+    ) -> None:
         """Until ``predicate()`` is true; AssertionError with the output if the process exits first."""
-        wait_for(lambda: predicate() or not self.alive(), timeout=timeout, what=what)
+        wait_for(lambda: predicate() or not self.alive(), timeout=timeout, interval=interval, what=what)
         if not self.alive():
             raise AssertionError(
                 f"{self.name} exited ({self.popen.returncode}) before {what}:\n{self.output()[-3000:]}"
             )
 
+    def wait_ready(self, timeout: float = 60) -> None:
+        """Until its ``ready`` condition holds (at once without one); AssertionError if it exits first."""
+        if self.ready is not None:
+            self.wait_until(lambda: self.ready(self), what=self.what, timeout=timeout, interval=0.05)
+
+    def count(self, pattern: re.Pattern[str]) -> int:
+        """How many times ``pattern`` matches its output so far."""
+        return len(pattern.findall(self.output()))
+
 
 class Processes:
     """keel's processes for one run, all with ``env`` (plus ``SANDBOX_URL``), logs in
-    ``log_dir`` (default ``tmp``) as ``<name>-<n>.log``. Call ``close``."""
+    ``log_dir`` (default ``tmp``) as ``<name>-<n>.log``. Call ``close``.
 
-    def __init__(self, tmp: Path, env: dict[str, str], *, log_dir: Path | None = None) -> None:
+    With ``sandbox_url`` the run uses a sandbox that is already up (the test run's one)
+    instead of starting its own."""
+
+    def __init__(
+        self, tmp: Path, env: dict[str, str], *, log_dir: Path | None = None, sandbox_url: str | None = None
+    ) -> None:
         self.tmp = tmp
         self.log_dir = log_dir or tmp
         self.procs: list[Proc] = []
-        self.sandbox_port = free_port()
-        self.sandbox_url = f"http://127.0.0.1:{self.sandbox_port}"
+        self.sandbox_port = None if sandbox_url else free_port()
+        self.sandbox_url = sandbox_url or f"http://127.0.0.1:{self.sandbox_port}"
         self.web_url: str | None = None
         self.env = {**env, "SANDBOX_URL": self.sandbox_url}
+        self._starting: list[Proc] | None = None  # inside together(): started, readiness not yet awaited
 
-    def start(self, name: str, args: list[str], **env: str) -> Proc:
-        proc = Proc(name, args, {**self.env, **env}, self.log_dir / f"{name}-{len(self.procs)}.log")
+    def start(
+        self, name: str, args: list[str], *, ready: Callable[[Proc], Any] | None = None, what: str = "", **env: str
+    ) -> Proc:
+        """Start ``args`` as ``name``; with ``ready``, return once it holds (or, inside
+        ``together``, when the block ends)."""
+        log = self.log_dir / f"{name}-{len(self.procs)}.log"
+        proc = Proc(name, args, {**self.env, **env}, log, ready=ready, what=what)
         self.procs.append(proc)
+        if ready is not None:
+            if self._starting is not None:
+                self._starting.append(proc)
+            else:
+                proc.wait_ready()
         return proc
+
+    @contextlib.contextmanager
+    def together(self) -> Iterator[None]:
+        """Processes started inside the block start at once; the block ends when every one
+        of them is ready (AssertionError naming the first that died or timed out). Inside
+        another ``together`` it is part of that one."""
+        if self._starting is not None:
+            yield
+            return
+        self._starting = []
+        try:
+            yield
+            for proc in self._starting:
+                proc.wait_ready()
+        finally:
+            self._starting = None
 
     def sandbox(self, **env: str) -> Proc:
         """The sandbox on ``sandbox_port`` with its SQLite file in ``tmp`` (a restart keeps both), listening."""
+        if self.sandbox_port is None:
+            raise RuntimeError(f"this run uses the sandbox at {self.sandbox_url}; it starts none of its own")
         db = str(self.tmp / "sandbox.sqlite3")
         args = [str(BIN / "python"), "manage.py", "runsandbox", "--port", str(self.sandbox_port), "--db", db]
-        proc = self.start("sandbox", args, **env)
-        proc.wait_until(lambda: responds(f"{self.sandbox_url}/_health"), what="the sandbox to listen")
-        return proc
+        url = f"{self.sandbox_url}/_health"
+        return self.start("sandbox", args, ready=lambda _: responds(url), what="the sandbox to listen", **env)
 
     def web(self, *, workers: int = 2, **env: str) -> Proc:
         """gunicorn on a new port (``web_url``), listening, with production's worker class
@@ -220,17 +293,16 @@ class Processes:
             "--timeout",
             "30",
             "--graceful-timeout",
-            "3",
+            "1",
             "--no-control-socket",  # its default path is shared by every gunicorn of the machine
         ]
-        proc = self.start("web", args, **env)
-        self.web_url = f"http://127.0.0.1:{port}"
-        proc.wait_until(lambda: responds(f"{self.web_url}/login/"), what="the web server to listen")
-        return proc
+        self.web_url = url = f"http://127.0.0.1:{port}"
+        login = f"{url}/login/"
+        return self.start("web", args, ready=lambda _: responds(login), what="the web server to listen", **env)
 
-    def worker(self, name: str = "w1", *, ready: bool = True, queues: str | None = None, **env: str) -> Proc:
-        """A solo-pool Celery worker named ``<name>-<our pid>``; with ``ready``, once it logged "ready.";
-        with ``queues`` (``-Q``), consuming only those instead of the default queue."""
+    def worker(self, name: str = "w1", *, ready: bool = True, queues: str = WORKER_QUEUES, **env: str) -> Proc:
+        """A solo-pool Celery worker named ``<name>-<our pid>`` consuming ``queues`` (``-Q``: the
+        steps' and the control queue unless told otherwise); with ``ready``, once it logged "ready."."""
         args = [
             str(BIN / "celery"),
             "-A",
@@ -243,12 +315,11 @@ class Processes:
             "--without-gossip",
             "--without-mingle",
             "--without-heartbeat",
-            *(["-Q", queues] if queues else []),
+            "-Q",
+            queues,
         ]
-        proc = self.start(f"worker-{name}", args, **env)
-        if ready:
-            worker_ready(proc)
-        return proc
+        up = worker_is_ready if ready else None
+        return self.start(f"worker-{name}", args, ready=up, what=f"worker-{name} to be ready", **env)
 
     def beat(self, **env: str) -> Proc:
         schedule = str(self.tmp / f"beat-{len(self.procs)}")
@@ -260,29 +331,42 @@ class Processes:
         """redis-server on ``port`` of 127.0.0.1, persisting nothing (a restart forgets every
         message), answering PING."""
         args = ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
-        proc = self.start("redis", args)
-        proc.wait_until(lambda: redis_pings(port), timeout=20, what="redis to answer")
-        return proc
+        return self.start("redis", args, ready=lambda _: redis_pings(port), what="redis to answer")
 
     def sandbox_stats(self) -> dict:
         return http().get(f"{self.sandbox_url}/_stats", timeout=30).json()
 
-    def close(self, timeout: float = 10) -> None:
-        """SIGTERM to every process at once, SIGKILL to those still running ``timeout`` seconds later."""
+    def close(self) -> None:
+        """SIGKILL every process (and what it started): a run's processes keep nothing worth a
+        graceful stop, and gunicorn's would wait out its keep-alive connections."""
         for proc in reversed(self.procs):
-            proc.terminate()
-        deadline = time.monotonic() + timeout
-        for proc in reversed(self.procs):
-            proc.stop(timeout=max(0.1, deadline - time.monotonic()))
+            proc.kill()
 
     def logs(self) -> str:
         """The end of every process's log, for a failure report."""
         return "\n".join(f"===== {p.name} =====\n{p.output()[-4000:]}" for p in self.procs)
 
 
+def stop_together(*procs: Proc, timeout: float = 10) -> None:
+    """SIGTERM to every one of ``procs`` at once (a deploy), then as ``Proc.stop``: the slowest
+    to stop sets the time, not the sum."""
+    for proc in procs:
+        proc.terminate()
+    deadline = time.monotonic() + timeout
+    for proc in procs:
+        proc.stop(timeout=max(0.1, deadline - time.monotonic()))
+
+
+def worker_is_ready(worker: Proc) -> bool:
+    """Whether a worker logged "ready." (it consumes its queues)."""
+    return "ready." in worker.output()
+
+
 def worker_ready(worker: Proc, timeout: float = 60) -> None:
     """Until a worker logged "ready."; AssertionError with its output if it died first."""
-    worker.wait_until(lambda: "ready." in worker.output(), timeout=timeout, what=f"{worker.name} to be ready")
+    worker.wait_until(
+        lambda: worker_is_ready(worker), timeout=timeout, what=f"{worker.name} to be ready", interval=0.05
+    )
 
 
 def redis_pings(port: int) -> bool:

@@ -1,4 +1,4 @@
-"""The processes of one test, pointed at what the pytest process uses.
+"""The processes of the tests, pointed at what the pytest process uses.
 
 ``Stack`` is the shared harness (tests/support/procs.py) with the environment of the
 *test* database pytest-django created and a Redis database the tests own (flushed
@@ -6,45 +6,298 @@ for each stack). The web server, workers and beat connect as the application's r
 (``APP_DB_ROLE``, set up by ``grant_app_role`` in tests/conftest.py), as in
 production: they may only SELECT and INSERT the append-only tables. The pytest
 process stays the owner. Crash tests SIGKILL these processes; nothing here is mocked.
+
+Three lifetimes (the fixtures are in tests/conftest.py):
+
+- ``Sandbox``: the simulated services, started once per pytest process (a run in two
+  processes has two) and emptied (``POST /_reset``: tables, faults, configuration)
+  before each test that uses it.
+- ``SharedStacks``: one stack at a time (web, beat, workers) that tests which kill
+  nothing share. ``stack.up(...)`` names what a test needs; consecutive tests asking
+  for the same get the same processes (for other workers only, new workers). Between
+  two tests the stack settles (``Stack.settle``: nothing running, pending or about to
+  be due), then the database is flushed; a stack that doesn't settle, or whose
+  processes died, is replaced.
+- a test's own ``Stack`` (``@pytest.mark.own_stack``): for tests that kill, stop,
+  pause or specially configure processes. It is created only once the shared stack
+  is closed, so no two stacks ever consume the same queues.
 """
 
 from __future__ import annotations
 
+import datetime as dt
+import re
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import redis
 from django.conf import settings
 from django.db import connection
+from django.db.models import Q
+from django.utils import timezone
 
-from tests.support.procs import Processes, keel_env, wait_for
+from tests.support.procs import Proc, Processes, http, keel_env, wait_for
 
 # The PostgreSQL role the application's processes run as (docs/operations.md, Security).
 APP_DB_ROLE = "keel_app"
+# How long a shared stack may take to settle after a test before it is replaced.
+SETTLE_SECONDS = 3
+# Celery's lines for a finished sweep and a finished step task (workers log at INFO).
+SWEEP_DONE = re.compile(r"Task executions\.sweep\[[^\]]+\] (?:succeeded|raised|failed)")
+ADVANCE_DONE = re.compile(r"Task executions\.advance\[[^\]]+\] (?:succeeded|raised|failed)")
+FOLD_DONE = re.compile(r"Task metrics\.fold\[[^\]]+\] (?:succeeded|raised|failed)")
+
+
+class Sandbox:
+    """The sandbox of a test run: one process on one port with its SQLite file in ``tmp``.
+    ``reset`` empties it (and starts it again, on the same port, if a test killed it)."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.tmp = tmp
+        self.procs = Processes(tmp, keel_env())
+        self.url = self.procs.sandbox_url
+        self.proc = self.procs.sandbox()
+
+    def reset(self) -> None:
+        if not self.proc.alive():
+            self.proc = self.procs.sandbox()
+        answer = http().post(f"{self.url}/_reset", timeout=10)
+        assert answer.status_code == 200, answer.text
+
+    def close(self) -> None:
+        self.procs.close()
+
+
+@dataclass
+class Up:
+    """The processes ``Stack.up`` started (or found running)."""
+
+    web: Proc | None
+    beat: Proc | None
+    workers: list[Proc] = field(default_factory=list)
+
+    @property
+    def worker(self) -> Proc:
+        [only] = self.workers
+        return only
+
+    def all(self) -> list[Proc]:
+        return [p for p in (self.web, self.beat, *self.workers) if p is not None]
+
+
+@dataclass(frozen=True)
+class Spec:
+    """What ``Stack.up`` was asked for; equal specs share processes."""
+
+    web: bool
+    beat: bool
+    workers: tuple[str, ...]
+    env: tuple[tuple[str, str], ...]
+    worker_env: tuple[tuple[str, str], ...]
+    web_env: tuple[tuple[str, str], ...]
+
+    @classmethod
+    def of(
+        cls,
+        *,
+        web: bool = True,
+        beat: bool = True,
+        workers: int | tuple[str, ...] = 1,
+        worker_env: dict[str, str] | None = None,
+        web_env: dict[str, str] | None = None,
+        **env: str,
+    ) -> Spec:
+        names = tuple(f"w{n + 1}" for n in range(workers)) if isinstance(workers, int) else tuple(workers)
+        return cls(
+            web=web,
+            beat=beat,
+            workers=names,
+            env=tuple(sorted(env.items())),
+            worker_env=tuple(sorted((worker_env or {}).items())),
+            web_env=tuple(sorted((web_env or {}).items())),
+        )
+
+
+def app_env(tmp: Path, **env: str) -> dict[str, str]:
+    """The environment of a keel process of this test run: the test database as the
+    application's role, the run's Redis, the pytest process's secret key and artifact
+    store, its var dir in ``tmp``, then ``env`` (a ``manage.py`` command needs no more)."""
+    db = connection.settings_dict
+    return keel_env(
+        DATABASE_URL=f"postgres://{APP_DB_ROLE}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}",
+        CELERY_BROKER_URL=settings.CELERY_BROKER_URL,
+        KEEL_VAR_DIR=str(tmp / "var"),
+        # One key for this process and the stack's (each var dir would otherwise make its own).
+        DJANGO_SECRET_KEY=settings.SECRET_KEY,
+        KEEL_ARTIFACTS_ROOT=str(settings.ARTIFACTS_ROOT),
+        **env,
+    )
 
 
 class Stack(Processes):
-    """keel's processes for one test, with failpoints in ``tmp``. Call ``close`` (the fixture does)."""
+    """keel's processes for tests, using the run's ``sandbox``, with failpoints in ``tmp``.
+    Call ``close`` (the fixtures do)."""
 
-    def __init__(self, tmp: Path, **env: str) -> None:
+    shared = False
+
+    def __init__(self, tmp: Path, sandbox: Sandbox, **env: str) -> None:
         self.failpoint_dir = tmp / "failpoints"
-        db = connection.settings_dict
+        self.run_sandbox = sandbox
         super().__init__(
-            tmp,
-            keel_env(
-                DATABASE_URL=f"postgres://{APP_DB_ROLE}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}",
-                CELERY_BROKER_URL=settings.CELERY_BROKER_URL,
-                KEEL_VAR_DIR=str(tmp / "var"),
-                # One key for this process and the stack's (each var dir would otherwise make its own).
-                DJANGO_SECRET_KEY=settings.SECRET_KEY,
-                KEEL_ARTIFACTS_ROOT=str(settings.ARTIFACTS_ROOT),
-                RUNTIME_FAILPOINT_DIR=str(self.failpoint_dir),
-                **env,
-            ),
+            tmp, app_env(tmp, RUNTIME_FAILPOINT_DIR=str(self.failpoint_dir), **env), sandbox_url=sandbox.url
         )
         redis.Redis.from_url(settings.CELERY_BROKER_URL).flushdb()
 
+    def sandbox(self, **env: str) -> Proc:
+        """The run's sandbox: already up, and emptied for this test."""
+        assert not env, "the run's sandbox is started once, with no environment of a test's"
+        return self.run_sandbox.proc
+
+    def up(self, **spec: Any) -> Up:
+        """Start, together, what ``Spec.of(**spec)`` names: the web server (``web_env``),
+        beat, the workers (``worker_env``), all with ``env``; return once all are ready."""
+        return self.start_spec(Spec.of(**spec))
+
+    def start_spec(self, spec: Spec) -> Up:
+        env, web_env = dict(spec.env), dict(spec.web_env)
+        with self.together():
+            web = self.web(**env, **web_env) if spec.web else None
+            beat = self.beat(**env) if spec.beat else None
+            workers = self.start_workers(spec)
+        return Up(web=web, beat=beat, workers=workers)
+
+    def start_workers(self, spec: Spec) -> list[Proc]:
+        with self.together():
+            return [self.worker(name, **dict(spec.env), **dict(spec.worker_env)) for name in spec.workers]
+
     def failpoint_reached(self, name: str) -> bool:
         return (self.failpoint_dir / name.replace(":", "__")).exists()
+
+    def sweeps(self) -> int:
+        """Sweeps finished so far, by every worker of the stack."""
+        return sum(p.count(SWEEP_DONE) for p in self.procs if p.name.startswith("worker-"))
+
+    def wait_sweeps(self, n: int = 2, timeout: float = 30) -> None:
+        """Until ``n`` more sweeps have finished: what a sweeper would do by now, it did."""
+        target = self.sweeps() + n
+        wait_for(lambda: self.sweeps() >= target, timeout=timeout, interval=0.1, what=f"{n} more sweeps")
+
+    def settle(self, timeout: float = 30) -> bool:
+        """Until no worker has anything to do: no execution running or pending, none due
+        within a few seconds. False if that doesn't happen within ``timeout``."""
+        from executions.models import Execution, Status
+
+        def quiet() -> bool:
+            soon = timezone.now() + dt.timedelta(seconds=5)
+            due = Q(status__in=[Status.RETRY_PENDING, Status.WAITING], due_at__lte=soon)
+            return not Execution.objects.filter(Q(status__in=[Status.RUNNING, Status.PENDING]) | due).exists()
+
+        try:
+            wait_for(quiet, timeout=timeout, interval=0.1, what="the stack to settle")
+        except AssertionError:
+            return False
+        return True
+
+
+class SharedStacks:
+    """The one shared stack of a test run (or none), and the run's sandbox."""
+
+    def __init__(self, sandbox: Sandbox, tmp_factory: Any) -> None:
+        self.sandbox = sandbox
+        self.tmp_factory = tmp_factory
+        self.current: tuple[Spec, Stack, Up] | None = None
+        self.started = 0  # stacks started, for the run's summary
+
+    def up(self, spec: Spec) -> tuple[Stack, Up]:
+        """The shared stack running ``spec``: the current one if it runs that and every one
+        of its processes is alive; the current one with new workers if only the workers
+        differ; else a new one in its place."""
+        if self.current is not None:
+            current, stack, up = self.current
+            alive = all(p.alive() for p in up.all())
+            if current == spec and alive:
+                return stack, up
+            if alive and replace(current, workers=spec.workers, worker_env=spec.worker_env) == spec:
+                for worker in up.workers:
+                    worker.kill()
+                up = Up(web=up.web, beat=up.beat, workers=stack.start_workers(spec))
+                self.current = (spec, stack, up)
+                return stack, up
+            self.close()
+        stack = Stack(self.tmp_factory.mktemp("shared"), self.sandbox)
+        stack.shared = True
+        try:
+            up = stack.start_spec(spec)
+        except BaseException:
+            print(stack.logs())
+            stack.close()
+            raise
+        self.current = (spec, stack, up)
+        self.started += 1
+        return stack, up
+
+    def close(self) -> None:
+        if self.current is not None:
+            self.current[1].close()
+            self.current = None
+
+
+class SharedStack:
+    """A test's handle on the shared stack: ``up(...)`` as on a ``Stack``; the processes
+    come from ``SharedStacks`` and outlive the test. It starts nothing else (a test that
+    needs more is marked ``own_stack``)."""
+
+    shared = True
+
+    def __init__(self, stacks: SharedStacks) -> None:
+        self.stacks = stacks
+        self.sandbox_url = stacks.sandbox.url
+        self._stack: Stack | None = None
+
+    def up(self, **spec: Any) -> Up:
+        self._stack, up = self.stacks.up(Spec.of(**spec))
+        return up
+
+    @property
+    def running(self) -> Stack:
+        assert self._stack is not None, "call stack.up(...) first"
+        return self._stack
+
+    @property
+    def web_url(self) -> str | None:
+        return self.running.web_url
+
+    @property
+    def env(self) -> dict[str, str]:
+        return self.running.env
+
+    def sandbox_stats(self) -> dict:
+        return http().get(f"{self.sandbox_url}/_stats", timeout=30).json()
+
+    def failpoint_reached(self, name: str) -> bool:
+        return self.running.failpoint_reached(name)
+
+    def sweeps(self) -> int:
+        return self.running.sweeps()
+
+    def wait_sweeps(self, n: int = 2, timeout: float = 30) -> None:
+        self.running.wait_sweeps(n, timeout)
+
+    def logs(self) -> str:
+        return self.running.logs() if self._stack is not None else ""
+
+    def finish(self) -> None:
+        """At the end of the test: let the stack settle before the database is flushed; one
+        that doesn't within a few seconds is closed (a new one starts in less time than a
+        long step takes), so nothing it still does reaches the next test."""
+        if self._stack is not None and not self._stack.settle(timeout=SETTLE_SECONDS):
+            self.stacks.close()
+
+    def __getattr__(self, name: str) -> Any:
+        if name in ("web", "worker", "beat", "together", "start"):
+            raise AttributeError(f"the shared stack starts nothing but up(); mark the test own_stack to {name}()")
+        raise AttributeError(name)
 
 
 def pk(ref: str) -> int:

@@ -1,7 +1,7 @@
 """Every shipped workflow driven into every state it can reach, with real processes.
 
 ``build_world`` starts executions of ``monthly_report`` and ``replacement_order`` as a
-requester, lets a real worker take them to their approval gate, then decides,
+requester, lets real workers take them to their approval gate, then decides,
 cancels, redrafts and injects the sandbox's faults one state at a time (faults apply
 to the next calls of an endpoint, so each is armed just before the one execution
 that must meet it). It returns ``{state name: execution ref}``.
@@ -130,13 +130,16 @@ class Driver:
     def clear_faults(self) -> None:
         assert http().delete(f"{self.stack.sandbox_url}/_faults", timeout=5).status_code == 200
 
-    def unknown_then(self, refs: list[str], *, submit: str, lookup: str) -> None:
-        """The effect commits at the provider but the answer is lost, and lookups fail: unknown."""
-        self.fault(submit, "commit_then_hang", count=len(refs), hang_seconds=5)
-        self.fault(lookup, "error_500", method="GET", count=10_000)
-        for ref in refs:
+    def unknown_then(self, refs: dict[tuple[str, str], list[str]]) -> None:
+        """The effect commits at the provider but the answer is lost, and lookups fail: unknown.
+        ``refs`` by (submit endpoint, lookup endpoint); endpoints of their own, so at once."""
+        for (submit, lookup), those in refs.items():
+            self.fault(submit, "commit_then_hang", count=len(those), hang_seconds=5)
+            self.fault(lookup, "error_500", method="GET", count=10_000)
+        every = [ref for those in refs.values() for ref in those]
+        for ref in every:
             self.decide(ref)
-        for ref in refs:
+        for ref in every:
             self.wait(ref, Status.NEEDS_ATTENTION, timeout=150)
         self.clear_faults()
 
@@ -157,9 +160,9 @@ class Driver:
 
 def build_world(stack: Stack, people: dict[str, Account]) -> dict[str, str]:
     """Drive both workflows into every reachable state; ``{state: ref}``."""
-    stack.sandbox()
-    worker = stack.worker()
-    stack.beat()
+    with stack.together():
+        workers = [stack.worker("w1"), stack.worker("w2")]
+        stack.beat()
     d = Driver(stack, people)
     report = {"month": "2026-08"}
     refs = {
@@ -221,14 +224,14 @@ def build_world(stack: Stack, people: dict[str, Account]) -> dict[str, str]:
     d.wait(refs["report_failed"], Status.FAILED)
 
     d.unknown_then(
-        [refs["report_unknown_outcome"], refs["report_resolved"]],
-        submit="/reports/publish",
-        lookup="/reports/publications",
+        {
+            ("/reports/publish", "/reports/publications"): [refs["report_unknown_outcome"], refs["report_resolved"]],
+            ("/orders", "/orders"): [refs["order_unknown_outcome"], refs["order_resolved"]],
+        }
     )
     d.resolve(f"{refs['report_resolved']}:publish:v1", "PUB found on the report portal by the operator")
     d.wait(refs["report_resolved"], *SETTLED)
 
-    d.unknown_then([refs["order_unknown_outcome"], refs["order_resolved"]], submit="/orders", lookup="/orders")
     submitted = f"{refs['order_resolved']}:submit_order:v1"
     order_id = d.order_id(submitted)
     d.resolve(submitted, f"the order service shows {order_id} for this reference", order_id=order_id)
@@ -258,6 +261,7 @@ def build_world(stack: Stack, people: dict[str, Account]) -> dict[str, str]:
     d.wait(refs["report_approval_expired"], Status.NEEDS_ATTENTION)
     d.wait(refs["order_approval_expired"], Status.CANCELLED)
 
-    worker.stop()  # nobody claims the last one: it stays pending
+    for worker in workers:
+        worker.stop()  # nobody claims the last one: it stays pending
     refs["report_pending"] = d.start("monthly_report", **report)
     return refs

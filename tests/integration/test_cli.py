@@ -1,0 +1,117 @@
+"""``manage.py keel``: each command as an operator runs it (a real process against the test
+database), its success and each exit status — 2 bad input, 3 refused by the state, 4 not
+allowed — with one sentence on stderr and never a traceback; what it does is recorded as
+the ``--as`` user, like an API call."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+from django.contrib.auth import get_user_model
+
+from executions import services
+from executions.api import ExecutionOut
+from executions.models import Execution, ExecutionEvent, Status
+from tests.support.procs import BIN, ROOT
+from tests.support.stack import app_env
+
+
+@pytest.fixture
+def env(transactional_db, tmp_path) -> dict[str, str]:
+    """A ``manage.py keel`` process's environment: the test database, as the application's role."""
+    return app_env(tmp_path)
+
+
+def keel(env, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [str(BIN / "python"), "manage.py", "keel", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def refused(done: subprocess.CompletedProcess, status: int, *words: str) -> None:
+    assert done.returncode == status, (done.returncode, done.stdout, done.stderr)
+    sentence = done.stderr.strip()
+    assert sentence and "\n" not in sentence and "Traceback" not in sentence, sentence
+    for word in words:
+        assert word in sentence, sentence
+
+
+def test_start_list_show_and_cancel_as_a_person_would(env, people):
+    listed = keel(env, "workflows", "--json")
+    assert listed.returncode == 0, listed.stderr
+    names = [w["name"] for w in json.loads(listed.stdout)["items"]]
+    assert {"monthly_report", "replacement_order", "support_agent"} <= set(names)
+
+    started = keel(env, "start", "monthly_report", "--input", '{"month": "2026-08"}', "--as", "requester")
+    assert started.returncode == 0, started.stderr
+    ref = started.stdout.strip().splitlines()[-1]  # the id alone on the last line
+    execution = Execution.objects.get(pk=int(ref.removeprefix("RUN_")))
+    assert execution.created_by == people["requester"].user and execution.workflow == "monthly_report"
+
+    again = keel(env, "start", "monthly_report", "--input", '{"month": "2026-08"}', "--as", "requester", "--json")
+    shown = json.loads(again.stdout)  # no key: a second execution, in the API's shape
+    assert set(shown) == set(ExecutionOut.model_fields) and shown["id"] != ref
+
+    keyed = [
+        "start",
+        "monthly_report",
+        "--input",
+        '{"month": "2026-09"}',
+        "--idempotency-key",
+        "k1",
+        "--as",
+        "requester",
+    ]
+    first, second = keel(env, *keyed), keel(env, *keyed)
+    assert first.stdout.splitlines()[-1] == second.stdout.splitlines()[-1]  # one execution for one key
+
+    rows = json.loads(keel(env, "list", "--status", "pending", "--limit", "2", "--json").stdout)
+    assert len(rows["items"]) == 2 and rows["next"] is not None
+    assert json.loads(keel(env, "show", ref, "--json").stdout)["id"] == ref
+
+    refused(keel(env, "cancel", ref, "--reason", "not mine", "--as", "outsider"), 4, "only operators")
+    done = keel(env, "cancel", ref, "--reason", "asked by mistake", "--as", "requester")
+    assert done.returncode == 0, done.stderr
+    execution.refresh_from_db()
+    assert execution.status == Status.CANCELLED
+    event = ExecutionEvent.objects.get(execution=execution, to_status=Status.CANCELLED)
+    assert event.actor == people["requester"].user and event.payload["reason"] == "asked by mistake"
+    refused(keel(env, "cancel", ref, "--reason", "again", "--as", "requester"), 3, "already cancelled")
+
+
+@pytest.mark.parametrize(
+    ("args", "status", "words"),
+    [
+        (["start", "monthly_report", "--input", '{"month":', "--as", "requester"], 2, ["--input", "JSON"]),
+        (["start", "monthly_report", "--input", '{"month": "2030-01"}', "--as", "requester"], 2, ["input.month"]),
+        (["start", "no_such_flow", "--as", "requester"], 2, ["unknown workflow"]),
+        (["start", "monthly_report", "--as", "nobody"], 2, ["--as", "nobody"]),
+        (["start", "monthly_report", "--as", "retired"], 2, ["not active"]),
+        (["show", "RUN_9999"], 2, ["RUN_9999"]),
+        (["list", "--status", "sleeping"], 2, ["--status"]),
+        (["frobnicate"], 2, ["frobnicate"]),
+        (["cancel", "{ref}", "--reason", "", "--as", "operator"], 2, ["reason"]),
+        (["resume", "{ref}", "--reason", "try", "--as", "operator"], 3, ["not needs_attention"]),
+        (["resume", "{ref}", "--reason", "try", "--as", "requester"], 4, ["only operators"]),
+        (["retry", "{ref}", "--reason", "now", "--as", "operator"], 3, ["not retry_pending"]),
+        (["signal", "{ref}", "shipment_confirmed", "--as", "operator"], 3, ["not waiting"]),
+        (["signal", "{ref}", "shipment_confirmed", "--payload", "{x", "--as", "operator"], 2, ["--payload"]),
+    ],
+)
+def test_each_refusal_is_its_exit_status_and_one_sentence(env, people, args, status, words):
+    get_user_model().objects.create_user(username="retired", password="pw-retired-1234", is_active=False)
+    ref, _ = services.execution_start(
+        user=people["requester"].user, workflow="monthly_report", input={"month": "2026-08"}
+    )
+    ref = ref.ref
+    before = Execution.objects.count(), ExecutionEvent.objects.count()
+    refused(keel(env, *[a.replace("{ref}", ref) for a in args]), status, *words)
+    assert (Execution.objects.count(), ExecutionEvent.objects.count()) == before  # nothing written

@@ -1,0 +1,109 @@
+"""Issue 10: durability at the cost floor, counted on the wire and on real workers.
+
+- A 5-step compute workflow run in-process sends at most 3 statements per compute
+  step plus the claim, and commits exactly once per step plus once for the claim.
+- A Celery worker process serves 100 tasks on one database connection.
+
+Measured before the optimisation: 41 statements and 11 commits for the 5-step
+workflow, and a new connection per task. Now, on PostgreSQL: 7 statements and 9
+round trips (the claim: the row locked and read, then the lease, the transition and
+its event in one statement, in one transaction; each step: one statement that fences,
+checkpoints and records the step run — for the last step also the completion and its
+event — committing on its own: executions.engine.writer) and 6 commits.
+A broken measurement is a plain failure (``pytest.fail``), not a floor
+miss.
+"""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.db import transaction
+
+import bench.flows  # noqa: F401 - registers bench_noop5
+import tests.support.connection_probe  # noqa: F401 - registers connection_probe
+from executions.authoring import notes, registry
+from executions.engine import runner
+from executions.models import Execution, Status, StepRun
+from executions.services import execution_start, input_digest
+from tests.support.procs import wait_for
+from tests.support.wire import wire_trace
+
+STEPS = 5
+# The claim as the floor allows it: take the lease (lock and fenced update in one
+# statement), the pending → running transition, its event.
+CLAIM_STATEMENTS = 3
+PROBE_TASKS = 100
+
+
+def pending(user, workflow: str) -> Execution:
+    """A committed, pending execution of ``workflow``, as ``execution_start`` makes it,
+    without ringing the doorbell (this test runs it itself)."""
+    flow = registry.latest(workflow)
+    data = flow.parse_input({})
+    return Execution.objects.create(
+        workflow=flow.name,
+        workflow_version=flow.version,
+        input=data,
+        input_digest=input_digest(flow.name, data),
+        created_by=user,
+        current_step=flow.first_step,
+        context={"state": {}, "artifacts": {}, "notes": notes.initial(goal=flow.goal(data), constraints=[])},
+    )
+
+
+class Boom(Exception):
+    pass
+
+
+def test_the_wire_trace_counts_statements_round_trips_and_commits(transactional_db, tmp_path):
+    """The instrument the floors rely on, on a sequence whose cost is known."""
+    with wire_trace(tmp_path / "wire.log") as wire:
+        with transaction.atomic():  # BEGIN, 2 statements, COMMIT: one commit
+            Execution.objects.filter(pk=0).update(round=1)
+            Execution.objects.filter(pk=0).exists()
+        Execution.objects.filter(pk=0).count()  # autocommit: its own commit
+        with pytest.raises(Boom), transaction.atomic():  # BEGIN, 1 statement, ROLLBACK: no commit
+            Execution.objects.filter(pk=0).update(round=2)
+            raise Boom
+    assert wire.kinds == {"UPDATE": 2, "SELECT": 2}
+    assert wire.commits == 2
+    assert wire.round_trips == 4 + 1 + 3
+
+
+def test_a_compute_step_costs_one_commit_and_at_most_three_statements(transactional_db, tmp_path):
+    user = get_user_model().objects.create_user("floor")
+    execution = pending(user, "bench_noop5")
+
+    with wire_trace(tmp_path / "wire.log") as wire:
+        outcome = runner.advance(execution.pk, worker="worker:test-cost-floor")
+
+    execution.refresh_from_db()
+    runs = StepRun.objects.filter(execution=execution, outcome=StepRun.Outcome.SUCCEEDED).count()
+    if outcome != "stopped" or execution.status != Status.COMPLETED or runs != STEPS:
+        pytest.fail(f"the run itself went wrong: {outcome}, {execution.status}, {runs} step runs")
+    floor = 3 * STEPS + CLAIM_STATEMENTS
+    assert (len(wire.statements) <= floor, wire.commits) == (True, STEPS + 1), (
+        f"{wire.summary()}; floor: ≤ {floor} statements, exactly {STEPS + 1} commits"
+    )
+
+
+def test_a_worker_process_serves_100_tasks_on_one_database_connection(stack):
+    user = get_user_model().objects.create_user("probe")
+    stack.up(web=False, beat=False, RUNTIME_WORKFLOW_MODULES="workflows.monthly_report,tests.support.connection_probe")
+
+    ids = [execution_start(user=user, workflow="connection_probe", input={"n": i})[0].pk for i in range(PROBE_TASKS)]
+    wait_for(
+        lambda: Execution.objects.filter(pk__in=ids, status=Status.COMPLETED).count() == PROBE_TASKS,
+        timeout=240,
+        what=f"{PROBE_TASKS} probe executions to complete",
+    )
+
+    outputs = list(
+        StepRun.objects.filter(execution__in=ids, step="probe", outcome="succeeded").values_list("output", flat=True)
+    )
+    workers = {o["worker_pid"] for o in outputs}
+    if len(outputs) != PROBE_TASKS or len(workers) != 1:
+        pytest.fail(f"expected {PROBE_TASKS} probes by one worker process: {len(outputs)} by {len(workers)}")
+    backends = {o["backend_pid"] for o in outputs}
+    assert len(backends) == 1, f"{PROBE_TASKS} tasks in one worker process used {len(backends)} database connections"

@@ -1,0 +1,149 @@
+"""The embedded default: SQLite + Celery's filesystem transport + a real worker, no servers.
+
+This is what `make run` uses; the demo execution must go end to end on it.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.support.procs import Processes, http, keel_env, manage, wait_for
+
+
+def embedded_env(var: Path) -> dict[str, str]:
+    """keel's environment on SQLite and Celery's filesystem transport: no DATABASE_URL, no broker URL."""
+    env = keel_env(KEEL_VAR_DIR=str(var), RUNTIME_LEASE_SECONDS="5")
+    for name in ("DATABASE_URL", "CELERY_BROKER_URL", "KEEL_ARTIFACTS_ROOT"):
+        env.pop(name, None)
+    return env
+
+
+@pytest.fixture(scope="module")
+def migrated(tmp_path_factory) -> Path:
+    """A var dir as `make run` leaves it before seeding (migrated, static files collected), made once."""
+    var = tmp_path_factory.mktemp("embedded") / "var"
+    env = embedded_env(var)
+    manage("migrate", "--noinput", env=env)
+    manage("collectstatic", "--noinput", "-v", "0", env=env)
+    return var
+
+
+@pytest.fixture
+def embedded(tmp_path, migrated, sandbox):
+    """keel's processes on a copy of ``migrated``, with the test run's sandbox."""
+    shutil.copytree(migrated, tmp_path / "var")
+    procs = Processes(tmp_path, embedded_env(tmp_path / "var"), sandbox_url=sandbox.url)
+    yield procs
+    procs.close()
+
+
+def test_demo_execution_completes_on_sqlite_and_the_filesystem_broker(embedded, tmp_path):
+    env = embedded.env
+    seeded = manage("seed_demo", env=env)
+    assert "Started demo execution RUN_0001" in seeded
+    assert (tmp_path / "var" / "keel.sqlite3").exists()
+    token = manage("create_api_token", "manager", env=env).strip().splitlines()[-1]
+
+    try:
+        with embedded.together():
+            embedded.worker("embedded")
+            embedded.beat()
+            embedded.web(workers=2)  # as the Procfile
+        api = http(token)
+        base = f"{embedded.web_url}/api/executions/RUN_0001"
+
+        def status(expected):
+            try:
+                body = api.get(base, timeout=5).json()
+            except Exception:
+                return None
+            return body if body.get("status") == expected else None
+
+        waiting = wait_for(lambda: status("awaiting_approval"), timeout=60, what="the demo to wait for approval")
+        approval = waiting["pending_approval"]
+        decided = api.post(
+            f"{base}/events",
+            json={
+                "type": "approval.decision",
+                "approval_id": approval["id"],
+                "decision": "approve",
+                "artifact_version": approval["artifact_version"],
+                "content_sha256": approval["content_sha256"],
+                "event_id": "embedded-1",
+            },
+            timeout=10,
+        )
+        assert decided.status_code == 202, decided.text
+        done = wait_for(lambda: status("completed"), timeout=60, what="the demo to complete")
+        assert {a["status"] for a in done["actions"]} == {"succeeded"}
+        stats = embedded.sandbox_stats()
+        assert stats["keys"]["RUN_0001:publish:v1"]["effects"] == 1
+
+        # gunicorn + WhiteNoise: pages are never stored; styles come hashed, compressed, cached for good.
+        login = http().get(f"{embedded.web_url}/login/", timeout=5)
+        assert "no-store" in login.headers["Cache-Control"]
+        css = re.search(r'href="(/static/css/app\.[0-9a-f]{12}\.css)"', login.text)
+        assert css, login.text
+        served = http().get(f"{embedded.web_url}{css.group(1)}", headers={"Accept-Encoding": "gzip"}, timeout=5)
+        assert served.status_code == 200 and "immutable" in served.headers["Cache-Control"]
+        assert served.headers.get("Content-Encoding") == "gzip"
+    except BaseException:
+        print(embedded.logs())
+        raise
+
+
+def test_the_support_agent_runs_on_the_offline_model_as_make_run_starts_it(embedded):
+    """`make run` with nothing set: the support agent on the offline model, start to finish."""
+    env = embedded.env
+    manage("seed_demo", "--no-execution", env=env)
+    requester = http(manage("create_api_token", "requester", env=env).strip().splitlines()[-1])
+    manager = http(manage("create_api_token", "manager", env=env).strip().splitlines()[-1])
+    try:
+        with embedded.together():
+            embedded.worker("embedded")
+            embedded.web()
+        started = requester.post(
+            f"{embedded.web_url}/api/executions",
+            json={"workflow": "support_agent", "input": {"ticket": "TCK-1004"}},
+            timeout=10,
+        )
+        assert started.status_code == 201, started.text
+        base = f"{embedded.web_url}/api/executions/{started.json()['id']}"
+
+        def status(expected):
+            body = requester.get(base, timeout=5).json()
+            return body if body.get("status") == expected else None
+
+        approval = wait_for(lambda: status("awaiting_approval"), timeout=60, what="the proposal")["pending_approval"]
+        assert approval["action"] == "submit_replacement"
+        content = requester.get(
+            f"{embedded.web_url}/api/artifacts/{approval['artifact_id']}/versions/1/content", timeout=5
+        ).content
+        assert (
+            content
+            == b'{"args":{"original_order":"ORD-1004","quantity":2,"sku":"SKU-TWL-30"},"tool":"submit_replacement"}'
+        )
+        decided = manager.post(
+            f"{base}/events",
+            json={
+                "type": "approval.decision",
+                "approval_id": approval["id"],
+                "decision": "approve",
+                "artifact_version": approval["artifact_version"],
+                "content_sha256": approval["content_sha256"],
+                "event_id": "embedded-agent-1",
+            },
+            timeout=10,
+        )
+        assert decided.status_code == 202, decided.text
+        done = wait_for(lambda: status("completed"), timeout=60, what="the agent to finish")
+        assert sorted(a["type"] for a in done["actions"]) == ["reply_to_customer", "submit_replacement"]
+        calls = requester.get(f"{base}/model-calls", timeout=5).json()["items"]
+        assert {c["model"] for c in calls} == {"offline-deterministic-1"} and len(calls) == 6
+    except BaseException:
+        print(embedded.logs())
+        raise

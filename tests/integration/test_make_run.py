@@ -1,0 +1,104 @@
+"""Issue 17, item 12: ``make run PORT=… SANDBOX_PORT=…`` without editing the Procfile:
+the printed URL and every process follow the ports (the worker publishes to that
+sandbox); and each process can run alone (``make run-web``, ``make run-sandbox``…),
+so stopping one leaves the others running. The embedded default, as a newcomer runs
+it: SQLite and the filesystem broker in a directory of the test's own.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tests.support.procs import ROOT, approval_decision, free_port, http, keel_env, manage, responds, wait_for
+
+pytestmark = pytest.mark.processes  # it starts keel's processes of its own
+
+
+@pytest.fixture
+def embedded_env(tmp_path) -> dict[str, str]:
+    env = keel_env(KEEL_VAR_DIR=str(tmp_path / "var"), RUNTIME_LEASE_SECONDS="5")
+    for name in (
+        "DATABASE_URL",
+        "CELERY_BROKER_URL",
+        "KEEL_ARTIFACTS_ROOT",
+        "SANDBOX_URL",
+        "PORT",
+        "KEEL_TEST_DB_NAME",
+    ):
+        env.pop(name, None)
+    return env
+
+
+class Make:
+    """``make TARGET …`` in a process group of its own (honcho and its children with it)."""
+
+    def __init__(self, args: list[str], env: dict[str, str], log: Path) -> None:
+        self.log = log
+        self._out = open(log, "ab")  # noqa: SIM115 - closed in stop()
+        self.popen = subprocess.Popen(
+            ["make", *args], cwd=ROOT, env=env, stdout=self._out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def stop(self) -> None:
+        if self.popen.poll() is None:
+            os.killpg(self.popen.pid, signal.SIGTERM)
+            try:
+                self.popen.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.popen.pid, signal.SIGKILL)
+                self.popen.wait(timeout=10)
+        self._out.close()
+
+
+def test_make_run_follows_the_ports_it_is_given(embedded_env, tmp_path):
+    port, sandbox_port = free_port(), free_port()
+    run = Make(["run", f"PORT={port}", f"SANDBOX_PORT={sandbox_port}"], embedded_env, tmp_path / "make-run.log")
+    try:
+        wait_for(lambda: responds(f"http://127.0.0.1:{port}/login/") or run.popen.poll() is not None, timeout=180)
+        assert run.popen.poll() is None, run.output()[-3000:]
+        assert f"Dashboard: http://127.0.0.1:{port}/" in run.output()
+        assert responds(f"http://127.0.0.1:{sandbox_port}/_health"), run.output()[-3000:]
+        assert not responds("http://127.0.0.1:8000/login/") or port == 8000
+
+        # The worker is pointed at that sandbox: the demo report, approved, is published there.
+        token = manage("create_api_token", "manager", env=embedded_env).strip().splitlines()[-1]
+        api, base = http(token), f"http://127.0.0.1:{port}/api/executions/RUN_0001"
+        waiting = wait_for(
+            lambda: (body := api.get(base, timeout=5).json()).get("status") == "awaiting_approval" and body,
+            timeout=120,
+            what="the demo to wait for approval",
+        )
+        decided = api.post(f"{base}/events", json=approval_decision(waiting["pending_approval"], uuid.uuid4().hex))
+        assert decided.status_code == 202, decided.text
+        wait_for(lambda: api.get(base, timeout=5).json()["status"] == "completed", timeout=120, what="completion")
+        stats = http().get(f"http://127.0.0.1:{sandbox_port}/_stats", timeout=5).json()
+        assert stats["keys"]["RUN_0001:publish:v1"]["effects"] == 1
+        assert (tmp_path / "var" / "sandbox.sqlite3").exists(), "the sandbox's file is under KEEL_VAR_DIR too"
+    finally:
+        run.stop()
+
+
+def test_each_process_runs_alone_and_stopping_one_leaves_the_other(embedded_env, tmp_path):
+    port, sandbox_port = free_port(), free_port()
+    web = Make(["run-web", f"PORT={port}"], embedded_env, tmp_path / "make-web.log")
+    try:
+        wait_for(lambda: responds(f"http://127.0.0.1:{port}/login/") or web.popen.poll() is not None, timeout=180)
+        assert web.popen.poll() is None, web.output()[-3000:]
+        sandbox = Make(["run-sandbox", f"SANDBOX_PORT={sandbox_port}"], embedded_env, tmp_path / "make-sandbox.log")
+        try:
+            wait_for(lambda: responds(f"http://127.0.0.1:{sandbox_port}/_health"), timeout=180, what="the sandbox")
+        finally:
+            sandbox.stop()
+        assert not responds(f"http://127.0.0.1:{sandbox_port}/_health")
+        assert http().get(f"http://127.0.0.1:{port}/login/", timeout=5).status_code == 200, "the web server is still up"
+    finally:
+        web.stop()

@@ -1,0 +1,249 @@
+"""The htmx screens through Django's test client on PostgreSQL: permissions, CSRF, errors."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from django.test import Client
+
+from approvals.models import ApprovalRequest, Decision
+from artifacts import store
+from artifacts.models import Artifact, ArtifactVersion
+from executions.engine import lifecycle
+from executions.models import Execution, Status
+
+
+def logged_in(person, **kwargs) -> Client:
+    client = Client(**kwargs)
+    client.force_login(person.user)  # the login form itself is tested in tests/integration/test_accounts.py
+    return client
+
+
+@pytest.fixture
+def awaiting(people, transactional_db):
+    """An execution stopped at its approval gate with a real artifact version."""
+    from django.db import transaction
+
+    execution = Execution.objects.create(
+        workflow="monthly_report",
+        workflow_version=1,
+        input={"month": "2026-08"},
+        input_digest="d",
+        created_by=people["requester"].user,
+        current_step="review",
+        context={
+            "state": {},
+            "artifacts": {},
+            "notes": {
+                "goal": "",
+                "constraints": [],
+                "facts": [],
+                "completed_steps": [],
+                "open_questions": [],
+                "next_action": "",
+            },
+        },
+    )
+    blob = store.put(b"# Report\n\nV1 body\n")
+    artifact = Artifact.objects.create(kind="report", title="Report", execution=execution)
+    version = ArtifactVersion.objects.create(
+        artifact=artifact,
+        number=1,
+        sha256=blob.sha256,
+        size=blob.size,
+        content_type="text/markdown",
+        storage_path=blob.path,
+        produced_by_step="draft_report",
+    )
+    request = ApprovalRequest.objects.create(
+        execution=execution,
+        step="review",
+        artifact_version=version,
+        version=1,
+        content_sha256=blob.sha256,
+        action="publish_report",
+        requested_by=people["requester"].user,
+    )
+    with transaction.atomic():
+        lifecycle.apply(execution, "start")
+        lifecycle.apply(execution, "await_approval")
+    return execution, request
+
+
+def decide_form(request, **over) -> dict:
+    return {
+        "decision": "approve",
+        "artifact_version": request.version,
+        "content_sha256": request.content_sha256,
+        "event_id": uuid.uuid4().hex,
+        **over,
+    }
+
+
+def test_pages_need_login(client):
+    response = client.get("/")
+    assert response.status_code == 302 and response.url.startswith("/login/")
+
+
+def test_list_and_detail_render_for_any_user(people, awaiting):
+    execution, request = awaiting
+    client = logged_in(people["outsider"])
+    assert execution.ref in client.get("/").content.decode()
+    page = client.get(f"/executions/{execution.ref}/").content.decode()
+    assert request.content_sha256 in page and "V1" in page
+    assert "Approve V1" not in page  # not a manager
+    assert client.get(f"/executions/{execution.ref}/live/", HTTP_HX_REQUEST="true").status_code == 200
+    assert client.get("/live/executions/", HTTP_HX_REQUEST="true").status_code == 200
+    assert client.get("/live/", HTTP_HX_REQUEST="true").status_code in (200, 204)
+
+
+def test_unknown_execution_is_404_everywhere(people):
+    client = logged_in(people["manager"])
+    for url in ["/executions/RUN_4242/", "/executions/RUN_²/live/", "/executions/RUN_4242/live/"]:
+        assert client.get(url).status_code == 404
+    response = client.post("/executions/RUN_4242/approvals/1/decide/", {"decision": "approve"}, HTTP_HX_REQUEST="true")
+    assert response.status_code == 404
+
+
+def test_manager_approves_from_the_card(people, awaiting):
+    execution, request = awaiting
+    client = logged_in(people["manager"])
+    assert "Approve V1" in client.get(f"/executions/{execution.ref}/").content.decode()
+    response = client.post(
+        f"/executions/{execution.ref}/approvals/{request.pk}/decide/", decide_form(request), HTTP_HX_REQUEST="true"
+    )
+    assert response.status_code == 200 and "Recorded" in response.content.decode()
+    assert Execution.objects.get(pk=execution.pk).status == Status.RUNNING
+    assert Decision.objects.get().decided_by == people["manager"].user
+
+
+def test_stale_hash_from_the_card_is_refused_with_a_message(people, awaiting):
+    execution, request = awaiting
+    client = logged_in(people["manager"])
+    response = client.post(
+        f"/executions/{execution.ref}/approvals/{request.pk}/decide/",
+        decide_form(request, content_sha256="0" * 64),
+        HTTP_HX_REQUEST="true",
+    )
+    body = response.content.decode()
+    assert response.status_code == 200 and "this request is for V1" in body
+    assert not Decision.objects.exists()
+    assert Execution.objects.get(pk=execution.pk).status == Status.AWAITING_APPROVAL
+
+
+@pytest.mark.parametrize("who", ["requester", "operator", "auditor", "outsider"])
+def test_only_managers_other_than_the_requester_can_decide(people, awaiting, who):
+    execution, request = awaiting
+    client = logged_in(people[who])
+    response = client.post(
+        f"/executions/{execution.ref}/approvals/{request.pk}/decide/", decide_form(request), HTTP_HX_REQUEST="true"
+    )
+    body = response.content.decode()
+    assert 'role="alert"' in body and ("lacks the permission" in body or "separation of duties" in body)
+    assert not Decision.objects.exists()
+
+
+def test_overlong_event_id_is_a_message_not_a_500(people, awaiting):
+    execution, request = awaiting
+    client = logged_in(people["manager"])
+    response = client.post(
+        f"/executions/{execution.ref}/approvals/{request.pk}/decide/",
+        decide_form(request, event_id="x" * 500),
+        HTTP_HX_REQUEST="true",
+    )
+    assert response.status_code == 200 and "event_id" in response.content.decode()
+    assert not Decision.objects.exists()
+
+
+@pytest.mark.parametrize("path", ["decide", "cancel", "start", "resume", "resolve", "redraft", "logout"])
+def test_posts_without_a_csrf_token_are_refused(people, awaiting, path):
+    execution, request = awaiting
+    client = logged_in(
+        people["operator"] if path in ("resume", "resolve") else people["manager"], enforce_csrf_checks=True
+    )
+    url = {
+        "decide": f"/executions/{execution.ref}/approvals/{request.pk}/decide/",
+        "cancel": f"/executions/{execution.ref}/cancel/",
+        "start": "/executions/start/",
+        "resume": f"/executions/{execution.ref}/resume/",
+        "resolve": f"/executions/{execution.ref}/resolve/",
+        "redraft": f"/executions/{execution.ref}/redraft/",
+        "logout": "/logout/",
+    }[path]
+    assert (
+        client.post(url, decide_form(request) | {"workflow": "monthly_report", "month": "2026-08"}).status_code == 403
+    )
+    assert not Decision.objects.exists()
+    assert Execution.objects.count() == 1
+    assert Execution.objects.get(pk=execution.pk).status == Status.AWAITING_APPROVAL
+
+
+def test_cancel_from_the_page_withdraws_the_request(people, awaiting):
+    execution, request = awaiting
+    client = logged_in(people["operator"])
+    response = client.post(f"/executions/{execution.ref}/cancel/", {"reason": "no longer needed"})
+    assert response.status_code == 302
+    assert Execution.objects.get(pk=execution.pk).status == Status.CANCELLED
+    assert ApprovalRequest.objects.get(pk=request.pk).status == ApprovalRequest.State.WITHDRAWN
+
+
+@pytest.fixture
+def unknown_outcome(people, awaiting):
+    """An execution that needs attention because its publish outcome is unknown."""
+    from django.db import transaction
+
+    from executions.models import Action
+
+    execution, request = awaiting
+    with transaction.atomic():
+        execution = Execution.objects.get(pk=execution.pk)
+        lifecycle.apply(execution, "resume_after_decision")
+        execution = Execution.objects.get(pk=execution.pk)
+        lifecycle.apply(execution, "flag", reason="outcome of publish can't be established")
+    action = Action.objects.create(
+        key=f"{execution.ref}:publish:v1",
+        execution=execution,
+        step="publish",
+        type="publish_report",
+        status=Action.State.UNKNOWN,
+        attempts=1,
+    )
+    return execution, action
+
+
+def test_operator_resolves_an_unknown_outcome_from_the_page(people, unknown_outcome):
+    execution, action = unknown_outcome
+    client = logged_in(people["operator"])
+    page = client.get(f"/executions/{execution.ref}/").content.decode()
+    assert "Outcome unknown" in page and action.key in page
+    response = client.post(
+        f"/executions/{execution.ref}/resolve/",
+        {"key": action.key, "outcome": "succeeded", "evidence": "seen on the portal"},
+        follow=True,
+    )
+    assert f"Resolved {action.key} as succeeded" in response.content.decode()
+    action.refresh_from_db()
+    assert action.status == "succeeded" and action.receipt["resolved_by"] == "operator"
+    assert Execution.objects.get(pk=execution.pk).status == Status.RUNNING
+
+
+def test_resolve_refused_for_non_operators_and_without_evidence(people, unknown_outcome):
+    execution, action = unknown_outcome
+    manager = logged_in(people["manager"])
+    assert "Outcome unknown" not in manager.get(f"/executions/{execution.ref}/").content.decode()
+    response = manager.post(
+        f"/executions/{execution.ref}/resolve/",
+        {"key": action.key, "outcome": "succeeded", "evidence": "x"},
+        follow=True,
+    )
+    assert "only operators" in response.content.decode()
+    operator = logged_in(people["operator"])
+    response = operator.post(
+        f"/executions/{execution.ref}/resolve/",
+        {"key": action.key, "outcome": "succeeded", "evidence": " "},
+        follow=True,
+    )
+    assert "evidence" in response.content.decode()
+    action.refresh_from_db()
+    assert action.status == "unknown"

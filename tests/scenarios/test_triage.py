@@ -1,0 +1,219 @@
+"""Issue 12 (part): why each execution is stuck, from real situations, found through the
+API's ``reason`` filter and the counts; retry now; the triage list."""
+
+from __future__ import annotations
+
+import pytest
+from django.test import Client
+
+from executions.models import Execution, ExecutionEvent
+from executions.stuck import REASONS
+from tests.support.procs import http
+from tests.support.stack import pk, wait_for, wait_status
+
+MODULES = "workflows.monthly_report,workflows.replacement_order,workflows.replacement_order_v2,tests.support.slow_flow"
+ENV = {"RUNTIME_WORKFLOW_MODULES": MODULES, "RUNTIME_STUCK_SECONDS": "2", "APPROVAL_SLA_SECONDS": "1"}
+
+
+def fault(stack, **spec) -> None:
+    assert http().post(f"{stack.sandbox_url}/_faults", json=spec, timeout=5).status_code == 201
+
+
+def listed(api, reason: str) -> list[str]:
+    response = api.get(f"/executions?reason={reason}")
+    assert response.status_code == 200, response.text
+    return [item["id"] for item in response.json()["items"]]
+
+
+def found(api, ref: str, reason: str, timeout: float = 60) -> dict:
+    """Until ``ref`` is listed under ``reason`` and counted; returns it as the API shows it."""
+    wait_for(lambda: ref in listed(api, reason), timeout=timeout, interval=0.1, what=f"{ref} listed as {reason}")
+    assert api.get("/executions/summary").json()["by_reason"][reason] >= 1
+    body = api.execution(ref)
+    return body
+
+
+def approved(api_as, people, ref: str) -> None:
+    approval = wait_status(api_as(people["requester"]), ref, "awaiting_approval")["pending_approval"]
+    assert api_as(people["manager"]).decide(ref, approval).status_code == 202
+
+
+def test_each_reason_from_a_real_situation_is_filtered_and_counted(stack, people, api_as):
+    stack.up(**ENV)
+    requester, operator = api_as(people["requester"]), api_as(people["operator"])
+
+    # approval_overdue: nobody decided within the gate's SLA (1 s here).
+    waiting = requester.start("2026-03")["id"]
+    body = found(operator, waiting, "approval_overdue")
+    assert body["stuck"]["action"] == "escalate" and "SLA" in body["stuck"]["detail"]
+
+    # rate_limited: a 429 with Retry-After; the next try is 15 minutes away.
+    limited = requester.start("2026-04")["id"]
+    fault(stack, endpoint="/reports/publish", fault="rate_limit", retry_after=900)
+    approved(api_as, people, limited)
+    body = found(operator, limited, "rate_limited")
+    assert body["status"] == "retry_pending" and body["stuck"]["action"] == "wait" and body["due_at"]
+    assert body["attempt"] == {"step": "publish", "n": 2, "max": 4}
+    assert "attempt 1 of 4" in body["stuck"]["detail"]
+
+    # retrying: 500s, retried with backoff (1 s, 2 s, 4 s).
+    retried = requester.start("2026-05")["id"]
+    fault(stack, endpoint="/reports/publish", fault="error_500", count=2)
+    approved(api_as, people, retried)
+    body = found(operator, retried, "retrying")
+    assert "500" in body["stuck"]["detail"] and "next try" in body["stuck"]["detail"]
+    wait_status(operator, retried, "completed", timeout=60)
+    # The steps panel: every attempt, the failed ones with their error; then the model-call journal
+    # with each prompt (built from the notes) and response.
+    steps = operator_page(people).get(f"/executions/{retried}/").content.decode()
+    steps = steps[steps.index('id="steps-card"') : steps.index('id="artifact-card"')]
+    assert steps.count('class="attempt-failed"') == 2 and "500" in steps
+    assert 'class="attempt-succeeded"' in steps and 'id="model-calls-card"' in steps
+    assert f"{retried}:analyze:r1:c1" in steps and "- MUST: " in steps and "Response" in steps
+
+    # permission_denied: a 403 from the provider.
+    denied = requester.start("2026-06")["id"]
+    fault(stack, endpoint="/reports/publish", fault="error_403")
+    approved(api_as, people, denied)
+    body = found(operator, denied, "permission_denied")
+    assert body["status"] == "needs_attention" and body["stuck"]["action"] == "escalate"
+
+    # retries_exhausted: 500s until the policy gives up (4 attempts) → failed.
+    exhausted = requester.start("2026-07")["id"]
+    fault(stack, endpoint="/reports/publish", fault="error_500", count=10)
+    approved(api_as, people, exhausted)
+    body = found(operator, exhausted, "retries_exhausted", timeout=90)
+    assert body["status"] == "failed"
+    http().delete(f"{stack.sandbox_url}/_faults", timeout=5)
+
+    # unknown_outcome: the publish commits but the answer is lost and every lookup fails.
+    unknown = requester.start("2026-08")["id"]
+    fault(stack, endpoint="/reports/publish", fault="commit_then_hang", count=1, hang_seconds=5)
+    fault(stack, endpoint="/reports/publications", fault="error_500", method="GET", count=10_000)
+    approved(api_as, people, unknown)
+    body = found(operator, unknown, "unknown_outcome", timeout=120)
+    assert body["stuck"]["action"] == "resolve"
+    http().delete(f"{stack.sandbox_url}/_faults", timeout=5)
+
+    # step_overdue: a step sleeps past its 1 s timeout while its worker heartbeats.
+    slow = requester.post("/executions", {"workflow": "slow_step", "input": {"seconds": 6}}).json()["id"]
+    body = found(operator, slow, "step_overdue", timeout=30)
+    assert body["status"] == "running" and body["lease"]["owner"] and body["stuck"]["action"] == "check_workers"
+
+    summary = operator.get("/executions/summary").json()
+    assert set(summary["by_reason"]) == set(REASONS) and set(summary["by_status"]) >= {"completed", "failed"}
+    assert sum(summary["by_status"].values()) == Execution.objects.count()
+
+    # The triage list: counts as links, the reason filter in the URL.
+    page = operator_page(people).get("/?reason=unknown_outcome").content.decode()
+    assert unknown in page and limited not in page and "?reason=unknown_outcome" in page
+
+
+def operator_page(people) -> Client:
+    client = Client()
+    client.force_login(people["operator"].user)
+    return client
+
+
+@pytest.mark.own_stack
+def test_s24_no_worker_then_a_worker_clears_it_and_retry_now(stack, people, api_as):
+    """S24: no worker alive while an execution is runnable: no_worker after RUNTIME_STUCK_SECONDS,
+    in the API's reason and counts; once a worker runs it moves on and completes. Then retry now."""
+    stack.up(workers=0, **ENV)
+    requester, operator = api_as(people["requester"]), api_as(people["operator"])
+    nobody = requester.start("2026-02")["id"]
+    body = found(operator, nobody, "no_worker", timeout=20)
+    assert body["status"] == "pending" and body["stuck"]["action"] == "check_workers"
+
+    stack.worker(**ENV)
+    moving = wait_status(operator, nobody, "awaiting_approval", timeout=60)
+    assert (moving["stuck"] or {}).get("reason") != "no_worker" and nobody not in listed(operator, "no_worker")
+    approved(api_as, people, nobody)
+    wait_status(operator, nobody, "completed", timeout=60)
+    limited = requester.start("2026-04")["id"]
+    fault(stack, endpoint="/reports/publish", fault="rate_limit", retry_after=900, count=1)
+    approved(api_as, people, limited)
+    found(operator, limited, "rate_limited")
+
+    for api, body, code in ((requester, {"reason": "now"}, 403), (operator, {"reason": ""}, 422)):
+        assert api.post(f"/executions/{limited}/retry", body).status_code == code
+    assert operator.post(f"/executions/{nobody}/retry", {"reason": "now"}).status_code == 409
+    now = operator.post(f"/executions/{limited}/retry", {"reason": "the provider's quota was raised"})
+    assert now.status_code == 200, now.text
+    wait_status(operator, limited, "completed", timeout=30)
+    [event] = ExecutionEvent.objects.filter(execution_id=pk(limited), type="operator.retry_now")
+    assert event.actor.get_username() == "operator" and event.payload["reason"] == "the provider's quota was raised"
+
+
+@pytest.mark.django_db
+def test_an_unknown_reason_is_a_422(people):
+    client = Client()
+    client.force_login(people["operator"].user)
+    response = client.get("/api/executions?reason=bored")
+    assert response.status_code == 422 and response.json()["detail"][0]["loc"] == ["query", "reason"]
+    page = client.get("/?reason=bored")
+    assert page.status_code == 200 and "unknown reason" in page.content.decode()
+
+
+@pytest.mark.own_stack
+def test_s23_a_step_that_hangs_past_its_timeout_is_taken_over_and_counted_as_a_failed_attempt(stack, people, api_as):
+    """S23: a step runs past its timeout while its worker heartbeats: step_overdue at once. Its worker keeps heartbeating, but past the timeout (plus a lease of grace) the
+    heartbeat stops extending the lease: another worker takes over, and the overrun is a
+    failed attempt for the step's retry policy (here: one attempt, so it fails)."""
+    hung_worker = stack.up(workers=("hung",), **ENV).worker
+    operator = api_as(people["operator"])
+    ref = api_as(people["requester"]).post("/executions", {"workflow": "hung_step", "input": {"seconds": 120}})
+    ref = ref.json()["id"]
+    found(operator, ref, "step_overdue", timeout=30)
+    stack.worker("rescuer", **ENV)
+    failed = wait_status(operator, ref, "failed", timeout=60)
+    assert "Hanging for good: ran past its timeout of 1 s on worker:" in failed["status_reason"]
+    assert failed["stuck"]["reason"] == "retries_exhausted"
+    assert hung_worker.alive()  # still sleeping in the step: nothing it does can commit now
+
+
+@pytest.mark.django_db
+def test_the_counts_read_the_terminal_tally_and_stay_exact(people):
+    """Terminal executions are counted from the sweeper's tally plus what ended since;
+    the counts equal a full count before and after the tally is retaken."""
+    from datetime import timedelta
+
+    from django.db.models import Count
+    from django.utils import timezone
+
+    from executions.models import Execution
+    from triage import tallies
+    from triage.models import TerminalTally
+
+    user = people["requester"].user
+    old = timezone.now() - timedelta(days=3)
+
+    def make(status: str, code: str = "", changed=None) -> None:
+        e = Execution.objects.create(
+            workflow="monthly_report",
+            workflow_version=1,
+            input_digest="d",
+            created_by=user,
+            status=status,
+            reason_code=code,
+        )
+        Execution.objects.filter(pk=e.pk).update(status_changed_at=changed or timezone.now())
+
+    for _ in range(3):
+        make("completed", changed=old)
+    make("failed", "retries_exhausted", changed=old)
+    make("awaiting_approval")
+
+    def exact() -> dict[str, int]:
+        return dict(Execution.objects.values("status").annotate(n=Count("*")).values_list("status", "n"))
+
+    def counted() -> dict[str, int]:
+        return {s: n for s, n in tallies.summary()["by_status"].items() if n}
+
+    assert counted() == exact()  # no tally yet: everything counted
+    assert tallies.refresh(force=True) and TerminalTally.objects.exists()
+    make("completed")  # ended after the tally was taken
+    make("failed", "retries_exhausted")
+    assert counted() == exact() == {"completed": 4, "failed": 2, "awaiting_approval": 1}
+    assert tallies.summary()["by_reason"]["retries_exhausted"] == 2
+    assert not tallies.refresh()  # fresh enough: not retaken

@@ -1,0 +1,1 @@
+"""PostgreSQL for the pytest process: Django's backend, flushed faster (``base.py``)."""

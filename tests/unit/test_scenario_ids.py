@@ -1,0 +1,25 @@
+"""Every recovery scenario S01–S32 (SCENARIOS.md) has a test in tests/scenarios named by
+its id (``test_s04_…``; one test may name several, ``test_s25_s16_…``)."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
+
+
+def scenario_tests() -> dict[int, list[str]]:
+    found: dict[int, list[str]] = {}
+    for path in sorted(SCENARIOS.glob("test_*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef) and (ids := re.match(r"test_((?:s\d\d_)+)", node.name)):
+                for n in re.findall(r"s(\d\d)_", ids.group(1)):
+                    found.setdefault(int(n), []).append(f"{path.name}::{node.name}")
+    return found
+
+
+def test_every_scenario_from_s01_to_s32_has_a_test_named_by_its_id():
+    found = scenario_tests()
+    assert [n for n in range(1, 33) if n not in found] == []
