@@ -48,7 +48,7 @@ def test_an_agent_parked_at_its_approval_shows_what_it_did_and_read(stack, peopl
     assert manager.decide(ref, approval).status_code == 202
     wait_status(requester, ref, "completed")
     done = page_for(people["operator"]).get(f"/executions/{ref}/").content.decode()
-    assert "prompt support-agent-v1" in done and "prompt ?" not in done
+    assert "prompt support-agent-v2" in done and "prompt ?" not in done
     wait_status(requester, report, "awaiting_approval")
     drafted = page_for(people["operator"]).get(f"/executions/{report}/").content.decode()
     assert "prompt monthly-analysis-v1" in drafted and "prompt ?" not in drafted

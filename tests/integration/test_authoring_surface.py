@@ -16,7 +16,7 @@ from executions.models import ModelCall, StepRun
 from tests.support.stack import pk, wait_status
 
 FLOW = "tests.support.authored_flow"
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 FIRST_PARTY = {"accounts", "approvals", "artifacts", "config", "console", "executions", "metrics", "sandbox", "triage"}
 FIRST_PARTY |= {"workflows", "tests", "bench", "scripts"}
 
