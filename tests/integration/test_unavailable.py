@@ -18,12 +18,13 @@ import pytest
 
 from tests.support.procs import PrivatePostgres, Processes, free_port, http, keel_env, manage, wait_for
 
+pytestmark = pytest.mark.processes  # it starts keel's processes of its own
+
 CREATE_USER = """
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from accounts.tokens import api_token_create
 
-pytestmark = pytest.mark.processes  # it starts keel's processes of its own
 operator = get_user_model().objects.create_user("operator", password="pw-operator-503")
 operator.groups.add(Group.objects.get(name="operators"))
 print(api_token_create(user=operator))
