@@ -288,6 +288,9 @@ RUNTIME_WORKFLOW_MODULES = [
     ).split(",")
     if m
 ]
+# Modules of the team's own workflows (DESIGN §4, "Authoring surface"), imported at
+# start-up in addition to RUNTIME_WORKFLOW_MODULES; one that fails to import stops start-up.
+KEEL_WORKFLOW_MODULES = [m.strip() for m in os.environ.get("KEEL_WORKFLOW_MODULES", "").split(",") if m.strip()]
 # The model (DESIGN §6, Agents): offline (deterministic, no network), openai (any
 # OpenAI-compatible Chat Completions endpoint), anthropic (Messages API), or a class path.
 RUNTIME_MODEL_CLIENT = os.environ.get("RUNTIME_MODEL_CLIENT", "offline")

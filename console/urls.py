@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import bulk_views, decide, operate, operator_audit_views, views
+from . import bulk_views, decide, operate, operator_audit_views, start_views, views
 
 app_name = "executions"
 
@@ -9,6 +9,7 @@ urlpatterns = [
     path("live/", views.nav_live, name="live_nav"),
     path("live/executions/", views.list_live, name="live_list"),
     path("executions/start/", views.execution_start, name="start"),
+    path("executions/start/<str:workflow>/", start_views.start_form, name="start_form"),
     path("executions/<str:ref>/", views.execution_detail, name="detail"),
     path("executions/<str:ref>/live/", views.execution_live, name="live"),
     path("executions/<str:ref>/cancel/", views.execution_cancel, name="cancel"),
@@ -31,6 +32,7 @@ urlpatterns += [
     path("bulk/", bulk_views.bulk_choose, name="bulk"),
     path("bulk/run/", bulk_views.bulk_run, name="bulk_run"),
     path("bulk/results/", bulk_views.bulk_results, name="bulk_results"),
+    path("workflows/", start_views.workflows_page, name="workflows"),
     path("operator-audit/", operator_audit_views.operator_audit_list, name="operator_audit"),
     path("operator-audit/export.csv", operator_audit_views.operator_audit_export, name="operator_audit_export"),
 ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import uuid
 from urllib.parse import urlencode
 
 from django.contrib import messages
@@ -86,6 +87,7 @@ def _list_context(request: HttpRequest, filters: dict[str, str], rows, following
         "workflow": filters["workflow"],
         "reason": filters["reason"],
         "workflows": registry.names(),
+        "start_key": uuid.uuid4().hex,  # the quick start forms' idempotency key, made as they are drawn
         "nav": nav,
         "live_url": _live_url("executions:live_list", stamps, **filters),
         "stamps": stamps,
@@ -136,8 +138,9 @@ def execution_start(request: HttpRequest) -> HttpResponse:
     workflow = request.POST.get("workflow", "")
     # Each start form sends its workflow's one field; the workflow validates it (a 422's message here).
     data = {name: request.POST[name].strip() for name in START_FIELDS if request.POST.get(name)}
+    key = request.POST.get("idempotency_key", "").strip()[:200] or None  # a double click starts one
     try:
-        execution, _ = services.execution_start(user=request.user, workflow=workflow, input=data)
+        execution, _ = services.execution_start(user=request.user, workflow=workflow, input=data, idempotency_key=key)
     except ServiceError as exc:
         messages.error(request, f"Could not start: {exc.message}")
         return redirect("executions:list")

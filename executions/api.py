@@ -24,7 +24,7 @@ from artifacts import selectors as artifact_selectors
 from artifacts.services import artifact_version_content
 from artifacts.store import CorruptArtifact
 
-from . import selectors, services
+from . import catalogue, selectors, services
 from .engine import events
 from .errors import Conflict, NotFound
 from .inputs import (
@@ -34,6 +34,7 @@ from .inputs import (
     DbInt,
     ExecutionRef,
     ReasonIn,
+    RequiredWorkflowName,
     ResolveIn,
     StartIn,
     WorkflowName,
@@ -333,3 +334,39 @@ def artifact_content(request: HttpRequest, artifact_id: ArtifactRef, n: DbInt):
     response["X-Content-Type-Options"] = "nosniff"
     response["Content-Security-Policy"] = "sandbox"  # model-made bytes never run as a page of ours
     return response
+
+
+# --- the catalogue (DESIGN §6, "Platform"): what can be started, and with what input
+
+
+class WorkflowStepOut(Schema):
+    name: str
+    label: str
+    kind: str
+
+
+class WorkflowOut(Schema):
+    name: str
+    title: str
+    description: str
+    version: int
+    versions: list[int]
+    input_schema: dict[str, Any]
+    steps: list[WorkflowStepOut]
+    paused: bool
+
+
+class WorkflowPage(Schema):
+    items: list[WorkflowOut]
+
+
+@router.get("/workflows", response={200: WorkflowPage, **READ}, tags=["workflows"])
+def list_workflows(request: HttpRequest):
+    """Every registered workflow (shipped and from ``KEEL_WORKFLOW_MODULES``), sorted by name;
+    ``input_schema`` is the JSON Schema of the latest version's input."""
+    return {"items": catalogue.items()}
+
+
+@router.get("/workflows/{name}", response={200: WorkflowOut, **READ_ONE}, tags=["workflows"])
+def get_workflow(request: HttpRequest, name: RequiredWorkflowName):
+    return catalogue.item(name)

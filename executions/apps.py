@@ -13,4 +13,8 @@ class ExecutionsConfig(AppConfig):
         from .agent import steps  # noqa: F401 - registers the model and agent step kinds
         from .authoring import registry
 
-        registry.load_configured_workflows()
+        try:
+            registry.load_configured_workflows()
+        except registry.WorkflowModuleError as exc:
+            # Start-up stops (web, worker, beat, manage.py) with one sentence, no traceback.
+            raise SystemExit(f"keel: {exc}") from None

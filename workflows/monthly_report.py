@@ -13,7 +13,7 @@ from django.conf import settings
 from pydantic import Field, field_validator
 
 from approvals.gate import Approval, ApproverPolicy
-from executions.authoring import Effect, InvalidInput, RetryPolicy, Workflow, WorkflowInput, parse_with, register
+from executions.authoring import Effect, InvalidInput, RetryPolicy, Workflow, WorkflowInput, register
 
 from . import retail, services_client
 
@@ -31,15 +31,13 @@ class MonthlyReportInput(WorkflowInput):
         return value
 
 
-parse_input = parse_with(MonthlyReportInput)
-
-
 flow = register(
     Workflow(
         name="monthly_report",
         version=1,
         title="Monthly performance report",
-        parse_input=parse_input,
+        input=MonthlyReportInput,
+        description="The month's figures from the retail snapshot, analysed and drafted as a report; a manager approves that exact version before it is published.",
         goal=lambda data: (
             f"Analyze {retail.month_label(data['month'])} business performance, prepare a report, "
             "and publish it to the management team after a manager approves it."

@@ -30,7 +30,6 @@ from executions.authoring import (
     Template,
     Workflow,
     WorkflowInput,
-    parse_with,
     register,
 )
 
@@ -56,15 +55,12 @@ class ReplacementInput(WorkflowInput):
         return value
 
 
-parse_input = parse_with(ReplacementInput)
-
-
 flow = register(
     Workflow(
         name="replacement_order",
         version=1,
         title="Replacement order",
-        parse_input=parse_input,
+        input=ReplacementInput,
         deadline_seconds=14 * 24 * 3600,  # a replacement that takes longer needs a person anyway
         goal=lambda data: (
             f"Send the customer of {data['original_order']} a replacement for the items that arrived damaged, "

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from executions.authoring import DB_INT_MAX, Effect, SignalPayload, Template, Workflow, parse_with, register
+from executions.authoring import DB_INT_MAX, Effect, SignalPayload, Template, Workflow, register
 
 from . import replacement_order as v1
 from . import services_client
@@ -30,9 +30,6 @@ class ReplacementInputV2(v1.ReplacementInput):
         le=DB_INT_MAX,
         description="how long to wait for the shipment confirmation, in seconds (default 7 days)",
     )
-
-
-parse_input = parse_with(ReplacementInputV2)
 
 
 class ShipmentConfirmed(SignalPayload):
@@ -59,7 +56,7 @@ flow = register(
         name=v1.flow.name,
         version=2,
         title=v1.flow.title,
-        parse_input=parse_input,
+        input=ReplacementInputV2,
         deadline_seconds=v1.flow.deadline_seconds,
         goal=v1.flow.goal,
         constraints=lambda data: [

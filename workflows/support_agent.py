@@ -39,7 +39,6 @@ from executions.authoring import (
     ToolArgs,
     Workflow,
     WorkflowInput,
-    parse_with,
     register,
 )
 
@@ -351,7 +350,7 @@ flow = register(
         name="support_agent",
         version=1,
         title="Support agent",
-        parse_input=parse_with(SupportInput),
+        input=SupportInput,
         deadline_seconds=14 * 24 * 3600,
         goal=lambda data: (
             f"Resolve support ticket {data['ticket']}: a customer received a broken item. Send a replacement if "

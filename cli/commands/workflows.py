@@ -1,29 +1,26 @@
-"""``keel workflows``: what can be started, with each version's steps."""
+"""``keel workflows``: what can be started, with each version's steps — the catalogue
+``GET /api/workflows`` answers (executions.catalogue)."""
 
 from __future__ import annotations
 
-from executions.authoring import registry
+from executions import catalogue
 
 from ..registry import Result, command
 
 
-def _item(name: str) -> dict:
-    latest = registry.latest(name)
-    return {
-        "name": latest.name,
-        "title": latest.title,
-        "version": latest.version,
-        "versions": registry.versions(name),
-        "steps": [{"name": s.name, "label": s.label, "kind": str(s.kind)} for s in latest.steps],
-    }
+def _line(item: dict) -> str:
+    fields = ", ".join(
+        name + ("" if name in item["input_schema"].get("required", []) else "?")
+        for name in item["input_schema"].get("properties", {})
+    )
+    paused = " [paused]" if item["paused"] else ""
+    return (
+        f"{item['name']} v{item['version']} (versions {', '.join(map(str, item['versions']))}){paused}: "
+        f"{item['title']} — input {{{fields}}} — " + " → ".join(s["name"] for s in item["steps"])
+    )
 
 
-@command("workflows", help="The registered workflows, their versions and steps")
+@command("workflows", help="The registered workflows: versions, input fields and steps (GET /api/workflows)")
 def workflows(args) -> Result:
-    items = [_item(name) for name in registry.names()]
-    lines = [
-        f"{i['name']} v{i['version']} (versions {', '.join(map(str, i['versions']))}): {i['title']} — "
-        + " → ".join(s["name"] for s in i["steps"])
-        for i in items
-    ]
-    return Result({"items": items}, lines or ["no workflows registered"])
+    items = catalogue.items()
+    return Result({"items": items}, [_line(i) for i in items] or ["no workflows registered"])

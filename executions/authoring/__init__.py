@@ -1,12 +1,12 @@
 """The authoring surface: everything a workflow module imports comes from here.
 
-    from executions.authoring import Effect, Workflow, WorkflowInput, parse_with, register
+    from executions.authoring import Workflow, WorkflowInput, register
 
     class HelloInput(WorkflowInput):
         name: str
 
-    hello = register(Workflow(name="hello", version=1, title="Say hello",
-                              parse_input=parse_with(HelloInput), goal=lambda data: "Greet " + data["name"]))
+    hello = register(Workflow(name="hello", version=1, title="Say hello", input=HelloInput,
+                              goal=lambda data: "Greet " + data["name"]))
 
     @hello.step("greet", label="Greeting")
     def greet(ctx):
@@ -18,7 +18,7 @@ A workflow reads as its business process: named steps with labels (``step``,
 the journal happen underneath, in the engine. The names below are the whole surface
 (DESIGN §4): ``Workflow``, ``WorkflowInput``, ``register``, ``Effect``,
 ``ReceiptField``, ``RetryPolicy``, ``StepFailure``, ``Tool``, ``Budget`` and what
-using them takes (``parse_with`` for the input, ``FailureKind`` for a failure,
+using them takes (``parse_with`` for an input checked by hand, ``FailureKind`` for a failure,
 ``InvalidInput`` for a validator's own refusal, ``DB_INT_MAX`` to bound an integer,
 ``request_json`` to call a service with failures sorted by type, ``ToolArgs``,
 ``Progress`` and ``Refused`` for tools, ``Template`` for a bounded message to a third party, ``SignalPayload`` for what a signal may carry, ``ModelRequest`` and ``Decision`` for an

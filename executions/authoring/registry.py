@@ -1,7 +1,7 @@
 """Workflow registry: every deployed (name, version). An execution pins its version.
 
-Modules listed in ``settings.RUNTIME_WORKFLOW_MODULES`` register their workflows on
-import; an execution keeps running the version it started on even after a newer one
+Modules listed in ``settings.RUNTIME_WORKFLOW_MODULES`` (the shipped ones) and then in
+``settings.KEEL_WORKFLOW_MODULES`` (a team's own) register their workflows on import; an execution keeps running the version it started on even after a newer one
 is deployed, as long as the old module stays listed.
 """
 
@@ -52,6 +52,29 @@ def names() -> list[str]:
     return sorted({n for n, _ in _workflows})
 
 
+class WorkflowModuleError(Exception):
+    """A module named in ``KEEL_WORKFLOW_MODULES`` did not import: start-up stops with this sentence."""
+
+
+def configured_modules() -> list[str]:
+    """The shipped list (``RUNTIME_WORKFLOW_MODULES``), then the team's own
+    (``KEEL_WORKFLOW_MODULES``), each once."""
+    return list(dict.fromkeys([*settings.RUNTIME_WORKFLOW_MODULES, *settings.KEEL_WORKFLOW_MODULES]))
+
+
 def load_configured_workflows() -> None:
+    """Import every configured module (each registers its workflows). A team's module that
+    fails to import raises WorkflowModuleError naming it and the error, in one sentence."""
     for module in settings.RUNTIME_WORKFLOW_MODULES:
         import_module(module)
+    for module in settings.KEEL_WORKFLOW_MODULES:
+        if module in settings.RUNTIME_WORKFLOW_MODULES:
+            continue
+        try:
+            import_module(module)
+        except Exception as exc:  # any failure of the team's code: named, never a traceback
+            why = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            raise WorkflowModuleError(
+                f"KEEL_WORKFLOW_MODULES names {module}, which does not import: {type(exc).__name__}"
+                + (f": {why}" if why else "")
+            ) from None

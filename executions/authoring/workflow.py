@@ -4,7 +4,7 @@ A workflow reads as the business process: named steps with labels, a model step,
 gates (an approval bound to an artifact, a wait for a signal), effects with business
 keys::
 
-    flow = Workflow("monthly_report", version=1, title="Monthly report", parse_input=..., goal=...)
+    flow = Workflow(name="monthly_report", version=1, title="Monthly report", input=MonthlyReportInput)
 
     @flow.step("retrieve_figures", label="Retrieving figures")
     def retrieve(ctx): return {...}
@@ -84,7 +84,14 @@ class WorkflowInput(pydantic.BaseModel):
 
     model_config = pydantic.ConfigDict(extra="forbid", strict=True)
 
-    constraints: list[str] = pydantic.Field(default_factory=list)
+    constraints: list[str] = pydantic.Field(
+        default_factory=list,
+        description="extra mandatory instructions for the agent, one per line",
+        json_schema_extra={
+            "maxItems": MAX_CONSTRAINTS,
+            "items": {"type": "string", "maxLength": MAX_CONSTRAINT_LENGTH},
+        },
+    )
 
     @pydantic.field_validator("constraints", mode="before")
     @classmethod
@@ -186,19 +193,53 @@ class Step:
         return self.spec is not None
 
 
+def _anything(raw: JSON) -> JSON:
+    return raw
+
+
 @dataclass(kw_only=True)
 class Workflow:
+    """A workflow: ``Workflow(name=, version=, title=, input=Model, description="")``.
+
+    ``input`` (a ``WorkflowInput`` subclass) is the published input: the API validates
+    against it (422 naming ``input.<field>``), the catalogue publishes its JSON Schema
+    and the dashboard draws the start form from it. ``parse_input`` (raising
+    InvalidInput) stays for what a schema can't say: it runs on the validated input
+    (or on the raw input when there is no ``input``). ``goal`` is the first line of
+    the progress notes (default: the title)."""
+
     name: str
     version: int
     title: str
-    parse_input: Callable[[JSON], JSON]  # raises executions.errors.InvalidInput
-    goal: Callable[[JSON], str]
+    input: type[WorkflowInput] | None = None
+    description: str = ""
+    parse_input: Callable[[JSON], JSON] | None = None  # raises executions.errors.InvalidInput
+    goal: Callable[[JSON], str] | None = None
     constraints: Callable[[JSON], list[str]] = lambda _input: []
     deadline_seconds: float | None = None  # from start; past it the execution stops
     step_timeout_seconds: float | None = None  # each step's timeout unless it names its own
     steps: list[Step] = field(default_factory=list)
     # action type → fn(args, receipt) describing how to undo a done effect (recorded on cancel)
     compensations: dict[str, Callable[[JSON, JSON], JSON]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.input is not None and not (isinstance(self.input, type) and issubclass(self.input, WorkflowInput)):
+            raise TypeError(f"{self.name} v{self.version}: input must be a WorkflowInput subclass, not {self.input!r}")
+        extra = self.parse_input or _anything
+        if self.input is not None:
+            schema_parse = parse_with(self.input)
+            self.parse_input = lambda raw: extra(schema_parse(raw))
+        else:
+            self.parse_input = extra
+        if self.goal is None:
+            title = self.title
+            self.goal = lambda _data: title
+
+    def input_schema(self) -> JSON:
+        """The JSON Schema of this version's input (an open object when it declares none)."""
+        if self.input is None:
+            return {"type": "object", "title": f"{self.title} input"}
+        return self.input.model_json_schema()
 
     # --- declaring steps
 

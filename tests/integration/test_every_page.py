@@ -33,6 +33,7 @@ from accounts.roles import ensure_roles
 from approvals.models import ApprovalRequest
 from artifacts.models import ArtifactVersion
 from config.csp import HEADER
+from executions.authoring import registry
 from executions.models import Action, Execution, Status
 from tests.support.stack import Stack, pk
 from tests.support.world import Account, build_world, make_people
@@ -145,6 +146,7 @@ def parameter_sets(refs: dict[str, str]) -> list[list[dict]]:
             for v in versions
         ],
         [{"key": a.key, "ref": a.execution.ref, "execution_id": a.execution.ref} for a in actions],
+        [{"workflow": name} for name in registry.names()],  # the start forms (issue 20)
     ]
 
 

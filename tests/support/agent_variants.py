@@ -29,7 +29,7 @@ def _variant(name: str, *, budget: Budget, tools: list) -> None:
             name=name,
             version=1,
             title=f"Support agent ({name})",
-            parse_input=base.parse_input,
+            input=base.input,
             goal=base.goal,
             constraints=base.constraints,
         )

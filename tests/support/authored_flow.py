@@ -19,7 +19,6 @@ from executions.authoring import (
     SignalPayload,
     Workflow,
     WorkflowInput,
-    parse_with,
     register,
     request_json,
 )
@@ -39,7 +38,7 @@ flow = register(
         name="greeting_card",
         version=1,
         title="Send a greeting card",
-        parse_input=parse_with(CardInput),
+        input=CardInput,
         goal=lambda data: f"Send {data['name']} a greeting card they will like",
         constraints=lambda data: [f"Address {data['name']} by name"],
     )

@@ -4,7 +4,7 @@ import time
 
 from executions.authoring import registry
 from executions.authoring.retry import RetryPolicy
-from executions.authoring.workflow import Workflow, WorkflowInput, parse_with
+from executions.authoring.workflow import Workflow, WorkflowInput
 
 
 class SlowInput(WorkflowInput):
@@ -16,7 +16,7 @@ flow = registry.register(
         name="slow_step",
         version=1,
         title="A step that hangs",
-        parse_input=parse_with(SlowInput),
+        input=SlowInput,
         goal=lambda data: "hang longer than the step may",
     )
 )
@@ -33,7 +33,7 @@ hung = registry.register(
         name="hung_step",
         version=1,
         title="A step that never returns in time",
-        parse_input=parse_with(SlowInput),
+        input=SlowInput,
         goal=lambda data: "hang far past the step's timeout",
     )
 )

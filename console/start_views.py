@@ -1,0 +1,81 @@
+"""The start forms (one per workflow, drawn from its input schema) and the workflows page
+(DESIGN §6, "Platform"). Thin: the form is ``console.start_forms``, the catalogue is
+``executions.catalogue``, the start is the service the API calls."""
+
+from __future__ import annotations
+
+import uuid
+
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_http_methods
+
+from executions import catalogue, inputs, services
+from executions.errors import InvalidInput, NotFound, ServiceError
+
+from . import start_forms
+
+
+def _item_or_404(name: str) -> dict:
+    try:
+        return catalogue.item(name)
+    except NotFound as exc:
+        raise Http404(exc.message) from None
+
+
+def _render(request, item, drawn, *, key: str, error: str = "", status: int = 200) -> HttpResponse:
+    context = {"workflow": item, "fields": drawn, "idempotency_key": key, "error": error}
+    return render(request, "workflows/start.html", context, status=status)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def start_form(request: HttpRequest, workflow: str) -> HttpResponse:
+    """GET: the form, with a new hidden idempotency key (a double submit or a reload and
+    resubmit start one execution). POST: start it and redirect (303) to its page; a bad
+    field draws the form again with the reason beside it (422)."""
+    item = _item_or_404(workflow)
+    drawn = start_forms.fields(item["input_schema"])
+    if request.method == "GET":
+        return _render(request, item, drawn, key=uuid.uuid4().hex)
+    key = request.POST.get("idempotency_key", "").strip() or uuid.uuid4().hex
+    data, errors = start_forms.read(drawn, request.POST)
+    if not errors:
+        try:
+            body = inputs.parse(inputs.StartIn, {"workflow": item["name"], "input": data, "idempotency_key": key})
+            execution, _ = services.execution_start(
+                user=request.user, workflow=body.workflow, input=body.input, idempotency_key=body.idempotency_key
+            )
+        except InvalidInput as exc:
+            name = start_forms.field_of(exc.field)
+            if name in {f.name for f in drawn}:
+                errors[name] = exc.reason
+            else:
+                return _render(request, item, drawn, key=key, error=exc.message, status=422)
+        except ServiceError as exc:  # the same key with other input (409)
+            return _render(request, item, drawn, key=uuid.uuid4().hex, error=exc.message, status=exc.status_code)
+        else:
+            return HttpResponseRedirect(reverse("executions:detail", args=[execution.ref]), status=303)
+    for f in drawn:
+        f.error = errors.get(f.name, "")
+    return _render(request, item, drawn, key=key, error="Check the fields marked below.", status=422)
+
+
+@login_required
+@require_GET
+def workflows_page(request: HttpRequest) -> HttpResponse:
+    """Each workflow: its versions (and how many executions are live on each), its steps,
+    its input fields, a link to its start form."""
+    live = catalogue.live_counts()
+    rows = []
+    for item in catalogue.items():
+        rows.append(
+            {
+                **item,
+                "fields": start_forms.fields(item["input_schema"]),
+                "live": [(v, live.get((item["name"], v), 0)) for v in item["versions"]],
+            }
+        )
+    return render(request, "workflows/list.html", {"workflows": rows})

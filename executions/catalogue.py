@@ -1,0 +1,63 @@
+"""The catalogue: every registered workflow as ``GET /api/workflows`` answers it (DESIGN §6,
+"Platform") — its title and description, its versions, the latest version's input schema
+and steps, and whether it is paused. Shared by the API, the workflows page, the start
+forms and ``keel workflows``.
+
+Who imports this module: the edges (``api``), the console and the CLI. It reads the
+registry and the record; it writes nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import Count
+
+from .authoring import registry
+from .errors import NotFound
+from .models import TERMINAL, Execution
+
+
+def paused(name: str) -> bool:
+    """Whether workflow ``name`` is paused (its kill switch). The one place the catalogue
+    reads it from: nothing pauses a workflow yet (issue 22b builds the switch)."""
+    return False
+
+
+def workflow(name: str):
+    """The latest version of ``name``, or NotFound (the API's 404)."""
+    try:
+        return registry.latest(name)
+    except registry.UnknownWorkflow:
+        raise NotFound(f"no workflow {name!r}; known: {', '.join(registry.names()) or 'none'}") from None
+
+
+def item(name: str) -> dict[str, Any]:
+    """One catalogue item (``GET /api/workflows/{name}``); NotFound for an unknown name."""
+    latest = workflow(name)
+    return {
+        "name": latest.name,
+        "title": latest.title,
+        "description": latest.description,
+        "version": latest.version,
+        "versions": registry.versions(name),
+        "input_schema": latest.input_schema(),
+        "steps": [{"name": s.name, "label": s.label, "kind": str(s.kind)} for s in latest.steps],
+        "paused": paused(name),
+    }
+
+
+def items() -> list[dict[str, Any]]:
+    """Every registered workflow, sorted by name (``GET /api/workflows``)."""
+    return [item(name) for name in registry.names()]
+
+
+def live_counts() -> dict[tuple[str, int], int]:
+    """How many executions are live (not terminal) per (workflow, version), for the page."""
+    rows = (
+        Execution.objects.exclude(status__in=TERMINAL)
+        .values("workflow", "workflow_version")
+        .annotate(n=Count("id"))
+        .order_by()
+    )
+    return {(r["workflow"], r["workflow_version"]): r["n"] for r in rows}
