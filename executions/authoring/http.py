@@ -31,6 +31,24 @@ def call_timeout(seconds: float | None) -> Iterator[None]:
         _timeout.reset(token)
 
 
+_offline: ContextVar[bool] = ContextVar("no_calls_leave", default=False)
+
+
+class CallRefused(RuntimeError):
+    """A step tried to call a service while calls are refused (``keel replay``)."""
+
+
+@contextmanager
+def offline() -> Iterator[None]:
+    """Within this block no request leaves (``request_json`` raises CallRefused): a replay
+    calls nothing."""
+    token = _offline.set(True)
+    try:
+        yield
+    finally:
+        _offline.reset(token)
+
+
 _NOT_SENT_MARKERS = ("NewConnectionError", "Failed to establish", "ConnectTimeout", "Connection refused")
 
 
@@ -42,6 +60,8 @@ def _session() -> requests.Session:
 
 def request_json(method: str, url: str, *, body: dict | None = None, key: str | None = None) -> dict[str, Any]:
     """Send one request; return the JSON body of a 2xx answer or raise StepFailure."""
+    if _offline.get():
+        raise CallRefused(f"{method} {url}: no call leaves during a replay")
     headers = {"Idempotency-Key": key} if key else {}
     timeout = (3.0, _timeout.get() or settings.RUNTIME_EFFECT_TIMEOUT_SECONDS)
     try:

@@ -1,7 +1,7 @@
 """The catalogue and the start forms (issue 20, DESIGN §6 "Platform"): ``GET /api/workflows``
 and ``/api/workflows/{name}`` to the letter, the workflows page, and a start form drawn from
 each workflow's input schema — a hidden idempotency key (the same form twice starts one
-execution), 303 to the execution's page, 422 with the reason beside the field. S60."""
+execution), 303 to the execution's page, 422 with the reason beside the field."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ def logged_in(person) -> Client:
     return client
 
 
-def test_s60_the_catalogue_lists_every_workflow_with_its_schema_and_steps(people):
+def test_the_catalogue_lists_every_workflow_with_its_schema_and_steps(people):
     client = Client(headers={"authorization": f"Bearer {people['requester'].token}"})
     answer = client.get("/api/workflows")
     assert answer.status_code == 200, answer.content
@@ -43,7 +43,7 @@ def test_s60_the_catalogue_lists_every_workflow_with_its_schema_and_steps(people
     assert Client().get("/api/workflows").status_code == 401
 
 
-def test_s60_a_start_form_is_drawn_from_the_schema_and_a_double_submit_starts_one(people):
+def test_a_start_form_is_drawn_from_the_schema_and_a_double_submit_starts_one(people):
     client = logged_in(people["requester"])
     page = client.get("/executions/start/replacement_order/")
     assert page.status_code == 200
@@ -64,7 +64,7 @@ def test_s60_a_start_form_is_drawn_from_the_schema_and_a_double_submit_starts_on
     assert client.get("/executions/start/replacement_order/").content.decode().count(key) == 0  # a new key
 
 
-def test_s60_a_bad_field_shows_the_form_again_with_the_reason_beside_it(people):
+def test_a_bad_field_shows_the_form_again_with_the_reason_beside_it(people):
     client = logged_in(people["requester"])
     bad = client.post("/executions/start/monthly_report/", {"idempotency_key": "k-bad", "month": "2030-01"})
     assert bad.status_code == 422
@@ -73,13 +73,15 @@ def test_s60_a_bad_field_shows_the_form_again_with_the_reason_beside_it(people):
     not_a_number = client.post(
         "/executions/start/replacement_order/", {"original_order": "ORD-1001", "confirm_within_seconds": "soon"}
     )
-    assert not_a_number.status_code == 422 and 'id="field-confirm_within_seconds-error"' in not_a_number.content.decode()
+    assert (
+        not_a_number.status_code == 422 and 'id="field-confirm_within_seconds-error"' in not_a_number.content.decode()
+    )
     assert client.post("/executions/start/monthly_report/", {"month": ""}).status_code == 422
     assert client.get("/executions/start/no_such_flow/").status_code == 404
     assert not Execution.objects.exists()
 
 
-def test_s60_the_list_links_a_start_form_for_every_workflow_and_the_workflows_page_shows_them(people):
+def test_the_list_links_a_start_form_for_every_workflow_and_the_workflows_page_shows_them(people):
     client = logged_in(people["requester"])
     home = client.get("/").content.decode()
     for name in registry.names():

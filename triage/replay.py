@@ -1,0 +1,334 @@
+"""Replay before deploy (DESIGN §4; ``keel replay``): for each live execution, run again what
+it has already done with the code now installed, and report the first place where what
+the code builds now differs from what was recorded — before a deploy stops it.
+
+Inside a replay:
+
+- the model is the journal (``JournalModel``): each call's request is rebuilt and hashed
+  as the runtime would (``ModelRequest.canonical``) and compared with the recorded
+  call of the same key; the recorded answer is returned, no provider is ever asked. A
+  different hash is a ``model_call`` finding naming which parts of the request differ;
+- an effect is built (its step function returns an ``Effect``) and never performed: its
+  key and arguments are compared with the ledger's row (``effect``);
+- an approval gate compares what it is bound to (the artifact version's sha256 and the
+  action of the recorded request) with what the code builds now (``approval``);
+- no request leaves (``executions.authoring.http.offline``: a compute step that would
+  call a service keeps its recorded output), artifacts are hashed and never stored,
+  and everything runs in a transaction rolled back at the end: a replay writes nothing.
+
+A pinned version no longer registered is the verdict ``unregistered_version``
+(finding ``version``). ``against=N`` replays an execution pinned to an older version
+against version N's code, to see what moving it would break. Agent steps are not
+re-run (their calls are checked by the journal when they run); their recorded output
+stands.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import hashlib
+from typing import Any
+
+from django.db import transaction
+
+from approvals.models import ApprovalRequest
+from artifacts.models import ArtifactVersion
+from executions.authoring import notes as progress_notes
+from executions.authoring import registry
+from executions.authoring.http import offline
+from executions.authoring.modelcalls import ModelRequest, canonical_json
+from executions.authoring.step_context import StepContext
+from executions.authoring.workflow import Step, StepKind, Workflow
+from executions.engine import journal
+from executions.models import TERMINAL, Action, Execution, ModelCall
+
+OK, DRIFT, UNREGISTERED = "ok", "drift", "unregistered_version"
+
+
+class Found(Exception):
+    """The first finding of a replay: it stops there."""
+
+    def __init__(self, kind: str, step: str, key: str, detail: str) -> None:
+        super().__init__(detail)
+        self.finding = {"kind": kind, "step": step, "key": key, "detail": detail}
+
+
+def replay(refs: list[str] | None = None, *, workflow: str | None = None, against: int | None = None) -> dict:
+    """Every selected non-terminal execution (default: all), replayed; the answer of
+    ``keel replay --json``. Writes nothing (a transaction rolled back at the end)."""
+    executions = Execution.objects.exclude(status__in=TERMINAL).order_by("pk")
+    if refs:
+        executions = executions.filter(pk__in=[int(ref.removeprefix("RUN_")) for ref in refs])
+    if workflow:
+        executions = executions.filter(workflow=workflow)
+    if against is not None:
+        executions = executions.exclude(workflow_version=against)
+    items = []
+    with transaction.atomic():
+        for execution in executions:
+            items.append(replay_one(execution, against=against))
+        transaction.set_rollback(True)
+    return {"checked": len(items), "drifted": sum(1 for i in items if i["verdict"] != OK), "items": items}
+
+
+def replay_one(execution: Execution, *, against: int | None = None) -> dict:
+    version = against or execution.workflow_version
+    item = {"id": execution.ref, "workflow": execution.workflow, "workflow_version": execution.workflow_version}
+    try:
+        flow = registry.get(execution.workflow, version)
+    except registry.UnknownWorkflow:
+        known = ", ".join(f"v{v}" for v in registry.versions(execution.workflow)) or "none"
+        detail = f"{execution.workflow} v{version} is not registered in the code now installed (registered: {known})"
+        finding = {"kind": "version", "step": execution.current_step, "key": "", "detail": detail}
+        return {**item, "verdict": UNREGISTERED, "findings": [finding]}
+    try:
+        with offline():
+            _Replay(execution, flow).run()
+    except Found as found:
+        return {**item, "verdict": DRIFT, "findings": [found.finding]}
+    return {**item, "verdict": OK, "findings": []}
+
+
+class _Replay:
+    def __init__(self, execution: Execution, flow: Workflow) -> None:
+        self.recorded = execution
+        self.flow = flow
+        self.names = [s.name for s in flow.steps]
+        # A copy the steps read, its context rebuilt step by step; the recorded row is never changed.
+        self.execution = copy.copy(execution)
+        recorded = execution.context or {}
+        self.state: dict[str, Any] = recorded.get("state", {})
+        self.notes: dict[str, Any] = recorded.get("notes") or progress_notes.initial(goal="", constraints=[])
+        self.latest_artifacts: dict[str, Any] = recorded.get("artifacts", {})
+        self.built: dict[str, str] = {}  # artifact name → sha256 of what the code builds now
+
+    def run(self) -> None:
+        current = self.recorded.current_step
+        if current and current not in self.names:
+            raise Found(
+                "version",
+                current,
+                "",
+                f"{self.recorded.ref} is at step {current}, which {self.flow.name} v{self.flow.version} doesn't have",
+            )
+        upto = self.names.index(current) if current else len(self.names)
+        for index, step in enumerate(self.flow.steps[:upto]):
+            self._replay_step(index, step)
+        if current:
+            step = self.flow.get_step(current)
+            if step.is_gate:  # parked there: what it is bound to, and the effects it guards
+                self._check_gate(upto, step)
+                for guarded in self.flow.steps[upto + 1 :]:
+                    if guarded.kind == StepKind.EFFECT and guarded.guarded_by == step.name:
+                        self._check_effect(upto, guarded, planned=True)
+
+    # --- the context as it was when step ``index`` ran
+
+    def _context(self, index: int, step: Step) -> StepContext:
+        earlier = set(self.names[:index])
+        notes = dict(self.notes)
+        notes["facts"] = [f for f in self.notes.get("facts", []) if f.get("step") in earlier]
+        notes["hypotheses"] = [
+            h for h in self.notes.get("hypotheses", []) if _call_step(h.get("source", "")) in earlier
+        ]
+        completed = list(self.notes.get("completed_steps", []))
+        if step.name in completed:
+            completed = completed[: len(completed) - completed[::-1].index(step.name) - 1]
+        notes["completed_steps"] = [s for s in completed if s in earlier]
+        notes["next_action"] = step.label if index else self.notes.get("next_action", "")
+        artifacts = {}
+        for name, ref in self.latest_artifacts.items():
+            version = ArtifactVersion.objects.filter(pk=ref.get("version_pk")).first()
+            if version is not None and version.produced_by_step in earlier:
+                artifacts[name] = ref
+            elif version is not None and version.number > 1:
+                before = ArtifactVersion.objects.filter(artifact_id=version.artifact_id, number=version.number - 1)
+                for v in before:
+                    artifacts[name] = v.as_ref()
+        self.execution.context = {
+            **(self.recorded.context or {}),
+            "state": {k: v for k, v in self.state.items() if k in earlier},
+            "notes": notes,
+            "artifacts": artifacts,
+        }
+        return _ReplayContext(execution=self.execution, workflow=self.flow, built=self.built)
+
+    # --- each kind of step
+
+    def _replay_step(self, index: int, step: Step) -> None:
+        if step.is_gate:
+            self._check_gate(index, step)
+        elif step.kind == StepKind.EFFECT:
+            self._check_effect(index, step)
+        elif step.kind == StepKind.MODEL:
+            ctx = self._context(index, step)
+            step.fn(ctx, JournalModel(self.recorded, step.name))
+        elif step.kind == StepKind.COMPUTE:
+            ctx = self._context(index, step)
+            # It would call a service, or depends on what a call returned: its record stands.
+            with contextlib.suppress(Exception):
+                step.fn(ctx)
+        # agent steps: not re-run (module docstring)
+
+    def _check_effect(self, index: int, step: Step, *, planned: bool = False) -> None:
+        ctx = self._context(index, step)
+        try:
+            effect = step.fn(ctx)
+        except Found:
+            raise
+        except Exception as exc:
+            raise Found(
+                "effect", step.name, "", f"the effect can't be built any more: {type(exc).__name__}: {exc}"
+            ) from None
+        rows = Action.objects.filter(execution_id=self.recorded.pk, step=step.name).order_by("-created_at")
+        same = next((row for row in rows if row.key == effect.key), None)
+        if same is None:
+            recorded = rows.first()
+            if recorded is None and planned:
+                return  # nothing planned for it yet
+            was = f"the ledger has {recorded.key}" if recorded else "the ledger has no action for it"
+            raise Found("effect", step.name, effect.key, f"the effect's key is now {effect.key}; {was}")
+        if canonical_json(same.args) != canonical_json(effect.args):
+            changed = sorted(
+                k
+                for k in set(same.args) | set(effect.args)
+                if same.args.get(k, _MISSING) != effect.args.get(k, _MISSING)
+            )
+            raise Found(
+                "effect",
+                step.name,
+                effect.key,
+                f"the arguments of {effect.key} differ from the ledger's in {', '.join(changed) or 'their form'}",
+            )
+
+    def _check_gate(self, index: int, step: Step) -> None:
+        spec = step.spec
+        artifact, action = getattr(spec, "artifact", None), getattr(spec, "action", None)
+        if artifact is None:
+            return  # a wait: it binds nothing
+        request = ApprovalRequest.objects.filter(execution_id=self.recorded.pk, step=step.name).order_by("-pk").first()
+        if request is None:
+            return
+        key = f"approval:{request.pk}"
+        if action != request.action:
+            raise Found(
+                "approval",
+                step.name,
+                key,
+                f"approval #{request.pk} was asked for the action {request.action}; the gate now asks for {action}",
+            )
+        if request.artifact_version.artifact_id != self.latest_artifacts.get(artifact, {}).get("artifact_pk"):
+            raise Found(
+                "approval",
+                step.name,
+                key,
+                f"approval #{request.pk} is bound to another artifact than {artifact!r}, which the gate now names",
+            )
+        built = self.built.get(artifact)
+        if built is not None and built != request.content_sha256:
+            raise Found(
+                "approval",
+                step.name,
+                key,
+                f"approval #{request.pk} is bound to {artifact} V{request.version} (sha256 {request.content_sha256[:12]}); "
+                f"the code now builds {artifact} with sha256 {built[:12]}, a version nobody approved",
+            )
+
+
+_MISSING = object()
+
+
+def _call_step(key: str) -> str:
+    """The step of a call key ``RUN_0001:analyze:r1:c1``."""
+    parts = key.split(":")
+    return parts[1] if len(parts) >= 4 else ""
+
+
+class _ReplayContext(StepContext):
+    """A step context whose artifacts are hashed, never stored."""
+
+    def __init__(self, *, execution, workflow, built: dict[str, str]) -> None:
+        super().__init__(execution=execution, workflow=workflow)
+        self._built = built
+
+    def save_artifact(self, name: str, *, kind: str, title: str, content: str | bytes, content_type: str) -> None:
+        data = content.encode() if isinstance(content, str) else content
+        self._built[name] = hashlib.sha256(data).hexdigest()
+
+
+class JournalModel:
+    """The model of a replay: the journal. A call is rebuilt, hashed and compared with the
+    recorded call of its key; its recorded answer is returned. Never a network call."""
+
+    label = "journal (replay)"
+
+    def __init__(self, execution: Execution, step: str) -> None:
+        self.execution = execution
+        self.step = step
+        self.seq = 0
+        self.keys: list[str] = []
+        self.asked: list[str] = []
+        self.tokens = 0
+
+    @property
+    def name(self) -> str:
+        return "journal"
+
+    def ask(self, request: ModelRequest, **_ignored):
+        self.seq += 1
+        key = journal.call_key(self.execution, self.step, self.seq)
+        self.keys.append(key)
+        recorded = ModelCall.objects.filter(key=key).order_by("-revision").first()
+        if recorded is None:
+            raise Found("model_call", self.step, key, f"the code now makes call {key}, which was never made")
+        rebuilt = request.canonical(model=recorded.model)
+        sha = hashlib.sha256(canonical_json(rebuilt)).hexdigest()
+        if sha != recorded.request_sha256:
+            raise Found("model_call", self.step, key, _request_diff(recorded.request or {}, rebuilt))
+        self.tokens += recorded.input_tokens + recorded.output_tokens
+        return journal.response_of(recorded)
+
+    def complete(self, *, prompt: str, prompt_version: str, prompt_id: str = ""):
+        request = ModelRequest(
+            prompt_id=prompt_id or self.step,
+            prompt_version=prompt_version,
+            system="",
+            messages=({"role": "user", "content": prompt},),
+        )
+        return self.ask(request)
+
+    def summary(self) -> list[dict[str, Any]]:
+        return [{"key": key} for key in self.keys]
+
+
+def _request_diff(recorded: dict, rebuilt: dict) -> str:
+    """Which parts of the rebuilt request differ from the recorded one, readably."""
+    parts = []
+    for part in ("model", "prompt", "system", "tools", "params"):
+        if recorded.get(part) != rebuilt.get(part):
+            parts.append(f"{part} ({_short(recorded.get(part))} → {_short(rebuilt.get(part))})")
+    was, now = recorded.get("messages", []), rebuilt.get("messages", [])
+    if was != now:
+        if len(was) != len(now):
+            parts.append(f"messages ({len(was)} recorded, {len(now)} now)")
+        for n, (a, b) in enumerate(zip(was, now, strict=False)):
+            if a != b:
+                parts.append(
+                    f"message {n + 1} ({a.get('role', '?')}): {_first_difference(a.get('content', ''), b.get('content', ''))}"
+                )
+                break
+    what = "; ".join(parts) or "the request (as redacted in the record)"
+    return f"the rebuilt request differs from the recorded one in {what}"
+
+
+def _first_difference(a: Any, b: Any) -> str:
+    a, b = str(a), str(b)
+    at = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
+    line = a.count("\n", 0, at) + 1
+    return f"from line {line}: recorded {_short(a[at : at + 60])}, now {_short(b[at : at + 60])}"
+
+
+def _short(value: Any) -> str:
+    text = value if isinstance(value, str) else repr(value)
+    return repr(text[:80] + ("…" if len(text) > 80 else ""))
