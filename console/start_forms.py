@@ -52,7 +52,10 @@ def fields(schema: dict[str, Any]) -> list[FormField]:
     """The form's fields, in the schema's order."""
     required = set(schema.get("required", []))
     drawn = []
-    for name, raw in schema.get("properties", {}).items():
+    properties = schema.get("properties", {})
+    # The workflow's own fields first; the ``constraints`` every input takes, last.
+    ordered = sorted(properties.items(), key=lambda item: item[0] == "constraints")
+    for name, raw in ordered:
         prop = _resolve(raw, schema)
         kind = prop.get("type")
         examples = prop.get("examples") or []
@@ -77,10 +80,10 @@ def fields(schema: dict[str, Any]) -> list[FormField]:
         elif kind == "array":
             f.widget = LIST
             items = prop.get("items", {})
-            f.attrs = {
-                k: v for k, v in (("maxItems", prop.get("maxItems")), ("maxLength", items.get("maxLength"))) if v
-            }
-            f.help = f.help or "one item a line"
+            most, longest = prop.get("maxItems"), items.get("maxLength")
+            f.attrs = {"maxItems": most} if most else {}
+            limits = [f"at most {most}" if most else "", f"each at most {longest} characters" if longest else ""]
+            f.help = " — ".join(filter(None, [f.help, ", ".join(filter(None, ["one a line", *limits]))]))
         else:
             for key, attr in (("minLength", "minlength"), ("maxLength", "maxlength"), ("pattern", "pattern")):
                 if key in prop:

@@ -86,7 +86,7 @@ class WorkflowInput(pydantic.BaseModel):
 
     constraints: list[str] = pydantic.Field(
         default_factory=list,
-        description="extra mandatory instructions for the agent, one per line",
+        description="extra mandatory instructions for the agent",
         json_schema_extra={
             "maxItems": MAX_CONSTRAINTS,
             "items": {"type": "string", "maxLength": MAX_CONSTRAINT_LENGTH},

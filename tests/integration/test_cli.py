@@ -10,9 +10,11 @@ import subprocess
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.db import transaction
 
 from executions import services
 from executions.api import ExecutionOut
+from executions.engine import lifecycle
 from executions.models import Execution, ExecutionEvent, Status
 from tests.support.procs import BIN, ROOT
 from tests.support.stack import app_env
@@ -115,3 +117,38 @@ def test_each_refusal_is_its_exit_status_and_one_sentence(env, people, args, sta
     before = Execution.objects.count(), ExecutionEvent.objects.count()
     refused(keel(env, *[a.replace("{ref}", ref) for a in args]), status, *words)
     assert (Execution.objects.count(), ExecutionEvent.objects.count()) == before  # nothing written
+
+
+def test_resume_retry_and_replay_succeed_as_the_operator(env, people):
+    """The remaining commands' success (pause, archive and schedules come with their issues):
+    resume a needs_attention execution, retry a retry_pending one — recorded as the --as
+    user — and replay with nothing live to check."""
+
+    def stopped(transition: str) -> Execution:
+        execution, _ = services.execution_start(
+            user=people["requester"].user, workflow="monthly_report", input={"month": "2026-08"}
+        )
+        with transaction.atomic():
+            lifecycle.apply(execution, "start", actor_label="test")
+            lifecycle.apply(execution, transition, actor_label="test", reason="set up by the test", code="step_error")
+        return execution
+
+    flagged, waiting = stopped("flag"), stopped("schedule_retry")
+    for command, execution in (("resume", flagged), ("retry", waiting)):
+        done = keel(env, command, execution.ref, "--reason", "checked by hand", "--as", "operator", "--json")
+        assert done.returncode == 0, (command, done.stderr)
+        assert json.loads(done.stdout)["status"] == Status.RUNNING
+        event = ExecutionEvent.objects.filter(execution=execution).latest("pk")
+        assert event.actor == people["operator"].user and event.to_status == Status.RUNNING
+
+    listed = keel(env, "workflows")
+    assert (
+        listed.returncode == 0
+        and "monthly_report v1" in listed.stdout
+        and "input {constraints?, month}" in listed.stdout
+    )
+    for execution in (flagged, waiting):
+        services.execution_cancel(ref=execution.ref, user=people["operator"].user, reason="done with it")
+    replayed = keel(env, "replay", "--json")
+    assert replayed.returncode == 0, replayed.stderr
+    assert json.loads(replayed.stdout) == {"checked": 0, "drifted": 0, "items": []}

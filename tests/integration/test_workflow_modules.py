@@ -1,0 +1,35 @@
+"""``KEEL_WORKFLOW_MODULES`` (issue 20, DESIGN §4): a module named there that doesn't import
+stops start-up — ``manage.py check`` and a Celery worker here — with one sentence naming
+the module and the error, never a traceback. (The modules that do import run end to end
+in tests/examples and tests/browser/test_browser_start_forms.py.)"""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from tests.support.procs import BIN, ROOT
+from tests.support.stack import app_env
+
+BROKEN = "examples.no_such_package.flows"
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        [str(BIN / "python"), "manage.py", "check"],
+        [str(BIN / "celery"), "-A", "config", "worker", "--pool=solo", "--loglevel=WARNING"],
+    ],
+    ids=["manage.py check", "celery worker"],
+)
+def test_a_module_that_does_not_import_stops_start_up_naming_it(command, tmp_path, transactional_db):
+    env = {**app_env(tmp_path), "KEEL_WORKFLOW_MODULES": f"examples.expense_approval.workflow,{BROKEN}"}
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode != 0
+    sentence = [line for line in done.stderr.splitlines() if line.startswith("keel:")]
+    assert sentence == [
+        f"keel: KEEL_WORKFLOW_MODULES names {BROKEN}, which does not import: "
+        "ModuleNotFoundError: No module named 'examples.no_such_package'"
+    ], done.stderr
+    assert "Traceback" not in done.stderr
