@@ -130,7 +130,7 @@ class _Replay:
         notes = dict(self.notes)
         notes["facts"] = [f for f in self.notes.get("facts", []) if f.get("step") in earlier]
         notes["hypotheses"] = [
-            h for h in self.notes.get("hypotheses", []) if _call_step(h.get("source", "")) in earlier
+            h for h in self.notes.get("hypotheses", []) if self._heard_before(h.get("source", ""), earlier)
         ]
         completed = list(self.notes.get("completed_steps", []))
         if step.name in completed:
@@ -235,14 +235,17 @@ class _Replay:
                 f"the code now builds {artifact} with sha256 {built[:12]}, a version nobody approved",
             )
 
+    def _heard_before(self, key: str, earlier: set[str]) -> bool:
+        """Whether the call ``key`` (``RUN_0001:analyze:r1:c1``) was answered before the step
+        being replayed: a call of an earlier step, or of an earlier round."""
+        parts = key.split(":")
+        if len(parts) < 4:
+            return False
+        step, round_ = parts[1], parts[2].removeprefix("r")
+        return step in earlier or (round_.isdigit() and int(round_) < self.recorded.round)
+
 
 _MISSING = object()
-
-
-def _call_step(key: str) -> str:
-    """The step of a call key ``RUN_0001:analyze:r1:c1``."""
-    parts = key.split(":")
-    return parts[1] if len(parts) >= 4 else ""
 
 
 class _ReplayContext(StepContext):

@@ -9,10 +9,9 @@ from ..registry import Result, command
 
 
 def _line(item: dict) -> str:
-    fields = ", ".join(
-        name + ("" if name in item["input_schema"].get("required", []) else "?")
-        for name in item["input_schema"].get("properties", {})
-    )
+    names = sorted(item["input_schema"].get("properties", {}), key=lambda name: name == "constraints")  # theirs last
+    required = item["input_schema"].get("required", [])
+    fields = ", ".join(name + ("" if name in required else "?") for name in names)
     paused = " [paused]" if item["paused"] else ""
     return (
         f"{item['name']} v{item['version']} (versions {', '.join(map(str, item['versions']))}){paused}: "

@@ -134,18 +134,23 @@ def test_resume_retry_and_replay_succeed_as_the_operator(env, people):
         return execution
 
     flagged, waiting = stopped("flag"), stopped("schedule_retry")
-    for command, execution in (("resume", flagged), ("retry", waiting)):
+    # resume: running again; retry: due now, the next claim runs it (each an event of the --as user)
+    for command, execution, status, event_type in (
+        ("resume", flagged, Status.RUNNING, None),
+        ("retry", waiting, Status.RETRY_PENDING, "operator.retry_now"),
+    ):
         done = keel(env, command, execution.ref, "--reason", "checked by hand", "--as", "operator", "--json")
         assert done.returncode == 0, (command, done.stderr)
-        assert json.loads(done.stdout)["status"] == Status.RUNNING
+        assert json.loads(done.stdout)["status"] == status
         event = ExecutionEvent.objects.filter(execution=execution).latest("pk")
-        assert event.actor == people["operator"].user and event.to_status == Status.RUNNING
+        assert event.actor == people["operator"].user
+        assert event.type == event_type if event_type else event.to_status == Status.RUNNING
 
     listed = keel(env, "workflows")
     assert (
         listed.returncode == 0
         and "monthly_report v1" in listed.stdout
-        and "input {constraints?, month}" in listed.stdout
+        and "input {month, constraints?}" in listed.stdout
     )
     for execution in (flagged, waiting):
         services.execution_cancel(ref=execution.ref, user=people["operator"].user, reason="done with it")
