@@ -13,6 +13,7 @@ from tests.support.procs import BIN, ROOT
 from tests.support.stack import app_env
 
 BROKEN = "examples.no_such_package.flows"
+pytestmark = pytest.mark.processes  # it starts a Celery worker (which stops at once)
 
 
 @pytest.mark.parametrize(
