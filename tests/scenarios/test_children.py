@@ -197,7 +197,7 @@ def test_quarterly_report_from_three_approved_monthly_reports_to_one_publication
     # The inbox names the parent of each child's approval; the parent's page shows the tree.
     browser = Client()
     browser.force_login(people["manager"].user)
-    inbox = browser.get("/approvals/").content.decode()
+    inbox = browser.get("/approvals/inbox/").content.decode()
     assert inbox.count(f'child of <a href="/executions/{ref}/">{ref}</a>') == 3, inbox
     page = browser.get(f"/executions/{ref}/").content.decode()
     assert 'id="children"' in page and all(c.ref in page for c in kids)
