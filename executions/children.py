@@ -155,10 +155,19 @@ def wake_parent_of(execution_id: int) -> None:
         failpoints.hit("before_parent_wake")
         child = Execution.objects.filter(pk=execution_id).first()
         parent = parent_of(child) if child is not None else None
-        if parent is not None and parent.status == Status.WAITING:
+        if parent is not None and parent.status == Status.WAITING and _ready(parent):
             wake_if_ready(parent.pk, actor_label=f"child:{child.ref}")
     except Exception:
         log.exception("could not wake the parent of execution %s; the sweeper will", execution_id)
+
+
+def _ready(parent: Execution) -> bool:
+    """May ``parent`` go on: every child at its step terminal, or one failed or cancelled?
+    Read without a lock: a child that isn't the last costs its parent no write."""
+    children = children_of(parent, parent.current_step)
+    if not children:
+        return False
+    return any(c.status in BROKEN for c in children) or all(c.status in TERMINAL for c in children)
 
 
 def wake_if_ready(parent_id: int, *, actor_label: str) -> bool:
@@ -168,12 +177,9 @@ def wake_if_ready(parent_id: int, *, actor_label: str) -> bool:
         parent = Execution.objects.select_for_update(no_key=True).filter(pk=parent_id).first()
         if parent is None or parent.status != Status.WAITING:
             return False
+        if not _ready(parent):  # read again under the lock: two last children may race here
+            return False
         children = children_of(parent, parent.current_step)
-        if not children:
-            return False
-        broken = [c for c in children if c.status in BROKEN]
-        if not broken and any(c.status not in TERMINAL for c in children):
-            return False
         lifecycle.apply(
             parent,
             "wake",
