@@ -248,9 +248,11 @@ class ChildrenGate(gates.Gate):
             & (~Exists(at_step.exclude(status__in=TERMINAL)) | Exists(at_step.filter(status__in=BROKEN)))
         )
         woken = []
-        for pk in Execution.objects.filter(ready).order_by().values_list("pk", flat=True)[:SWEEP_BATCH]:
-            if wake_if_ready(pk, actor_label="sweeper"):
-                woken.append(pk)
+        for parent in Execution.objects.filter(ready).order_by()[:SWEEP_BATCH]:
+            # Read first without a lock: a parent whose failed child was restarted and still
+            # runs matches the query at every sweep, and must cost no write.
+            if _ready(parent) and wake_if_ready(parent.pk, actor_label="sweeper"):
+                woken.append(parent.pk)
         return woken
 
     def pending(self, execution: Execution) -> gates.PendingGate | None:
