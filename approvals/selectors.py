@@ -64,7 +64,9 @@ class InboxItem:
 
 
 def _with_relations(rows: QuerySet[ApprovalRequest]) -> QuerySet[ApprovalRequest]:
-    return rows.select_related("execution", "artifact_version__artifact", "requested_by", "decision__decided_by")
+    return rows.select_related(
+        "execution__parent", "artifact_version__artifact", "requested_by", "decision__decided_by"
+    )
 
 
 def inbox_for(user: AbstractBaseUser) -> list[InboxItem]:

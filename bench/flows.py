@@ -4,14 +4,16 @@
 - ``bench_noop5``: five no-op compute steps, the peers' workload (bench/peers_row.py,
   ``/work/shared/bench-peers``: DBOS, LangGraph, a bare Celery chain);
 - ``bench_gate``: a draft artifact, an approval gate on it, one no-op step after it,
-  for the resume latency (decision committed → the step after the gate done).
+  for the resume latency (decision committed → the step after the gate done);
+- ``bench_parent`` / ``bench_child``: a parent whose children step starts ``n``
+  one-step children, then one step (bench/children.py).
 
 Registered through ``RUNTIME_WORKFLOW_MODULES`` (add ``bench.flows``).
 """
 
 from approvals.gate import Approval
 from bench import marks
-from executions.authoring import registry
+from executions.authoring import Child, registry
 from executions.authoring.workflow import Workflow
 
 STEPS = 10
@@ -86,6 +88,36 @@ gate.gate("review", label="Awaiting approval", spec=Approval(artifact="doc", act
 @gate.step("after", label="After the gate")
 def after(ctx):
     return {"after": True}
+
+
+child = registry.register(
+    Workflow(
+        name="bench_child",
+        version=1,
+        title="Benchmark: a child of one compute step",
+        parse_input=lambda raw: {"n": int(raw.get("n", 0))},
+        goal=lambda data: "measure the runtime",
+    )
+)
+child.step("only", label="The only step")(_noop(0))
+
+parent = registry.register(
+    Workflow(
+        name="bench_parent",
+        version=1,
+        title="Benchmark: a parent of n children",
+        parse_input=lambda raw: {"n": int(raw.get("n", 0))},
+        goal=lambda data: "measure the runtime",
+    )
+)
+
+
+@parent.children("kids", label="Waiting for the children")
+def kids(ctx):
+    return [Child(workflow="bench_child", input={"n": i}, key=f"c{i}") for i in range(ctx.input["n"])]
+
+
+parent.step("after", label="After the children")(_noop(1))
 
 
 marks.connect()

@@ -284,7 +284,8 @@ RUNTIME_WORKFLOW_MODULES = [
     m
     for m in os.environ.get(
         "RUNTIME_WORKFLOW_MODULES",
-        "workflows.monthly_report,workflows.replacement_order,workflows.replacement_order_v2,workflows.support_agent",
+        "workflows.monthly_report,workflows.replacement_order,workflows.replacement_order_v2,workflows.support_agent,"
+        "workflows.quarterly_report",
     ).split(",")
     if m
 ]

@@ -127,6 +127,8 @@ class Snapshot:
     restarted_as: int | None = None  # the execution that restarted this one (triage.restart)
     # Approvals of another execution this one acts on: the decisions a restart reused.
     reused: list[ApprovalRequest] = field(default_factory=list)
+    # The children it started (issue 21), annotated with their stuck reasons.
+    children: list[Execution] = field(default_factory=list)
 
     @property
     def authorisers(self) -> dict[str, ApprovalRequest]:
@@ -161,7 +163,30 @@ def snapshot(execution: Execution) -> Snapshot:
             .select_related("artifact_version__artifact", "requested_by", "decision__decided_by", "execution")
             .order_by("id")
         ),
+        children=list(stuck.annotate(Execution.objects.filter(parent=execution)).order_by("id")),
     )
+
+
+def family(snap: Snapshot) -> dict[str, Any] | None:
+    """The tree on the execution page: its parent (and the step that started it), its
+    children with their status and stuck reason; None when it has neither."""
+    e = snap.execution
+    if not e.parent_id and not snap.children:
+        return None
+    return {
+        "parent": {"ref": ref_for(e.parent_id), "step": e.parent_step} if e.parent_id else None,
+        "children": [
+            {
+                "ref": c.ref,
+                "key": c.child_key,
+                "step": c.parent_step,
+                "workflow": c.workflow,
+                "execution": c,
+                "stuck": stuck.describe(c),
+            }
+            for c in snap.children
+        ],
+    }
 
 
 def execution_stamps(snap: Snapshot) -> dict[str, str]:
@@ -181,6 +206,7 @@ def execution_stamps(snap: Snapshot) -> dict[str, str]:
             getattr(e, "stuck_reason", None),
             e.restarted_from_id,
             snap.restarted_as,
+            [(c.pk, c.status, c.current_step, c.stuck_reason) for c in snap.children],
         ),
         "approval": digest(pending.pk if pending else None, e.status, e.current_step),
         "operate": digest(e.status, e.due_at, unresolved, snap.last_event_id if unresolved else 0, snap.restarted_as),
@@ -321,6 +347,7 @@ def panel_context(
         ctx["now"] = timezone.now()
         ctx["lease_beat"] = max(1, settings.RUNTIME_LEASE_SECONDS // 3)
         ctx["stuck"] = triage["stuck"]
+        ctx["family"] = family(snap)
     if "approval" in panels:
         ctx.update(approval_context(user, snap, record_view=record_view))
     if "steps" in panels:

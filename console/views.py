@@ -129,7 +129,7 @@ def nav_live(request: HttpRequest) -> HttpResponse:
     return render(request, "_live_update.html", {"nav": nav, "changed": changed, "live_url": nav.poll_url})
 
 
-START_FIELDS = ("month", "ticket")
+START_FIELDS = ("month", "ticket", "quarter")
 
 
 @login_required

@@ -124,6 +124,18 @@ class StuckOut(Schema):
     ]
 
 
+class ParentOut(Schema):
+    id: str
+    step: str
+
+
+class ChildOut(Schema):
+    id: str
+    workflow: str
+    status: str
+    step: str
+
+
 class ExecutionOut(Schema):
     id: str
     workflow: str
@@ -147,6 +159,8 @@ class ExecutionOut(Schema):
     stuck: StuckOut | None
     restarted_from: str | None
     restarted_as: str | None
+    parent: ParentOut | None
+    children: list[ChildOut]
 
 
 class ExecutionPage(Schema):
@@ -183,10 +197,14 @@ def list_executions(
     status: Status | None = None,
     workflow: WorkflowName | None = None,
     reason: ReasonName | None = None,
+    parent: ExecutionRef | None = None,
     cursor: Cursor | None = None,
 ):
-    """Newest first, 50 a page; ``reason`` filters by why it is stuck (DESIGN §4)."""
-    page, following = selectors.execution_page(status=status, workflow=workflow, reason=reason, cursor=cursor)
+    """Newest first, 50 a page; ``reason`` filters by why it is stuck (DESIGN §4);
+    ``parent`` lists the children of that execution."""
+    page, following = selectors.execution_page(
+        status=status, workflow=workflow, reason=reason, parent=parent, cursor=cursor
+    )
     return {"items": [selectors.execution_payload(e) for e in selectors.prefetch_payloads(page)], "next": following}
 
 

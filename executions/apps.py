@@ -9,7 +9,10 @@ class ExecutionsConfig(AppConfig):
         """Plug the rooms into the engine, then load the workflows: the wait gate and its
         event type (``waits``), the model and agent step kinds (``agent.steps``). The
         engine never imports them; they register themselves on import."""
-        from . import waits  # noqa: F401 - registers the wait gate and the signal event type
+        from . import (
+            children,  # noqa: F401 - registers the children gate and wakes parents
+            waits,  # noqa: F401 - registers the wait gate and the signal event type
+        )
         from .agent import steps  # noqa: F401 - registers the model and agent step kinds
         from .authoring import registry
 

@@ -57,9 +57,13 @@ def prefetch_payloads(executions: list[Execution]) -> list[Execution]:
     costs a fixed number of queries instead of a few per execution."""
     pending = gates.pending_for(executions)
     restarts = dict(Execution.objects.filter(restarted_from__in=executions).values_list("restarted_from_id", "pk"))
+    families: dict[int, list[dict[str, Any]]] = {}
+    for child in Execution.objects.filter(parent__in=executions).order_by("pk").values(*_CHILD_FIELDS):
+        families.setdefault(child["parent_id"], []).append(_child_item(child))
     for execution in executions:
         execution.pending_gate = pending.get(execution.pk)
         execution.restarted_as_id = restarts.get(execution.pk)
+        execution.children_items = families.get(execution.pk, [])
     prefetch_related_objects(
         executions,
         "actions",
@@ -109,7 +113,27 @@ def execution_payload(execution: Execution) -> dict[str, Any]:
         "updated_at": execution.updated_at,
         **triage_fields(execution),
         **restart_links(execution),
+        **family_fields(execution),
     }
+
+
+_CHILD_FIELDS = ("pk", "parent_id", "workflow", "status", "parent_step")
+
+
+def _child_item(row: dict[str, Any]) -> dict[str, Any]:
+    return {"id": ref_for(row["pk"]), "workflow": row["workflow"], "status": row["status"], "step": row["parent_step"]}
+
+
+def family_fields(execution: Execution) -> dict[str, Any]:
+    """``parent`` {id, step} or None, and ``children`` [{id, workflow, status, step}]
+    (DESIGN §6): the children it started, oldest first, each with the step that started it."""
+    if hasattr(execution, "children_items"):  # loaded by prefetch_payloads
+        children = execution.children_items
+    else:
+        rows = Execution.objects.filter(parent=execution).order_by("pk").values(*_CHILD_FIELDS)
+        children = [_child_item(row) for row in rows]
+    parent = {"id": ref_for(execution.parent_id), "step": execution.parent_step} if execution.parent_id else None
+    return {"parent": parent, "children": children}
 
 
 def restart_links(execution: Execution) -> dict[str, str | None]:
@@ -129,12 +153,15 @@ def execution_page(
     status: str | None = None,
     workflow: str | None = None,
     reason: str | None = None,
+    parent: str | None = None,
     cursor: str | None = None,
     limit: int = PAGE_SIZE,
 ) -> tuple[list[Execution], str | None]:
     """Newest first, annotated with the stuck reason (and filtered on it with ``reason``).
-    ``cursor`` is the ``next`` of the previous page."""
-    rows = filtered(status=status, workflow=workflow, reason=reason).select_related("created_by").order_by("-id")
+    ``parent``: only the children of that execution. ``cursor`` is the ``next`` of the
+    previous page."""
+    rows = filtered(status=status, workflow=workflow, reason=reason, parent=parent)
+    rows = rows.select_related("created_by").order_by("-id")
     if cursor:
         before = pk_from_ref(cursor)
         if before is None:
@@ -146,9 +173,16 @@ def execution_page(
     return page, (page[-1].ref if more and page else None)
 
 
-def filtered(*, status: str | None = None, workflow: str | None = None, reason: str | None = None):
-    """Executions by status, workflow and stuck reason, annotated (``executions.stuck``)."""
+def filtered(
+    *, status: str | None = None, workflow: str | None = None, reason: str | None = None, parent: str | None = None
+):
+    """Executions by status, workflow, stuck reason and parent, annotated (``executions.stuck``)."""
     rows = stuck.annotate(Execution.objects.all())
+    if parent:
+        parent_pk = pk_from_ref(parent)
+        if parent_pk is None:
+            raise InvalidInput("parent", f"not an execution id: {parent!r} (RUN_0042 or 42)")
+        rows = rows.filter(parent_id=parent_pk)
     if status:
         if status not in Status.values:
             raise InvalidInput("status", f"unknown status {status!r}; one of {', '.join(Status.values)}")

@@ -4,26 +4,20 @@ the CLI and the gates."""
 
 from __future__ import annotations
 
-import hashlib
-import json
-from datetime import timedelta
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
 from django.db.models.functions import Now
-from django.utils import timezone
 
 from . import blockers
-from .authoring import notes, registry
-from .engine import dispatch, gates, ledger, lifecycle
+from . import children as children_module
+from .authoring import registry
+from .engine import dispatch, gates, ledger, lifecycle, starting
 from .errors import Conflict, Forbidden, InvalidInput, NotFound
 from .models import OPERATE, TERMINAL, Action, Execution, Status, execution_for
 
-
-def input_digest(workflow: str, data: dict[str, Any]) -> str:
-    canonical = json.dumps({"workflow": workflow, "input": data}, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(canonical.encode()).hexdigest()
+input_digest = starting.input_digest
 
 
 def execution_start(
@@ -49,33 +43,9 @@ def execution_start(
             return _replay(existing, digest), False
     try:
         with transaction.atomic():
-            execution = Execution.objects.create(
-                workflow=flow.name,
-                workflow_version=flow.version,
-                input=parsed,
-                input_digest=digest,
-                idempotency_key=idempotency_key or None,
-                created_by=user,
-                current_step=flow.first_step,
-                dispatched_at=Now(),  # the doorbell rings once this commits (below)
-                deadline=timezone.now() + timedelta(seconds=flow.deadline_seconds) if flow.deadline_seconds else None,
-                context={
-                    "state": {},
-                    "artifacts": {},
-                    "notes": _initial_notes(flow, parsed),
-                    # The prompt template of each model and agent step, pinned as the execution starts.
-                    "prompts": {s.name: s.prompt_version for s in flow.steps if s.prompt_version},
-                },
+            execution = starting.create(
+                flow, parsed, created_by_id=user.pk, actor=user, idempotency_key=idempotency_key
             )
-            lifecycle.record(
-                execution,
-                "execution.created",
-                to_status=execution.status,
-                step=execution.current_step,
-                actor=user,
-                payload={"workflow": flow.name, "workflow_version": flow.version, "input": parsed},
-            )
-            dispatch.send_on_commit(execution.pk)
     except IntegrityError:  # the same key raced in from another request
         existing = Execution.objects.get(created_by=user, idempotency_key=idempotency_key)
         return _replay(existing, digest), False
@@ -121,21 +91,37 @@ def execution_cancel(*, ref: str, user: AbstractBaseUser, reason: str) -> Execut
 def cancel_locked(execution: Execution, *, actor: AbstractBaseUser | None = None, actor_label: str = "", reason: str):
     """Inside a transaction, ``execution`` locked and not terminal: withdraw what its
     gates wait for, void the effects that never started, record the compensations
-    of those that did, and cancel."""
+    of those that did, and cancel; then cancel its live children the same way (the
+    parent's row is locked first, then each child's, always in that order)."""
     label = actor_label or f"user:{actor.get_username()}"
     withdrawn = gates.withdraw_all(execution, actor=actor, actor_label=label, reason=f"cancelled: {reason}")
     ledger.abandon_unstarted(execution, actor_label=label, reason="cancelled before it started")
     compensations = ledger.record_compensations(
         execution, compensations=_compensations_of(execution), actor_label=label
     )
+    children = children_module.live_children(execution)
     lifecycle.apply(
         execution,
         "cancel",
         actor=actor,
         actor_label=actor_label,
         reason=reason,
-        payload={**withdrawn, "compensations": compensations},
+        payload={
+            **withdrawn,
+            "compensations": compensations,
+            **({"cancelled_children": [c.ref for c in children]} if children else {}),
+        },
     )
+    # Its live children go with it, each by its own cancel (one audited transition each).
+    for child in children:
+        locked = Execution.objects.select_for_update(no_key=True).get(pk=child.pk)
+        if locked.status not in TERMINAL:
+            cancel_locked(
+                locked,
+                actor=actor,
+                actor_label=actor_label,
+                reason=f"its parent {execution.ref} was cancelled: {reason}",
+            )
 
 
 def execution_continue(execution: Execution, *, actor: AbstractBaseUser, payload: dict[str, Any]) -> None:
@@ -143,15 +129,6 @@ def execution_continue(execution: Execution, *, actor: AbstractBaseUser, payload
     work at the same step (the gate's visit records the outcome)."""
     lifecycle.apply(execution, "resume_after_decision", actor=actor, payload=payload)
     dispatch.dispatch_on_commit(execution.pk)
-
-
-def _initial_notes(flow, parsed: dict) -> dict:
-    """The first progress notes. The requester's ``constraints`` go in as ``requested``
-    (quoted data in the prompt, executions.authoring.notes), never with the runtime's authority —
-    even when a workflow's ``constraints`` repeat them."""
-    requested = list(parsed.get("constraints") or [])
-    own = [c for c in flow.constraints(parsed) if c not in requested]
-    return notes.initial(goal=flow.goal(parsed), constraints=own, requested=requested)
 
 
 def execution_rewind(

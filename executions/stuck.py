@@ -65,6 +65,7 @@ ACTION = {
     R.BUDGET_EXCEEDED: "escalate",
     R.DEADLINE_PASSED: "cancel",
     R.COMPENSATION_PENDING: "compensate",
+    R.CHILD_FAILED: "resume",  # after the operator restarted (or resolved) the child; or cancel
 }
 
 # What a failed execution can have done to it, whatever stopped it: a restart from a step.

@@ -17,7 +17,7 @@ A workflow reads as its business process: named steps with labels (``step``,
 ``Effect``), gates (``gate``, ``wait``); leases, checkpoints, the ledger, retries and
 the journal happen underneath, in the engine. The names below are the whole surface
 (DESIGN §4): ``Workflow``, ``WorkflowInput``, ``register``, ``Effect``,
-``ReceiptField``, ``RetryPolicy``, ``StepFailure``, ``Tool``, ``Budget`` and what
+``ReceiptField``, ``RetryPolicy``, ``StepFailure``, ``Tool``, ``Budget``, ``Child`` and what
 using them takes (``parse_with`` for an input checked by hand, ``FailureKind`` for a failure,
 ``InvalidInput`` for a validator's own refusal, ``DB_INT_MAX`` to bound an integer,
 ``request_json`` to call a service with failures sorted by type, ``ToolArgs``,
@@ -32,6 +32,7 @@ agent runtime — an import-linter contract in pyproject.toml keeps it so.
 
 from ..errors import FailureKind, InvalidInput, StepFailure
 from ..storable import DB_INT_MAX
+from .children import Child
 from .http import request_json
 from .modelcalls import Decision, ModelRequest
 from .outbound import Template
@@ -44,6 +45,7 @@ from .workflow import Effect, ReceiptField, Workflow, WorkflowInput, parse_with
 __all__ = [
     "DB_INT_MAX",
     "Budget",
+    "Child",
     "Decision",
     "Effect",
     "FailureKind",

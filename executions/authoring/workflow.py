@@ -34,6 +34,7 @@ from django.conf import settings
 
 from ..errors import InvalidInput
 from ..storable import text_refusal
+from .children import StartChildren
 from .outbound import Template
 from .retry import DEFAULT as DEFAULT_RETRY
 from .retry import RetryPolicy
@@ -54,6 +55,7 @@ class StepKind(StrEnum):
     # Gates (executions.engine.gates): the execution stops until something outside happens.
     APPROVAL = "approval"  # a person decides on one artifact version (approvals.gate)
     WAIT = "wait"  # a named signal, or a timer (executions.waits)
+    CHILDREN = "children"  # child executions, until every one is terminal (executions.children)
 
 
 def parse_constraints(raw: JSON) -> list[str]:
@@ -360,6 +362,17 @@ class Workflow:
         at most ``timeout`` seconds (a function of the input, or a number). ``payload``:
         the schema its payload must meet (none: it carries none)."""
         self.gate(name, label=label, spec=WaitFor(signal=signal, timeout=timeout, payload=payload))
+
+    def children(self, name: str, *, label: str) -> Callable:
+        """A step that starts child executions and waits, without a worker, until every
+        one is terminal: the decorated ``fn(ctx)`` returns the ``Child``s to start
+        (executions.authoring.children). Its output: each child's, by key."""
+
+        def register(fn: Callable[[Any], list]) -> Callable:
+            self.gate(name, label=label, spec=StartChildren(start=fn))
+            return fn
+
+        return register
 
     def compensation(self, action: str) -> Callable:
         """Declare how a done ``action`` would be undone if the execution is cancelled after it.

@@ -11,6 +11,7 @@ UPDATE, the rows that belong to it and the event together or not at all.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
@@ -19,7 +20,7 @@ from django.db.models import Model
 from django.utils import timezone
 from django_fsm import TransitionNotAllowed
 
-from ..models import Execution, ExecutionEvent
+from ..models import TERMINAL, Execution, ExecutionEvent
 from . import writer
 
 # Every transition method on Execution, so callers name them and tests can walk them.
@@ -38,7 +39,26 @@ TRANSITIONS = (
     "resume",
 )
 
-__all__ = ["TRANSITIONS", "Fenced", "TransitionNotAllowed", "apply", "event", "record"]
+__all__ = ["TRANSITIONS", "Fenced", "TransitionNotAllowed", "apply", "event", "on_terminal", "record"]
+
+# Called once the transaction that made a *child* (or a restart of one) terminal has
+# committed, with its pk: the children gate wakes the parent (executions.children).
+_terminal_watchers: list[Callable[[int], None]] = []
+
+
+def on_terminal(watcher: Callable[[int], None]) -> Callable[[int], None]:
+    """Register ``watcher(execution_id)``, run after commit when an execution that has a
+    parent (or continues one that had) becomes terminal. It must not raise."""
+    _terminal_watchers.append(watcher)
+    return watcher
+
+
+def _watch(execution: Execution) -> None:
+    if execution.status not in TERMINAL or not (execution.parent_id or execution.restarted_from_id):
+        return
+    pk = execution.pk
+    for watcher in _terminal_watchers:
+        transaction.on_commit(lambda w=watcher: w(pk))
 
 
 class Fenced(Exception):
@@ -103,6 +123,7 @@ def apply(
         for row in with_rows:
             row.save()
         transition.save()
+        _watch(execution)
         return transition
     execution.updated_at = execution.status_changed_at
     values = {name: getattr(execution, name) for name in sorted(fields)}
@@ -110,6 +131,7 @@ def apply(
     transition.pk = writer.write(values, {**where, "status": before}, [*with_rows, transition])
     if transition.pk is None:
         raise Fenced(f"{execution.ref} is not {before} under the conditions {sorted(where)}")
+    _watch(execution)
     return transition
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.procs import Processes, http, keel_env, manage, wait_for
+from tests.support.procs import Processes, approval_decision, http, keel_env, manage, wait_for
 
 
 def embedded_env(var: Path) -> dict[str, str]:
@@ -144,6 +144,49 @@ def test_the_support_agent_runs_on_the_offline_model_as_make_run_starts_it(embed
         assert sorted(a["type"] for a in done["actions"]) == ["reply_to_customer", "submit_replacement"]
         calls = requester.get(f"{base}/model-calls", timeout=5).json()["items"]
         assert {c["model"] for c in calls} == {"offline-deterministic-1"} and len(calls) == 6
+    except BaseException:
+        print(embedded.logs())
+        raise
+
+
+def test_the_quarterly_report_and_its_three_children_run_on_the_embedded_default(embedded):
+    """`make run` with nothing set (SQLite, the filesystem broker): a parent and its children
+    end to end — three monthly reports approved, the quarterly report approved, published."""
+    env = embedded.env
+    manage("seed_demo", "--no-execution", env=env)
+    requester = http(manage("create_api_token", "requester", env=env).strip().splitlines()[-1])
+    manager = http(manage("create_api_token", "manager", env=env).strip().splitlines()[-1])
+    try:
+        with embedded.together():
+            embedded.worker("embedded")
+            embedded.beat()
+            embedded.web()
+        api = f"{embedded.web_url}/api/executions"
+        started = requester.post(
+            api, json={"workflow": "quarterly_report", "input": {"quarter": "2026-Q1"}}, timeout=10
+        )
+        assert started.status_code == 201, started.text
+        ref = started.json()["id"]
+
+        def body(of: str) -> dict:
+            return requester.get(f"{api}/{of}", timeout=5).json()
+
+        def children_awaiting():
+            kids = body(ref)["children"]
+            return len(kids) == 3 and all(k["status"] == "awaiting_approval" for k in kids) and kids
+
+        kids = wait_for(children_awaiting, timeout=90, what="three monthly reports awaiting approval")
+        for n, kid in enumerate(kids):
+            decision = approval_decision(body(kid["id"])["pending_approval"], f"embedded-q-{n}")
+            assert manager.post(f"{api}/{kid['id']}/events", json=decision, timeout=10).status_code == 202
+        waiting = wait_for(
+            lambda: (b := body(ref))["status"] == "awaiting_approval" and b, timeout=90, what="the quarterly draft"
+        )
+        assert waiting["pending_approval"]["action"] == "publish_quarterly"
+        decision = approval_decision(waiting["pending_approval"], "embedded-q-parent")
+        assert manager.post(f"{api}/{ref}/events", json=decision, timeout=10).status_code == 202
+        wait_for(lambda: body(ref)["status"] == "completed", timeout=90, what="the quarterly report to complete")
+        assert embedded.sandbox_stats()["keys"][f"{ref}:publish:v1"]["effects"] == 1
     except BaseException:
         print(embedded.logs())
         raise

@@ -53,3 +53,12 @@ class Command(BaseCommand):
                 idempotency_key="demo-august-report",
             )
             self.stdout.write(f"Started demo execution {execution.ref}: the August report; it will wait for approval.")
+            quarterly, _ = execution_start(
+                user=User.objects.get(username="requester"),
+                workflow="quarterly_report",
+                input={"quarter": "2026-Q3"},
+                idempotency_key="demo-q3-report",
+            )
+            self.stdout.write(
+                f"Started demo execution {quarterly.ref}: the Q3 report; it starts three monthly reports and waits for them."
+            )
