@@ -223,6 +223,7 @@ EVENT_TITLES = {
     "wait.timed_out": "Wait timed out",
     "wait.withdrawn": "Wait withdrawn",
     "operator.retry_now": "Retry now, by an operator",
+    "operator.raise_budget": "Budget raised, by an operator",
     "operator.accept_request": "New model request accepted by an operator",
     "tool_call.refused": "Tool call refused",
     "operator.bulk_item": "Part of a bulk operation",

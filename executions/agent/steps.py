@@ -49,6 +49,7 @@ from ..authoring.step_context import StepContext
 from ..authoring.tools import Progress, Refused, Tool
 from ..authoring.workflow import Effect, Step, StepKind, Workflow
 from ..engine import gates, kinds, ledger, lifecycle, parking
+from ..engine.costs import BudgetExceeded
 from ..engine.journal import JournaledModel
 from ..engine.leases import Lease, fence
 from ..errors import FailureKind, NeedsAttention, StepFailure
@@ -62,10 +63,6 @@ TOOL_CALL_ARTIFACT_KIND = "tool_call"
 # Failures of a read-only tool the model is told about (it may try something else);
 # any other kind fails the step and its retry policy decides.
 TOLD_TO_THE_MODEL = (FailureKind.INVALID_INPUT, FailureKind.BUSINESS_REJECTION)
-
-
-class BudgetExceeded(NeedsAttention):
-    code = StuckReason.BUDGET_EXCEEDED
 
 
 def recorded_results(execution: Execution, step: str, round: int) -> list[JSON]:
