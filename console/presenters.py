@@ -651,7 +651,8 @@ def model_call_rows(calls: Iterable[ModelCall]) -> list[ModelCallRow]:
                 model=call.model,
                 model_returned=call.model_returned,
                 prompt=f"{call.prompt_id} {call.prompt_version}".strip(),
-                tokens=f"{call.input_tokens} in · {call.output_tokens} out",
+                tokens=f"{call.input_tokens} in · {call.output_tokens} out"
+                + (f" · ${call.cost}" if call.cost is not None else ""),
                 latency_ms=call.latency_ms,
                 finish_reason=call.finish_reason,
                 tool_calls=[

@@ -137,3 +137,21 @@ def test_the_cli_starts_with_a_budget(people):
         "--as", "requester", "--json", stdout=out,
     )  # fmt: skip
     assert '"budget_usd": 2.5' in out.getvalue()
+
+
+def test_cost_on_the_execution_page_the_metrics_page_the_api_and_prometheus(people, priced, settings):
+    execution = start(people, budget_usd=3)
+    assert runner.advance(execution.pk, worker="worker:test") == "stopped"
+    [call] = ModelCall.objects.filter(execution=execution)
+    operator = Client()
+    operator.force_login(people["operator"].user)
+    page = operator.get(f"/executions/{execution.ref}/").content.decode()
+    assert f"${call.cost}" in page and 'id="cost"' in page and "budget $3.000000" in page
+    metrics = operator.get("/dashboard/metrics/?window=24h").content.decode()
+    assert 'id="model-cost"' in metrics and OFFLINE in metrics and f"{call.cost}" in metrics
+    body = operator.get("/api/metrics?window=24h").json()
+    assert body["cost_usd"] == {"monthly_report": {OFFLINE: float(call.cost)}}
+    assert operator.get("/api/metrics?window=24h&workflow=support_agent").json()["cost_usd"] == {}
+    settings.RUNTIME_METRICS_TOKEN = "scrape-me"
+    scraped = Client().get("/metrics", HTTP_AUTHORIZATION="Bearer scrape-me").content.decode()
+    assert f'keel_model_cost_usd_total{{model="{OFFLINE}",workflow="monthly_report"}} {float(call.cost)}' in scraped
