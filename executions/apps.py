@@ -10,7 +10,7 @@ class ExecutionsConfig(AppConfig):
         event type (``waits``), the model and agent step kinds (``agent.steps``). The
         engine never imports them; they register themselves on import."""
         from . import waits  # noqa: F401 - registers the wait gate and the signal event type
-        from .agent import steps  # noqa: F401 - registers the model and agent step kinds
+        from .agent import routes, steps  # noqa: F401 - register the model, agent and route step kinds
         from .authoring import registry
 
         registry.load_configured_workflows()
