@@ -315,13 +315,30 @@ TOOLS = [
 # --- how the offline model plays the agent (deterministic, from the conversation)
 
 
+def _noted(request: ModelRequest) -> dict[str, dict[str, Any]]:
+    """What a compacted conversation's progress note says was done (executions.agent.compaction:
+    ``- tried <tool> <args> → <result> (source: <key>)``); a clipped result reads as ``{}``."""
+    done: dict[str, dict[str, Any]] = {}
+    for line in request.user_text.splitlines():
+        if not line.startswith("- tried ") or " → " not in line:
+            continue
+        name = line.removeprefix("- tried ").split(" ", 1)[0]
+        result = line.split(" → ", 1)[1].rsplit(" (source: ", 1)[0]
+        try:
+            parsed = json.loads(result)
+        except ValueError:
+            parsed = {}
+        done[name] = parsed if isinstance(parsed, dict) else {}
+    return done
+
+
 def offline_policy(request: ModelRequest) -> Decision:
     """The next move from the tool results in ``request`` (the sandbox's support-agent
     policy, in short): read the ticket, the order, the stock; propose a replacement of
     the ticket's quantity; reply; then a final answer. A refused or failed proposal
     ends with a final answer saying so."""
     offered = {t.name for t in request.tools}
-    done: dict[str, dict[str, Any]] = {}
+    done: dict[str, dict[str, Any]] = _noted(request)
     last_error = ""
     for message in request.messages:
         if message["role"] == "tool":

@@ -155,3 +155,23 @@ def test_cost_on_the_execution_page_the_metrics_page_the_api_and_prometheus(peop
     settings.RUNTIME_METRICS_TOKEN = "scrape-me"
     scraped = Client().get("/metrics", HTTP_AUTHORIZATION="Bearer scrape-me").content.decode()
     assert f'keel_model_cost_usd_total{{model="{OFFLINE}",workflow="monthly_report"}} {float(call.cost)}' in scraped
+
+
+def test_the_resume_preview_follows_the_recorded_route(people):
+    """Explicit edges: the preview lists the steps the route led to, not every branch."""
+    from triage.preview import resume_preview
+
+    execution = Execution.objects.create(
+        workflow="support_agent",
+        workflow_version=2,
+        input={"ticket": "TCK-1005"},
+        input_digest="x",
+        created_by=people["requester"].user,
+        current_step="answer",
+        context={"state": {"route": {"route": "answer", "why": ""}}, "notes": {}},
+    )
+    steps = resume_preview(execution)["steps"]
+    assert [(s["step"], s["plan"]) for s in steps] == [("route", "skip"), ("answer", "run")]
+    Execution.objects.filter(pk=execution.pk).update(current_step="route", context={"state": {}, "notes": {}})
+    execution.refresh_from_db()
+    assert [s["step"] for s in resume_preview(execution)["steps"]] == ["route"]  # the model hasn't chosen yet
