@@ -752,3 +752,25 @@ def drift_card(drift: Any) -> DriftCard:
         diff=diff,
         rebuilt_known=drift.rebuilt_request is not None,
     )
+
+
+def notes_view(execution: Execution) -> dict[str, Any]:
+    """The progress notes as the execution page shows them: goal, constraints (verbatim),
+    verified facts with their sources, hypotheses, open questions (the notes' and each
+    compaction's), next action, and the progress notes of compacted agent rounds."""
+    context = execution.context if isinstance(execution.context, dict) else {}
+    notes = context.get("notes") or {}
+    folds = [
+        {"slot": slot, **record}
+        for slot, agent in sorted((context.get("agents") or {}).items())
+        for record in (agent or {}).get("compactions", [])
+    ]
+    return {
+        "goal": notes.get("goal", ""),
+        "constraints": [*notes.get("constraints", []), *notes.get("requested", [])],
+        "facts": notes.get("facts", []),
+        "hypotheses": notes.get("hypotheses", [])[-5:],
+        "open_questions": [*notes.get("open_questions", []), *(q for f in folds for q in f.get("open_questions", []))],
+        "next_action": notes.get("next_action", ""),
+        "compactions": folds,
+    }

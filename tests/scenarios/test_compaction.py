@@ -5,6 +5,8 @@ rebuilds the identical requests and never folds again (S37)."""
 
 from __future__ import annotations
 
+from django.test import Client
+
 from executions.models import ExecutionEvent, ModelCall
 from tests.scenarios.test_agents import VARIANTS
 from tests.support.procs import wait_for
@@ -54,3 +56,8 @@ def test_s37_an_agent_round_past_its_budget_is_compacted_once_and_replayed_ident
     after = ExecutionEvent.objects.filter(execution_id=pk(ref), type="context.compacted")
     assert {f.payload["call"] for f in after} >= {f.payload["call"] for f in folds}
     assert after.filter(payload__call__in=[f.payload["call"] for f in folds]).count() == len(folds)
+    page = Client()
+    page.force_login(people["requester"].user)
+    shown = page.get(f"/executions/{ref}/").content.decode()
+    assert 'id="compaction-1"' in shown and 'id="open-questions"' in shown
+    assert "Never send more items than were ordered or are in stock." in shown and REQUESTED in shown

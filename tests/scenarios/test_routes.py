@@ -65,11 +65,11 @@ def test_support_agent_v2_routes_each_ticket_to_its_branch(stack, people, api_as
 
 
 def test_an_undeclared_route_is_refused_told_and_after_repeated_refusals_needs_attention(stack, people, api_as):
-    """The sandbox's rogue fault makes the model propose submit_replacement instead of a
+    """The sandbox's rogue_route fault makes the model propose submit_replacement instead of a
     route: refused and told (route.refused), asked again; three times → needs_attention."""
     stack.up(worker_env=model_env(stack, "openai"))
     requester = api_as(people["requester"])
-    fault = {"endpoint": "/v1/chat/completions", "fault": "rogue_tool_call", "count": 1}
+    fault = {"endpoint": "/v1/chat/completions", "fault": "rogue_route", "count": 1}
     assert http().post(f"{stack.sandbox_url}/_faults", json=fault, timeout=5).status_code == 201
     ref = start_ticket(requester, "TCK-1001")
     wait_status(requester, ref, "awaiting_approval")
