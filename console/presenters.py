@@ -226,6 +226,8 @@ EVENT_TITLES = {
     "operator.raise_budget": "Budget raised, by an operator",
     "operator.accept_request": "New model request accepted by an operator",
     "tool_call.refused": "Tool call refused",
+    "route.refused": "Route choice refused",
+    "context.compacted": "Conversation compacted into a progress note",
     "operator.bulk_item": "Part of a bulk operation",
 }
 
@@ -315,6 +317,12 @@ def _event_details(ev: ExecutionEvent) -> list[Item]:
         add("call", payload.get("key"), code=True)
         add("recorded", str(payload.get("recorded_sha256", ""))[:12], code=True)
         add("accepted", str(payload.get("rebuilt_sha256", ""))[:12], code=True)
+    elif ev.type in ("route.refused", "context.compacted"):
+        add("call", payload.get("call"), code=True)
+        add("folded", f"{payload['folded']} messages" if payload.get("folded") else None)
+        add("note", payload.get("note"))
+    elif ev.type == "operator.raise_budget":
+        add("budget", f"{payload.get('from', '?')} → {payload.get('to', '?')}")
     elif ev.type == "operator.bulk_item":
         add("batch", payload.get("batch"), code=True)
         add("operation", payload.get("operation"))
