@@ -6,6 +6,7 @@ bare machine can run web, worker and beat. Production sets ``DATABASE_URL``
 (PostgreSQL) and ``CELERY_BROKER_URL`` (Redis).
 """
 
+import json
 import os
 from datetime import timedelta
 from pathlib import Path
@@ -304,6 +305,33 @@ ANTHROPIC_API_KEY = os.environ.get("ANTHROPIC_API_KEY", "")
 RUNTIME_MODEL_TIMEOUT_SECONDS = float(os.environ.get("RUNTIME_MODEL_TIMEOUT_SECONDS", "60"))
 # The token budget of the context a prompt is built from (executions.authoring.notes.render).
 RUNTIME_CONTEXT_TOKENS = env_int("RUNTIME_CONTEXT_TOKENS", 8000)
+
+
+# What a model call costs (DESIGN §6, Agents): JSON {"<model>": {"input_per_mtok": n,
+# "output_per_mtok": n}}, USD per million tokens, looked up by the model requested, then
+# by the model the provider says it used; a model without a price costs null
+# (executions.engine.costs, docs/agents.md "Budgets").
+def _model_prices(raw: str) -> dict[str, dict[str, float]]:
+    try:
+        prices = json.loads(raw or "{}")
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"RUNTIME_MODEL_PRICES is not JSON: {exc}") from None
+    ok = isinstance(prices, dict) and all(
+        isinstance(price, dict)
+        and all(
+            isinstance(price.get(k), int | float) and not isinstance(price.get(k), bool) and price.get(k) >= 0
+            for k in ("input_per_mtok", "output_per_mtok")
+        )
+        for price in prices.values()
+    )
+    if not ok:
+        raise ImproperlyConfigured(
+            'RUNTIME_MODEL_PRICES must be {"<model>": {"input_per_mtok": n, "output_per_mtok": n}} with n >= 0.'
+        )
+    return prices
+
+
+RUNTIME_MODEL_PRICES = _model_prices(os.environ.get("RUNTIME_MODEL_PRICES", ""))
 SANDBOX_URL = os.environ.get("SANDBOX_URL", "http://127.0.0.1:8765")
 # How long an approval request stays open before it expires (the workflow decides what then).
 APPROVAL_TTL_SECONDS = env_int("APPROVAL_TTL_SECONDS", 7 * 24 * 3600)

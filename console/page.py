@@ -348,6 +348,8 @@ def panel_context(
         ctx["lease_beat"] = max(1, settings.RUNTIME_LEASE_SECONDS // 3)
         ctx["stuck"] = triage["stuck"]
         ctx["family"] = family(snap)
+        ctx["cost"] = selectors.cost_payload(execution)
+        ctx["notes"] = presenters.notes_view(execution)
     if "approval" in panels:
         ctx.update(approval_context(user, snap, record_view=record_view))
     if "steps" in panels:

@@ -223,8 +223,11 @@ EVENT_TITLES = {
     "wait.timed_out": "Wait timed out",
     "wait.withdrawn": "Wait withdrawn",
     "operator.retry_now": "Retry now, by an operator",
+    "operator.raise_budget": "Budget raised, by an operator",
     "operator.accept_request": "New model request accepted by an operator",
     "tool_call.refused": "Tool call refused",
+    "route.refused": "Route choice refused",
+    "context.compacted": "Conversation compacted into a progress note",
     "operator.bulk_item": "Part of a bulk operation",
 }
 
@@ -314,6 +317,12 @@ def _event_details(ev: ExecutionEvent) -> list[Item]:
         add("call", payload.get("key"), code=True)
         add("recorded", str(payload.get("recorded_sha256", ""))[:12], code=True)
         add("accepted", str(payload.get("rebuilt_sha256", ""))[:12], code=True)
+    elif ev.type in ("route.refused", "context.compacted"):
+        add("call", payload.get("call"), code=True)
+        add("folded", f"{payload['folded']} messages" if payload.get("folded") else None)
+        add("note", payload.get("note"))
+    elif ev.type == "operator.raise_budget":
+        add("budget", f"{payload.get('from', '?')} → {payload.get('to', '?')}")
     elif ev.type == "operator.bulk_item":
         add("batch", payload.get("batch"), code=True)
         add("operation", payload.get("operation"))
@@ -650,7 +659,8 @@ def model_call_rows(calls: Iterable[ModelCall]) -> list[ModelCallRow]:
                 model=call.model,
                 model_returned=call.model_returned,
                 prompt=f"{call.prompt_id} {call.prompt_version}".strip(),
-                tokens=f"{call.input_tokens} in · {call.output_tokens} out",
+                tokens=f"{call.input_tokens} in · {call.output_tokens} out"
+                + (f" · ${call.cost}" if call.cost is not None else ""),
                 latency_ms=call.latency_ms,
                 finish_reason=call.finish_reason,
                 tool_calls=[
@@ -750,3 +760,25 @@ def drift_card(drift: Any) -> DriftCard:
         diff=diff,
         rebuilt_known=drift.rebuilt_request is not None,
     )
+
+
+def notes_view(execution: Execution) -> dict[str, Any]:
+    """The progress notes as the execution page shows them: goal, constraints (verbatim),
+    verified facts with their sources, hypotheses, open questions (the notes' and each
+    compaction's), next action, and the progress notes of compacted agent rounds."""
+    context = execution.context if isinstance(execution.context, dict) else {}
+    notes = context.get("notes") or {}
+    folds = [
+        {"slot": slot, **record}
+        for slot, agent in sorted((context.get("agents") or {}).items())
+        for record in (agent or {}).get("compactions", [])
+    ]
+    return {
+        "goal": notes.get("goal", ""),
+        "constraints": [*notes.get("constraints", []), *notes.get("requested", [])],
+        "facts": notes.get("facts", []),
+        "hypotheses": notes.get("hypotheses", [])[-5:],
+        "open_questions": [*notes.get("open_questions", []), *(q for f in folds for q in f.get("open_questions", []))],
+        "next_action": notes.get("next_action", ""),
+        "compactions": folds,
+    }

@@ -30,6 +30,7 @@ from .errors import Conflict, NotFound
 from .inputs import (
     ActionKey,
     ArtifactRef,
+    BudgetIn,
     Cursor,
     DbInt,
     ExecutionRef,
@@ -136,6 +137,13 @@ class ChildOut(Schema):
     step: str
 
 
+class CostOut(Schema):
+    usd: float | None
+    input_tokens: int
+    output_tokens: int
+    budget_usd: float | None
+
+
 class ExecutionOut(Schema):
     id: str
     workflow: str
@@ -161,6 +169,7 @@ class ExecutionOut(Schema):
     restarted_as: str | None
     parent: ParentOut | None
     children: list[ChildOut]
+    cost: CostOut
 
 
 class ExecutionPage(Schema):
@@ -186,7 +195,11 @@ WRITE_ONE = {**WRITE, 404: ErrorOut}
 def start_execution(request: HttpRequest, payload: StartIn):
     """Start an execution. With ``idempotency_key``, retries return the original (200)."""
     execution, created = services.execution_start(
-        user=request.user, workflow=payload.workflow, input=payload.input, idempotency_key=payload.idempotency_key
+        user=request.user,
+        workflow=payload.workflow,
+        input=payload.input,
+        idempotency_key=payload.idempotency_key,
+        budget_usd=payload.budget_usd,
     )
     return Reply(201 if created else 200, selectors.execution_payload(execution))
 
@@ -261,6 +274,16 @@ def resume_execution(request: HttpRequest, execution_id: ExecutionRef, payload: 
     return selectors.execution_payload(execution)
 
 
+@router.post("/executions/{execution_id}/budget", response={200: ExecutionOut, **WRITE_ONE}, tags=["executions"])
+def raise_budget(request: HttpRequest, execution_id: ExecutionRef, payload: BudgetIn):
+    """Operators: add ``add_usd`` to the execution's budget, audited with the reason; a
+    ``budget_exceeded`` execution then goes on with ``resume``."""
+    execution = services.execution_raise_budget(
+        ref=execution_id, user=request.user, add_usd=payload.add_usd, reason=payload.reason
+    )
+    return selectors.execution_payload(execution)
+
+
 class ToolCallOut(Schema):
     tool: str
     args: dict[str, Any] | None
@@ -282,6 +305,7 @@ class ModelCallOut(Schema):
     input_tokens: int
     output_tokens: int
     latency_ms: int
+    cost_usd: float | None
     finish_reason: str
     tool_calls: list[ToolCallOut]
     created_at: datetime

@@ -13,7 +13,7 @@ class ExecutionsConfig(AppConfig):
             children,  # noqa: F401 - registers the children gate and wakes parents
             waits,  # noqa: F401 - registers the wait gate and the signal event type
         )
-        from .agent import steps  # noqa: F401 - registers the model and agent step kinds
+        from .agent import routes, steps  # noqa: F401 - register the model, agent and route step kinds
         from .authoring import registry
 
         try:

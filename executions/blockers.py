@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .authoring import registry
-from .authoring.workflow import Workflow
+from .authoring.workflow import Step, Workflow
 from .engine import gates
 from .models import Action, Execution, Status
 
@@ -55,7 +55,7 @@ def blockers(
         for a in actions
         if _unresolved(a, execution)
     ]
-    ahead = set(_names(workflow)[resume_position(workflow, execution) :])
+    ahead = set(_names(workflow, execution)[resume_position(workflow, execution) :])
     for grant in gates.stale_of(execution) if stale is None else stale:
         guarded = [s.name for s in workflow.steps if s.guarded_by == grant.step and s.name in ahead]
         if guarded:
@@ -69,11 +69,17 @@ def _unresolved(action: Action, execution: Execution) -> bool:
     return action.status == Action.State.EXECUTING and execution.status != Status.RUNNING
 
 
-def _names(workflow: Workflow) -> list[str]:
-    return [s.name for s in workflow.steps]
+def path_of(workflow: Workflow, execution: Execution) -> list[Step]:
+    """The steps ``execution`` takes, in order (``Workflow.path``: each edge followed with
+    its recorded output, so a route leads where the model chose)."""
+    return workflow.path((execution.context or {}).get("state", {}))
+
+
+def _names(workflow: Workflow, execution: Execution) -> list[str]:
+    return [s.name for s in path_of(workflow, execution)]
 
 
 def resume_position(workflow: Workflow, execution: Execution) -> int:
-    """Where a resume starts: the current step's index (past the end once completed)."""
-    names = _names(workflow)
+    """Where a resume starts: the current step's index on its path (past the end once completed)."""
+    names = _names(workflow, execution)
     return names.index(execution.current_step) if execution.current_step in names else len(names)

@@ -48,6 +48,10 @@ Comment = Text(max_length=MAX_COMMENT)
 Instruction = Text(min_length=1, max_length=MAX_COMMENT)
 Evidence = Text(min_length=1, max_length=MAX_COMMENT)
 Reason = Text(max_length=2000)
+# A USD amount (a budget, a raise): a JSON number, more than 0, at most 1e6 (strings refused).
+UsdAmount = Annotated[
+    float, Field(gt=0, le=1_000_000, allow_inf_nan=False, strict=True, description="US dollars, > 0, at most 1e6")
+]
 
 
 # --- bodies (the API's and the screens')
@@ -68,6 +72,12 @@ class StartIn(Body):
     workflow: RequiredWorkflowName
     input: SafeJsonObject = Field(default_factory=dict)
     idempotency_key: IdempotencyKey | None = None
+    budget_usd: UsdAmount | None = None
+
+
+class BudgetIn(Body):
+    add_usd: UsdAmount
+    reason: Reason = ""
 
 
 class SignalFormIn(Schema):

@@ -86,6 +86,9 @@ class Execution(ConcurrentTransitionMixin, models.Model):
     )
     parent_step = models.CharField(max_length=100, blank=True, default="")
     child_key = models.CharField(max_length=200, blank=True, default="")
+    # The cost budget in USD (issue 21, executions.engine.costs): no model call of this
+    # execution or of its descendants starts unless its worst case fits what remains; None: no budget.
+    budget_usd = models.DecimalField(max_digits=16, decimal_places=6, null=True, blank=True)
 
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -335,6 +338,27 @@ class ModelCall(models.Model):
 
     def __str__(self) -> str:
         return self.key
+
+
+class CostReservation(models.Model):
+    """The worst case of one model call, reserved against the budgets above it before the
+    call is asked (executions.engine.costs). One per call key and revision; it is settled
+    by the journal: once the ModelCall with the same key and revision exists, the call's
+    recorded ``cost`` counts instead, so a reservation never needs to be deleted."""
+
+    key = models.CharField(max_length=200)
+    revision = models.PositiveIntegerField(default=1)
+    execution = models.ForeignKey(Execution, on_delete=models.PROTECT, related_name="cost_reservations")
+    amount_usd = models.DecimalField(max_digits=16, decimal_places=6)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [models.UniqueConstraint(fields=["key", "revision"], name="cost_reservation_key_revision")]
+        indexes = [models.Index(fields=["execution"], name="cost_reservation_execution")]
+
+    def __str__(self) -> str:
+        return f"{self.key}#{self.revision}"
 
 
 class Action(ConcurrentTransitionMixin, models.Model):

@@ -10,7 +10,7 @@ from artifacts.models import ArtifactVersion
 
 from . import stuck
 from .authoring import registry
-from .engine import gates
+from .engine import costs, gates
 from .errors import InvalidInput
 from .models import Execution, ModelCall, Status, pk_from_ref, ref_for
 
@@ -56,12 +56,14 @@ def prefetch_payloads(executions: list[Execution]) -> list[Execution]:
     """Load what ``execution_payload`` reads for a whole page at once, so the page
     costs a fixed number of queries instead of a few per execution."""
     pending = gates.pending_for(executions)
+    spends = costs.costs_for([e.pk for e in executions])
     restarts = dict(Execution.objects.filter(restarted_from__in=executions).values_list("restarted_from_id", "pk"))
     families: dict[int, list[dict[str, Any]]] = {}
     for child in Execution.objects.filter(parent__in=executions).order_by("pk").values(*_CHILD_FIELDS):
         families.setdefault(child["parent_id"], []).append(_child_item(child))
     for execution in executions:
         execution.pending_gate = pending.get(execution.pk)
+        execution.spend = spends[execution.pk]
         execution.restarted_as_id = restarts.get(execution.pk)
         execution.children_items = families.get(execution.pk, [])
     prefetch_related_objects(
@@ -114,6 +116,20 @@ def execution_payload(execution: Execution) -> dict[str, Any]:
         **triage_fields(execution),
         **restart_links(execution),
         **family_fields(execution),
+        "cost": cost_payload(execution),
+    }
+
+
+def cost_payload(execution: Execution) -> dict[str, Any]:
+    """``cost`` as the API shows it: what the execution and its descendants spent (the
+    journal's recorded costs; ``usd`` null when no call had a price), their tokens, and its
+    budget (executions.engine.costs)."""
+    spend = getattr(execution, "spend", None) or costs.costs_for([execution.pk])[execution.pk]
+    return {
+        "usd": float(spend.spent_usd) if spend.priced else None,
+        "input_tokens": spend.input_tokens,
+        "output_tokens": spend.output_tokens,
+        "budget_usd": float(execution.budget_usd) if execution.budget_usd is not None else None,
     }
 
 
@@ -254,6 +270,7 @@ def model_calls(execution: Execution) -> list[dict[str, Any]]:
             "input_tokens": c.input_tokens,
             "output_tokens": c.output_tokens,
             "latency_ms": c.latency_ms,
+            "cost_usd": float(c.cost) if c.cost is not None else None,
             "finish_reason": c.finish_reason,
             "tool_calls": [{"tool": t["name"], "args": t.get("args")} for t in c.response.get("tool_calls", [])],
             "created_at": c.created_at,

@@ -4,6 +4,7 @@ the CLI and the gates."""
 
 from __future__ import annotations
 
+from decimal import ROUND_DOWN, Decimal
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
@@ -21,14 +22,23 @@ input_digest = starting.input_digest
 
 
 def execution_start(
-    *, user: AbstractBaseUser, workflow: str, input: dict[str, Any], idempotency_key: str | None = None
+    *,
+    user: AbstractBaseUser,
+    workflow: str,
+    input: dict[str, Any],
+    idempotency_key: str | None = None,
+    budget_usd: Any = None,
 ) -> tuple[Execution, bool]:
     """Start an execution of the latest deployed version of ``workflow``.
 
     Returns (execution, created). The idempotency key is scoped to the user: the same
     key with the same input returns the original execution; with other input, Conflict.
-    Raises InvalidInput naming the field for an unknown workflow or bad input.
+    ``budget_usd`` (optional, USD, > 0 and at most 1e6): no model call of it or of its
+    descendants starts unless its worst case fits (executions.engine.costs); not part of
+    the input's identity (a replayed key returns the original with its budget).
+    Raises InvalidInput naming the field for an unknown workflow, bad input or budget.
     """
+    budget = usd_amount("budget_usd", budget_usd) if budget_usd is not None else None
     try:
         flow = registry.latest(workflow)
     except registry.UnknownWorkflow as exc:
@@ -44,12 +54,66 @@ def execution_start(
     try:
         with transaction.atomic():
             execution = starting.create(
-                flow, parsed, created_by_id=user.pk, actor=user, idempotency_key=idempotency_key
+                flow,
+                parsed,
+                created_by_id=user.pk,
+                actor=user,
+                idempotency_key=idempotency_key,
+                budget_usd=budget,
             )
     except IntegrityError:  # the same key raced in from another request
         existing = Execution.objects.get(created_by=user, idempotency_key=idempotency_key)
         return _replay(existing, digest), False
     return execution, True
+
+
+MAX_USD = Decimal(1_000_000)
+CENT_MICRO = Decimal("0.000001")
+
+
+def usd_amount(field: str, value: Any) -> Decimal:
+    """``value`` as a USD amount: a JSON number > 0 and at most 1e6 (to the millionth),
+    else InvalidInput naming ``field``."""
+    if isinstance(value, bool) or not isinstance(value, int | float | Decimal):
+        raise InvalidInput(field, "must be a number of US dollars, e.g. 2.5")
+    amount = Decimal(str(value))
+    if not amount.is_finite() or amount > MAX_USD:
+        raise InvalidInput(field, f"must be at most {MAX_USD} US dollars")
+    amount = amount.quantize(CENT_MICRO, rounding=ROUND_DOWN)
+    if amount <= 0:
+        raise InvalidInput(field, "must be more than 0 (at least 0.000001) US dollars")
+    return amount
+
+
+def execution_raise_budget(*, ref: str, user: AbstractBaseUser, add_usd: Any, reason: str) -> Execution:
+    """Operators: add ``add_usd`` to a live execution's budget (one without a budget gets
+    one of ``add_usd``), audited (``operator.raise_budget`` with the reason, before and
+    after). It doesn't resume a ``budget_exceeded`` execution: ``resume`` does."""
+    if not user.has_perm(OPERATE):
+        raise Forbidden("only operators may raise a budget")
+    amount = usd_amount("add_usd", add_usd)
+    reason = (reason or "").strip()
+    if not reason:
+        raise InvalidInput("reason", "say why the budget is raised")
+    with transaction.atomic():
+        execution = _locked(ref)
+        if execution.status in TERMINAL:
+            raise Conflict(f"{execution.ref} is already {execution.status}", status=execution.status)
+        before = execution.budget_usd
+        execution.budget_usd = (before or Decimal(0)) + amount
+        execution.save(update_fields=["budget_usd", "updated_at"])
+        lifecycle.record(
+            execution,
+            "operator.raise_budget",
+            actor=user,
+            payload={
+                "reason": reason,
+                "add_usd": str(amount),
+                "from": f"${before}" if before is not None else "no budget",
+                "to": f"${execution.budget_usd}",
+            },
+        )
+    return execution
 
 
 def _replay(existing: Execution, digest: str) -> Execution:

@@ -44,6 +44,7 @@ class MetricsOut(Schema):
     cancellation_violations: int
     time_in_state_seconds: dict[str, Quantiles]
     approval_latency_seconds: Quantiles
+    cost_usd: dict[str, dict[str, float]]
 
 
 class HistoryOut(Schema):

@@ -25,6 +25,8 @@ Definitions (docs/api.md, "Metrics", says the same for API clients):
 * ``time_in_state_seconds``: for each non-terminal status, stays that ended in the
   window (entered → the next transition).
 * ``approval_latency_seconds``: request made → decided, for decisions in the window.
+* ``cost_usd``: ``{workflow: {model: USD}}`` of the model calls recorded in the window
+  that had a price (``metrics.costs``).
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from typing import Any
 
 from executions import stuck
 
-from . import histograms, rollup
+from . import costs, histograms, rollup
 from .observations import STAYS
 from .windows import Window
 
@@ -42,7 +44,11 @@ __all__ = ["STAYS", "measures", "stuck_now"]
 
 def measures(window: Window, *, workflow: str | None = None) -> dict[str, Any]:
     """The measures of DESIGN §6 (``GET /api/metrics``) over ``window``."""
-    return {**of(rollup.summed(window.since, window.until, workflow=workflow)), "stuck": stuck_now(workflow)}
+    return {
+        **of(rollup.summed(window.since, window.until, workflow=workflow)),
+        "stuck": stuck_now(workflow),
+        "cost_usd": costs.by_workflow_and_model(window.since, window.until, workflow=workflow),
+    }
 
 
 def of(sums: rollup.Sums, at: int | None = None) -> dict[str, Any]:

@@ -8,6 +8,8 @@ the same and nothing is kept in any process's memory:
   ``triage.tallies``), ``keel_stuck_executions{reason}`` (every reason),
   ``keel_actions{status}`` (every ledger status), ``keel_cancellation_violations``
   (effects sent after a cancel, whole record: must be 0);
+* a counter — ``keel_model_cost_usd_total{workflow,model}`` (the journal's priced
+  calls, ``metrics.costs``);
 * histograms — ``keel_step_duration_seconds{workflow,kind}`` (step runs, started →
   finished) and ``keel_resume_latency_seconds`` (a decision or signal → the next step
   started), from the rollup's ever rows plus the minutes not folded yet
@@ -26,13 +28,13 @@ from collections.abc import Iterator
 from django.db.models import Count
 from django.utils import timezone
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 
 from executions.authoring import registry
 from executions.models import Action, Status
 from triage import tallies
 
-from . import histograms, rollup
+from . import costs, histograms, rollup
 from .measures import stuck_now
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -58,6 +60,7 @@ class RecordCollector:
         yield cancellation_gauge(ever)
         yield step_duration_histogram(ever)
         yield resume_latency_histogram(ever)
+        yield model_cost_counter()
 
 
 def executions_gauge() -> GaugeMetricFamily:
@@ -129,4 +132,16 @@ def resume_latency_histogram(ever: rollup.Sums) -> HistogramMetricFamily:
             counts[bucket] = counts.get(bucket, 0) + n
     total = sum(rollup.total(ever, "resume", w) for w in _workflows(ever))
     _add(family, [], counts, total, RESUME_BUCKETS)
+    return family
+
+
+def model_cost_counter() -> CounterMetricFamily:
+    family = CounterMetricFamily(
+        "keel_model_cost_usd",
+        "USD spent on model calls, by workflow and model requested, in the whole record (priced calls only).",
+        labels=["workflow", "model"],
+    )
+    for workflow, models in costs.by_workflow_and_model().items():
+        for model, usd in models.items():
+            family.add_metric([workflow, model], usd)
     return family

@@ -10,6 +10,7 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.utils import timezone
 from django.views.decorators.http import require_GET
 
 from accounts.tokens import user_for_token
@@ -17,7 +18,7 @@ from executions.authoring import registry
 from executions.models import Status
 from executions.stuck import REASONS
 
-from . import access, prometheus
+from . import access, costs, prometheus, windows
 from .measures import STAYS
 from .sql import plain_plans
 
@@ -75,6 +76,9 @@ def page(request: HttpRequest) -> HttpResponse:
             f"{request.path}?{urlencode({'window': shown, **({'workflow': workflow} if workflow else {})})}"
         )
     window = shown
+    spent = costs.by_workflow_and_model(
+        timezone.now() - windows.parse(window), None, workflow=workflow or None
+    )  # the API's cost_usd, drawn as a table
     return render(
         request,
         "metrics/page.html",
@@ -86,5 +90,10 @@ def page(request: HttpRequest) -> HttpResponse:
             "reasons": REASONS,
             "stays": [(s, Status(s).label) for s in STAYS],
             "metrics_poll_ms": settings.METRICS_POLL_MS,
+            "costs": [
+                {"workflow": flow, "model": model, "usd": usd}
+                for flow, models in spent.items()
+                for model, usd in models.items()
+            ],
         },
     )

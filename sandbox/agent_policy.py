@@ -29,6 +29,14 @@ Decision table (first row that applies wins):
                                                     even if not offered (args from the ticket
                                                     result, else the sandbox's own ticket data)
  1     no ticket id anywhere                        final text asking for a ticket id
+ 1a    ``choose_next_step`` offered (a route)       ``choose_next_step {"step": the ticket's
+                                                    route, "why"}`` (``support_data.ROUTES``:
+                                                    TCK-1002 refund, TCK-1005 answer, others
+                                                    resolve); a refused route: final text
+ 4a    ``lookup_order`` not offered, reply          ``reply_to_customer`` (the answer-only
+       offered                                      branch), then a final text
+ 5a    ``issue_refund`` offered or done             ``issue_refund {"original_order", "sku",
+                                                    "quantity"}``, then ``reply_to_customer``
  2     ``get_ticket`` not done                      ``get_ticket {"ticket"}``
  3     ticket result lacks order/sku/quantity       final text: cannot read the ticket
  4     ``lookup_order`` not done                    ``lookup_order {"order"}``
@@ -127,6 +135,8 @@ def decide(conversation: Conversation, *, rogue: bool = False) -> Decision:
         return _rogue(ticket_id, done)
     if ticket_id is None:
         return Decision(text="Which ticket is this about? I need a ticket id such as TCK-1001 to help.")
+    if ROUTE_TOOL in conversation.tools:  # a route step (support_agent v2): how to handle this ticket
+        return _route(ticket_id, conversation)
 
     def propose(tool: str, args: dict[str, Any], text: str) -> Decision:
         refused = [r for r in conversation.latest if r.call.name == tool and r.failed]
@@ -147,8 +157,21 @@ def decide(conversation: Conversation, *, rogue: bool = False) -> Decision:
     if ticket is None:
         return Decision(text=f"The result of get_ticket for {ticket_id} does not say which order, item and quantity.")
     order_id, sku, quantity = ticket["order_id"], ticket["sku"], ticket["quantity"]
+    answer_only = not ({"lookup_order", "check_stock"} & (conversation.tools | set(done)))
+    if answer_only and "reply_to_customer" in conversation.tools | set(done):
+        # The answer-only branch: nothing to look up or send but the reply.
+        if "reply_to_customer" not in done:
+            return propose("reply_to_customer", {"ticket": ticket_id}, f"Answering the customer of {ticket_id}.")
+        return Decision(text=f"Done with {ticket_id}: the customer has been answered.")
     if "lookup_order" not in done:
         return propose("lookup_order", {"order": order_id}, f"Looking up order {order_id}.")
+    if "issue_refund" in conversation.tools or "issue_refund" in done:  # the refund branch
+        if "issue_refund" not in done:
+            args = {"original_order": order_id, "sku": sku, "quantity": quantity}
+            return propose("issue_refund", args, f"Asking for a refund of {quantity} × {sku} for {order_id}.")
+        if "reply_to_customer" not in done:
+            return propose("reply_to_customer", {"ticket": ticket_id}, f"Answering the customer of {ticket_id}.")
+        return Decision(text=f"Done with {ticket_id}: a refund was requested and the customer answered.")
     if "check_stock" not in done:
         return propose("check_stock", {"sku": sku}, f"Checking stock of {sku}.")
     available = (done["check_stock"].data or {}).get("available")
@@ -170,6 +193,23 @@ def decide(conversation: Conversation, *, rogue: bool = False) -> Decision:
     return Decision(
         text=f"Done with {ticket_id}: replacement {new_order or 'order'} of {sent} × {sku} for {order_id} "
         "submitted and the customer answered."
+    )
+
+
+ROUTE_TOOL = "choose_next_step"
+
+
+def _route(ticket_id: str, conversation: Conversation) -> Decision:
+    """The route for ``ticket_id`` (``support_data.ROUTES``), if offered; else the first
+    step offered. A refused choice is not insisted on: the first other step instead."""
+    wanted = support_data.route_of(ticket_id)
+    refused = {r.call.args.get("step") for r in conversation.results if r.call.name == ROUTE_TOOL and r.failed}
+    if wanted in refused:
+        return Decision(text=f"{wanted} was refused for {ticket_id}; stopping here so a person can take over.")
+    return Decision(
+        text=f"Routing {ticket_id} to {wanted}.",
+        tool=ROUTE_TOOL,
+        args={"step": wanted, "why": f"{ticket_id}: {support_data.route_reason(ticket_id)}"},
     )
 
 

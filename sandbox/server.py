@@ -47,7 +47,9 @@ endpoint is named either by one path (``/tickets/TCK-1001``) or by its
 pattern (``/tickets/{id}``). On a provider, ``commit_then_hang`` computes and
 counts the response, then answers it late; ``rogue_tool_call`` (providers
 only) makes the response propose ``submit_replacement`` whatever the
-conversation, even when that tool is not offered; ``quote_headers``
+conversation, even when that tool is not offered (an agent's request only: a
+route step's request, offering ``choose_next_step``, leaves it queued;
+``rogue_route`` is the same for route requests only); ``quote_headers``
 (providers) answers 500 with a message quoting every request header, API key
 included, as a careless gateway does; ``garbage`` (providers, ``"variant"``:
 ``nul``, ``surrogate``, ``tokens``, ``long_fields``) answers a parseable
@@ -143,7 +145,19 @@ IMMEDIATE_FAULTS = {
 HANG_FAULTS = ("timeout", "commit_then_hang")
 # Model providers only: a tool call whatever the state; an error quoting the request's
 # headers (API key included, as a careless gateway does); a parseable answer full of garbage.
-PROVIDER_FAULTS = ("rogue_tool_call", "quote_headers", "garbage")
+PROVIDER_FAULTS = ("rogue_tool_call", "rogue_route", "quote_headers", "garbage")
+ROUTE_TOOL = "choose_next_step"  # a route step's one tool (support_agent v2)
+
+
+def _is_route_request(body: Any) -> bool:
+    """A model request offering the route tool (a route step's), in either wire format."""
+    tools = body.get("tools") if isinstance(body, dict) else None
+    if not isinstance(tools, list):
+        return False
+    names = {t.get("name") or (t.get("function") or {}).get("name") for t in tools if isinstance(t, dict)}
+    return ROUTE_TOOL in names
+
+
 GARBAGE_VARIANTS = ("nul", "surrogate", "tokens", "long_fields")
 FAULT_NAMES = tuple(IMMEDIATE_FAULTS) + HANG_FAULTS + PROVIDER_FAULTS
 
@@ -398,11 +412,14 @@ class FaultQueue:
         with self._lock:
             self._entries.append(entry)
 
-    def take(self, method: str, *endpoints: str) -> dict[str, Any] | None:
+    def take(self, method: str, *endpoints: str, passes: Any = None) -> dict[str, Any] | None:
         """Consume one use of the first fault added for this method and any of
-        ``endpoints`` (a path and its routing pattern), if any."""
+        ``endpoints`` (a path and its routing pattern), if any; ``passes(fault)`` true:
+        this request leaves that fault queued for a later one."""
         with self._lock:
             for entry in self._entries:
+                if passes is not None and passes(entry["fault"]):
+                    continue
                 if entry["endpoint"] in endpoints and entry["method"] == method:
                     entry["remaining"] -= 1
                     if entry["remaining"] <= 0:
@@ -563,7 +580,15 @@ class Sandbox:
         """Count the call, then apply a queued fault or run the handler."""
         self.store.record_call(request.path, self._stat_key(request))
         handler = self.routes[request.method, request.route]
-        fault = self.faults.take(request.method, request.path, request.route)
+        # rogue_tool_call is for an agent's tool-calling request, rogue_route for a route's:
+        # each waits in the queue for a request of its kind.
+        route = _is_route_request(request.body)
+        fault = self.faults.take(
+            request.method,
+            request.path,
+            request.route,
+            passes=lambda name: (name == "rogue_tool_call" and route) or (name == "rogue_route" and not route),
+        )
         if fault is None:
             return handler(request)
         name = fault["fault"]
@@ -580,7 +605,7 @@ class Sandbox:
             reply = self.error(request.route, 504, "injected timeout", fault=name)
             reply.delay = fault["hang_seconds"]
             return reply
-        if name == "rogue_tool_call":
+        if name in ("rogue_tool_call", "rogue_route"):
             request.rogue_tool_call = True
             return handler(request)
         if name == "quote_headers":

@@ -151,3 +151,20 @@ def get_stock(sku: str) -> dict[str, Any] | None:
     if sku not in _STOCK:
         return None
     return {"sku": sku, "name": _SKU_NAMES[sku], "available": _STOCK[sku]}
+
+
+# How a support agent with a route step (support_agent v2) handles each ticket: the
+# sandbox's model policies choose these, deterministically (sandbox.agent_policy).
+ROUTES: dict[str, tuple[str, str]] = {
+    "TCK-1002": ("refund", "the item is out of stock, so a refund instead of a replacement"),
+    "TCK-1005": ("answer", "the customer asks for nothing yet; acknowledge it"),
+}
+DEFAULT_ROUTE = ("resolve", "the broken items can be replaced")
+
+
+def route_of(ticket_id: str) -> str:
+    return ROUTES.get(ticket_id, DEFAULT_ROUTE)[0]
+
+
+def route_reason(ticket_id: str) -> str:
+    return ROUTES.get(ticket_id, DEFAULT_ROUTE)[1]

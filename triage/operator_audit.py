@@ -50,6 +50,7 @@ ACTIONS = (
     "accept_request",
     "redraft",
     "signal",
+    "raise_budget",
 )
 PAGE_SIZE = 50
 BATCH = re.compile(r"^BULK-[0-9A-F]{12}$")

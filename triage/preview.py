@@ -15,7 +15,7 @@ from django.contrib.auth.models import AbstractBaseUser
 
 from executions.authoring import registry
 from executions.authoring.workflow import Step, StepKind, Workflow
-from executions.blockers import Blocker, blockers, resume_position, workflow_of
+from executions.blockers import Blocker, blockers, path_of, resume_position, workflow_of
 from executions.engine import gates, journal
 from executions.errors import Forbidden
 from executions.models import OPERATE, Action, Execution, Status, StepRun, execution_for
@@ -123,7 +123,7 @@ def _steps(execution: Execution, workflow: Workflow, actions: list[Action], foun
     blocking = {b.step: b for b in found if b.step}
     first_blocked = ""
     out = []
-    for index, step in enumerate(workflow.steps):
+    for index, step in enumerate(path_of(workflow, execution)):  # the recorded path: a route's choice
         if index < at:
             plan, why = SKIP, _skipped(execution, done.get(step.name))
         elif step.name in blocking and not first_blocked:

@@ -40,6 +40,7 @@ from artifacts.models import ArtifactVersion
 from artifacts.services import artifact_copy
 from executions.authoring import registry
 from executions.authoring.workflow import Workflow
+from executions.blockers import path_of
 from executions.engine import dispatch, lifecycle
 from executions.errors import Conflict, Forbidden, InvalidInput
 from executions.models import Action, Execution, ExecutionEvent, Status
@@ -92,7 +93,8 @@ def restart_options(failed: Execution) -> list[RestartOption]:
         workflow = registry.get(failed.workflow, failed.workflow_version)
     except registry.UnknownWorkflow:
         return []
-    names = [s.name for s in workflow.steps]
+    path = path_of(workflow, failed)  # the steps it took: a route's recorded choice, not every branch
+    names = [s.name for s in path]
     last = names.index(failed.current_step) if failed.current_step in names else len(names) - 1
     actions = [a for a in failed.actions.order_by("id") if not a.is_compensation]
     resolved_failed = set(
@@ -101,7 +103,7 @@ def restart_options(failed: Execution) -> list[RestartOption]:
         )
     )
     options = []
-    for index, step in enumerate(workflow.steps[: last + 1]):
+    for index, step in enumerate(path[: last + 1]):
         runs = set(names[index:])
         why_not = _why_not(failed, workflow, names[:index])
         repeats = tuple(r for a in actions if a.step in runs and (r := _repeat(a)) is not None)
@@ -124,7 +126,7 @@ def _why_not(failed: Execution, workflow: Workflow, kept: list[str]) -> str:
     missing = next((name for name in kept if name not in state), None)
     if missing is not None:
         return f"{missing} never completed in {failed.ref}: restart from it or earlier"
-    for step in workflow.steps[len(kept) :]:
+    for step in path_of(workflow, failed)[len(kept) :]:
         bound = [name for name in step.restart_with if name in kept]
         if bound:
             return (
@@ -172,7 +174,12 @@ def execution_restart(
             workflow = registry.get(failed.workflow, failed.workflow_version)
         except registry.UnknownWorkflow as exc:
             raise Conflict(str(exc)) from None
-        names = [s.name for s in workflow.steps]
+        names = [s.name for s in path_of(workflow, failed)]
+        if from_step not in names and any(s.name == from_step for s in workflow.steps):
+            raise InvalidInput(
+                "from_step",
+                f"{from_step} is not on the path {failed.ref} took ({', '.join(names)}): a route chose another step",
+            )
         if from_step not in names:
             raise InvalidInput(
                 "from_step",

@@ -15,7 +15,7 @@ from django.conf import settings
 from pydantic import Field, field_validator
 
 from approvals.gate import Approval, ApproverPolicy
-from executions.authoring import Child, Effect, InvalidInput, RetryPolicy, Workflow, WorkflowInput, parse_with, register
+from executions.authoring import Child, Effect, InvalidInput, RetryPolicy, Workflow, WorkflowInput, register
 
 from . import retail, services_client
 
@@ -60,7 +60,7 @@ flow = register(
         name="quarterly_report",
         version=1,
         title="Quarterly performance report",
-        parse_input=parse_with(QuarterlyReportInput),
+        input=QuarterlyReportInput,
         goal=lambda data: (
             f"Prepare the {quarter_label(data['quarter'])} report from the three published monthly reports, "
             "and publish it to the management team after a manager approves it."

@@ -29,6 +29,9 @@ def _start_arguments(parser):
     parser.add_argument("workflow", help="the workflow's name (keel workflows lists them)")
     parser.add_argument("--input", default="{}", help='the input as JSON, e.g. \'{"month": "2026-08"}\'')
     parser.add_argument("--idempotency-key", help="the same key and input again start nothing new")
+    parser.add_argument(
+        "--budget-usd", type=float, help="a cost budget in US dollars (> 0, at most 1e6) for its model calls"
+    )
 
 
 @command(
@@ -41,10 +44,15 @@ def start(args, user) -> Result:
             "workflow": args["workflow"],
             "input": json_argument(args["input"], field_name="input"),
             "idempotency_key": args["idempotency_key"],
+            **({"budget_usd": args["budget_usd"]} if args.get("budget_usd") is not None else {}),
         },
     )
     execution, created = services.execution_start(
-        user=user, workflow=body.workflow, input=body.input, idempotency_key=body.idempotency_key
+        user=user,
+        workflow=body.workflow,
+        input=body.input,
+        idempotency_key=body.idempotency_key,
+        budget_usd=body.budget_usd,
     )
     payload = execution_json(execution)
     said = "started" if created else "already started with this idempotency key"

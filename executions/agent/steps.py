@@ -49,12 +49,14 @@ from ..authoring.step_context import StepContext
 from ..authoring.tools import Progress, Refused, Tool
 from ..authoring.workflow import Effect, Step, StepKind, Workflow
 from ..engine import gates, kinds, ledger, lifecycle, parking
-from ..engine.journal import JournaledModel
+from ..engine.costs import BudgetExceeded
+from ..engine.journal import JournaledModel, call_key
 from ..engine.leases import Lease, fence
 from ..errors import FailureKind, NeedsAttention, StepFailure
 from ..models import Action, Execution, ExecutionEvent, ModelCall
 from ..reasons import StuckReason
 from ..redaction import redact
+from . import compaction
 from .modelclient import get_model_client
 
 JSON = dict[str, Any]
@@ -62,10 +64,6 @@ TOOL_CALL_ARTIFACT_KIND = "tool_call"
 # Failures of a read-only tool the model is told about (it may try something else);
 # any other kind fails the step and its retry policy decides.
 TOLD_TO_THE_MODEL = (FailureKind.INVALID_INPUT, FailureKind.BUSINESS_REJECTION)
-
-
-class BudgetExceeded(NeedsAttention):
-    code = StuckReason.BUDGET_EXCEEDED
 
 
 def recorded_results(execution: Execution, step: str, round: int) -> list[JSON]:
@@ -121,6 +119,9 @@ class _Visit:
         self.messages: list[JSON] = [{"role": "user", "content": self.spec.instruction(ctx)}]
         self.proposals: list[JSON] = []
         self.refusals = 0
+        self.compactions: list[JSON] = list(saved.get("compactions", []))  # journalled folds (compaction)
+        self.unsaved_compactions: list[JSON] = []
+        self.call_keys: dict[str, str] = {}  # tool call id → the model call that proposed it
         self.started = time.monotonic()
         self.model = JournaledModel(get_model_client(), lease=lease, execution=self.execution, step=step.name)
 
@@ -131,6 +132,7 @@ class _Visit:
             self._check_budget()
             response = self.model.ask(self._request(), also=self._save)
             key = self.model.keys[-1]
+            self.call_keys.update({c.id: key for c in response.tool_calls})
             self.ctx.add_hypothesis(response.text, source=key)
             if not response.tool_calls:
                 return self._finish(response)
@@ -157,7 +159,26 @@ class _Visit:
                     }
                 )
 
+    def _compact(self) -> None:
+        """Before the next call: apply the fold journalled for it, or fold now when the
+        round's conversation passes its budget (executions.agent.compaction)."""
+        budget = self.spec.budget.conversation_tokens
+        if budget is None:
+            return
+        before = self.model.seq + 1
+        record = next((c for c in self.compactions if c["before_call"] == before), None)
+        if record is None:
+            if compaction.tokens(self.messages) <= budget:
+                return
+            record = compaction.fold(self.messages, keys=self.call_keys, before_call=before)
+            if record is None:
+                return
+            self.compactions.append(record)
+            self.unsaved_compactions.append(record)
+        self.messages = compaction.apply(self.messages, record)
+
     def _request(self) -> ModelRequest:
+        self._compact()
         allowed = self._allowed()
         system = self.ctx.prompt(
             "Resolve the task with the tools you may use now; answer without a tool call when done.",
@@ -366,10 +387,21 @@ class _Visit:
                 Action.objects.get(pk=action.pk), receipt, execution=execution, actor_label=self.lease.owner
             )
         self.receipts = []
-        if not self.unsaved:
+        if not self.unsaved and not self.unsaved_compactions:
             return
         state = execution.context
         slot = state.setdefault("agents", {}).setdefault(self.slot, {"results": {}})
+        slot.setdefault("results", {})
+        for record in self.unsaved_compactions:  # the fold that shaped the call this commit records
+            slot["compactions"] = [*slot.get("compactions", []), record]
+            lifecycle.record(
+                execution,
+                "context.compacted",
+                step=self.step.name,
+                actor_label=self.lease.owner,
+                payload={"call": call_key(execution, self.step.name, record["before_call"]), **record},
+            )
+        self.unsaved_compactions = []
         for call_id in sorted(self.unsaved):
             result = self.results[call_id]
             slot["results"][call_id] = result

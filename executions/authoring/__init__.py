@@ -22,7 +22,8 @@ using them takes (``parse_with`` for an input checked by hand, ``FailureKind`` f
 ``InvalidInput`` for a validator's own refusal, ``DB_INT_MAX`` to bound an integer,
 ``request_json`` to call a service with failures sorted by type, ``ToolArgs``,
 ``Progress`` and ``Refused`` for tools, ``Template`` for a bounded message to a third party, ``SignalPayload`` for what a signal may carry, ``ModelRequest`` and ``Decision`` for an
-agent step's offline policy). The approval gate's spec is its app's:
+agent step's offline policy, ``END`` for a step after which the workflow completes —
+``then=END``, the edge out of a branch a route chose). The approval gate's spec is its app's:
 ``approvals.gate.Approval``.
 
 Who imports this package: workflow modules, and every room of the runtime (the engine
@@ -40,10 +41,11 @@ from .registry import register
 from .retry import RetryPolicy
 from .specs import SignalPayload
 from .tools import Budget, Progress, Refused, Tool, ToolArgs
-from .workflow import Effect, ReceiptField, Workflow, WorkflowInput, parse_with
+from .workflow import END, Effect, ReceiptField, Workflow, WorkflowInput, parse_with
 
 __all__ = [
     "DB_INT_MAX",
+    "END",
     "Budget",
     "Child",
     "Decision",

@@ -25,6 +25,7 @@ def register(workflow: Workflow) -> Workflow:
     existing = _workflows.get(key)
     if existing is not None and existing is not workflow:
         raise ValueError(f"workflow {workflow.name} v{workflow.version} registered twice")
+    workflow.check_edges()
     _workflows[key] = workflow
     return workflow
 

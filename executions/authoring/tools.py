@@ -124,7 +124,10 @@ class Budget:
     """What one visit of an agent step may spend before a person must look
     (needs_attention ``budget_exceeded``): model calls and tokens in this round, cost
     when the provider reports it, seconds of work (waits for people not counted),
-    refused proposals, and the context's token budget (None: RUNTIME_CONTEXT_TOKENS)."""
+    refused proposals, and the context's token budget (None: RUNTIME_CONTEXT_TOKENS).
+    ``conversation_tokens``: the round's conversation (the task, the tool calls and their
+    results) past it is compacted into a progress note before the next call
+    (executions.agent.compaction); None: never compacted."""
 
     max_calls: int = 12
     max_tokens: int = 60_000
@@ -132,6 +135,7 @@ class Budget:
     max_seconds: float = 300
     max_refusals: int = 3
     context_tokens: int | None = None
+    conversation_tokens: int | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

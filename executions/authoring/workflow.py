@@ -38,10 +38,13 @@ from .children import StartChildren
 from .outbound import Template
 from .retry import DEFAULT as DEFAULT_RETRY
 from .retry import RetryPolicy
+from .routes import RouteSpec
 from .specs import GateSpec, WaitFor
 from .tools import AgentSpec, Budget, Tool
 
 JSON = dict[str, Any]
+# ``then=END``: the workflow completes after this step (instead of going on to the next declared).
+END = ""
 # The optional ``constraints`` every workflow takes: how many, and how long each.
 MAX_CONSTRAINTS = 20
 MAX_CONSTRAINT_LENGTH = 500
@@ -52,6 +55,7 @@ class StepKind(StrEnum):
     MODEL = "model"  # the response is recorded and never asked again once checkpointed
     EFFECT = "effect"  # an external side effect, only through the ledger
     AGENT = "agent"  # a model proposes tool calls; the runtime decides (executions.agent.steps)
+    ROUTE = "route"  # the model chooses the next step among declared successors (executions.agent.routes)
     # Gates (executions.engine.gates): the execution stops until something outside happens.
     APPROVAL = "approval"  # a person decides on one artifact version (approvals.gate)
     WAIT = "wait"  # a named signal, or a timer (executions.waits)
@@ -189,6 +193,10 @@ class Step:
     # Earlier steps whose output names this execution (a key, a client reference) and that
     # this step checks: a restart that runs this step must run them again too.
     restart_with: tuple[str, ...] = ()
+    route: RouteSpec | None = None  # route: the successors the model chooses among
+    # The edge out of this step: None, the next declared step; END, the workflow completes;
+    # a step's name, that step. A route's edges are its ``route.to``.
+    then: str | None = None
 
     @property
     def is_gate(self) -> bool:
@@ -246,9 +254,17 @@ class Workflow:
     # --- declaring steps
 
     def step(
-        self, name: str, *, label: str, retry: RetryPolicy = DEFAULT_RETRY, timeout: float | None = None
+        self,
+        name: str,
+        *,
+        label: str,
+        retry: RetryPolicy = DEFAULT_RETRY,
+        timeout: float | None = None,
+        then: str | None = None,
     ) -> Callable:
-        return self._decorator(name=name, label=label, kind=StepKind.COMPUTE, retry=retry, timeout_seconds=timeout)
+        return self._decorator(
+            name=name, label=label, kind=StepKind.COMPUTE, retry=retry, timeout_seconds=timeout, then=then
+        )
 
     def model_step(
         self,
@@ -282,6 +298,7 @@ class Workflow:
         offline_policy: Callable | None = None,
         retry: RetryPolicy = DEFAULT_RETRY,
         timeout: float | None = None,
+        then: str | None = None,
     ) -> None:
         """An agent step: the model proposes calls of ``tools``; the runtime checks each is
         allowed now, validates and normalises its arguments, runs reads at once, sends
@@ -308,6 +325,46 @@ class Workflow:
                 retry=retry,
                 timeout_seconds=timeout,
                 agent=spec,
+                then=then,
+            )
+        )
+
+    def route(
+        self,
+        name: str,
+        *,
+        label: str,
+        prompt_id: str,
+        prompt_version: str,
+        instruction: Callable[[Any], str],
+        to: list[str],
+        offline_policy: Callable | None = None,
+        max_refusals: int = 2,
+        retry: RetryPolicy = DEFAULT_RETRY,
+        timeout: float | None = None,
+    ) -> None:
+        """A route step: the model chooses the next step among ``to`` (steps of this
+        workflow, declared before or after it); the runtime refuses any other choice
+        (executions.authoring.routes). Its prompt is built from the notes and
+        ``instruction(ctx)``, like an agent's."""
+        if len(to) < 2 or len(set(to)) != len(to):
+            raise ValueError(f"{self.name} v{self.version}: route {name} needs at least two distinct steps in to=")
+        spec = RouteSpec(
+            prompt_id=prompt_id,
+            instruction=instruction,
+            to=tuple(to),
+            offline_policy=offline_policy,
+            max_refusals=max_refusals,
+        )
+        self._add(
+            Step(
+                name=name,
+                label=label,
+                kind=StepKind.ROUTE,
+                prompt_version=prompt_version,
+                retry=retry,
+                timeout_seconds=timeout,
+                route=spec,
             )
         )
 
@@ -323,6 +380,7 @@ class Workflow:
         third_party: bool = False,
         templates: tuple[Template, ...] = (),
         restart_with: tuple[str, ...] = (),
+        then: str | None = None,
     ) -> Callable:
         """An external side effect. ``guarded_by`` names the gate step that must let it
         through (its gate's ``check_effect`` runs right before the call). ``receipt``
@@ -343,11 +401,12 @@ class Workflow:
             third_party=third_party,
             templates=tuple(templates),
             restart_with=tuple(restart_with),
+            then=then,
         )
 
-    def gate(self, name: str, *, label: str, spec: GateSpec) -> None:
+    def gate(self, name: str, *, label: str, spec: GateSpec, then: str | None = None) -> None:
         """A gate step, run by the registered gate of kind ``spec.kind``."""
-        self._add(Step(name=name, label=label, kind=spec.kind, spec=spec))
+        self._add(Step(name=name, label=label, kind=spec.kind, spec=spec, then=then))
 
     def wait(
         self,
@@ -424,11 +483,61 @@ class Workflow:
                 return step
         raise KeyError(f"{self.name} v{self.version} has no step {name!r}")
 
-    def next_step(self, name: str) -> str:
-        """The step after ``name``, or "" when ``name`` is the last."""
+    def next_step(self, name: str, output: JSON | None = None) -> str:
+        """The step after ``name`` given its ``output`` ("" when the workflow completes):
+        a route's chosen step (``output["route"]``), the step's ``then``, else the next
+        declared step."""
+        step = self.get_step(name)
+        if step.route is not None:
+            chosen = (output or {}).get("route")
+            if chosen not in step.route.to:
+                raise KeyError(
+                    f"{self.name} v{self.version}: route {name} chose {chosen!r}, not one of {step.route.to}"
+                )
+            return chosen
+        if step.then is not None:
+            return step.then
         names = [s.name for s in self.steps]
         index = names.index(name)
         return names[index + 1] if index + 1 < len(names) else ""
+
+    def successors(self, name: str) -> tuple[str, ...]:
+        """The steps that may follow ``name``: the explicit edges of the step graph."""
+        step = self.get_step(name)
+        if step.route is not None:
+            return step.route.to
+        following = self.next_step(name)
+        return (following,) if following else ()
+
+    def path(self, state: JSON) -> list[Step]:
+        """The steps this execution takes, in order, from the first: each step's edge is
+        followed with its recorded output in ``state`` (``context["state"]``), so a route
+        leads where the model chose. The path stops after a route whose choice is not
+        recorded yet (what follows is the model's to choose) and at the end. The resume
+        preview, restart from a step and replay read it (never ``steps``' order alone)."""
+        path: list[Step] = []
+        name = self.first_step
+        seen: set[str] = set()
+        while name and name not in seen:
+            step = self.get_step(name)
+            path.append(step)
+            seen.add(name)
+            if step.route is not None and name not in state:
+                break
+            try:
+                name = self.next_step(name, state.get(name))
+            except KeyError:
+                break
+        return path
+
+    def check_edges(self) -> None:
+        """Every edge names a declared step (raises ValueError); called by ``register``."""
+        names = {s.name for s in self.steps}
+        for step in self.steps:
+            targets = step.route.to if step.route is not None else (step.then,) if step.then else ()
+            unknown = [t for t in targets if t not in names]
+            if unknown:
+                raise ValueError(f"{self.name} v{self.version}: {step.name} leads to {unknown}, not steps of it")
 
     def timeout_for(self, name: str) -> float | None:
         """How long one attempt of step ``name`` may run (None for a gate: it waits by design)."""

@@ -9,7 +9,9 @@ SIGKILLs its own process, ``sleep:N`` sleeps N seconds.
 Points in the runtime: ``before_step:<step>``, ``after_step:<step>`` (after commit),
 ``before_effect_call:<step>``, ``after_effect_call:<step>`` (answer received, not
 yet recorded), ``before_model_call:<step>:c<n>``, ``after_model_call:<step>:c<n>``
-(the n-th model call of the step; answered, not yet in the journal).
+(the n-th model call of the step; answered, not yet in the journal),
+``after_route_choice:<step>:c<n>`` (a route's n-th answer in the journal, the step not
+yet checkpointed).
 """
 
 from __future__ import annotations

@@ -16,6 +16,11 @@ the key ``E:s:r{r}:c{n}``, sent to the provider as ``X-Model-Call-Key``. ``ask``
    caller may add its own writes to that commit with ``also``), so a crash re-asks at
    most the call that was in flight.
 
+Before a call is asked its worst case is reserved against the execution's budget and
+every ancestor's (``executions.engine.costs``: BudgetExceeded, and no call, when it
+doesn't fit); the row records the call's cost from its usage and the price table, which
+settles the reservation. A replayed call is neither reserved nor charged again.
+
 The request hashed is ``ModelRequest.canonical``: model, prompt id and version,
 system text, messages, tools, parameters. A revision after the first is sent to the
 provider as ``{key}:rev{n}``, so a provider that de-duplicates on the key asks anew.
@@ -46,7 +51,7 @@ from ..models import Execution, ExecutionEvent, ModelCall, Status
 from ..reasons import StuckReason
 from ..redaction import redact
 from ..storable import DB_INT_MAX, json_refusal, text_refusal
-from . import failpoints
+from . import costs, failpoints
 from .leases import Lease, fence
 from .ledger import ExecutionStopped
 
@@ -152,6 +157,9 @@ class JournaledModel:
             if not _asked_again(self.lease.execution_id, recorded, sha):
                 raise ModelDrift(key, recorded.request_sha256, sha, canonical)
             revision, supersedes = recorded.revision + 1, recorded  # asked again, as the operator accepted
+        # The worst case against every budget above (executions.engine.costs): BudgetExceeded, no call.
+        worst = costs.worst_case(model=self.client.model, canonical=canonical, max_tokens=request.max_tokens)
+        costs.reserve(self.lease, execution=self.execution, key=key, revision=revision, amount=worst)
         failpoints.hit(f"before_model_call:{self.step}:c{self.seq}")
         started = time.monotonic()
         sent_key = key if revision == 1 else f"{key}:rev{revision}"
@@ -184,6 +192,12 @@ class JournaledModel:
                 input_tokens=response.input_tokens,
                 output_tokens=response.output_tokens,
                 latency_ms=latency_ms,
+                cost=costs.cost_usd(
+                    model=self.client.model,
+                    returned=response.model,
+                    input_tokens=response.input_tokens,
+                    output_tokens=response.output_tokens,
+                ),
                 response_id=response.response_id,
                 worker=self.lease.owner,
                 lease_token=self.lease.token,

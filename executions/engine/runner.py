@@ -168,7 +168,7 @@ def _checkpoint(
     """
     execution = ctx.execution
     try:
-        following = workflow.next_step(step.name)
+        following = workflow.next_step(step.name, output)
         if not ctx.staged_artifacts and action is None:
             _finish_in_one(lease, execution, ctx, workflow, step, output, started, following)
         else:
@@ -197,7 +197,7 @@ def _note_step(state: dict[str, Any], ctx: StepContext, workflow: Workflow, step
     notes["facts"] = progress_notes.merge_facts(notes["facts"], [{"step": step.name, **f} for f in ctx.new_facts])
     notes["hypotheses"] = progress_notes.merge_hypotheses(notes.get("hypotheses", []), ctx.new_hypotheses)
     notes["completed_steps"].append(step.name)
-    following = workflow.next_step(step.name)
+    following = workflow.next_step(step.name, output)  # a route's output names the step it chose
     notes["next_action"] = workflow.label_for(following) if following else "done"
     return following
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 from datetime import timedelta
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from django.db.models.functions import Now
@@ -49,6 +50,7 @@ def create(
     parent: Execution | None = None,
     parent_step: str = "",
     child_key: str = "",
+    budget_usd: Decimal | None = None,
 ) -> Execution:
     """Inside a transaction: a pending execution of ``flow`` with the validated input
     ``parsed``, its event, and the message to run it sent after commit. Raises
@@ -68,6 +70,7 @@ def create(
         parent=parent,
         parent_step=parent_step,
         child_key=child_key,
+        budget_usd=budget_usd,
         context={
             "state": {},
             "artifacts": {},

@@ -86,6 +86,7 @@ def test_who_may_read_the_measures(people):
             "cancellation_violations",
             "time_in_state_seconds",
             "approval_latency_seconds",
+            "cost_usd",
         }
     empty = client.get("/api/metrics", **bearer(people["manager"].token)).json()  # 24h by default
     assert empty["recovery_success_rate"] is None and empty["duplicate_effect_rate"] is None

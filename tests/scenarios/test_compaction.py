@@ -1,0 +1,63 @@
+"""Compaction across context windows on real processes (issue 21, item 4): an agent
+round past its conversation budget is folded into a progress note; the goal and every
+constraint stay verbatim; the fold is journalled, so the replay after the approval
+rebuilds the identical requests and never folds again (S37)."""
+
+from __future__ import annotations
+
+from django.test import Client
+
+from executions.models import ExecutionEvent, ModelCall
+from tests.scenarios.test_agents import VARIANTS
+from tests.support.procs import wait_for
+from tests.support.stack import pk, wait_status
+
+REQUESTED = "Mention the ticket number in every message."
+
+
+def test_s37_an_agent_round_past_its_budget_is_compacted_once_and_replayed_identically(stack, people, api_as):
+    """S37: an agent round outgrows its token budget → compacted once; every constraint
+    verbatim in the next prompt; the same prompt on replay (request hashes equal)."""
+    stack.up(RUNTIME_WORKFLOW_MODULES=VARIANTS)
+    requester, manager = api_as(people["requester"]), api_as(people["manager"])
+    body = {"workflow": "support_agent_compact", "input": {"ticket": "TCK-1001", "constraints": [REQUESTED]}}
+    started = requester.post("/executions", body)
+    assert started.status_code == 201, started.text
+    ref = started.json()["id"]
+    waiting = wait_for(
+        lambda: (e := requester.execution(ref))["status"] in ("awaiting_approval", "needs_attention", "failed") and e,
+        timeout=90,
+        what=f"{ref} to stop",
+    )
+    assert waiting["status"] == "awaiting_approval", (waiting["status_reason"], waiting["stuck"])
+    folds = list(ExecutionEvent.objects.filter(execution_id=pk(ref), type="context.compacted").order_by("id"))
+    assert folds, "the conversation never passed its budget"
+    assert len({f.payload["call"] for f in folds}) == len(folds)  # each fold once
+    constraints = [
+        "Act only on ticket TCK-1001, its order and its item.",
+        "Never send more items than were ordered or are in stock.",
+        "Submit only the exact replacement a manager approved; answer the customer once.",
+    ]
+    for fold in folds:
+        call = ModelCall.objects.get(key=fold.payload["call"])
+        system, first = call.request["system"], call.request["messages"][0]["content"]
+        assert all(f"- MUST: {c}" in system for c in constraints), system  # verbatim
+        assert REQUESTED in system and "Goal: Resolve support ticket TCK-1001" in system
+        assert fold.payload["note"] in first and "source: " + f"{ref}:resolve:r1:c1" in first
+    hashes = {c.key: c.request_sha256 for c in ModelCall.objects.filter(execution_id=pk(ref))}
+
+    assert manager.decide(ref, waiting["pending_approval"]).status_code == 202
+    wait_status(requester, ref, "completed")
+    # The step ran again after the decision: every recorded call replayed with the same hash
+    # (a different one would be model_drift), no call asked twice, no fold made again.
+    again = ModelCall.objects.filter(execution_id=pk(ref))
+    assert all(c.revision == 1 for c in again)
+    assert {c.key: c.request_sha256 for c in again if c.key in hashes} == hashes
+    after = ExecutionEvent.objects.filter(execution_id=pk(ref), type="context.compacted")
+    assert {f.payload["call"] for f in after} >= {f.payload["call"] for f in folds}
+    assert after.filter(payload__call__in=[f.payload["call"] for f in folds]).count() == len(folds)
+    page = Client()
+    page.force_login(people["requester"].user)
+    shown = page.get(f"/executions/{ref}/").content.decode()
+    assert 'id="compaction-1"' in shown and 'id="open-questions"' in shown
+    assert "Never send more items than were ordered or are in stock." in shown and REQUESTED in shown
