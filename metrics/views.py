@@ -18,7 +18,7 @@ from executions.models import Status
 from executions.stuck import REASONS
 
 from . import access, prometheus
-from .measures import STAYS
+from .measures import STAYS, notifications_now
 from .sql import plain_plans
 
 WINDOWS = ("1h", "24h", "7d")
@@ -86,5 +86,6 @@ def page(request: HttpRequest) -> HttpResponse:
             "reasons": REASONS,
             "stays": [(s, Status(s).label) for s in STAYS],
             "metrics_poll_ms": settings.METRICS_POLL_MS,
+            "notifications": notifications_now(workflow or None),
         },
     )
