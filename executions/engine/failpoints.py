@@ -9,7 +9,9 @@ SIGKILLs its own process, ``sleep:N`` sleeps N seconds.
 Points in the runtime: ``before_step:<step>``, ``after_step:<step>`` (after commit),
 ``before_effect_call:<step>``, ``after_effect_call:<step>`` (answer received, not
 yet recorded), ``before_model_call:<step>:c<n>``, ``after_model_call:<step>:c<n>``
-(the n-th model call of the step; answered, not yet in the journal).
+(the n-th model call of the step; answered, not yet in the journal),
+``before_beside_call:<type>``, ``after_beside_call:<type>`` (a notification or a
+webhook, sent beside the steps; answered, not yet recorded).
 """
 
 from __future__ import annotations

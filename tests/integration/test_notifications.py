@@ -186,3 +186,26 @@ def test_webhook_5xx_is_retried_with_the_same_key_and_4xx_fails_with_the_answer(
     assert Execution.objects.get(pk=pk(other)).status == Status.AWAITING_APPROVAL  # never the execution's problem
     assert requester.post(f"/executions/{other}/cancel", {"reason": "done"}).status_code == 200
     json.dumps(receiver.events())  # every delivery is JSON
+
+
+def test_the_account_page_turns_emails_off_and_the_admin_is_told_where_mail_goes(people):
+    from django.test import Client
+
+    client = Client()
+    client.force_login(people["manager"].user)
+    page = client.get("/account/")
+    assert page.status_code == 200 and b'id="email-notifications" checked' in page.content.replace(b"\n", b"")
+    assert b"mail-to-files" not in page.content  # not an admin
+    bad = client.post("/account/", {"email": "nope", "email_notifications": "on"})
+    assert bad.status_code == 422 and b"is not an e-mail address" in bad.content
+    assert client.post("/account/", {"email": "manager@example.com"}).status_code == 302
+    assert client.get("/api/account/notifications").json() == {
+        "email": "manager@example.com",
+        "email_notifications": False,
+    }
+    people["operator"].user.is_staff = True
+    people["operator"].user.save()
+    client.force_login(people["operator"].user)
+    assert b"mail is written to var/mail" in client.get("/account/").content
+    metrics = client.get("/api/metrics?window=1h").json()
+    assert metrics["notifications"]["email"] == {"sent": 0, "failed": 0, "unknown": 0, "pending": 0}
