@@ -44,8 +44,6 @@ class MetricsOut(Schema):
     cancellation_violations: int
     time_in_state_seconds: dict[str, Quantiles]
     approval_latency_seconds: Quantiles
-    # E-mails and webhooks in the ledger now, by channel: {sent, failed, unknown, pending} (issue 22).
-    notifications: dict[str, dict[str, int]] = {}
 
 
 class HistoryOut(Schema):

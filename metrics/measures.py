@@ -46,11 +46,7 @@ NOTIFICATION_STATES = {"sent": "succeeded", "failed": "failed", "unknown": "unkn
 
 def measures(window: Window, *, workflow: str | None = None) -> dict[str, Any]:
     """The measures of DESIGN §6 (``GET /api/metrics``) over ``window``."""
-    return {
-        **of(rollup.summed(window.since, window.until, workflow=workflow)),
-        "stuck": stuck_now(workflow),
-        "notifications": notifications_now(workflow),
-    }
+    return {**of(rollup.summed(window.since, window.until, workflow=workflow)), "stuck": stuck_now(workflow)}
 
 
 def notifications_now(workflow: str | None = None) -> dict[str, dict[str, int]]:

@@ -27,6 +27,7 @@ from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from approvals.models import ApprovalRequest
+from artifacts.models import ArtifactVersion
 from executions.engine import ledger
 from executions.models import Action, ExecutionEvent, Status
 
@@ -68,10 +69,14 @@ def plan() -> int:
     )
     made += _each(overdue, "approval_overdue")
     told = Occasion.objects.filter(request=OuterRef("pk"), kind="opened")
+    # Once the version that replaces it exists (a redraft supersedes before it drafts).
+    newer = ArtifactVersion.objects.filter(
+        artifact_id=OuterRef("artifact_version__artifact_id"), number__gt=OuterRef("version")
+    )
     replaced = _without(
         ApprovalRequest.objects.filter(
             status=ApprovalRequest.State.SUPERSEDED, closed_at__gte=now - timedelta(days=1)
-        ).filter(Exists(told)),
+        ).filter(Exists(told), Exists(newer)),
         "superseded",
     )
     made += _each(replaced, "superseded")

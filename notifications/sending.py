@@ -44,6 +44,8 @@ def deliver(key: str) -> str:
     delivery = Delivery.objects.select_related("action", "request", "recipient").filter(action__key=key).first()
     if delivery is None:
         return "unknown key"
+    if delivery.due_at is None:  # settled (sent, refused for good, unknown, dropped): a stray message
+        return delivery.action.status
     action, failure = ledger.perform_beside(
         key=key,
         call=SENDERS[delivery.channel],

@@ -63,5 +63,12 @@ def test_s39_worker_killed_right_after_the_smtp_server_accepted(stack, people, a
         body["status"] == "awaiting_approval" and body["stuck"] is None or body["stuck"]["reason"] != "unknown_outcome"
     )
     assert {a["key"]: a["status"] for a in body["actions"] if a["type"] == "notify_approver"} == statuses
+    # An operator may establish it while the execution waits: only the action is recorded.
+    operator = api_as(people["operator"])
+    evidence = {"outcome": "succeeded", "evidence": f"the mail server logged {first['Message-ID']} as delivered"}
+    resolved = operator.post(f"/actions/{crashed.key}/resolve", evidence)
+    assert resolved.status_code == 200 and resolved.json()["status"] == "succeeded", resolved.text
+    assert requester.execution(ref)["status"] == "awaiting_approval"
     assert manager.decide(ref, approval).status_code == 202
     wait_status(requester, ref, "completed")  # a notification's unknown outcome never blocks it
+    assert len(mailbox.messages) == 2
