@@ -98,6 +98,7 @@ INSTALLED_APPS = [
     "console",
     "cli",
     "metrics",
+    "notifications",
     "sandbox",
 ]
 
@@ -137,6 +138,7 @@ TEMPLATES = [
                 "django.contrib.messages.context_processors.messages",
                 "console.context_processors.runtime",
                 "metrics.context_processors.nav",
+                "notifications.context_processors.mail",
             ],
         },
     },
@@ -271,6 +273,7 @@ CELERY_TASK_ROUTES = {
     "executions.sweep": {"queue": "control"},
     "metrics.fold": {"queue": "control"},
     "triage.tally": {"queue": "control"},
+    "notifications.sweep": {"queue": "control"},
 }
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 
@@ -354,6 +357,54 @@ METRICS_POLL_MS = env_int("METRICS_POLL_MS", 15000)
 # A bearer token for Prometheus to scrape /metrics without a user (unset: users' tokens only).
 RUNTIME_METRICS_TOKEN = os.environ.get("RUNTIME_METRICS_TOKEN", "")
 
+# --- Notifications and webhooks (issue 22; DESIGN §6 "Operations"; docs/operations.md
+# "Mail and webhooks"). Production sends mail by SMTP when EMAIL_HOST is set; the
+# embedded default writes each message to a file under var/mail/.
+EMAIL_HOST = os.environ.get("EMAIL_HOST", "")
+EMAIL_PORT = env_int("EMAIL_PORT", 25)
+EMAIL_HOST_USER = os.environ.get("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = os.environ.get("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
+DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "keel <keel@localhost>")
+EMAIL_TIMEOUT = RUNTIME_EFFECT_TIMEOUT_SECONDS  # an SMTP answer not back by then is a lost answer
+EMAIL_FILE_PATH = str(VAR_DIR / "mail")
+EMAIL_BACKEND = (
+    "django.core.mail.backends.smtp.EmailBackend" if EMAIL_HOST else "django.core.mail.backends.filebased.EmailBackend"
+)
+
+
+def _http_url(name: str, value: str) -> str:
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(value)
+    except ValueError:
+        parts = None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ImproperlyConfigured(f"{name} must be an http:// or https:// URL with a host, not {value!r}.")
+    return value.rstrip("/")
+
+
+# Links in messages are absolute: the dashboard as the people who read them reach it.
+KEEL_BASE_URL = _http_url("KEEL_BASE_URL", os.environ.get("KEEL_BASE_URL", "http://127.0.0.1:8000"))
+KEEL_WEBHOOK_URL = os.environ.get("KEEL_WEBHOOK_URL", "")
+KEEL_WEBHOOK_SECRET = os.environ.get("KEEL_WEBHOOK_SECRET", "")
+if KEEL_WEBHOOK_URL:
+    KEEL_WEBHOOK_URL = _http_url("KEEL_WEBHOOK_URL", KEEL_WEBHOOK_URL)
+    if not KEEL_WEBHOOK_SECRET:
+        raise ImproperlyConfigured(
+            "KEEL_WEBHOOK_URL is set but KEEL_WEBHOOK_SECRET is not: webhooks are always signed."
+        )
+# One reminder, this long after a request opened, while it is still pending.
+RUNTIME_APPROVAL_REMIND_SECONDS = env_int("RUNTIME_APPROVAL_REMIND_SECONDS", 24 * 3600)
+# Whether approvals are told by e-mail at all (tests of other features turn it off).
+KEEL_NOTIFICATIONS = env_bool("KEEL_NOTIFICATIONS", True)
+# A send still `executing` after this long lost its sender (killed mid-call): an e-mail
+# becomes unknown (never re-sent blindly), a webhook goes again with the same key.
+RUNTIME_NOTIFY_CLAIM_SECONDS = float(
+    os.environ.get("RUNTIME_NOTIFY_CLAIM_SECONDS", str(2 * RUNTIME_EFFECT_TIMEOUT_SECONDS + 5))
+)
+
 # --- Secrets (docs/operations.md, "What is redacted, and where"): every configured secret,
 # by the name it is configured under, in one list. Whatever came from outside (a provider's
 # error or body, a receipt, a tool result, a model's answer, a log line) is stripped of
@@ -380,8 +431,8 @@ SECRETS = {
         "OPENAI_API_KEY": OPENAI_API_KEY,
         "ANTHROPIC_API_KEY": ANTHROPIC_API_KEY,
         "RUNTIME_METRICS_TOKEN": RUNTIME_METRICS_TOKEN,
-        "EMAIL_HOST_PASSWORD": os.environ.get("EMAIL_HOST_PASSWORD", ""),
-        "KEEL_WEBHOOK_SECRET": os.environ.get("KEEL_WEBHOOK_SECRET", ""),
+        "EMAIL_HOST_PASSWORD": EMAIL_HOST_PASSWORD,
+        "KEEL_WEBHOOK_SECRET": KEEL_WEBHOOK_SECRET,
         "AWS_SECRET_ACCESS_KEY": os.environ.get("AWS_SECRET_ACCESS_KEY", ""),
         "DATABASE_URL": _url_password(os.environ.get("DATABASE_URL", "")),
         "DATABASE_OWNER_URL": _url_password(os.environ.get("DATABASE_OWNER_URL", "")),

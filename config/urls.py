@@ -17,6 +17,7 @@ urlpatterns = [
     path("dashboard/metrics/", include("metrics.urls")),
     path("artifacts/", include("artifacts.urls")),
     path("approvals/", include("approvals.urls")),
+    path("account/", include("notifications.urls")),
     path("", include("console.urls")),
 ]
 

@@ -64,6 +64,8 @@ def blockers(
 
 
 def _unresolved(action: Action, execution: Execution) -> bool:
+    if action.beside:  # a notification's outcome never holds its execution up
+        return False
     if action.status == Action.State.UNKNOWN:
         return True
     return action.status == Action.State.EXECUTING and execution.status != Status.RUNNING

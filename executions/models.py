@@ -394,6 +394,11 @@ class Action(ConcurrentTransitionMixin, models.Model):
     # worker that planned or sent it knew it): a resume preview reads it to say whether
     # running the step again could repeat the effect.
     honors_key = models.BooleanField(default=True)
+    # Sent beside the steps by a task of its own (a notification, a webhook: issue 22),
+    # never by the execution's worker: it belongs to the execution (listed among its
+    # actions) but never holds it up — its failure or unknown outcome is recorded and
+    # shown, never a resume blocker or a reason for needs_attention.
+    beside = models.BooleanField(default=False, db_default=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

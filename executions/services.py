@@ -315,6 +315,13 @@ def action_resolve(
     with transaction.atomic():
         execution = Execution.objects.select_for_update(no_key=True).get(pk=found)
         action = Action.objects.select_for_update().get(key=key)
+        if action.beside:  # a notification: its outcome is recorded; the execution is not touched
+            if action.status != Action.State.UNKNOWN:
+                raise Conflict(
+                    f"{key} is {action.status}; only an unknown outcome can be resolved", status=action.status
+                )
+            ledger.resolve(action, execution=execution, outcome=outcome, fields={}, actor=user, evidence=evidence)
+            return action
         if action.status not in (Action.State.UNKNOWN, Action.State.EXECUTING):
             raise Conflict(f"{key} is {action.status}; only an unknown outcome can be resolved", status=action.status)
         if execution.status != Status.NEEDS_ATTENTION:

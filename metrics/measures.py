@@ -39,7 +39,11 @@ from . import costs, histograms, rollup
 from .observations import STAYS
 from .windows import Window
 
-__all__ = ["STAYS", "measures", "stuck_now"]
+__all__ = ["STAYS", "measures", "notifications_now", "stuck_now"]
+
+# The ledger types of what is sent beside the steps (notifications/, issue 22), by channel.
+NOTIFICATION_TYPES = {"email": "notify_approver", "webhook": "webhook"}
+NOTIFICATION_STATES = {"sent": "succeeded", "failed": "failed", "unknown": "unknown"}
 
 
 def measures(window: Window, *, workflow: str | None = None) -> dict[str, Any]:
@@ -49,6 +53,25 @@ def measures(window: Window, *, workflow: str | None = None) -> dict[str, Any]:
         "stuck": stuck_now(workflow),
         "cost_usd": costs.by_workflow_and_model(window.since, window.until, workflow=workflow),
     }
+
+
+def notifications_now(workflow: str | None = None) -> dict[str, dict[str, int]]:
+    """E-mails and webhooks in the ledger now, by channel: sent, failed, unknown (an
+    operator establishes those) and pending (planned, or being sent)."""
+    from django.db.models import Count
+
+    from executions.models import Action
+
+    rows = Action.objects.filter(beside=True, type__in=NOTIFICATION_TYPES.values())
+    if workflow:
+        rows = rows.filter(execution__workflow=workflow)
+    counted = {(t, st): n for t, st, n in rows.order_by().values_list("type", "status").annotate(n=Count("id"))}
+    out = {}
+    for channel, kind in NOTIFICATION_TYPES.items():
+        seen = {name: counted.get((kind, status), 0) for name, status in NOTIFICATION_STATES.items()}
+        total = sum(n for (t, _), n in counted.items() if t == kind)
+        out[channel] = {**seen, "pending": total - sum(seen.values())}
+    return out
 
 
 def of(sums: rollup.Sums, at: int | None = None) -> dict[str, Any]:

@@ -6,7 +6,8 @@ the same and nothing is kept in any process's memory:
 * gauges — ``keel_executions{status,workflow}`` (every status of every deployed
   workflow, terminal included: the sweeper's tally of terminal rows plus the live ones,
   ``triage.tallies``), ``keel_stuck_executions{reason}`` (every reason),
-  ``keel_actions{status}`` (every ledger status), ``keel_cancellation_violations``
+  ``keel_actions{status}`` (every ledger status), ``keel_notifications{channel,outcome}``
+  (e-mails and webhooks: sent, failed, unknown, pending), ``keel_cancellation_violations``
   (effects sent after a cancel, whole record: must be 0);
 * a counter — ``keel_model_cost_usd_total{workflow,model}`` (the journal's priced
   calls, ``metrics.costs``);
@@ -35,7 +36,7 @@ from executions.models import Action, Status
 from triage import tallies
 
 from . import costs, histograms, rollup
-from .measures import stuck_now
+from .measures import notifications_now, stuck_now
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 STEP_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 600)
@@ -57,6 +58,7 @@ class RecordCollector:
         yield executions_gauge()
         yield stuck_gauge()
         yield actions_gauge()
+        yield notifications_gauge()
         yield cancellation_gauge(ever)
         yield step_duration_histogram(ever)
         yield resume_latency_histogram(ever)
@@ -85,6 +87,18 @@ def actions_gauge() -> GaugeMetricFamily:
     counted = dict(Action.objects.order_by().values_list("status").annotate(n=Count("id")))
     for status in Action.State.values:
         family.add_metric([status], counted.get(status, 0))
+    return family
+
+
+def notifications_gauge() -> GaugeMetricFamily:
+    family = GaugeMetricFamily(
+        "keel_notifications",
+        "E-mails and webhooks sent beside the steps, by channel and outcome (sent, failed, unknown, pending).",
+        labels=["channel", "outcome"],
+    )
+    for channel, outcomes in notifications_now().items():
+        for outcome, n in outcomes.items():
+            family.add_metric([channel, outcome], n)
     return family
 
 

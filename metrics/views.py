@@ -19,7 +19,7 @@ from executions.models import Status
 from executions.stuck import REASONS
 
 from . import access, costs, prometheus, windows
-from .measures import STAYS
+from .measures import STAYS, notifications_now
 from .sql import plain_plans
 
 WINDOWS = ("1h", "24h", "7d")
@@ -95,5 +95,6 @@ def page(request: HttpRequest) -> HttpResponse:
                 for flow, models in spent.items()
                 for model, usd in models.items()
             ],
+            "notifications": notifications_now(workflow or None),
         },
     )

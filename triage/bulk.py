@@ -184,7 +184,7 @@ def parse_ids(ids: Sequence[str]) -> list[int]:
 
 def _with_unknown_action(rows: QuerySet[Execution]) -> QuerySet[Execution]:
     """``rows`` with ``unknown_action``: the key of an action whose outcome is unknown, or NULL."""
-    unknown = Action.objects.filter(execution=OuterRef("pk"), status=Action.State.UNKNOWN).order_by("id")
+    unknown = Action.objects.filter(execution=OuterRef("pk"), status=Action.State.UNKNOWN, beside=False).order_by("id")
     return rows.annotate(unknown_action=Subquery(unknown.values("key")[:1]))
 
 

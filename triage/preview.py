@@ -85,7 +85,8 @@ def may_repeat(action: Action, *, runs_again: bool = True) -> bool:
     sent = action.status in (Action.State.EXECUTING, Action.State.UNKNOWN) or (
         action.status == Action.State.FAILED and action.attempts > 0
     )
-    return runs_again and sent and not action.honors_key and not action.is_compensation
+    # A notification (beside the steps) is never sent again by a resume.
+    return runs_again and sent and not action.honors_key and not action.is_compensation and not action.beside
 
 
 # --- the parts

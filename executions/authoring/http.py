@@ -60,12 +60,22 @@ def _session() -> requests.Session:
 
 def request_json(method: str, url: str, *, body: dict | None = None, key: str | None = None) -> dict[str, Any]:
     """Send one request; return the JSON body of a 2xx answer or raise StepFailure."""
+    return _send(method, url, key=key, json=body)
+
+
+def post_bytes(url: str, data: bytes, *, key: str, headers: dict[str, str]) -> dict[str, Any]:
+    """POST ``data`` exactly as given (a signed body must arrive byte for byte) as JSON,
+    with ``headers``; the answer and the failures sorted as ``request_json``'s."""
+    return _send("POST", url, key=key, data=data, headers={"Content-Type": "application/json", **headers})
+
+
+def _send(method: str, url: str, *, key: str | None, headers: dict[str, str] | None = None, **body: Any) -> dict:
     if _offline.get():
         raise CallRefused(f"{method} {url}: no call leaves during a replay")
-    headers = {"Idempotency-Key": key} if key else {}
+    headers = {**(headers or {}), **({"Idempotency-Key": key} if key else {})}
     timeout = (3.0, _timeout.get() or settings.RUNTIME_EFFECT_TIMEOUT_SECONDS)
     try:
-        response = _session().request(method, url, json=body, headers=headers, timeout=timeout)
+        response = _session().request(method, url, headers=headers, timeout=timeout, **body)
     except requests.ConnectTimeout as exc:
         raise StepFailure(FailureKind.TRANSIENT, f"could not connect to {url}: {exc}") from None
     except requests.ReadTimeout:

@@ -21,9 +21,13 @@ receipt, a lookup's record) is redacted before it is stored (executions.redactio
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 from django.db import transaction
+from django.db.models import DurationField, Value
+from django.db.models.functions import Now
 
 from ..authoring.workflow import Effect
 from ..errors import FailureKind, StepFailure
@@ -96,7 +100,8 @@ def authorise(*, gate_ref: str, approved: bool, actor_label: str, reason: str = 
 def abandon_unstarted(execution: Execution, *, actor_label: str, reason: str) -> None:
     """Inside a cancel's transaction: actions that never started will never start."""
     unstarted = [Action.State.PLANNED, Action.State.APPROVED]
-    for action in Action.objects.select_for_update().filter(execution=execution, status__in=unstarted):
+    # Beside actions decide for themselves (their sender asks whether they are still wanted).
+    for action in Action.objects.select_for_update().filter(execution=execution, status__in=unstarted, beside=False):
         _move(action, "void", actor_label, execution=execution, fields={"last_error": reason}, error=reason)
 
 
@@ -218,6 +223,109 @@ def _begin(
         f"outcome of {action.key} can't be established; not re-sending",
         evidence=evidence,
     )
+
+
+# --- Actions beside the steps (issue 22: notifications, webhooks). Sent by a task of
+# their own, never under the execution's lease: the action row itself is the claim
+# (locked, committed ``executing`` before the call, like every effect). They belong to
+# the execution (its ``actions``) but never stop it: ``Action.beside``.
+
+
+def record_beside(
+    execution: Execution, *, key: str, action_type: str, args: dict[str, Any], honors_key: bool, actor_label: str
+) -> tuple[Action, bool]:
+    """Inside the caller's transaction: record an action to send beside the steps,
+    ``approved`` (nothing gates it), unless its key is already recorded. Returns
+    (action, created). The key is the business identity: a second call changes nothing."""
+    action, created = Action.objects.get_or_create(
+        key=key,
+        defaults={
+            "execution": execution,
+            "step": execution.current_step,
+            "type": action_type,
+            "args": args,
+            "status": Action.State.APPROVED,
+            "honors_key": honors_key,
+            "beside": True,
+        },
+    )
+    if created:
+        _history(execution, action, "", Action.State.APPROVED, actor_label, beside=True)
+    return action, created
+
+
+def perform_beside(
+    *,
+    key: str,
+    call: Callable[[dict[str, Any], str], dict[str, Any]],
+    in_flight_seconds: float,
+    still_wanted: Callable[[Action], str | None],
+    actor_label: str,
+) -> tuple[Action, StepFailure | None]:
+    """Send the beside action ``key`` at most once per attempt; return (action, the
+    failure of this attempt or None). Never raises StepFailure.
+
+    - succeeded, or unknown at a provider that doesn't honour keys: nothing is sent
+      (an unknown outcome waits for an operator: no blind resend).
+    - executing for less than ``in_flight_seconds``: another sender has it; nothing.
+    - executing for longer: its sender died mid-call and it may have arrived. Honours
+      keys → sent again with the same key; doesn't (SMTP) → ``unknown``, never re-sent.
+    - approved or failed: ``still_wanted`` says why it no longer should go (approved →
+      failed with that reason), or None; then committed ``executing`` before the call.
+    After the call: ``succeeded`` with the receipt, ``unknown`` (a lost answer), or
+    ``failed`` (refused, or never sent: the caller decides whether to try again).
+    """
+    with transaction.atomic():
+        action = Action.objects.select_for_update().select_related("execution").get(key=key)
+        execution = action.execution
+        if action.status == Action.State.SUCCEEDED:
+            return action, None
+        if action.status == Action.State.UNKNOWN and not action.honors_key:
+            return action, None
+        if action.status == Action.State.EXECUTING:
+            if Action.objects.filter(pk=action.pk, updated_at__gt=Now() - _seconds(in_flight_seconds)).exists():
+                return action, None
+            if not action.honors_key:
+                why = "its sender stopped during the call: it may have been delivered, and this provider can't be asked"
+                _move(action, "lose", actor_label, execution=execution, fields={"last_error": why}, error=why)
+                return action, None
+        elif action.status in (Action.State.APPROVED, Action.State.FAILED):
+            why_not = still_wanted(action)
+            if why_not:
+                if action.status == Action.State.APPROVED:
+                    _move(
+                        action, "void", actor_label, execution=execution, fields={"last_error": why_not}, error=why_not
+                    )
+                return action, None
+        attempts = action.attempts + 1
+        _move(action, "begin", actor_label, execution=execution, fields={"attempts": attempts}, attempt=attempts)
+    failpoints.hit(f"before_beside_call:{action.type}")
+    try:
+        receipt = redact(call(action.args, action.key))
+        failure = None
+    except StepFailure as failed:
+        receipt, failure = None, failed
+    failpoints.hit(f"after_beside_call:{action.type}")
+    with transaction.atomic():
+        action = Action.objects.select_for_update().select_related("execution").get(pk=action.pk)
+        if action.status != Action.State.EXECUTING:  # resolved meanwhile by an operator
+            return action, failure
+        if failure is None:
+            _move(
+                action, "succeed", actor_label, execution=action.execution, fields={"receipt": receipt}, receipt=receipt
+            )
+            return action, None
+        unknown = failure.kind == FailureKind.OUTCOME_UNKNOWN
+        details: dict[str, Any] = {"error": failure.message, "kind": str(failure.kind)}
+        if failure.evidence is not None:
+            details["evidence"] = failure.evidence
+        fields = {"last_error": f"{failure.kind}: {failure.message}"}
+        _move(action, "lose" if unknown else "fail", actor_label, execution=action.execution, fields=fields, **details)
+    return action, failure
+
+
+def _seconds(n: float) -> Value:
+    return Value(timedelta(seconds=n), output_field=DurationField())
 
 
 def _gate(gate_ref: str) -> dict[str, str]:

@@ -50,7 +50,7 @@ def test_demo_execution_completes_on_sqlite_and_the_filesystem_broker(embedded, 
 
     try:
         with embedded.together():
-            embedded.worker("embedded")
+            embedded.worker("embedded", KEEL_NOTIFICATIONS="on")  # as make run: approvals are told by e-mail
             embedded.beat()
             embedded.web(workers=2)  # as the Procfile
         api = http(token)
@@ -65,6 +65,28 @@ def test_demo_execution_completes_on_sqlite_and_the_filesystem_broker(embedded, 
 
         waiting = wait_for(lambda: status("awaiting_approval"), timeout=60, what="the demo to wait for approval")
         approval = waiting["pending_approval"]
+        # Issue 22: the manager finds the demo's approval e-mail under var/mail/, with a link that works.
+        mail = tmp_path / "var" / "mail"
+
+        def the_email():
+            texts = [p.read_text(errors="replace") for p in mail.glob("*.log")] if mail.exists() else []
+            return next((t for t in texts if "To: manager@example.com" in t and "RUN_0001" in t), None)
+
+        message = wait_for(the_email, timeout=60, what="the approval e-mail in var/mail/")
+        link = f"http://127.0.0.1:8000/approvals/{approval['id']}/"
+        assert link in message and "V1" in message
+        password = re.search(r"^  manager +(\S+)", seeded, re.M).group(1)
+        browser = http()
+        page = browser.get(f"{embedded.web_url}/login/", timeout=5)
+        csrf = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text).group(1)
+        browser.post(
+            f"{embedded.web_url}/login/",
+            data={"username": "manager", "password": password, "csrfmiddlewaretoken": csrf},
+            headers={"Referer": f"{embedded.web_url}/login/"},
+            timeout=10,
+        )
+        opened = browser.get(link.replace("http://127.0.0.1:8000", embedded.web_url), timeout=10)
+        assert opened.status_code == 200 and approval["content_sha256"] in opened.text
         decided = api.post(
             f"{base}/events",
             json={

@@ -58,11 +58,15 @@ def test_every_family_is_declared_on_an_empty_record(people, scrape_token):
         ("keel_executions", "gauge"),
         ("keel_stuck_executions", "gauge"),
         ("keel_actions", "gauge"),
+        ("keel_notifications", "gauge"),
         ("keel_cancellation_violations", "gauge"),
         ("keel_step_duration_seconds", "histogram"),
         ("keel_resume_latency_seconds", "histogram"),
     ]:
         assert f"# TYPE {family} {kind}" in text
+    for channel in ("email", "webhook"):  # issue 22: sent and failed (and unknown, pending), from the ledger
+        for outcome in ("sent", "failed", "unknown", "pending"):
+            assert f'keel_notifications{{channel="{channel}",outcome="{outcome}"}} 0.0' in text
     for status in Status.values:  # every status, terminal included, for each workflow
         assert f'keel_executions{{status="{status}",workflow="monthly_report"}} 0.0' in text
 

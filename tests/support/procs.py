@@ -105,6 +105,9 @@ def keel_env(**values: str) -> dict[str, str]:
         "RUNTIME_SWEEP_SECONDS": "0.5",
         "RUNTIME_EFFECT_TIMEOUT_SECONDS": "3",
         "PYTHONUNBUFFERED": "1",
+        # Approvals are told by e-mail only in the tests of that (tests/integration/test_notifications.py):
+        # elsewhere the notify actions would join every execution's ledger.
+        "KEEL_NOTIFICATIONS": "off",
         **values,
     }
 

@@ -1,0 +1,112 @@
+"""The e-mails: what each says, and sending one through Django's e-mail framework.
+
+A message is composed when it is planned and stored on its action (``args``): every
+attempt sends the same bytes with the same ``Message-ID`` (derived from the ledger
+key, so a mailbox that de-duplicates by Message-ID shows one). Plain text and HTML;
+the HTML is rendered by a template (auto-escaped) and then sanitised like every page
+that shows outside text (``artifacts.sanitize``).
+
+SMTP has no idempotency key and no lookup, so the failures are sorted by whether the
+message can have left: refused before DATA (could not connect, recipient or sender
+refused) → not sent; the connection lost or timed out after the message was handed
+over → the outcome is unknown, and the ledger never sends it again on its own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import smtplib
+from email.utils import parseaddr
+from typing import Any
+
+from django.conf import settings
+from django.core.mail import EmailMultiAlternatives, get_connection
+from django.template.loader import render_to_string
+
+from approvals.models import ApprovalRequest
+from artifacts.models import ArtifactVersion
+from artifacts.sanitize import sanitize_html
+from executions.errors import FailureKind, StepFailure
+
+SUBJECTS = {
+    "opened": "[keel] {ref}: {action} of {artifact} V{version} awaits your decision",
+    "reminder": "[keel] Reminder: {ref}: {action} of {artifact} V{version} still awaits a decision",
+    "approval_overdue": "[keel] Overdue: {ref}: {action} of {artifact} V{version} passed its SLA undecided",
+    "superseded": "[keel] {ref}: V{version} of {artifact} was replaced by V{newer}",
+}
+
+
+def compose(request: ApprovalRequest, *, kind: str, to: str, key: str) -> dict[str, Any]:
+    """The message for ``kind`` about ``request``, as the action's arguments."""
+    artifact = request.artifact_version.artifact
+    newest = ArtifactVersion.objects.filter(artifact=artifact).order_by("-number").values_list("number", flat=True)
+    facts = {
+        "kind": kind,
+        "ref": request.execution.ref,
+        "workflow": request.execution.workflow,
+        "approval_id": request.pk,
+        "action": request.action,
+        "artifact": artifact.ref,
+        "version": request.version,
+        "newer": newest.first(),
+        "sha256": request.content_sha256,
+        "link": f"{settings.KEEL_BASE_URL}/approvals/{request.pk}/",
+        "execution_link": f"{settings.KEEL_BASE_URL}/executions/{request.execution.ref}/",
+        "account_link": f"{settings.KEEL_BASE_URL}/account/",
+        "expires_at": request.expires_at.isoformat() if request.expires_at else "",
+    }
+    return {
+        "to": to,
+        "from": settings.DEFAULT_FROM_EMAIL,
+        "subject": SUBJECTS[kind].format(**facts),
+        "text": render_to_string("notifications/email.txt", facts),
+        "html": sanitize_html(render_to_string("notifications/email.html", facts)),
+        "message_id": message_id(key),
+        "approval_id": request.pk,
+        "kind": kind,
+    }
+
+
+def message_id(key: str) -> str:
+    domain = parseaddr(settings.DEFAULT_FROM_EMAIL)[1].rpartition("@")[2] or "keel.invalid"
+    return f"<{hashlib.sha256(key.encode()).hexdigest()[:32]}@{domain}>"
+
+
+def send(args: dict[str, Any], key: str) -> dict[str, Any]:
+    """Hand one message to the configured backend; the receipt names its Message-ID.
+    Raises StepFailure: transient (not sent), invalid_input / permission (refused for
+    good), outcome_unknown (it may have been accepted)."""
+    message = EmailMultiAlternatives(
+        subject=args["subject"],
+        body=args["text"],
+        from_email=args["from"],
+        to=[args["to"]],
+        headers={"Message-ID": args["message_id"], "X-Keel-Notification": key},
+    )
+    message.attach_alternative(args["html"], "text/html")
+    connection = get_connection(fail_silently=False)
+    try:
+        connection.open()
+    except smtplib.SMTPAuthenticationError as exc:
+        raise StepFailure(FailureKind.PERMISSION, f"the mail server refused the login: {exc.smtp_code}") from None
+    except (OSError, smtplib.SMTPException) as exc:
+        raise StepFailure(FailureKind.TRANSIENT, f"could not reach the mail server: {exc}") from None
+    try:
+        connection.send_messages([message])
+    except smtplib.SMTPRecipientsRefused as exc:
+        raise StepFailure(
+            FailureKind.INVALID_INPUT, f"the mail server refused {args['to']}: {exc.recipients}"
+        ) from None
+    except smtplib.SMTPResponseException as exc:
+        # An answer to the envelope or the DATA: the server said no, so it did not take it.
+        kind = FailureKind.TRANSIENT if 400 <= exc.smtp_code < 500 else FailureKind.INVALID_INPUT
+        raise StepFailure(kind, f"the mail server answered {exc.smtp_code}: {exc.smtp_error!r}") from None
+    except (TimeoutError, OSError, smtplib.SMTPException) as exc:
+        raise StepFailure(
+            FailureKind.OUTCOME_UNKNOWN, f"the connection to the mail server was lost while sending: {exc}"
+        ) from None
+    finally:
+        with contextlib.suppress(OSError, smtplib.SMTPException):
+            connection.close()
+    return {"message_id": args["message_id"], "to": args["to"], "backend": settings.EMAIL_BACKEND.rsplit(".", 2)[-2]}

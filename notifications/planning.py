@@ -1,0 +1,211 @@
+"""Planning: who is told what, recorded in the ledger once (issue 22, items 1–3).
+
+Beat's ``notifications.sweep`` calls ``plan`` then ``due``. Each occasion is planned in
+one transaction with its deliveries and an ``Occasion`` row (unique per request and
+kind), so a sweep that runs twice, or dies half-way, plans each exactly once:
+
+- opened: a pending request without its ``opened`` occasion → an e-mail to each
+  decider (``recipients.deciders``) and the ``approval.requested`` webhook;
+- reminder: pending ``RUNTIME_APPROVAL_REMIND_SECONDS`` after it opened → once;
+- approval_overdue: its execution still awaits it past the gate's SLA → the operators;
+- superseded: superseded after its ``opened`` went out → those who were told about it.
+
+Webhooks for ``execution.needs_attention|failed|completed`` come from the event log
+(the transitions), read from a cursor with a margin for transactions that committed
+late; the key names the event, so reading an event twice records it once.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+
+from celery import current_app
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Exists, OuterRef
+from django.utils import timezone
+
+from approvals.models import ApprovalRequest
+from artifacts.models import ArtifactVersion
+from executions.engine import ledger
+from executions.models import Action, ExecutionEvent, Status
+
+from . import mail, recipients, webhooks
+from .models import Cursor, Delivery, Occasion
+
+log = logging.getLogger(__name__)
+SEND = "notifications.send"
+NOTIFY = "notify_approver"
+WEBHOOK = "webhook"
+BATCH = 100
+# Transactions that commit this long after their event's timestamp are still read.
+MARGIN = timedelta(seconds=60)
+ACTOR = "notifications"
+TERMINAL_EVENTS = {
+    Status.NEEDS_ATTENTION: "execution.needs_attention",
+    Status.FAILED: "execution.failed",
+    Status.COMPLETED: "execution.completed",
+}
+
+
+def notify_key(request: ApprovalRequest, username: str, kind: str) -> str:
+    """``{request}:notify:{user}:{kind}``: the business identity of one message."""
+    return f"{request.gate_ref}:notify:{username}:{kind}"
+
+
+def plan() -> int:
+    """Plan every occasion that came; returns how many deliveries were recorded."""
+    if not settings.KEEL_NOTIFICATIONS and not settings.KEEL_WEBHOOK_URL:
+        return 0
+    made = 0
+    now = timezone.now()
+    pending = ApprovalRequest.objects.filter(status=ApprovalRequest.State.PENDING)
+    made += _each(_without(pending, "opened"), "opened")
+    remind_by = now - timedelta(seconds=settings.RUNTIME_APPROVAL_REMIND_SECONDS)
+    made += _each(_without(pending.filter(created_at__lte=remind_by), "reminder"), "reminder")
+    overdue = _without(
+        pending.filter(execution__status=Status.AWAITING_APPROVAL, execution__gate_sla_at__lt=now), "approval_overdue"
+    )
+    made += _each(overdue, "approval_overdue")
+    told = Occasion.objects.filter(request=OuterRef("pk"), kind="opened")
+    # Once the version that replaces it exists (a redraft supersedes before it drafts).
+    newer = ArtifactVersion.objects.filter(
+        artifact_id=OuterRef("artifact_version__artifact_id"), number__gt=OuterRef("version")
+    )
+    replaced = _without(
+        ApprovalRequest.objects.filter(
+            status=ApprovalRequest.State.SUPERSEDED, closed_at__gte=now - timedelta(days=1)
+        ).filter(Exists(told), Exists(newer)),
+        "superseded",
+    )
+    made += _each(replaced, "superseded")
+    if settings.KEEL_WEBHOOK_URL:
+        made += _transitions()
+    return made
+
+
+def _without(requests, kind: str):
+    planned = Occasion.objects.filter(request=OuterRef("pk"), kind=kind)
+    return requests.exclude(Exists(planned)).select_related("execution", "artifact_version__artifact")
+
+
+def _each(requests, kind: str) -> int:
+    made = 0
+    for request in requests.order_by("id")[:BATCH]:
+        made += plan_occasion(request.pk, kind)
+    return made
+
+
+def plan_occasion(request_id: int, kind: str) -> int:
+    """One occasion, with its deliveries, in one transaction (or nothing if it is planned)."""
+    with transaction.atomic():
+        request = (
+            ApprovalRequest.objects.select_for_update(of=("self",))
+            .select_related("execution", "artifact_version__artifact")
+            .get(pk=request_id)
+        )
+        _, created = Occasion.objects.get_or_create(request=request, kind=kind)
+        if not created:
+            return 0
+        if not settings.KEEL_NOTIFICATIONS and not (kind == "opened" and settings.KEEL_WEBHOOK_URL):
+            return 0
+        made = 0
+        if settings.KEEL_NOTIFICATIONS:
+            for user in _audience(request, kind):
+                key = notify_key(request, user.get_username(), kind)
+                args = mail.compose(request, kind=kind, to=user.email, key=key)
+                made += _record(
+                    request.execution,
+                    key,
+                    NOTIFY,
+                    args,
+                    honors_key=False,
+                    channel=Delivery.Channel.EMAIL,
+                    kind=kind,
+                    request=request,
+                    recipient=user,
+                )
+        if kind == "opened" and settings.KEEL_WEBHOOK_URL:
+            key = f"{request.gate_ref}:webhook:approval.requested"
+            args = webhooks.describe(request.execution, event="approval.requested", status=Status.AWAITING_APPROVAL)
+            made += _record(
+                request.execution,
+                key,
+                WEBHOOK,
+                args,
+                honors_key=True,
+                channel=Delivery.Channel.WEBHOOK,
+                kind="approval.requested",
+                request=request,
+            )
+        return made
+
+
+def _audience(request: ApprovalRequest, kind: str):
+    if kind in ("opened", "reminder"):
+        return recipients.deciders(request)
+    if kind == "approval_overdue":
+        return recipients.operators()
+    # superseded: those an ``opened`` message was recorded for
+    told = Delivery.objects.filter(request=request, kind="opened", channel=Delivery.Channel.EMAIL)
+    return [
+        d.recipient
+        for d in told.select_related("recipient").order_by("id")
+        if recipients.wants_email(d.recipient) is None
+    ]
+
+
+def _record(execution, key, action_type, args, *, honors_key, channel, kind, request=None, recipient=None) -> int:
+    action, created = ledger.record_beside(
+        execution, key=key, action_type=action_type, args=args, honors_key=honors_key, actor_label=ACTOR
+    )
+    if not created:
+        return 0
+    # Handed out now (the doorbell below); due again past the claim window only if that ring was lost.
+    due = timezone.now() + timedelta(seconds=settings.RUNTIME_NOTIFY_CLAIM_SECONDS)
+    Delivery.objects.create(action=action, channel=channel, kind=kind, request=request, recipient=recipient, due_at=due)
+    transaction.on_commit(lambda: _ring(key))
+    return 1
+
+
+def _ring(key: str) -> None:
+    """The doorbell for one delivery (by the task's name); if the broker is down the
+    sweep hands it out once it is due."""
+    try:
+        current_app.send_task(SEND, args=(key,))
+    except Exception:
+        log.exception("could not enqueue %s; the notifications sweep will hand it out", key)
+
+
+def _transitions() -> int:
+    """Webhooks for the transitions read since the cursor (minus the margin)."""
+    now = timezone.now()
+    with transaction.atomic():
+        cursor, _ = Cursor.objects.select_for_update().get_or_create(name="webhooks", defaults={"at": now})
+        since = cursor.at - MARGIN
+        events = list(
+            ExecutionEvent.objects.filter(type="transition", created_at__gt=since, to_status__in=list(TERMINAL_EVENTS))
+            .select_related("execution")
+            .order_by("created_at")[: BATCH * 5]
+        )
+        keys = {e.pk: f"{e.execution.ref}:webhook:{TERMINAL_EVENTS[e.to_status]}:{e.pk}" for e in events}
+        known = set(Action.objects.filter(key__in=keys.values()).values_list("key", flat=True))
+        made = 0
+        for event in events:
+            key = keys[event.pk]
+            if key in known:
+                continue
+            args = webhooks.describe(event.execution, event=TERMINAL_EVENTS[event.to_status], status=event.to_status)
+            made += _record(
+                event.execution,
+                key,
+                WEBHOOK,
+                args,
+                honors_key=True,
+                channel=Delivery.Channel.WEBHOOK,
+                kind=TERMINAL_EVENTS[event.to_status],
+            )
+        cursor.at = events[-1].created_at if len(events) == BATCH * 5 else now
+        cursor.save(update_fields=["at"])
+    return made

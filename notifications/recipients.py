@@ -1,0 +1,59 @@
+"""Who is told: the one rule for each kind of message (issue 22, item 2).
+
+An opened request and its reminder go to every user who may decide it (approvals'
+own rule, ``approvals.policy``: the permission, the group, active, never the requester)
+and has an address; ``approval_overdue`` to the operators. Nobody who turned e-mails
+off on their account page. ``superseded`` to those told about the old version.
+"""
+
+from __future__ import annotations
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import AbstractBaseUser, Permission
+from django.db.models import Q, QuerySet
+
+from approvals import policy
+from approvals.models import ApprovalRequest
+
+from .models import Preference
+
+OPERATE = "executions.operate_execution"
+
+
+def deciders(request: ApprovalRequest) -> list[AbstractBaseUser]:
+    """Everyone who may decide ``request`` and wants e-mail, by username."""
+    return [u for u in _holding(request.permission) if policy.can_decide(u, request)]
+
+
+def operators() -> list[AbstractBaseUser]:
+    return [u for u in _holding(OPERATE) if u.has_perm(OPERATE)]
+
+
+def wants_email(user: AbstractBaseUser) -> str | None:
+    """Why ``user`` gets no e-mail now (None: they do)."""
+    if not user.is_active:
+        return f"{user.get_username()} is no longer active"
+    if not user.email:
+        return f"{user.get_username()} has no e-mail address"
+    if Preference.objects.filter(user=user, email=False).exists():
+        return f"{user.get_username()} turned e-mails off"
+    return None
+
+
+def _holding(permission: str) -> QuerySet:
+    """Active users with an address who hold ``permission`` (directly, by a group, or as
+    superusers) and didn't turn e-mails off, by username."""
+    app_label, _, codename = permission.partition(".")
+    perm = Permission.objects.filter(content_type__app_label=app_label, codename=codename).first()
+    holds = Q(is_superuser=True)
+    if perm is not None:
+        holds |= Q(user_permissions=perm) | Q(groups__permissions=perm)
+    off = Preference.objects.filter(email=False).values("user_id")
+    return (
+        get_user_model()
+        .objects.filter(holds, is_active=True)
+        .exclude(email="")
+        .exclude(pk__in=off)
+        .distinct()
+        .order_by("username")
+    )

@@ -1,0 +1,50 @@
+"""Outbound webhooks (DESIGN §6): the body, its signature, and the POST.
+
+``{"event", "execution": {"id", "workflow", "status", "stuck"}, "sent_at"}`` as JSON,
+signed ``X-Keel-Signature: sha256=<hex HMAC-SHA256 of the exact body bytes with
+KEEL_WEBHOOK_SECRET>``, with the ledger key as ``Idempotency-Key``. The event's facts
+are fixed when it is planned (stored on the action); ``sent_at`` is each attempt's,
+so the signature covers the bytes actually sent.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+from typing import Any
+
+from django.conf import settings
+from django.core.serializers.json import DjangoJSONEncoder
+from django.utils import timezone
+
+from executions import selectors
+from executions.authoring.http import post_bytes
+from executions.models import Execution
+
+EVENTS = ("approval.requested", "execution.needs_attention", "execution.failed", "execution.completed")
+
+
+def describe(execution: Execution, *, event: str, status: str) -> dict[str, Any]:
+    """The event's facts as the action's arguments (the status it reports, the stuck
+    reason as the triage console reads it then)."""
+    annotated = selectors.execution(execution.pk)
+    stuck = selectors.triage_fields(annotated)["stuck"] if annotated is not None else None
+    facts = {
+        "event": event,
+        "execution": {"id": execution.ref, "workflow": execution.workflow, "status": status, "stuck": stuck},
+    }
+    return {"url": settings.KEEL_WEBHOOK_URL, "body": json.loads(json.dumps(facts, cls=DjangoJSONEncoder))}
+
+
+def signature(body: bytes, secret: str) -> str:
+    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+
+
+def send(args: dict[str, Any], key: str) -> dict[str, Any]:
+    """POST the event; 2xx → the receipt; failures sorted by ``executions.authoring.http``
+    (4xx refused for good, 5xx and timeouts worth another attempt with the same key)."""
+    body = json.dumps({**args["body"], "sent_at": timezone.now().isoformat()}, separators=(",", ":")).encode()
+    url = settings.KEEL_WEBHOOK_URL or args["url"]  # where it goes now, if that was changed since
+    answer = post_bytes(url, body, key=key, headers={"X-Keel-Signature": signature(body, settings.KEEL_WEBHOOK_SECRET)})
+    return {"url": url, "answer": answer}
