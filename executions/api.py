@@ -24,7 +24,7 @@ from artifacts import selectors as artifact_selectors
 from artifacts.services import artifact_version_content
 from artifacts.store import CorruptArtifact
 
-from . import selectors, services
+from . import holds, selectors, services
 from .engine import events
 from .errors import Conflict, NotFound
 from .inputs import (
@@ -34,6 +34,7 @@ from .inputs import (
     DbInt,
     ExecutionRef,
     ReasonIn,
+    RequiredWorkflowName,
     ResolveIn,
     StartIn,
     WorkflowName,
@@ -146,6 +147,7 @@ class ExecutionOut(Schema):
     stuck: StuckOut | None
     restarted_from: str | None
     restarted_as: str | None
+    paused_from: str | None = None  # paused: the status resume returns it to (issue 22)
 
 
 class ExecutionPage(Schema):
@@ -204,6 +206,14 @@ def cancel_execution(request: HttpRequest, execution_id: ExecutionRef, payload: 
 def retry_execution(request: HttpRequest, execution_id: ExecutionRef, payload: ReasonIn):
     """Operators: a ``retry_pending`` execution is due now (any other status: 409)."""
     execution = services.execution_retry_now(ref=execution_id, user=request.user, reason=payload.reason)
+    return selectors.execution_payload(execution)
+
+
+@router.post("/executions/{execution_id}/pause", response={200: ExecutionOut, **WRITE_ONE}, tags=["executions"])
+def pause_execution(request: HttpRequest, execution_id: ExecutionRef, payload: ReasonIn):
+    """Operators: hold it where it is (pending, running, retry_pending, waiting or
+    awaiting_approval; anything else: 409); ``resume`` returns it to the status it left."""
+    execution = holds.execution_pause(ref=execution_id, user=request.user, reason=payload.reason)
     return selectors.execution_payload(execution)
 
 
@@ -333,3 +343,39 @@ def artifact_content(request: HttpRequest, artifact_id: ArtifactRef, n: DbInt):
     response["X-Content-Type-Options"] = "nosniff"
     response["Content-Security-Policy"] = "sandbox"  # model-made bytes never run as a page of ours
     return response
+
+
+# --- a workflow's kill switch (executions.holds). The item is the catalogue's (issue 20
+# owns GET /api/workflows): ``holds.workflow_item`` until its own replaces it.
+
+
+class WorkflowStepOut(Schema):
+    name: str
+    label: str
+    kind: str
+
+
+class WorkflowHoldItemOut(Schema):
+    name: str
+    title: str
+    description: str
+    version: int
+    versions: list[int]
+    steps: list[WorkflowStepOut]
+    paused: bool
+    paused_reason: str | None
+    paused_by: str | None
+    paused_at: datetime | None
+
+
+@router.post("/workflows/{name}/pause", response={200: WorkflowHoldItemOut, **WRITE_ONE}, tags=["workflows"])
+def pause_workflow(request: HttpRequest, name: RequiredWorkflowName, payload: ReasonIn):
+    """Operators: the workflow's kill switch. New executions are accepted and stay pending;
+    running ones pause at their next step boundary."""
+    return holds.workflow_pause(name=name, user=request.user, reason=payload.reason)
+
+
+@router.post("/workflows/{name}/resume", response={200: WorkflowHoldItemOut, **WRITE_ONE}, tags=["workflows"])
+def resume_workflow(request: HttpRequest, name: RequiredWorkflowName, payload: ReasonIn):
+    """Operators: lift the kill switch; what it paused goes on, the pending ones start."""
+    return holds.workflow_resume(name=name, user=request.user, reason=payload.reason)

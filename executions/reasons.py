@@ -28,3 +28,4 @@ class StuckReason(models.TextChoices):
     BUDGET_EXCEEDED = "budget_exceeded", "Budget exceeded"
     DEADLINE_PASSED = "deadline_passed", "Deadline passed"
     COMPENSATION_PENDING = "compensation_pending", "Compensation pending"
+    PAUSED = "paused", "Paused"

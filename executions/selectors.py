@@ -109,6 +109,7 @@ def execution_payload(execution: Execution) -> dict[str, Any]:
         "updated_at": execution.updated_at,
         **triage_fields(execution),
         **restart_links(execution),
+        "paused_from": execution.paused_from or None,
     }
 
 

@@ -65,6 +65,7 @@ ACTION = {
     R.BUDGET_EXCEEDED: "escalate",
     R.DEADLINE_PASSED: "cancel",
     R.COMPENSATION_PENDING: "compensate",
+    R.PAUSED: "resume",
 }
 
 # What a failed execution can have done to it, whatever stopped it: a restart from a step.
@@ -78,6 +79,7 @@ RECORDED = {
     Status.RETRY_PENDING: (R.RETRYING, R.RATE_LIMITED),
     Status.NEEDS_ATTENTION: tuple(r for r in StuckReason if r not in OBSERVED),
     Status.FAILED: (R.RETRIES_EXHAUSTED,),
+    Status.PAUSED: (R.PAUSED,),
 }
 
 
@@ -209,6 +211,9 @@ def _detail(e: Execution, reason: str, max_attempts: int | None) -> str:
         return f"runnable since {_at(e.status_changed_at)} and no worker has claimed it: are workers running?"
     if reason == R.STEP_OVERDUE:
         return _overdue(e)
+    if reason == R.PAUSED and e.status == Status.PAUSED:
+        who = "its workflow's kill switch" if e.paused_by_workflow else "an operator"
+        return f"held by {who}: {why or 'no reason given'}; resume returns it to {e.paused_from or 'where it was'}"
     if reason == R.APPROVAL_OVERDUE:
         return f"no decision since {_at(e.status_changed_at)}; its SLA passed at {_at(e.gate_sla_at)}"
     if reason == R.WAITING_OVERDUE and e.status == Status.WAITING:

@@ -36,6 +36,8 @@ TRANSITIONS = (
     "wake",
     "retry",
     "resume",
+    "pause",
+    "unpause",
 )
 
 __all__ = ["TRANSITIONS", "Fenced", "TransitionNotAllowed", "apply", "event", "record"]
