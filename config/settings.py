@@ -93,6 +93,7 @@ INSTALLED_APPS = [
     "executions",
     "approvals",
     "triage",
+    "schedules",
     "artifacts",
     "console",
     "cli",
@@ -270,6 +271,7 @@ CELERY_TASK_ROUTES = {
     "executions.sweep": {"queue": "control"},
     "metrics.fold": {"queue": "control"},
     "triage.tally": {"queue": "control"},
+    "schedules.tick": {"queue": "control"},
 }
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 
