@@ -12,7 +12,7 @@ from django.test import Client
 
 from executions.models import Execution
 from schedules import services
-from schedules.models import Firing, Schedule
+from schedules.models import Schedule
 from workflows.monthly_report import month_before
 
 
