@@ -132,3 +132,39 @@ def test_kill_switch_new_executions_stay_pending_until_the_workflow_resumes(peop
     lease = leases.acquire(execution.pk, owner="worker:test")
     assert lease is not None and Execution.objects.get(pk=execution.pk).status == Status.RUNNING
     assert leases.acquire(other.pk, owner="worker:test") is not None  # another workflow was never held
+
+
+def page_client(person) -> Client:
+    browser = Client()
+    browser.force_login(person.user)
+    return browser
+
+
+def test_operations_page_switches_a_workflow_and_manages_schedules(people):
+    """The dashboard's place for the kill switch and the schedules (operators only)."""
+    from schedules.models import Schedule
+
+    assert page_client(people["manager"]).get("/operations/").status_code == 403
+    browser = page_client(people["operator"])
+    page = browser.get("/operations/")
+    assert page.status_code == 200 and b'data-workflow="monthly_report"' in page.content
+
+    answer = browser.post("/operations/workflows/monthly_report/", {"switch": "pause", "reason": ""}, follow=True)
+    assert answer.status_code == 200 and b"say why the workflow is paused" in answer.content
+    answer = browser.post(
+        "/operations/workflows/monthly_report/", {"switch": "pause", "reason": "incident 42"}, follow=True
+    )
+    assert b"monthly_report is paused." in answer.content and b"incident 42" in answer.content
+    assert holds.workflow_item("monthly_report")["paused"] is True
+    browser.post("/operations/workflows/monthly_report/", {"switch": "resume", "reason": "closed"})
+    assert holds.workflow_item("monthly_report")["paused"] is False
+
+    answer = browser.post("/operations/schedules/", {"workflow": "monthly_report", "cron": "nope"}, follow=True)
+    assert answer.status_code == 200 and b"cron: " in answer.content and not Schedule.objects.exists()
+    answer = browser.post(
+        "/operations/schedules/", {"workflow": "monthly_report", "cron": "0 6 1 * *", "timezone": "UTC"}, follow=True
+    )
+    made = Schedule.objects.get()
+    assert f'data-schedule="{made.pk}"'.encode() in answer.content
+    browser.post(f"/operations/schedules/{made.pk}/delete/")
+    assert Schedule.objects.get().deleted_at is not None
