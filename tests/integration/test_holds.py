@@ -116,6 +116,8 @@ def test_kill_switch_new_executions_stay_pending_until_the_workflow_resumes(peop
     ref = response.json()["id"]
     execution = Execution.objects.get(pk=int(ref.removeprefix("RUN_")))
     assert leases.acquire(execution.pk, owner="worker:test") is None  # accepted, never claimed while paused
+    stuck = get(people["operator"], f"/executions/{ref}")["stuck"]
+    assert stuck["reason"] == "paused" and "monthly_report is paused" in stuck["detail"]
     other = services.execution_start(
         user=people["requester"].user, workflow="replacement_order", input={"original_order": "ORD-1001"}
     )[0]
