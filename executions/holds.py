@@ -23,7 +23,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 
 from .authoring import registry
-from .engine import dispatch, holds, lifecycle
+from .engine import dispatch, gates, holds, lifecycle
 from .errors import Conflict, Forbidden, InvalidInput, NotFound
 from .models import HOLDABLE, OPERATE, TERMINAL, Execution, Status, WorkflowSwitch, execution_for
 from .reasons import StuckReason
@@ -86,6 +86,15 @@ def unpause_locked(execution: Execution, *, actor: AbstractBaseUser, reason: str
         payload={"to": left},
         update_fields=("paused_from", "paused_by_workflow"),
     )
+    if left == Status.AWAITING_APPROVAL and gates.pending_of(execution) is None:
+        # Its request expired (or was withdrawn) while it was paused: nobody can decide it now.
+        lifecycle.apply(
+            execution,
+            "flag",
+            actor=actor,
+            reason="its approval request lapsed while it was paused; resume asks again",
+            code=StuckReason.APPROVAL_LAPSED,
+        )
     dispatch.dispatch_on_commit(execution.pk)
 
 
