@@ -14,6 +14,7 @@ urlpatterns = [
     path("executions/<str:ref>/cancel/", views.execution_cancel, name="cancel"),
     path("executions/<str:ref>/resume/", views.execution_resume, name="resume"),
     path("executions/<str:ref>/retry/", views.execution_retry, name="retry"),
+    path("executions/<str:ref>/pause/", views.execution_pause, name="pause"),
     path("executions/<str:ref>/resolve/", views.action_resolve, name="resolve"),
     path("executions/<str:ref>/signal/", views.execution_signal, name="signal"),
     path("executions/<str:ref>/redraft/", views.execution_redraft, name="redraft"),

@@ -18,7 +18,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from croniter import croniter
+from croniter import CroniterError, croniter
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
 from django.utils import timezone
@@ -98,7 +98,10 @@ def schedule_create(
     schedule = Schedule(
         workflow=workflow, cron=cron, timezone=timezone_name, input=input or {}, overlap=overlap, created_by=user
     )
-    schedule.next_fire_at = next_after(schedule, timezone.now())
+    try:
+        schedule.next_fire_at = next_after(schedule, timezone.now())
+    except CroniterError:  # valid fields that never match a date (the 31st of February)
+        raise InvalidInput("cron", f"{cron!r} never fires: no date matches it") from None
     schedule.save()
     return schedule
 

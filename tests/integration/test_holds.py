@@ -170,3 +170,18 @@ def test_operations_page_switches_a_workflow_and_manages_schedules(people):
     assert f'data-schedule="{made.pk}"'.encode() in answer.content
     browser.post(f"/operations/schedules/{made.pk}/delete/")
     assert Schedule.objects.get().deleted_at is not None
+
+
+def test_the_execution_page_pauses_and_offers_resume(people):
+    execution = started(people)
+    browser = page_client(people["operator"])
+    page = browser.get(f"/executions/{execution.ref}/")
+    assert b'id="pause-form"' in page.content and b'id="resume-link"' not in page.content
+    assert b'id="pause-form"' not in page_client(people["requester"]).get(f"/executions/{execution.ref}/").content
+    answer = browser.post(f"/executions/{execution.ref}/pause/", {"reason": "hold it"}, follow=True)
+    assert b"resume returns it to pending" in answer.content and b'id="resume-link"' in answer.content
+    assert Execution.objects.get(pk=execution.pk).status == Status.PAUSED
+    preview = browser.get(f"/executions/{execution.ref}/resume/preview/")
+    assert preview.status_code == 200
+    browser.post(f"/executions/{execution.ref}/resume/", {"reason": "go"})
+    assert Execution.objects.get(pk=execution.pk).status == Status.PENDING

@@ -40,6 +40,7 @@ def test_create_list_delete_and_the_refusals(people):
     for body, field in [
         ({"workflow": "monthly_report", "cron": "every monday"}, "cron"),
         ({"workflow": "monthly_report", "cron": "61 * * * *"}, "cron"),
+        ({"workflow": "monthly_report", "cron": "0 0 31 2 *"}, "cron"),  # never fires
         ({"workflow": "monthly_report", "cron": "0 6 1 * *", "timezone": "Mars/Olympus"}, "timezone"),
         ({"workflow": "no_such_flow", "cron": "0 6 1 * *"}, "workflow"),
         ({"workflow": "monthly_report", "cron": "0 6 1 * *", "overlap": "sometimes"}, "overlap"),
