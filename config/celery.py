@@ -49,3 +49,8 @@ def _schedule_sweeper(sender: Celery, **kwargs: object) -> None:
         sender.signature("notifications.sweep"),
         name="notifications",
     )
+    sender.add_periodic_task(  # schedules (issue 22): the database decides what is due
+        float(settings.RUNTIME_SWEEP_SECONDS),
+        sender.signature("schedules.tick"),
+        name="schedules tick",
+    )

@@ -94,6 +94,7 @@ INSTALLED_APPS = [
     "executions",
     "approvals",
     "triage",
+    "schedules",
     "artifacts",
     "console",
     "cli",
@@ -274,6 +275,7 @@ CELERY_TASK_ROUTES = {
     "metrics.fold": {"queue": "control"},
     "triage.tally": {"queue": "control"},
     "notifications.sweep": {"queue": "control"},
+    "schedules.tick": {"queue": "control"},
 }
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 

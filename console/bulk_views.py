@@ -29,8 +29,9 @@ KEPT_RUNS = 5
 
 WORDS = {
     "cancel": ("Cancel", "cancelled: what they wait for is withdrawn and no new effect starts"),
-    "resume": ("Resume", "sent back to work at their current step (needs_attention only)"),
+    "resume": ("Resume", "sent back to work at their current step (needs_attention), or where they were (paused)"),
     "retry": ("Retry now", "due now instead of at their backoff time (retry_pending only)"),
+    "pause": ("Pause", "held where they are: a running step finishes and checkpoints, nothing after it runs"),
 }
 
 

@@ -32,7 +32,7 @@ from approvals.models import ApprovalRequest
 from artifacts.models import ArtifactVersion
 from executions import selectors, services, stuck
 from executions.engine import gates
-from executions.models import Action, Execution, ExecutionEvent, ModelCall, Status, StepRun, ref_for
+from executions.models import HOLDABLE, Action, Execution, ExecutionEvent, ModelCall, Status, StepRun, ref_for
 from triage import drift
 
 from . import presenters
@@ -320,7 +320,8 @@ def panel_context(
     ctx: dict[str, Any] = {"execution": execution, "label": selectors.step_label(execution)}
     operator = user.has_perm(services.OPERATE)
     ctx["can_cancel"] = not execution.is_terminal and (operator or execution.created_by_id == user.pk)
-    ctx["can_resume"] = execution.status == Status.NEEDS_ATTENTION and operator
+    ctx["can_resume"] = execution.status in (Status.NEEDS_ATTENTION, Status.PAUSED) and operator
+    ctx["can_pause"] = execution.status in HOLDABLE and operator
     ctx["can_retry"] = execution.status == Status.RETRY_PENDING and operator
     drifted = drift.drift_of(execution) if execution.status == Status.NEEDS_ATTENTION else None
     ctx["drift"] = presenters.drift_card(drifted) if drifted is not None else None

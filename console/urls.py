@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import bulk_views, decide, operate, operator_audit_views, start_views, views
+from . import bulk_views, decide, holds_views, operate, operator_audit_views, start_views, views
 
 app_name = "executions"
 
@@ -15,6 +15,7 @@ urlpatterns = [
     path("executions/<str:ref>/cancel/", views.execution_cancel, name="cancel"),
     path("executions/<str:ref>/resume/", views.execution_resume, name="resume"),
     path("executions/<str:ref>/retry/", views.execution_retry, name="retry"),
+    path("executions/<str:ref>/pause/", views.execution_pause, name="pause"),
     path("executions/<str:ref>/resolve/", views.action_resolve, name="resolve"),
     path("executions/<str:ref>/signal/", views.execution_signal, name="signal"),
     path("executions/<str:ref>/redraft/", views.execution_redraft, name="redraft"),
@@ -34,5 +35,9 @@ urlpatterns += [
     path("bulk/results/", bulk_views.bulk_results, name="bulk_results"),
     path("workflows/", start_views.workflows_page, name="workflows"),
     path("operator-audit/", operator_audit_views.operator_audit_list, name="operator_audit"),
+    path("operations/", holds_views.operations, name="operations"),
+    path("operations/workflows/<str:name>/", holds_views.workflow_switch, name="workflow_switch"),
+    path("operations/schedules/", holds_views.schedule_add, name="schedule_add"),
+    path("operations/schedules/<int:schedule_id>/delete/", holds_views.schedule_delete, name="schedule_delete"),
     path("operator-audit/export.csv", operator_audit_views.operator_audit_export, name="operator_audit_export"),
 ]

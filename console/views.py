@@ -16,7 +16,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from approvals import services as approval_services
 from artifacts.rendering import render_artifact
-from executions import inputs, selectors, services, stuck, waits
+from executions import holds, inputs, selectors, services, stuck, waits
 from executions.authoring import registry
 from executions.errors import InvalidInput, ServiceError
 from executions.models import Action, Execution, Status
@@ -251,6 +251,18 @@ def execution_resume(request: HttpRequest, ref: str) -> HttpResponse:
         ref,
         lambda: services.execution_resume(ref=ref, user=request.user, reason=_form(request, inputs.ReasonIn).reason),
         lambda execution: f"Resumed {execution.ref}.",
+    )
+
+
+@login_required
+@require_POST
+def execution_pause(request: HttpRequest, ref: str) -> HttpResponse:
+    """Pause (operators): the execution is held where it is until resumed."""
+    return _operate(
+        request,
+        ref,
+        lambda: holds.execution_pause(ref=ref, user=request.user, reason=_form(request, inputs.ReasonIn).reason),
+        lambda execution: f"Paused {execution.ref}: resume returns it to {execution.paused_from}.",
     )
 
 

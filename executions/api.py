@@ -24,7 +24,7 @@ from artifacts import selectors as artifact_selectors
 from artifacts.services import artifact_version_content
 from artifacts.store import CorruptArtifact
 
-from . import catalogue, selectors, services
+from . import catalogue, holds, selectors, services
 from .engine import events
 from .errors import Conflict, NotFound
 from .inputs import (
@@ -170,6 +170,7 @@ class ExecutionOut(Schema):
     parent: ParentOut | None
     children: list[ChildOut]
     cost: CostOut
+    paused_from: str | None = None  # paused: the status resume returns it to (issue 22)
 
 
 class ExecutionPage(Schema):
@@ -236,6 +237,14 @@ def cancel_execution(request: HttpRequest, execution_id: ExecutionRef, payload: 
 def retry_execution(request: HttpRequest, execution_id: ExecutionRef, payload: ReasonIn):
     """Operators: a ``retry_pending`` execution is due now (any other status: 409)."""
     execution = services.execution_retry_now(ref=execution_id, user=request.user, reason=payload.reason)
+    return selectors.execution_payload(execution)
+
+
+@router.post("/executions/{execution_id}/pause", response={200: ExecutionOut, **WRITE_ONE}, tags=["executions"])
+def pause_execution(request: HttpRequest, execution_id: ExecutionRef, payload: ReasonIn):
+    """Operators: hold it where it is (pending, running, retry_pending, waiting or
+    awaiting_approval; anything else: 409); ``resume`` returns it to the status it left."""
+    execution = holds.execution_pause(ref=execution_id, user=request.user, reason=payload.reason)
     return selectors.execution_payload(execution)
 
 
@@ -396,6 +405,9 @@ class WorkflowOut(Schema):
     input_schema: dict[str, Any]
     steps: list[WorkflowStepOut]
     paused: bool
+    paused_reason: str | None
+    paused_by: str | None
+    paused_at: datetime | None
 
 
 class WorkflowPage(Schema):
@@ -411,4 +423,19 @@ def list_workflows(request: HttpRequest):
 
 @router.get("/workflows/{name}", response={200: WorkflowOut, **READ_ONE}, tags=["workflows"])
 def get_workflow(request: HttpRequest, name: RequiredWorkflowName):
+    return catalogue.item(name)
+
+
+@router.post("/workflows/{name}/pause", response={200: WorkflowOut, **WRITE_ONE}, tags=["workflows"])
+def pause_workflow(request: HttpRequest, name: RequiredWorkflowName, payload: ReasonIn):
+    """Operators: the workflow's kill switch (executions.holds). New executions are accepted
+    and stay pending; running ones pause at their next step boundary. → the catalogue item."""
+    holds.workflow_pause(name=name, user=request.user, reason=payload.reason)
+    return catalogue.item(name)
+
+
+@router.post("/workflows/{name}/resume", response={200: WorkflowOut, **WRITE_ONE}, tags=["workflows"])
+def resume_workflow(request: HttpRequest, name: RequiredWorkflowName, payload: ReasonIn):
+    """Operators: lift the kill switch; what it paused goes on, the pending ones start."""
+    holds.workflow_resume(name=name, user=request.user, reason=payload.reason)
     return catalogue.item(name)

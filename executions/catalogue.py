@@ -13,15 +13,23 @@ from typing import Any
 
 from django.db.models import Count
 
+from . import holds
 from .authoring import registry
 from .errors import NotFound
 from .models import TERMINAL, Execution
 
 
-def paused(name: str) -> bool:
-    """Whether workflow ``name`` is paused (its kill switch). The one place the catalogue
-    reads it from: nothing pauses a workflow yet (issue 22b builds the switch)."""
-    return False
+def hold_of(name: str) -> dict[str, Any]:
+    """Workflow ``name``'s kill switch as the catalogue shows it (``paused``,
+    ``paused_reason``, ``paused_by``, ``paused_at``), from its latest switch (executions.holds)."""
+    switch = holds.switch_of(name)
+    paused = bool(switch and switch.paused)
+    return {
+        "paused": paused,
+        "paused_reason": switch.reason if paused else None,
+        "paused_by": switch.actor.get_username() if paused else None,
+        "paused_at": switch.created_at if paused else None,
+    }
 
 
 def workflow(name: str):
@@ -43,7 +51,7 @@ def item(name: str) -> dict[str, Any]:
         "versions": registry.versions(name),
         "input_schema": latest.input_schema(),
         "steps": [{"name": s.name, "label": s.label, "kind": str(s.kind)} for s in latest.steps],
-        "paused": paused(name),
+        **hold_of(name),
     }
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import pgtrigger
 from django.conf import settings
 from django.db import models
-from django_fsm import ConcurrentTransitionMixin, FSMField, transition
+from django_fsm import RETURN_VALUE, ConcurrentTransitionMixin, FSMField, transition
 
 from .errors import NotFound
 
@@ -28,11 +28,14 @@ class Status(models.TextChoices):
     COMPLETED = "completed", "Completed"
     FAILED = "failed", "Failed"
     CANCELLED = "cancelled", "Cancelled"
+    PAUSED = "paused", "Paused"
 
 
 TERMINAL = frozenset({Status.COMPLETED, Status.FAILED, Status.CANCELLED})
 ACTIVE = frozenset(set(Status) - TERMINAL)
 S = Status
+# Where an operator's hold (or a workflow's kill switch) can pause an execution from (DESIGN §6 Operations).
+HOLDABLE = (S.PENDING, S.RUNNING, S.RETRY_PENDING, S.WAITING, S.AWAITING_APPROVAL)
 
 
 class Execution(ConcurrentTransitionMixin, models.Model):
@@ -89,6 +92,10 @@ class Execution(ConcurrentTransitionMixin, models.Model):
     # The cost budget in USD (issue 21, executions.engine.costs): no model call of this
     # execution or of its descendants starts unless its worst case fits what remains; None: no budget.
     budget_usd = models.DecimalField(max_digits=16, decimal_places=6, null=True, blank=True)
+    # A hold (issue 22, executions.holds): the status a paused execution left, which resume
+    # returns it to, and whether its workflow's kill switch (not an operator) paused it.
+    paused_from = models.CharField(max_length=30, blank=True, default="")
+    paused_by_workflow = models.BooleanField(default=False)
 
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -195,6 +202,19 @@ class Execution(ConcurrentTransitionMixin, models.Model):
     def resume(self) -> None:
         """An operator resumed or resolved it."""
 
+    @transition(field=status, source=list(HOLDABLE), target=S.PAUSED)
+    def pause(self) -> None:
+        """An operator's hold, or its workflow's kill switch: remembers the status it left
+        (the caller saves ``paused_from``)."""
+        self.paused_from = self.status
+
+    @transition(field=status, source=S.PAUSED, target=RETURN_VALUE(*HOLDABLE))
+    def unpause(self) -> str:
+        """The hold lifted: back to the status it left (the caller saves ``paused_from``
+        and ``paused_by_workflow``, cleared)."""
+        left, self.paused_from, self.paused_by_workflow = self.paused_from, "", False
+        return left
+
 
 # The permission of operators (triage, resume, cancel, resolve), declared on Execution.
 OPERATE = "executions.operate_execution"
@@ -217,6 +237,28 @@ def pk_from_ref(ref: str) -> int | None:
     """``RUN_0042`` (or ``42``) → 42; anything else → None."""
     raw = ref.upper().removeprefix("RUN_")
     return int(raw) if raw.isascii() and raw.isdecimal() and len(raw) <= 18 else None
+
+
+class WorkflowSwitch(models.Model):
+    """A workflow's kill switch thrown (``paused``) or lifted, by whom and why: append-only,
+    one row per switch (the audit), the latest row of a workflow being its state
+    (executions.holds). No row: the workflow runs."""
+
+    workflow = models.CharField(max_length=100)
+    paused = models.BooleanField()
+    reason = models.TextField()
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+        indexes = [models.Index(fields=["workflow", "-id"], name="workflow_switch_latest")]
+        triggers = [
+            pgtrigger.Protect(name="workflow_switch_append_only", operation=pgtrigger.Update | pgtrigger.Delete)
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.workflow} {'paused' if self.paused else 'resumed'}"
 
 
 class ExecutionEvent(models.Model):

@@ -29,3 +29,4 @@ class StuckReason(models.TextChoices):
     DEADLINE_PASSED = "deadline_passed", "Deadline passed"
     COMPENSATION_PENDING = "compensation_pending", "Compensation pending"
     CHILD_FAILED = "child_failed", "Child failed"
+    PAUSED = "paused", "Paused"

@@ -117,6 +117,7 @@ def execution_payload(execution: Execution) -> dict[str, Any]:
         **restart_links(execution),
         **family_fields(execution),
         "cost": cost_payload(execution),
+        "paused_from": execution.paused_from or None,
     }
 
 

@@ -11,7 +11,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
 from django.db.models.functions import Now
 
-from . import blockers
+from . import blockers, holds
 from . import children as children_module
 from .authoring import registry
 from .engine import dispatch, gates, ledger, lifecycle, starting
@@ -225,7 +225,9 @@ def _compensations_of(execution: Execution) -> dict:
 
 
 def execution_resume(*, ref: str, user: AbstractBaseUser, reason: str) -> Execution:
-    """Operators: send an execution that needs attention back to work at its current step.
+    """Operators: send an execution that needs attention back to work at its current step,
+    or a paused one back to the status it left (``executions.holds``; refused while its
+    workflow is paused).
 
     Refused (Conflict naming each blocker) while the resume preview says it can't
     resume: an unknown outcome not yet resolved, a stale approval (``executions.blockers``).
@@ -234,10 +236,18 @@ def execution_resume(*, ref: str, user: AbstractBaseUser, reason: str) -> Execut
         raise Forbidden("only operators may resume executions")
     with transaction.atomic():
         execution = _locked(ref)
-        if execution.status != Status.NEEDS_ATTENTION:
-            raise Conflict(f"{execution.ref} is {execution.status}, not needs_attention", status=execution.status)
+        if execution.status not in (Status.NEEDS_ATTENTION, Status.PAUSED):
+            raise Conflict(
+                f"{execution.ref} is {execution.status}, not needs_attention or paused", status=execution.status
+            )
         if not reason.strip():
             raise InvalidInput("reason", "say why it is safe to resume")
+        if execution.status == Status.PAUSED:
+            refused = holds.unpause_refusal(execution)
+            if refused:
+                raise Conflict(f"{execution.ref} can't be resumed: {refused}", blocked_by=[refused])
+            holds.unpause_locked(execution, actor=user, reason=reason)
+            return execution
         blocked = blockers.blockers(execution)
         if blocked:
             raise Conflict(

@@ -41,6 +41,7 @@ from django.db.models import (
 from django.db.models.functions import Now
 
 from .authoring import registry
+from .engine import holds
 from .models import ACTIVE, COMPENSATION_SUFFIX, Action, Execution, Status
 from .reasons import StuckReason
 
@@ -66,6 +67,7 @@ ACTION = {
     R.DEADLINE_PASSED: "cancel",
     R.COMPENSATION_PENDING: "compensate",
     R.CHILD_FAILED: "resume",  # after the operator restarted (or resolved) the child; or cancel
+    R.PAUSED: "resume",
 }
 
 # What a failed execution can have done to it, whatever stopped it: a restart from a step.
@@ -79,6 +81,7 @@ RECORDED = {
     Status.RETRY_PENDING: (R.RETRYING, R.RATE_LIMITED),
     Status.NEEDS_ATTENTION: tuple(r for r in StuckReason if r not in OBSERVED),
     Status.FAILED: (R.RETRIES_EXHAUSTED,),
+    Status.PAUSED: (R.PAUSED,),
 }
 
 
@@ -86,11 +89,17 @@ def _ago(seconds: float) -> ExpressionWrapper:
     return ExpressionWrapper(Now() - Value(timedelta(seconds=seconds)), output_field=DateTimeField())
 
 
-def _unclaimed() -> Q:
+def _held_pending(paused: list[str]) -> Q:
+    """Pending while its workflow's kill switch is thrown (``paused``: those workflows):
+    it waits on purpose, ``paused``, not for a worker."""
+    return Q(status=Status.PENDING, workflow__in=paused) if paused else Q(pk__in=[])
+
+
+def _unclaimed(paused: list[str] | None = None) -> Q:
     """Runnable, nobody holds it, and for longer than RUNTIME_STUCK_SECONDS."""
     since = _ago(settings.RUNTIME_STUCK_SECONDS)
     free = Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=since)
-    pending = Q(status=Status.PENDING, status_changed_at__lt=since)
+    pending = Q(status=Status.PENDING, status_changed_at__lt=since) & ~_held_pending(paused or [])
     running = Q(status=Status.RUNNING) & free & Q(status_changed_at__lt=since)
     due = Q(status__in=[Status.RETRY_PENDING, Status.WAITING], due_at__lt=since)
     return pending | running | due
@@ -115,12 +124,14 @@ def annotate(rows: QuerySet[Execution]) -> QuerySet[Execution]:
     """``rows`` with ``stuck_reason`` and ``stuck_since`` (NULL when it is moving, done,
     or terminal and handled)."""
     live_lease = Q(lease_expires_at__gt=Now())
+    paused = holds.paused_names()
     recorded = Q()
     for status, codes in RECORDED.items():
         found = Q(status=status, reason_code__in=codes)
         recorded |= found & ~_restarted() if status == Status.FAILED else found
     reason = Case(
-        When(_unclaimed(), then=Value(R.NO_WORKER)),
+        When(_held_pending(paused), then=Value(R.PAUSED)),
+        When(_unclaimed(paused), then=Value(R.NO_WORKER)),
         When(recorded, then=F("reason_code")),
         When(Q(status=Status.RUNNING, step_deadline__lt=Now()) & live_lease, then=Value(R.STEP_OVERDUE)),
         When(Q(status=Status.AWAITING_APPROVAL, gate_sla_at__lt=Now()), then=Value(R.APPROVAL_OVERDUE)),
@@ -130,8 +141,8 @@ def annotate(rows: QuerySet[Execution]) -> QuerySet[Execution]:
         output_field=CharField(),
     )
     since = Case(
-        When(Q(status__in=[Status.RETRY_PENDING, Status.WAITING]) & _unclaimed(), then=F("due_at")),
-        When(Q(status=Status.RUNNING, lease_expires_at__isnull=False) & _unclaimed(), then=F("lease_expires_at")),
+        When(Q(status__in=[Status.RETRY_PENDING, Status.WAITING]) & _unclaimed(paused), then=F("due_at")),
+        When(Q(status=Status.RUNNING, lease_expires_at__isnull=False) & _unclaimed(paused), then=F("lease_expires_at")),
         When(Q(status=Status.RUNNING, step_deadline__lt=Now()) & live_lease, then=F("step_deadline")),
         When(Q(status__in=[Status.AWAITING_APPROVAL, Status.WAITING], gate_sla_at__lt=Now()), then=F("gate_sla_at")),
         default=F("status_changed_at"),
@@ -210,6 +221,11 @@ def _detail(e: Execution, reason: str, max_attempts: int | None) -> str:
         return f"runnable since {_at(e.status_changed_at)} and no worker has claimed it: are workers running?"
     if reason == R.STEP_OVERDUE:
         return _overdue(e)
+    if reason == R.PAUSED and e.status == Status.PENDING:
+        return f"waits: its workflow {e.workflow} is paused; it starts when the workflow is resumed"
+    if reason == R.PAUSED and e.status == Status.PAUSED:
+        who = "its workflow's kill switch" if e.paused_by_workflow else "an operator"
+        return f"held by {who}: {why or 'no reason given'}; resume returns it to {e.paused_from or 'where it was'}"
     if reason == R.APPROVAL_OVERDUE:
         return f"no decision since {_at(e.status_changed_at)}; its SLA passed at {_at(e.gate_sla_at)}"
     if reason == R.WAITING_OVERDUE and e.status == Status.WAITING:

@@ -120,6 +120,13 @@ class WorkflowVersionOut(Schema):
     latest: int
 
 
+class HoldOut(Schema):
+    paused_from: str
+    by: str
+    reason: str
+    why: str
+
+
 class ResumePreviewOut(Schema):
     can_resume: bool
     blocked_by: list[str]
@@ -127,6 +134,7 @@ class ResumePreviewOut(Schema):
     effects: list[PreviewEffectOut]
     stale_approvals: list[StaleApprovalOut]
     workflow_version: WorkflowVersionOut
+    hold: HoldOut | None = None  # a paused execution: where resume returns it, and who held it (issue 22)
 
 
 @router.get(

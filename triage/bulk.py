@@ -1,4 +1,4 @@
-"""Bulk operations: cancel, resume or retry many executions at once (DESIGN §6).
+"""Bulk operations: cancel, resume, retry or pause many executions at once (DESIGN §6).
 
 Two steps. A *dry run* says, for a filter or a list of ids, to which executions the
 operation applies now and why not to the others; it writes nothing. A *run* takes the
@@ -33,10 +33,10 @@ from django.core import signing
 from django.db import transaction
 from django.db.models import OuterRef, Q, QuerySet, Subquery
 
-from executions import selectors, services
+from executions import holds, selectors, services
 from executions.engine import lifecycle
 from executions.errors import Conflict, Forbidden, InvalidInput, ServiceError
-from executions.models import ACTIVE, Action, Execution, ExecutionEvent, Status, pk_from_ref, ref_for
+from executions.models import ACTIVE, HOLDABLE, Action, Execution, ExecutionEvent, Status, pk_from_ref, ref_for
 
 from .inputs import MAX_BULK_ITEMS
 
@@ -72,9 +72,13 @@ class Operation:
 OPERATIONS = {
     "cancel": Operation("cancel", frozenset(ACTIVE), services.execution_cancel),
     "resume": Operation(
-        "resume", frozenset({Status.NEEDS_ATTENTION}), services.execution_resume, blocked_by_unknown_outcome=True
+        "resume",
+        frozenset({Status.NEEDS_ATTENTION, Status.PAUSED}),
+        services.execution_resume,
+        blocked_by_unknown_outcome=True,
     ),
     "retry": Operation("retry", frozenset({Status.RETRY_PENDING}), services.execution_retry_now),
+    "pause": Operation("pause", frozenset(HOLDABLE), holds.execution_pause),
 }
 
 

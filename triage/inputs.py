@@ -61,7 +61,7 @@ FormToken = Text(max_length=1000)
 
 
 class BulkIn(Body):
-    operation: Literal["cancel", "resume", "retry"]
+    operation: Literal["cancel", "resume", "retry", "pause"]
     ids: list[ExecutionRef] | None = Field(default=None, min_length=1, max_length=MAX_BULK_ITEMS)
     filter: BulkFilterIn | None = None
     reason: Reason = ""
@@ -72,7 +72,7 @@ class BulkIn(Body):
 class BulkFormIn(Schema):
     """The console's confirm form: the frozen ids of its dry run, and why."""
 
-    operation: Literal["cancel", "resume", "retry"]
+    operation: Literal["cancel", "resume", "retry", "pause"]
     ids: list[ExecutionRef] = Field(min_length=1, max_length=MAX_BULK_ITEMS)
     reason: Reason = ""  # required: triage.bulk says so, naming the operation
     token: FormToken = ""  # required: the dry run's (triage.bulk.check_token)

@@ -12,6 +12,7 @@ written by the service that made the change, in its transaction:
 | close_compensation | ``action.succeeded`` / ``action.failed`` with ``closed`` | ``compensations.action_close`` |
 | restart | ``execution.restarted`` (on the failed execution) | ``restart.execution_restart`` |
 | signal | ``wait.received`` | ``waits.signal_deliver`` |
+| pause, unpause | a ``transition`` by a user (an operator's hold, or a workflow resumed) | ``executions.holds`` |
 
 Left out, because another row or another audit already tells them: a decision's
 transitions (``resume_after_decision``, and the cancel that follows a rejection:
@@ -51,6 +52,8 @@ ACTIONS = (
     "redraft",
     "signal",
     "raise_budget",
+    "pause",
+    "unpause",
 )
 PAGE_SIZE = 50
 BATCH = re.compile(r"^BULK-[0-9A-F]{12}$")

@@ -13,6 +13,7 @@ from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
 
+from executions import holds
 from executions.authoring import registry
 from executions.authoring.workflow import Step, StepKind, Workflow
 from executions.blockers import Blocker, blockers, path_of, resume_position, workflow_of
@@ -38,7 +39,17 @@ def resume_preview(execution: Execution) -> dict[str, Any]:
     stale = gates.stale_of(execution)
     found = blockers(execution, actions=actions, stale=stale)
     blocked_by = [b.sentence for b in found]
-    if execution.status != Status.NEEDS_ATTENTION:
+    hold = None
+    if execution.status == Status.PAUSED:  # a hold: resume checks only that its workflow may run (executions.holds)
+        refused = holds.unpause_refusal(execution)
+        blocked_by = [refused] if refused else []
+        hold = {
+            "paused_from": execution.paused_from,
+            "by": "workflow" if execution.paused_by_workflow else "operator",
+            "reason": execution.status_reason,
+            "why": holds.resume_explained(execution),
+        }
+    elif execution.status != Status.NEEDS_ATTENTION:
         blocked_by.insert(0, _status_sentence(execution))
     steps = _steps(execution, workflow, actions, found) if workflow is not None else []
     ahead = {s["step"] for s in steps if s["plan"] != SKIP} if workflow is not None else None
@@ -49,6 +60,7 @@ def resume_preview(execution: Execution) -> dict[str, Any]:
         "effects": [_effect(a, ahead) for a in actions],
         "stale_approvals": [{**grant.details, "why": grant.why} for grant in stale],
         "workflow_version": {"pinned": execution.workflow_version, "latest": _latest(execution)},
+        "hold": hold,
     }
 
 
@@ -104,7 +116,10 @@ def _status_sentence(execution: Execution) -> str:
         Status.RETRY_PENDING: "; retry runs it now",
         Status.FAILED: "; restart runs it again from a step, as a new execution",
     }.get(execution.status, "")
-    return f"{execution.ref} is {execution.status}: only an execution that needs attention can be resumed{hint}"
+    return (
+        f"{execution.ref} is {execution.status}: only an execution that needs attention (or is paused) can be "
+        f"resumed{hint}"
+    )
 
 
 def _effect(action: Action, ahead: set[str] | None) -> dict[str, Any]:

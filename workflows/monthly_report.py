@@ -31,6 +31,12 @@ class MonthlyReportInput(WorkflowInput):
         return value
 
 
+def month_before(fired_at) -> dict:
+    """A schedule's firing → the month before it ("on the 1st, last month's report")."""
+    year, month = (fired_at.year, fired_at.month - 1) if fired_at.month > 1 else (fired_at.year - 1, 12)
+    return {"month": f"{year:04d}-{month:02d}"}
+
+
 flow = register(
     Workflow(
         name="monthly_report",
@@ -47,6 +53,7 @@ flow = register(
             f"Use only figures from {retail.SNAPSHOT_ID}; never estimate or invent numbers.",
             "Publish only the exact report version a manager approved.",
         ],
+        scheduled_input=month_before,
     )
 )
 

@@ -231,6 +231,9 @@ class Workflow:
     steps: list[Step] = field(default_factory=list)
     # action type → fn(args, receipt) describing how to undo a done effect (recorded on cancel)
     compensations: dict[str, Callable[[JSON, JSON], JSON]] = field(default_factory=dict)
+    # A schedule's firing time (aware, in the schedule's time zone) → the input it starts
+    # the workflow with (the schedule's own input is laid over it): schedules/ (issue 22).
+    scheduled_input: Callable[[Any], JSON] | None = None
 
     def __post_init__(self) -> None:
         if self.input is not None and not (isinstance(self.input, type) and issubclass(self.input, WorkflowInput)):

@@ -32,7 +32,7 @@ from django.db.models import DateTimeField, ExpressionWrapper, Q, Value
 from django.db.models.functions import Now
 
 from ..models import Execution, Status
-from . import lifecycle, writer
+from . import holds, lifecycle, writer
 
 log = logging.getLogger(__name__)
 
@@ -114,6 +114,8 @@ def _claim(execution_id: int, *, owner: str) -> Lease | None:
     )
     if row is None:
         return None
+    if row.status == Status.PENDING and holds.workflow_paused(row.workflow):
+        return None  # its workflow's kill switch is thrown: it waits, pending (executions.engine.holds)
     waiting = row.status in (Status.RETRY_PENDING, Status.WAITING)
     if waiting and not (row.due_at is not None and row.due_at <= row.db_now):
         return None
@@ -170,20 +172,21 @@ LEASE_FIELDS = ("lease_token", "lease_owner", "lease_expires_at", "step_deadline
 Fenced = lifecycle.Fenced
 
 
-def fence_conditions(lease: Lease, step: str | None = None) -> dict:
-    """The WHERE of a fenced write: our lease, running, and (with ``step``) still at it."""
+def fence_conditions(lease: Lease, step: str | None = None, *, status: str = Status.RUNNING) -> dict:
+    """The WHERE of a fenced write: our lease, running (or ``status``: ``paused`` for the
+    checkpoint of a step a hold landed on), and (with ``step``) still at it."""
     conditions = {
         "pk": lease.execution_id,
         "lease_token": lease.token,
         "lease_owner": lease.owner,
-        "status": Status.RUNNING,
+        "status": status,
     }
     if step is not None:
         conditions["current_step"] = step
     return conditions
 
 
-def checkpoint(lease: Lease, step: str, **values) -> None:
+def checkpoint(lease: Lease, step: str, *, status: str = Status.RUNNING, **values) -> None:
     """One fenced UPDATE: write ``values`` only if the lease is ours and the execution
     still runs at ``step``. Raises Fenced otherwise. Without values it extends the lease
     (proving it before other writes).
@@ -192,7 +195,7 @@ def checkpoint(lease: Lease, step: str, **values) -> None:
     its length. So a checkpoint changes no indexed column (``lease_expires_at`` is in
     ``execution_status_lease``) and PostgreSQL can make it a HOT update: no index entry
     written, the old version pruned in place (the table's fillfactor leaves it room)."""
-    if not Execution.objects.filter(**fence_conditions(lease, step)).update(
+    if not Execution.objects.filter(**fence_conditions(lease, step, status=status)).update(
         **(values or {"lease_expires_at": _expiry()})
     ):
         raise Fenced(f"execution {lease.execution_id} is not running at {step} under token {lease.token}")

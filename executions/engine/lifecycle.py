@@ -37,6 +37,8 @@ TRANSITIONS = (
     "wake",
     "retry",
     "resume",
+    "pause",
+    "unpause",
 )
 
 __all__ = ["TRANSITIONS", "Fenced", "TransitionNotAllowed", "apply", "event", "on_terminal", "record"]

@@ -38,7 +38,7 @@ from ..authoring.workflow import Step, StepKind, Workflow
 from ..errors import FailureKind, NeedsAttention, StepFailure
 from ..models import Action, Execution, Status, StepRun, ref_for
 from ..reasons import StuckReason
-from . import dispatch, failpoints, gates, kinds, leases, ledger, lifecycle, logcontext, outages, parking, writer
+from . import dispatch, failpoints, gates, holds, kinds, leases, ledger, lifecycle, logcontext, outages, parking, writer
 from .leases import Heartbeat, Lease, LeaseLost, acquire, fence, release
 
 log = logging.getLogger(__name__)
@@ -63,7 +63,10 @@ def advance(execution_id: int, *, worker: str) -> str:
             return _run_slice(lease, heartbeat)
         except (LeaseLost, ledger.ExecutionStopped) as stop:
             log.info("execution %s: %s", execution_id, stop)
-            return "lease lost" if isinstance(stop, LeaseLost) else "stopped"
+            if isinstance(stop, LeaseLost):
+                return "lease lost"
+            _let_go_if_paused(lease)
+            return "stopped"
         except Exception as exc:  # outside any step: undeployed version, a database error…
             if outages.database_lost(exc):
                 log.warning(
@@ -104,6 +107,10 @@ def _run_slice(lease: Lease, heartbeat: Heartbeat) -> str:
     while True:
         if heartbeat.lost.is_set():
             raise LeaseLost("heartbeat lost the lease")
+        if holds.workflow_paused(execution.workflow):
+            return _pause_at_boundary(lease, execution)
+        if not execution.current_step:  # its last step checkpointed under a hold: only the completion is left
+            return _complete_after_hold(lease, execution)
         workflow = registry.get(execution.workflow, execution.workflow_version)
         step = workflow.get_step(execution.current_step)
         if _run_step(lease, execution, workflow, step) == STOP:
@@ -178,6 +185,9 @@ def _checkpoint(
                 following = _commit_step(lease, execution, ctx, workflow, step, output, started, action)
     except leases.Fenced:
         current = leases.diagnose(lease)  # LeaseLost if it isn't ours any more
+        if current.status == Status.PAUSED and current.paused_from == Status.RUNNING:
+            _checkpoint_held(lease, ctx, workflow, step, output, started, action)
+            raise ledger.ExecutionStopped(f"{current.ref} was paused at {step.name}: checkpointed, let go") from None
         if action is not None:
             with transaction.atomic():
                 fence(lease)
@@ -241,7 +251,7 @@ def _complete(lease, execution, step, output, started, attempt) -> None:
     )
 
 
-def _commit_step(lease, execution, ctx, workflow, step, output, started, action) -> str:
+def _commit_step(lease, execution, ctx, workflow, step, output, started, action, *, held: bool = False) -> str:
     """Inside the transaction: record the step and move to the next. Returns it ("" at the end).
 
     The first write is the fenced one (the checkpoint, or the completion with the lease
@@ -266,11 +276,12 @@ def _commit_step(lease, execution, ctx, workflow, step, output, started, action)
         ledger.mark_succeeded(action, output, execution=execution, actor_label=lease.owner)
     execution.context = state
     execution.failed_attempts = 0
-    if following:
-        deadline = leases.step_deadline(execution, following)
+    if following or held:  # held: the last step's checkpoint waits for the resume to complete
+        deadline = leases.step_deadline(execution, following) if following else None
         leases.checkpoint(
             lease,
             step.name,
+            status=Status.PAUSED if held else Status.RUNNING,
             context=state,
             current_step=following,
             failed_attempts=0,
@@ -282,6 +293,64 @@ def _commit_step(lease, execution, ctx, workflow, step, output, started, action)
     else:
         _complete(lease, execution, step, output, started, attempt)
     return following
+
+
+def _checkpoint_held(lease, ctx, workflow, step, output, started, action) -> None:
+    """Paused while this step ran (DESIGN §6 Operations): the step checkpoints all the
+    same — fenced on our lease, the step, and ``paused`` left from ``running`` — from the
+    context as it was before the step (the refused write changed only our copy); then the
+    lease is given back. Nothing after the step runs; resume goes on from the next one."""
+    execution = ctx.execution
+    with transaction.atomic():
+        fence(lease)
+        row = Execution.objects.get(pk=lease.execution_id)
+        if row.status == Status.PAUSED and row.paused_from == Status.RUNNING and row.current_step == step.name:
+            execution.context, execution.failed_attempts = row.context, row.failed_attempts
+            _commit_step(lease, execution, ctx, workflow, step, output, started, action, held=True)
+        release(lease)
+    log.info("%s: paused while %s ran; checkpointed it and let go", execution.ref, step.name)
+
+
+def _pause_at_boundary(lease: Lease, execution: Execution) -> str:
+    """Its workflow's kill switch is thrown: pause here, between steps, with the lease given
+    back (one fenced write). Fenced: the execution moved on meanwhile; nothing written."""
+    execution.paused_by_workflow = True
+    try:
+        lifecycle.apply(
+            execution,
+            "pause",
+            actor_label=lease.owner,
+            reason=f"workflow {execution.workflow} is paused",
+            code=StuckReason.PAUSED,
+            payload={"by": "workflow"},
+            update_fields=("paused_from", "paused_by_workflow", *leases.given_back(execution)),
+            where=leases.fence_conditions(lease, execution.current_step),
+        )
+    except leases.Fenced:
+        leases.diagnose(lease)
+        _let_go_if_paused(lease)
+    log.info("%s: its workflow is paused; paused before %s", execution.ref, execution.current_step)
+    return "stopped"
+
+
+def _complete_after_hold(lease: Lease, execution: Execution) -> str:
+    """Resumed after a hold that landed on its last step (``_checkpoint_held``): complete."""
+    lifecycle.apply(
+        execution,
+        "complete",
+        actor_label=lease.owner,
+        update_fields=("step_deadline", *leases.given_back(execution)),
+        where=leases.fence_conditions(lease, ""),
+    )
+    return "stopped"
+
+
+def _let_go_if_paused(lease: Lease) -> None:
+    """After the slice stopped: a paused execution's lease goes back now, so its resume is
+    taken at once (not after the lease lapses). A lost lease: nothing to give back."""
+    with transaction.atomic():
+        if Execution.objects.filter(pk=lease.execution_id, lease_token=lease.token, status=Status.PAUSED).exists():
+            release(lease)
 
 
 def _gate(lease: Lease, execution: Execution, workflow: Workflow, step: Step, started) -> str:

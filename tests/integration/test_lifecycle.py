@@ -13,11 +13,22 @@ from executions.models import Execution, Status
 
 S = Status
 ALLOWED = {
-    S.PENDING: {S.RUNNING, S.CANCELLED},
-    S.RUNNING: {S.AWAITING_APPROVAL, S.WAITING, S.RETRY_PENDING, S.NEEDS_ATTENTION, S.COMPLETED, S.FAILED, S.CANCELLED},
-    S.AWAITING_APPROVAL: {S.RUNNING, S.CANCELLED, S.NEEDS_ATTENTION},
-    S.WAITING: {S.RUNNING, S.NEEDS_ATTENTION, S.CANCELLED},
-    S.RETRY_PENDING: {S.RUNNING, S.FAILED, S.CANCELLED},
+    S.PENDING: {S.RUNNING, S.CANCELLED, S.PAUSED},
+    S.RUNNING: {
+        S.AWAITING_APPROVAL,
+        S.WAITING,
+        S.RETRY_PENDING,
+        S.NEEDS_ATTENTION,
+        S.COMPLETED,
+        S.FAILED,
+        S.CANCELLED,
+        S.PAUSED,
+    },
+    S.AWAITING_APPROVAL: {S.RUNNING, S.CANCELLED, S.NEEDS_ATTENTION, S.PAUSED},
+    S.WAITING: {S.RUNNING, S.NEEDS_ATTENTION, S.CANCELLED, S.PAUSED},
+    S.RETRY_PENDING: {S.RUNNING, S.FAILED, S.CANCELLED, S.PAUSED},
+    # Paused: back to the status it left (here it left running; every other is below), or cancelled.
+    S.PAUSED: {S.RUNNING, S.CANCELLED},
     S.NEEDS_ATTENTION: {S.RUNNING, S.FAILED, S.CANCELLED},
     S.COMPLETED: set(),
     S.FAILED: set(),
@@ -25,9 +36,12 @@ ALLOWED = {
 }
 
 
-def execution_in(status: str) -> Execution:
-    """An unsaved execution whose status was read as ``status`` (as if loaded)."""
-    return Execution.from_db("default", ["id", "status"], [1, status])
+def execution_in(status: str, paused_from: str = S.RUNNING) -> Execution:
+    """An unsaved execution whose status was read as ``status`` (as if loaded); a paused
+    one left ``paused_from``."""
+    return Execution.from_db(
+        "default", ["id", "status", "paused_from", "paused_by_workflow"], [1, status, paused_from, False]
+    )
 
 
 def reachable_targets(status: str) -> set[str]:
@@ -45,6 +59,16 @@ def reachable_targets(status: str) -> set[str]:
 @pytest.mark.parametrize("status", list(Status))
 def test_transitions_from_each_state_are_exactly_the_design_table(status):
     assert reachable_targets(status) == ALLOWED[status]
+
+
+@pytest.mark.parametrize("left", [S.PENDING, S.RUNNING, S.RETRY_PENDING, S.WAITING, S.AWAITING_APPROVAL])
+def test_a_hold_returns_to_the_status_it_left(left):
+    """Issue 22: pause remembers the status it left; unpause returns there and forgets it."""
+    execution = execution_in(left, paused_from="")
+    execution.pause()
+    assert (execution.status, execution.paused_from) == (S.PAUSED, left)
+    execution.unpause()
+    assert (execution.status, execution.paused_from) == (left, "")
 
 
 def test_every_pair_outside_the_table_is_refused():

@@ -1,0 +1,86 @@
+"""Operations (operators): each workflow's kill switch with its reason and who threw it,
+and the schedules with their latest firings — pause or resume a workflow, add or delete
+a schedule. Thin: one service call each (``executions.holds``, ``schedules.services``);
+a refusal is a message on the page, never a 500."""
+
+from __future__ import annotations
+
+import json
+
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET, require_POST
+
+from executions import catalogue, holds
+from executions.authoring import registry
+from executions.errors import InvalidInput, ServiceError
+from schedules import services as schedules
+
+from .bulk_views import operators_only
+
+
+@operators_only
+@require_GET
+def operations(request: HttpRequest) -> HttpResponse:
+    return render(
+        request,
+        "executions/operations.html",
+        {
+            "workflows": [catalogue.item(name) for name in registry.names()],
+            "schedules": [schedules.schedule_payload(s, firings=5) for s in schedules.schedule_list(user=request.user)],
+            "overlaps": schedules.Schedule.Overlap.choices,
+        },
+    )
+
+
+@operators_only
+@require_POST
+def workflow_switch(request: HttpRequest, name: str) -> HttpResponse:
+    """Pause (``switch=pause``) or resume a workflow, with the reason given."""
+    act = holds.workflow_pause if request.POST.get("switch") == "pause" else holds.workflow_resume
+    try:
+        item = act(name=name, user=request.user, reason=request.POST.get("reason", ""))
+    except ServiceError as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(request, f"{name} is {'paused' if item['paused'] else 'running'}.")
+    return redirect("executions:operations")
+
+
+@operators_only
+@require_POST
+def schedule_add(request: HttpRequest) -> HttpResponse:
+    raw = request.POST.get("input", "").strip() or "{}"
+    try:
+        try:
+            data = json.loads(raw)
+        except json.JSONDecodeError:
+            raise InvalidInput("input", "is not valid JSON") from None
+        made = schedules.schedule_create(
+            user=request.user,
+            workflow=request.POST.get("workflow", ""),
+            cron=request.POST.get("cron", ""),
+            timezone_name=request.POST.get("timezone", "").strip() or "UTC",
+            input=data,
+            overlap=request.POST.get("overlap", "skip"),
+        )
+    except ServiceError as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(
+            request, f"Schedule #{made.pk} added; it first fires at {made.next_fire_at:%Y-%m-%d %H:%M:%S} UTC."
+        )
+    return redirect("executions:operations")
+
+
+@operators_only
+@require_POST
+def schedule_delete(request: HttpRequest, schedule_id: int) -> HttpResponse:
+    try:
+        schedules.schedule_delete(user=request.user, schedule_id=schedule_id)
+    except ServiceError as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(request, f"Schedule #{schedule_id} deleted; it will not fire again.")
+    return redirect("executions:operations")
