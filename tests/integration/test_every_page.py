@@ -146,7 +146,7 @@ def parameter_sets(refs: dict[str, str]) -> list[list[dict]]:
             for v in versions
         ],
         [{"key": a.key, "ref": a.execution.ref, "execution_id": a.execution.ref} for a in actions],
-        [{"workflow": name} for name in registry.names()],  # the start forms (issue 20)
+        [{"workflow": name, "name": name} for name in registry.names()],  # the catalogue, the start forms (issue 20)
     ]
 
 
