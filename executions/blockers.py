@@ -3,7 +3,8 @@
 An action whose outcome is unknown (or left ``executing`` by a stopped execution) and
 not yet resolved, or a gate's grant that went stale (``executions.engine.gates.StaleGrant``:
 an approval of a version that is no longer the newest, by an approver who lost the
-authority) guarding an effect still to run, blocks the step it belongs to; an
+authority) guarding an effect still to run, blocks the step it belongs to; so does a
+child of the current step that failed (and wasn't restarted) or was cancelled; an
 undeployed workflow version blocks everything. ``services.execution_resume`` refuses
 (409, naming each blocker) while there is one; the resume preview
 (``triage.preview``) says the same thing before anyone asks. Read only.
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from . import children
 from .authoring import registry
 from .authoring.workflow import Step, Workflow
 from .engine import gates
@@ -60,6 +62,20 @@ def blockers(
         guarded = [s.name for s in workflow.steps if s.guarded_by == grant.step and s.name in ahead]
         if guarded:
             found.append(Blocker(f"{grant.step} no longer lets {guarded[0]} through: {grant.why}", step=guarded[0]))
+    if execution.status == Status.NEEDS_ATTENTION and execution.current_step:
+        found += [
+            Blocker(
+                f"child {c.ref} ({c.workflow}, key {c.child_key}) is {c.status}: "
+                + (
+                    "restart it first, or cancel this execution"
+                    if c.status == Status.FAILED
+                    else "cancel this execution"
+                ),
+                step=execution.current_step,
+            )
+            for c in children.children_of(execution, execution.current_step)
+            if c.status in children.BROKEN
+        ]
     return found
 
 

@@ -148,12 +148,11 @@ def test_a_failed_child_needs_attention_naming_it_then_restart_it_and_resume(sta
     assert failed.ref in stuck["status_reason"] and "key b" in stuck["status_reason"]
     assert requester.get("/executions?reason=child_failed").json()["items"][0]["id"] == ref
 
-    # Resumed before anyone handled the child: it needs attention again, naming it.
-    assert operator.post(f"/executions/{ref}/resume", {"reason": "try again"}).status_code == 200
-    wait_for(
-        lambda: (e := requester.execution(ref))["status"] == "needs_attention" and len(wakes(ref)) == 1 and e,
-        what="the parent to stop again",
-    )
+    # A resume before anyone handled the child is refused, naming it (as the resume preview says).
+    refused = operator.post(f"/executions/{ref}/resume", {"reason": "try again"})
+    assert refused.status_code == 409 and f"child {failed.ref} (family_child, key b) is failed" in refused.text
+    preview = operator.get(f"/executions/{ref}/resume-preview").json()
+    assert preview["can_resume"] is False and failed.ref in str(preview)
     # The operator restarts the child; it fails once only (a restart passes), the parent goes on.
     restarted = operator.post(f"/executions/{failed.ref}/restart", {"from_step": "work", "reason": "fixed"})
     assert restarted.status_code == 201, restarted.text
