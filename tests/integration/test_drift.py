@@ -82,7 +82,8 @@ def test_an_operator_accepts_the_new_request_and_the_agent_goes_on_once(stack, p
     assert accepted.status_code == 200, accepted.text
     wait_status(operator, ref, "completed")
 
-    calls = operator.get(f"/executions/{ref}/model-calls").json()["items"]
+    items = operator.get(f"/executions/{ref}/model-calls").json()["items"]
+    calls = [c for c in items if c["step"] == "resolve"]  # support_agent v2's route call is not part of the drift
     revised = [c for c in calls if c["revision"] == 2]
     assert [c["seq"] for c in revised] == [1, 2, 3, 4], "asked again from the accepted call on"
     assert all(c["superseded"] for c in calls if c["revision"] == 1 and c["seq"] <= 4)
