@@ -123,6 +123,12 @@ class StuckOut(Schema):
     ]
 
 
+class HoldOut(Schema):
+    reason: str
+    by: str
+    at: datetime
+
+
 class ExecutionOut(Schema):
     id: str
     workflow: str
@@ -146,6 +152,7 @@ class ExecutionOut(Schema):
     stuck: StuckOut | None
     restarted_from: str | None
     restarted_as: str | None
+    hold: HoldOut | None = None
 
 
 class ExecutionPage(Schema):
@@ -159,9 +166,9 @@ class ErrorOut(Schema):
 
 # The answers each kind of operation can give besides its success (docs/api.md).
 READ = {401: ErrorOut, 422: ErrorOut, 500: ErrorOut}
-READ_ONE = {**READ, 404: ErrorOut}
+READ_ONE = {**READ, 404: ErrorOut, 410: ErrorOut}
 WRITE = {**READ, 403: ErrorOut, 409: ErrorOut, 413: ErrorOut, 415: ErrorOut}
-WRITE_ONE = {**WRITE, 404: ErrorOut}
+WRITE_ONE = {**WRITE, 404: ErrorOut, 410: ErrorOut}
 
 
 # --- endpoints
@@ -183,9 +190,13 @@ def list_executions(
     workflow: WorkflowName | None = None,
     reason: ReasonName | None = None,
     cursor: Cursor | None = None,
+    hold: bool | None = None,
 ):
-    """Newest first, 50 a page; ``reason`` filters by why it is stuck (DESIGN §4)."""
-    page, following = selectors.execution_page(status=status, workflow=workflow, reason=reason, cursor=cursor)
+    """Newest first, 50 a page; ``reason`` filters by why it is stuck (DESIGN §4), ``hold``
+    by whether a legal hold keeps it (issue 23)."""
+    page, following = selectors.execution_page(
+        status=status, workflow=workflow, reason=reason, cursor=cursor, hold=hold
+    )
     return {"items": [selectors.execution_payload(e) for e in selectors.prefetch_payloads(page)], "next": following}
 
 

@@ -22,6 +22,12 @@ class NotFound(ServiceError):
     status_code = 404
 
 
+class Gone(ServiceError):
+    """The execution was archived and purged (retention): the answer names the archive."""
+
+    status_code = 410
+
+
 class Forbidden(ServiceError):
     status_code = 403
 

@@ -109,7 +109,16 @@ def execution_payload(execution: Execution) -> dict[str, Any]:
         "updated_at": execution.updated_at,
         **triage_fields(execution),
         **restart_links(execution),
+        "hold": hold_payload(execution),
     }
+
+
+def hold_payload(execution: Execution) -> dict[str, Any] | None:
+    """The legal hold (issue 23) as the API shows it: ``{reason, by, at}``, or None."""
+    if execution.hold_at is None:
+        return None
+    by = execution.hold_by.get_username() if execution.hold_by_id else ""
+    return {"reason": execution.hold_reason, "by": by, "at": execution.hold_at}
 
 
 def restart_links(execution: Execution) -> dict[str, str | None]:
@@ -131,10 +140,12 @@ def execution_page(
     reason: str | None = None,
     cursor: str | None = None,
     limit: int = PAGE_SIZE,
+    hold: bool | None = None,
 ) -> tuple[list[Execution], str | None]:
     """Newest first, annotated with the stuck reason (and filtered on it with ``reason``).
     ``cursor`` is the ``next`` of the previous page."""
-    rows = filtered(status=status, workflow=workflow, reason=reason).select_related("created_by").order_by("-id")
+    rows = filtered(status=status, workflow=workflow, reason=reason, hold=hold)
+    rows = rows.select_related("created_by").order_by("-id")
     if cursor:
         before = pk_from_ref(cursor)
         if before is None:
@@ -146,9 +157,13 @@ def execution_page(
     return page, (page[-1].ref if more and page else None)
 
 
-def filtered(*, status: str | None = None, workflow: str | None = None, reason: str | None = None):
-    """Executions by status, workflow and stuck reason, annotated (``executions.stuck``)."""
+def filtered(
+    *, status: str | None = None, workflow: str | None = None, reason: str | None = None, hold: bool | None = None
+):
+    """Executions by status, workflow, stuck reason and legal hold, annotated (``executions.stuck``)."""
     rows = stuck.annotate(Execution.objects.all())
+    if hold is not None:
+        rows = rows.filter(hold_at__isnull=not hold)
     if status:
         if status not in Status.values:
             raise InvalidInput("status", f"unknown status {status!r}; one of {', '.join(Status.values)}")
