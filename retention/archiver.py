@@ -186,7 +186,7 @@ def purge(manifest_path: str, manifest: dict, lines: list[dict], *, using: str) 
             heads[pk] = line["row"]
     ids = sorted(archived)
     now = timezone.now()
-    with transaction.atomic(using=using), pgtrigger.ignore(databases=[using]):
+    with pgtrigger.ignore(databases=[using]), transaction.atomic(using=using):
         locked = (
             Execution.objects.using(using).select_for_update().filter(pk__in=ids).values_list("pk", "status", "hold_at")
         )

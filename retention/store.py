@@ -61,6 +61,8 @@ def listing() -> list[str]:
         _dirs, files = storage().listdir(PREFIX)
     except FileNotFoundError:
         return []
+    except Exception as exc:
+        raise Unreachable(f"the archive storage could not be listed: {exc}") from exc
     return sorted(f"{PREFIX}/{name}" for name in files)
 
 
@@ -69,8 +71,14 @@ def manifests() -> list[str]:
 
 
 def read(path: str) -> bytes:
-    with storage().open(path, "rb") as handle:
-        return handle.read()
+    """The bytes under ``path``; FileNotFoundError when there are none, Unreachable when the storage fails."""
+    try:
+        with storage().open(path, "rb") as handle:
+            return handle.read()
+    except FileNotFoundError:
+        raise
+    except Exception as exc:
+        raise Unreachable(f"the archive storage could not read {path}: {exc}") from exc
 
 
 def write(path: str, content: bytes) -> str:

@@ -4,9 +4,11 @@ the archive holds a guarded effect and its approval."""
 
 from __future__ import annotations
 
+import subprocess
 from datetime import timedelta
+from pathlib import Path
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from approvals.models import ApprovalRequest
@@ -14,6 +16,8 @@ from approvals.services import approval_decide
 from executions.engine import lifecycle, runner
 from executions.models import Execution, Status
 from executions.services import execution_start
+from tests.support.procs import BIN, ROOT
+from tests.support.stack import app_env
 
 
 def ended(user, *, days_ago: float = 200, n: int = 1, workflow: str = "monthly_report", **fields) -> list[Execution]:
@@ -72,3 +76,35 @@ def published_report(requester, manager, *, days_ago: float = 200) -> Execution:
 
 def _input(workflow: str) -> dict:
     return {"month": "2026-08"} if workflow == "monthly_report" else {"original_order": "ORD-1001"}
+
+
+def archive_storage(settings, root: Path) -> Path:
+    """Point the artifact storage (and so the archive) of this process at ``root``."""
+    settings.STORAGES = {
+        **settings.STORAGES,
+        "artifacts": {"BACKEND": "django.core.files.storage.FileSystemStorage", "OPTIONS": {"location": str(root)}},
+    }
+    return root
+
+
+def owner_dsn() -> str:
+    db = connection.settings_dict
+    return f"postgres://{db['USER'] or 'postgres'}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+
+
+def keel_archive(tmp: Path, root: Path, *args: str, owner: bool = True, **env: str) -> subprocess.CompletedProcess:
+    """``manage.py keel archive ARGS`` as production runs it: the application's role in
+    ``DATABASE_URL``, the owner in ``DATABASE_OWNER_URL`` (unless ``owner=False``), the
+    archive under ``root``."""
+    extra = {"DATABASE_OWNER_URL": owner_dsn()} if owner else {}
+    process_env = {**app_env(tmp), "KEEL_ARTIFACTS_ROOT": str(root), "RUNTIME_FAILPOINT_DIR": str(tmp / "fp")}
+    process_env.update(extra, **env)
+    return subprocess.run(
+        [str(BIN / "python"), "manage.py", "keel", "archive", *args],
+        cwd=ROOT,
+        env=process_env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
