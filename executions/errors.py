@@ -22,8 +22,9 @@ class NotFound(ServiceError):
     status_code = 404
 
 
-class Gone(ServiceError):
-    """The execution was archived and purged (retention): the answer names the archive."""
+class Gone(NotFound):
+    """The execution was archived and purged (retention): the answer names the archive.
+    A NotFound everywhere (a screen's 404, the CLI's exit 2), a 410 on the API."""
 
     status_code = 410
 

@@ -119,6 +119,14 @@ def test_legal_holds_through_the_api(people, root):
     assert [i["id"] for i in listed] == [execution.ref]
     assert auditor.get("/api/executions?hold=false", **bearer(people["auditor"])).json()["items"] == []
 
+    screens = Client()
+    screens.force_login(people["auditor"].user)
+    listed = screens.get("/?hold=yes").content.decode()
+    assert execution.ref in listed and "on hold" in listed
+    assert execution.ref not in screens.get("/?hold=no").content.decode()
+    page = screens.get(f"/executions/{execution.ref}/").content.decode()
+    assert 'id="legal-hold"' in page and "case 42" in page
+
     outcome = archive_run(older_than_days=0)
     assert outcome.archived == 0 and outcome.skipped_on_hold == 1
 
@@ -127,6 +135,8 @@ def test_legal_holds_through_the_api(people, root):
     types = list(ExecutionEvent.objects.filter(execution=execution).values_list("type", flat=True))
     assert "hold.placed" in types and "hold.released" in types  # audited in its history
     assert archive_run(older_than_days=0).archived == 1
+    audit = screens.get("/approvals/audit/").content.decode()
+    assert 'id="retention-note"' in audit and "90 days" in audit and "(1 so far)" in audit
 
 
 def test_an_idempotency_key_of_an_archived_execution_is_not_reused_silently(people, root):
