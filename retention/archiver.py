@@ -26,7 +26,6 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-import pgtrigger
 from django.conf import settings
 from django.db import connections, transaction
 from django.utils import timezone
@@ -186,7 +185,7 @@ def purge(manifest_path: str, manifest: dict, lines: list[dict], *, using: str) 
             heads[pk] = line["row"]
     ids = sorted(archived)
     now = timezone.now()
-    with pgtrigger.ignore(databases=[using]), transaction.atomic(using=using):
+    with transaction.atomic(using=using):
         locked = (
             Execution.objects.using(using).select_for_update().filter(pk__in=ids).values_list("pk", "status", "hold_at")
         )

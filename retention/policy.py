@@ -137,9 +137,11 @@ def _closure(ids: list[int]) -> dict[int, Member]:
     frontier, asked = set(ids), set()
     while frontier:
         asked |= frontier
-        rows = Execution.objects.filter(
-            Q(pk__in=frontier) | Q(parent_id__in=frontier) | Q(restarted_from_id__in=frontier)
-        ).values_list("pk", "workflow", "status", "status_changed_at", "parent_id", "restarted_from_id", "hold_at")
+        rows = (
+            Execution.objects.filter(Q(pk__in=frontier) | Q(parent_id__in=frontier) | Q(restarted_from_id__in=frontier))
+            .order_by()
+            .values_list("pk", "workflow", "status", "status_changed_at", "parent_id", "restarted_from_id", "hold_at")
+        )
         found: set[int] = set()
         for pk, workflow, status, ended, parent, restarted, hold in rows:
             members.setdefault(pk, Member(pk, workflow, status, ended, parent, restarted, hold is not None))
