@@ -8,8 +8,10 @@ import logging
 
 from celery import shared_task
 from django.conf import settings
+from django.db import DatabaseError
 
 from .archiver import Busy, archive_run
+from .store import Unreachable
 
 log = logging.getLogger(__name__)
 
@@ -21,6 +23,9 @@ def archive() -> dict:
     except Busy as exc:
         log.info("retention: %s", exc)
         return {"skipped": str(exc)}
+    except (Unreachable, DatabaseError) as exc:  # nothing purged; tomorrow's pass tries again
+        log.error("retention: nothing purged: %s", str(exc).strip())
+        return {"failed": str(exc).strip()}
     result = outcome.as_json(dry_run=False)
     log.info("retention: archived %s executions into %s manifests", outcome.archived, len(outcome.manifests))
     return result
