@@ -81,14 +81,14 @@ def archive_run(
     batch = batch or settings.RUNTIME_RETENTION_BATCH
     outcome = Outcome(skipped_on_hold=on_hold(policy))
     if dry_run:
-        outcome.would_archive = sum(len(family) for family in families(policy, batch=batch))
+        outcome.would_archive = sum(len(family) for family in _once(families(policy, batch=batch)))
         return outcome
     using = owner_alias()
     started = time.monotonic()
     with _one_pass(using):
         outcome.recovered = finish_pending(using=using)
         pending: list[Member] = []
-        for family in families(policy, batch=batch):
+        for family in _once(families(policy, batch=batch)):
             pending.extend(family)
             if len(pending) >= batch:
                 _archive(pending, policy, using, outcome)
@@ -98,6 +98,16 @@ def archive_run(
         if pending:
             _archive(pending, policy, using, outcome)
     return outcome
+
+
+def _once(found):
+    """Each family once: a member with a higher id than the page it was found from comes
+    up again as a candidate of a later page (before its batch is purged)."""
+    seen: set[int] = set()
+    for family in found:
+        if family[0].pk not in seen:
+            seen.update(m.pk for m in family)
+            yield family
 
 
 class _one_pass:

@@ -64,7 +64,7 @@ class Report:
 def verify() -> Report:
     report = Report()
     listed: set[str] = set()
-    lines_by_file: dict[str, list[dict]] = {}
+    guarded = _Guarded()
     previous: tuple[str, str] | None = None
     for n, path in enumerate(store.manifests(), start=1):
         report.manifests += 1
@@ -77,11 +77,11 @@ def verify() -> Report:
                 listed.add(entry.get("name", ""))
                 lines = _data(entry, report)
                 if lines is not None:
-                    lines_by_file[entry["name"]] = lines
+                    guarded.read(entry["name"], lines)  # keeps only what the approval check needs
             report.executions += len(manifest.get("executions", []))
         previous = (path, digest)
     report.unreferenced = [p for p in store.listing() if p.endswith(store.DATA) and p not in listed]
-    _approval_integrity(lines_by_file, report)
+    guarded.check(report)
     return report
 
 
@@ -139,29 +139,38 @@ def _data(entry: dict, report: Report) -> list[dict] | None:
     return lines
 
 
-def _approval_integrity(lines_by_file: dict[str, list[dict]], report: Report) -> None:
-    requests, decisions, versions = {}, {}, {}
-    actions: list[tuple[str, dict]] = []
-    for name, lines in lines_by_file.items():
+class _Guarded:
+    """The archive's approval requests, decisions, artifact versions and sent guarded
+    effects, gathered file by file (the rest of each file is dropped once read)."""
+
+    def __init__(self) -> None:
+        self.requests: dict[int, dict] = {}
+        self.decisions: dict[int, dict] = {}
+        self.versions: dict[int, dict] = {}
+        self.actions: list[tuple[str, dict]] = []
+
+    def read(self, name: str, lines: list[dict]) -> None:
         for line in lines:
             model, row = line["model"], line["row"]
             if model == "approvals.approvalrequest":
-                requests[row["id"]] = row
+                self.requests[row["id"]] = row
             elif model == "approvals.decision":
-                decisions[row["request_id"]] = row
+                self.decisions[row["request_id"]] = row
             elif model == "artifacts.artifactversion":
-                versions[row["id"]] = row
+                self.versions[row["id"]] = row
             elif (
                 model == "executions.action"
                 and row.get("gate_ref", "").startswith("approval:")
                 and row["status"] in SENT
             ):
-                actions.append((name, row))
-    for name, action in actions:
-        report.guarded_effects += 1
-        problem = _unapproved(action, requests, decisions, versions)
-        if problem:
-            report.findings.append(Finding(name, "approval integrity", f"effect {action['key']}: {problem}"))
+                self.actions.append((name, row))
+
+    def check(self, report: Report) -> None:
+        for name, action in self.actions:
+            report.guarded_effects += 1
+            problem = _unapproved(action, self.requests, self.decisions, self.versions)
+            if problem:
+                report.findings.append(Finding(name, "approval integrity", f"effect {action['key']}: {problem}"))
 
 
 def _unapproved(action: dict, requests: dict, decisions: dict, versions: dict) -> str:

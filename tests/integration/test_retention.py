@@ -184,3 +184,19 @@ def test_keel_archive_bad_input_unreachable_storage_and_the_application_role(peo
     assert json.loads(shown.getvalue())["id"] == execution.ref
     call_command("keel", "archive", "--dry-run", "--json", stdout=dry)
     assert json.loads(dry.getvalue()) == {"would_archive": 0, "skipped_on_hold": 0}
+
+
+def test_a_family_split_over_two_pages_of_candidates_is_archived_once(people, root):
+    user = people["requester"].user
+    parent, kept, kept_too, child = made.ended(user, n=4)
+    for n, execution in enumerate((kept, kept_too)):  # terminal, but each with a live child
+        made.live(user, parent=execution, parent_step="fan_out", child_key=f"k{n}")
+    made.backdate(child, days_ago=200, parent=parent, parent_step="fan_out", child_key="k")
+
+    outcome = archive_run(older_than_days=0, batch=3)  # the child comes up again on the second page
+
+    assert outcome.archived == 2 and len(outcome.manifests) == 1
+    manifest = json.loads((root / outcome.manifests[0]).read_text())
+    assert [e["id"] for e in manifest["executions"]] == [parent.ref, child.ref]  # each once
+    assert set(ExecutionTombstone.objects.values_list("pk", flat=True)) == {parent.pk, child.pk}
+    assert Execution.objects.filter(pk__in=[kept.pk, kept_too.pk]).count() == 2
