@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
+from django.conf import settings
 from django.contrib.auth.decorators import login_required, permission_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.utils import timezone
 from django.views.decorators.http import require_GET
+
+from executions.models import ExecutionTombstone
 
 from . import outcomes, selectors
 from .listing import csv_export, page_of
@@ -54,8 +60,26 @@ def audit_list(request: HttpRequest) -> HttpResponse:
             "query": query,
             "workflows": selectors.history_workflows(),
             "decisions": selectors.DECISION_FILTERS,
+            "retention": _retention_note(filters),
         },
     )
+
+
+def _retention_note(filters) -> dict:
+    """What the history can't show any more (issue 23): executions that ended more than
+    RUNTIME_RETENTION_DAYS ago are archived and purged; their approvals are in the archive."""
+    days = settings.RUNTIME_RETENTION_DAYS
+    cutoff = timezone.now() - timedelta(days=days)
+    date_from = getattr(filters, "date_from", None)
+    bucket = settings.STORAGES["artifacts"].get("OPTIONS", {}).get("bucket_name")
+    where = f"s3://{bucket}/archive/" if bucket else f"{settings.ARTIFACTS_ROOT}/archive/"
+    return {
+        "days": days,
+        "cutoff": cutoff,
+        "reaches_past": date_from is None or date_from < cutoff.date(),
+        "archived": ExecutionTombstone.objects.count(),
+        "where": where,
+    }
 
 
 @auditors_only

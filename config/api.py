@@ -23,6 +23,7 @@ from executions.engine import events
 from executions.errors import InvalidInput, RateLimited, ServiceError
 from metrics.api import router as metrics_router
 from notifications.api import router as notifications_router
+from retention.api import router as retention_router
 from schedules.api import router as schedules_router
 from triage.api import router as triage_router
 
@@ -55,6 +56,7 @@ api.add_router("", approvals_router)
 api.add_router("", metrics_router)
 api.add_router("", notifications_router)
 api.add_router("", schedules_router)
+api.add_router("", retention_router)
 
 
 @api.exception_handler(ServiceError)

@@ -54,3 +54,10 @@ def _schedule_sweeper(sender: Celery, **kwargs: object) -> None:
         sender.signature("schedules.tick"),
         name="schedules tick",
     )
+    from celery.schedules import crontab
+
+    sender.add_periodic_task(
+        crontab(minute=17, hour=settings.RUNTIME_RETENTION_HOUR),
+        sender.signature("retention.archive"),
+        name="retention: the daily archive pass",
+    )

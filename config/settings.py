@@ -100,6 +100,7 @@ INSTALLED_APPS = [
     "cli",
     "metrics",
     "notifications",
+    "retention",
     "sandbox",
 ]
 
@@ -155,6 +156,11 @@ if os.environ.get("DATABASE_URL"):
         )
     }
     DATABASES["default"]["TEST"] = {"NAME": os.environ.get("KEEL_TEST_DB_NAME") or None}
+    if os.environ.get("DATABASE_OWNER_URL"):
+        # The owner of the tables (retention's purge; docs/operations.md, "Retention"). Without
+        # it the purge uses ``default``, which then must be the owner.
+        DATABASES["owner"] = dj_database_url.parse(os.environ["DATABASE_OWNER_URL"], conn_max_age=0)
+        DATABASES["owner"]["TEST"] = {"MIRROR": "default"}
 else:
     DATABASES = {
         "default": {
@@ -276,6 +282,7 @@ CELERY_TASK_ROUTES = {
     "triage.tally": {"queue": "control"},
     "notifications.sweep": {"queue": "control"},
     "schedules.tick": {"queue": "control"},
+    "retention.archive": {"queue": "control"},
 }
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 
@@ -286,6 +293,14 @@ RUNTIME_SWEEP_SECONDS = float(
 )  # fractions too (the tests sweep twice a second)
 # A slice ends well inside the lease and far inside the broker's visibility timeout.
 RUNTIME_SLICE_SECONDS = env_int("RUNTIME_SLICE_SECONDS", max(1, RUNTIME_LEASE_SECONDS // 3))
+# --- Retention (issue 23; docs/operations.md, "Retention"): history is kept this many days after
+# an execution ends, then archived to the artifact storage and purged; beat's daily pass
+# archives batches of RUNTIME_RETENTION_BATCH for at most RUNTIME_RETENTION_PASS_SECONDS.
+RUNTIME_RETENTION_DAYS = env_int("RUNTIME_RETENTION_DAYS", 90)
+RUNTIME_RETENTION_BATCH = env_int("RUNTIME_RETENTION_BATCH", 200)
+RUNTIME_RETENTION_PASS_SECONDS = env_int("RUNTIME_RETENTION_PASS_SECONDS", 300)
+RUNTIME_RETENTION_HOUR = env_int("RUNTIME_RETENTION_HOUR", 3)  # UTC hour of beat's daily pass
+
 RUNTIME_WORKFLOW_MODULES = [
     m
     for m in os.environ.get(

@@ -56,8 +56,9 @@ def _list_filters(request: HttpRequest) -> dict[str, str]:
     except InvalidInput as exc:
         if not request.htmx:
             messages.error(request, exc.message)
-        return dict.fromkeys(raw, "")
-    return {name: getattr(filters, name) or "" for name in raw}
+        return {**dict.fromkeys(raw, ""), "hold": ""}
+    hold = request.GET.get("hold") or ""
+    return {**{name: getattr(filters, name) or "" for name in raw}, "hold": hold if hold in ("yes", "no") else ""}
 
 
 def _list_rows(request: HttpRequest, filters: dict[str, str]) -> tuple[list[Execution], str | None]:
@@ -67,6 +68,7 @@ def _list_rows(request: HttpRequest, filters: dict[str, str]) -> tuple[list[Exec
             workflow=filters["workflow"] or None,
             reason=filters["reason"] or None,
             cursor=filters["cursor"] or None,
+            hold={"yes": True, "no": False}.get(filters["hold"]),
         )
     except ServiceError as exc:
         if not request.htmx:
@@ -86,6 +88,7 @@ def _list_context(request: HttpRequest, filters: dict[str, str], rows, following
         "status": filters["status"],
         "workflow": filters["workflow"],
         "reason": filters["reason"],
+        "hold": filters["hold"],
         "workflows": registry.names(),
         "start_key": uuid.uuid4().hex,  # the quick start forms' idempotency key, made as they are drawn
         "nav": nav,

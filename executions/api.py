@@ -144,6 +144,12 @@ class CostOut(Schema):
     budget_usd: float | None
 
 
+class HoldOut(Schema):
+    reason: str
+    by: str
+    at: datetime
+
+
 class ExecutionOut(Schema):
     id: str
     workflow: str
@@ -171,6 +177,7 @@ class ExecutionOut(Schema):
     children: list[ChildOut]
     cost: CostOut
     paused_from: str | None = None  # paused: the status resume returns it to (issue 22)
+    hold: HoldOut | None = None
 
 
 class ExecutionPage(Schema):
@@ -184,9 +191,9 @@ class ErrorOut(Schema):
 
 # The answers each kind of operation can give besides its success (docs/api.md).
 READ = {401: ErrorOut, 422: ErrorOut, 500: ErrorOut}
-READ_ONE = {**READ, 404: ErrorOut}
+READ_ONE = {**READ, 404: ErrorOut, 410: ErrorOut}
 WRITE = {**READ, 403: ErrorOut, 409: ErrorOut, 413: ErrorOut, 415: ErrorOut}
-WRITE_ONE = {**WRITE, 404: ErrorOut}
+WRITE_ONE = {**WRITE, 404: ErrorOut, 410: ErrorOut}
 
 
 # --- endpoints
@@ -213,11 +220,13 @@ def list_executions(
     reason: ReasonName | None = None,
     parent: ExecutionRef | None = None,
     cursor: Cursor | None = None,
+    hold: bool | None = None,
 ):
     """Newest first, 50 a page; ``reason`` filters by why it is stuck (DESIGN §4);
-    ``parent`` lists the children of that execution."""
+    ``parent`` lists the children of that execution, ``hold`` by whether a legal hold keeps
+    it (issue 23)."""
     page, following = selectors.execution_page(
-        status=status, workflow=workflow, reason=reason, parent=parent, cursor=cursor
+        status=status, workflow=workflow, reason=reason, parent=parent, cursor=cursor, hold=hold
     )
     return {"items": [selectors.execution_payload(e) for e in selectors.prefetch_payloads(page)], "next": following}
 

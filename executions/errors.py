@@ -22,6 +22,13 @@ class NotFound(ServiceError):
     status_code = 404
 
 
+class Gone(NotFound):
+    """The execution was archived and purged (retention): the answer names the archive.
+    A NotFound everywhere (a screen's 404, the CLI's exit 2), a 410 on the API."""
+
+    status_code = 410
+
+
 class Forbidden(ServiceError):
     status_code = 403
 

@@ -15,7 +15,7 @@ from django.conf import settings
 from django.db import models
 from django_fsm import RETURN_VALUE, ConcurrentTransitionMixin, FSMField, transition
 
-from .errors import NotFound
+from .errors import Gone, NotFound
 
 
 class Status(models.TextChoices):
@@ -96,6 +96,12 @@ class Execution(ConcurrentTransitionMixin, models.Model):
     # returns it to, and whether its workflow's kill switch (not an operator) paused it.
     paused_from = models.CharField(max_length=30, blank=True, default="")
     paused_by_workflow = models.BooleanField(default=False)
+    # A legal hold (issue 23, written by retention.holds): kept whatever its age while set.
+    hold_reason = models.TextField(blank=True, default="")
+    hold_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    hold_at = models.DateTimeField(null=True, blank=True)
 
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -225,8 +231,46 @@ def execution_for(ref: str) -> Execution:
     pk = pk_from_ref(ref)
     execution = Execution.objects.filter(pk=pk).first() if pk is not None else None
     if execution is None:
+        tombstone = ExecutionTombstone.objects.filter(pk=pk).first() if pk is not None else None
+        if tombstone is not None:
+            raise tombstone.gone()
         raise NotFound(f"no execution {ref}")
     return execution
+
+
+class ExecutionTombstone(models.Model):
+    """What is left in the database of an execution archived and purged (issue 23,
+    written by retention.purge in the purge's transaction): its id, when it ended, when
+    it was archived and the manifest that holds it; its owner's idempotency key, so the
+    key is never silently reused. Never changed."""
+
+    id = models.BigIntegerField(primary_key=True)  # the execution's own pk (never reused)
+    workflow = models.CharField(max_length=100)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    idempotency_key = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001 - NULL: no key
+    ended_at = models.DateTimeField()
+    archived_at = models.DateTimeField()
+    manifest = models.CharField(max_length=300)
+
+    class Meta:
+        ordering = ["id"]
+        indexes = [
+            models.Index(
+                fields=["created_by", "idempotency_key"],
+                condition=models.Q(idempotency_key__isnull=False),
+                name="tombstone_idempotency_key",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return ref_for(self.pk)
+
+    def gone(self) -> Gone:
+        return Gone(
+            f"{ref_for(self.pk)} was archived and purged; its record is in the archive {self.manifest}",
+            archived_at=self.archived_at.isoformat(),
+            manifest=self.manifest,
+        )
 
 
 def ref_for(pk: int | None) -> str:

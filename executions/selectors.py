@@ -118,6 +118,7 @@ def execution_payload(execution: Execution) -> dict[str, Any]:
         **family_fields(execution),
         "cost": cost_payload(execution),
         "paused_from": execution.paused_from or None,
+        "hold": hold_payload(execution),
     }
 
 
@@ -153,6 +154,14 @@ def family_fields(execution: Execution) -> dict[str, Any]:
     return {"parent": parent, "children": children}
 
 
+def hold_payload(execution: Execution) -> dict[str, Any] | None:
+    """The legal hold (issue 23) as the API shows it: ``{reason, by, at}``, or None."""
+    if execution.hold_at is None:
+        return None
+    by = execution.hold_by.get_username() if execution.hold_by_id else ""
+    return {"reason": execution.hold_reason, "by": by, "at": execution.hold_at}
+
+
 def restart_links(execution: Execution) -> dict[str, str | None]:
     """A restart's links both ways: the failed execution it continues, the one that continued it."""
     if hasattr(execution, "restarted_as_id"):  # loaded by prefetch_payloads
@@ -173,11 +182,12 @@ def execution_page(
     parent: str | None = None,
     cursor: str | None = None,
     limit: int = PAGE_SIZE,
+    hold: bool | None = None,
 ) -> tuple[list[Execution], str | None]:
     """Newest first, annotated with the stuck reason (and filtered on it with ``reason``).
     ``parent``: only the children of that execution. ``cursor`` is the ``next`` of the
     previous page."""
-    rows = filtered(status=status, workflow=workflow, reason=reason, parent=parent)
+    rows = filtered(status=status, workflow=workflow, reason=reason, parent=parent, hold=hold)
     rows = rows.select_related("created_by").order_by("-id")
     if cursor:
         before = pk_from_ref(cursor)
@@ -191,15 +201,22 @@ def execution_page(
 
 
 def filtered(
-    *, status: str | None = None, workflow: str | None = None, reason: str | None = None, parent: str | None = None
+    *,
+    status: str | None = None,
+    workflow: str | None = None,
+    reason: str | None = None,
+    parent: str | None = None,
+    hold: bool | None = None,
 ):
-    """Executions by status, workflow, stuck reason and parent, annotated (``executions.stuck``)."""
+    """Executions by status, workflow, stuck reason, parent and legal hold, annotated (``executions.stuck``)."""
     rows = stuck.annotate(Execution.objects.all())
     if parent:
         parent_pk = pk_from_ref(parent)
         if parent_pk is None:
             raise InvalidInput("parent", f"not an execution id: {parent!r} (RUN_0042 or 42)")
         rows = rows.filter(parent_id=parent_pk)
+    if hold is not None:
+        rows = rows.filter(hold_at__isnull=not hold)
     if status:
         if status not in Status.values:
             raise InvalidInput("status", f"unknown status {status!r}; one of {', '.join(Status.values)}")

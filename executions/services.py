@@ -16,7 +16,7 @@ from . import children as children_module
 from .authoring import registry
 from .engine import dispatch, gates, ledger, lifecycle, starting
 from .errors import Conflict, Forbidden, InvalidInput, NotFound
-from .models import OPERATE, TERMINAL, Action, Execution, Status, execution_for
+from .models import OPERATE, TERMINAL, Action, Execution, ExecutionTombstone, Status, execution_for
 
 input_digest = starting.input_digest
 
@@ -51,6 +51,9 @@ def execution_start(
         existing = Execution.objects.filter(created_by=user, idempotency_key=idempotency_key).first()
         if existing is not None:
             return _replay(existing, digest), False
+        archived = ExecutionTombstone.objects.filter(created_by=user, idempotency_key=idempotency_key).first()
+        if archived is not None:  # the key's execution was archived: never silently a new one (docs/api.md)
+            raise archived.gone()
     try:
         with transaction.atomic():
             execution = starting.create(

@@ -228,6 +228,7 @@ class Workflow:
     constraints: Callable[[JSON], list[str]] = lambda _input: []
     deadline_seconds: float | None = None  # from start; past it the execution stops
     step_timeout_seconds: float | None = None  # each step's timeout unless it names its own
+    retention_days: int | None = None  # kept this long after it ends (None: RUNTIME_RETENTION_DAYS; issue 23)
     steps: list[Step] = field(default_factory=list)
     # action type → fn(args, receipt) describing how to undo a done effect (recorded on cancel)
     compensations: dict[str, Callable[[JSON, JSON], JSON]] = field(default_factory=dict)

@@ -1,0 +1,229 @@
+"""Archive, re-read, purge, tombstone: the one writer of the archive (DESIGN §4 "Retention").
+
+For each batch of whole families (``retention.policy``), in this order:
+
+1. every row of its executions (``retention.records``) is written to the archive
+   storage as one ``.jsonl.gz`` and read back, its sha256 checked;
+2. the batch's manifest (``retention.store``), chained to the previous one, is written
+   and read back the same way;
+3. in one short transaction on the owner's connection (``DATABASE_OWNER_URL``, default
+   ``DATABASE_URL``; the application role may not delete the append-only tables), the
+   executions are locked, checked again (still terminal, not on hold, exactly the rows
+   that were archived), deleted with every row of theirs, and a tombstone written for
+   each. A crash anywhere leaves each execution either in the database or, purged, in
+   the archive: the transaction commits whole or not at all.
+
+A crash after step 2 leaves the newest manifest naming executions still in the
+database; the next pass first finishes that purge (``finish_pending``) from the
+archived file, so no execution is archived twice. One pass at a time (a PostgreSQL
+advisory lock); the storage unreachable → ``store.Unreachable`` and nothing deleted.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from django.conf import settings
+from django.db import connections, transaction
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+
+from executions.engine import failpoints
+from executions.models import TERMINAL, Execution, ExecutionTombstone, pk_from_ref, ref_for
+
+from . import records, store
+from .policy import Member, Policy, families, on_hold
+
+LOCK_KEY = 0x6B65656C23  # pg_advisory_lock: one archive pass at a time
+
+
+class Busy(Exception):
+    """Another archive pass holds the lock."""
+
+
+@dataclass
+class Outcome:
+    archived: int = 0
+    manifests: list[str] = field(default_factory=list)
+    skipped_on_hold: int = 0
+    recovered: int = 0  # purged from a manifest a crashed pass had written
+    would_archive: int | None = None
+
+    def as_json(self, *, dry_run: bool) -> dict:
+        if dry_run:
+            return {"would_archive": self.would_archive, "skipped_on_hold": self.skipped_on_hold}
+        return {
+            "archived": self.archived,
+            "manifest": self.manifests[-1] if self.manifests else None,
+            "manifests": self.manifests,
+            "skipped_on_hold": self.skipped_on_hold,
+            "recovered": self.recovered,
+        }
+
+
+def owner_alias() -> str:
+    return "owner" if "owner" in settings.DATABASES else "default"
+
+
+def archive_run(
+    *,
+    older_than_days: int | None = None,
+    dry_run: bool = False,
+    batch: int | None = None,
+    max_seconds: float | None = None,
+) -> Outcome:
+    """One pass: finish a crashed pass's purge, then archive and purge batch after batch
+    until nothing is left or ``max_seconds`` have passed."""
+    policy = Policy.current(older_than_days=older_than_days)
+    batch = batch or settings.RUNTIME_RETENTION_BATCH
+    outcome = Outcome(skipped_on_hold=on_hold(policy))
+    if dry_run:
+        outcome.would_archive = sum(len(family) for family in _once(families(policy, batch=batch)))
+        return outcome
+    using = owner_alias()
+    started = time.monotonic()
+    with _one_pass(using):
+        outcome.recovered = finish_pending(using=using)
+        pending: list[Member] = []
+        for family in _once(families(policy, batch=batch)):
+            pending.extend(family)
+            if len(pending) >= batch:
+                _archive(pending, policy, using, outcome)
+                pending = []
+                if max_seconds is not None and time.monotonic() - started > max_seconds:
+                    return outcome
+        if pending:
+            _archive(pending, policy, using, outcome)
+    return outcome
+
+
+def _once(found):
+    """Each family once: a member with a higher id than the page it was found from comes
+    up again as a candidate of a later page (before its batch is purged)."""
+    seen: set[int] = set()
+    for family in found:
+        if family[0].pk not in seen:
+            seen.update(m.pk for m in family)
+            yield family
+
+
+class _one_pass:
+    def __init__(self, using: str) -> None:
+        self.connection = connections[using]
+
+    def __enter__(self):
+        if self.connection.vendor == "postgresql":
+            with self.connection.cursor() as cursor:
+                cursor.execute("SELECT pg_try_advisory_lock(%s)", [LOCK_KEY])
+                if not cursor.fetchone()[0]:
+                    raise Busy("another archive pass is running; try again when it has finished")
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.connection.vendor == "postgresql" and self.connection.connection is not None:
+            with self.connection.cursor() as cursor:
+                cursor.execute("SELECT pg_advisory_unlock(%s)", [LOCK_KEY])
+
+
+def _archive(members: list[Member], policy: Policy, using: str, outcome: Outcome) -> None:
+    ids = [m.pk for m in members]
+    lines = list(records.rows(ids, using=using))
+    head = store.head()
+    seq = head.manifest["seq"] + 1 if head else 1
+    name = store.new_name(seq)
+    data_path = f"{store.PREFIX}/{name}{store.DATA}"
+    content = store.data_bytes(lines, records.encode)
+    digest = store.write(data_path, content)
+    failpoints.hit("retention:after_data")
+    refs = [ref_for(pk) for pk in ids]
+    manifest = {
+        "format": store.FORMAT,
+        "name": name,
+        "seq": seq,
+        "created_at": timezone.now().isoformat(),
+        "policy": policy.as_json(),
+        "previous": {"name": head.path, "sha256": head.sha256} if head else None,
+        "files": [{"name": data_path, "sha256": digest, "size": len(content), "rows": len(lines), "executions": refs}],
+        "executions": [
+            {"id": ref_for(m.pk), "workflow": m.workflow, "status": m.status, "ended_at": m.ended_at.isoformat()}
+            for m in members
+        ],
+        "artifact_blobs": sorted(
+            {line["row"]["sha256"] for line in lines if line["model"] == "artifacts.artifactversion"}
+        ),
+    }
+    manifest["body_sha256"] = store.body_sha256(manifest)
+    manifest_path = f"{store.PREFIX}/{name}{store.MANIFEST}"
+    store.write(manifest_path, json.dumps(manifest, indent=1, sort_keys=True, ensure_ascii=False).encode())
+    failpoints.hit("retention:before_purge")
+    outcome.archived += len(purge(manifest_path, manifest, lines, using=using))
+    outcome.manifests.append(manifest_path)
+
+
+def finish_pending(*, using: str) -> int:
+    """Purge what the newest manifest holds and is still in the database (a pass that
+    crashed between writing it and committing its purge), from the archived file read
+    back and checked against the manifest. Returns how many were purged."""
+    head = store.head()
+    if head is None:
+        return 0
+    ids = [pk_from_ref(e["id"]) for e in head.manifest["executions"]]
+    if not Execution.objects.using(using).filter(pk__in=ids).exists():
+        return 0
+    lines = []
+    for entry in head.manifest["files"]:
+        content = store.read(entry["name"])
+        if store.sha256(content) != entry["sha256"]:
+            raise store.Unreachable(f"{entry['name']} does not match its manifest's sha256; nothing purged")
+        lines.extend(store.data_lines(content))
+    return len(purge(head.path, head.manifest, lines, using=using))
+
+
+def purge(manifest_path: str, manifest: dict, lines: list[dict], *, using: str) -> list[int]:
+    """In one transaction: delete the executions of ``lines`` that are still terminal,
+    not on hold and hold exactly the rows archived, with all their rows, and tombstone
+    them. Returns the pks purged (the rest stay in the database, whole)."""
+    archived: dict[int, set[tuple[str, int]]] = defaultdict(set)
+    heads: dict[int, dict] = {}
+    for line in lines:
+        pk = pk_from_ref(line["execution"])
+        archived[pk].add((line["model"], line["pk"]))
+        if line["model"] == "executions.execution":
+            heads[pk] = line["row"]
+    ids = sorted(archived)
+    now = timezone.now()
+    with transaction.atomic(using=using):
+        locked = (
+            Execution.objects.using(using).select_for_update().filter(pk__in=ids).values_list("pk", "status", "hold_at")
+        )
+        may_go = {pk for pk, status, hold in locked if status in TERMINAL and hold is None}
+        now_rows = records.keys(ids, using=using)
+        purged = [pk for pk in ids if pk in may_go and now_rows.get(pk) == archived[pk]]
+        by_table: dict[str, list[int]] = defaultdict(list)
+        for pk in purged:
+            for label, row_pk in archived[pk]:
+                by_table[label].append(row_pk)
+        records.delete(by_table, using=using)
+        failpoints.hit("retention:mid_purge")
+        ExecutionTombstone.objects.using(using).bulk_create(
+            [
+                ExecutionTombstone(
+                    id=pk,
+                    workflow=heads[pk]["workflow"],
+                    created_by_id=heads[pk]["created_by_id"],
+                    idempotency_key=heads[pk]["idempotency_key"],
+                    ended_at=_when(heads[pk]["status_changed_at"]),
+                    archived_at=now,
+                    manifest=manifest_path,
+                )
+                for pk in purged
+            ]
+        )
+    return purged
+
+
+def _when(value):
+    return parse_datetime(value) if isinstance(value, str) else value

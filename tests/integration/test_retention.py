@@ -1,0 +1,202 @@
+"""Retention (issue 23): the policy, the archive and its manifest chain, the purge as the
+owner role (the application role still can't), tombstones and the 410, legal holds,
+``keel archive`` and its bad input. The crash and tamper scenarios (S43–S45) are in
+tests/scenarios/test_retention.py."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+
+import pytest
+from django.core.management import call_command
+from django.test import Client
+
+from approvals.models import ApprovalRequest, Decision
+from executions.models import Execution, ExecutionEvent, ExecutionTombstone
+from retention import reader
+from retention.archiver import archive_run
+from retention.verify import verify
+from tests.support import retention as made
+
+
+@pytest.fixture
+def root(settings, tmp_path):
+    return made.archive_storage(settings, tmp_path / "store")
+
+
+def bearer(person) -> dict:
+    return {"HTTP_AUTHORIZATION": f"Bearer {person.token}"}
+
+
+def test_an_approved_report_is_archived_chained_purged_and_read_back(people, sandbox, settings, root):
+    settings.SANDBOX_URL = sandbox.url
+    report = made.published_report(people["requester"].user, people["manager"].user)
+    approval = ApprovalRequest.objects.get(execution=report)
+    decision = Decision.objects.get(request=approval)
+    older = made.ended(people["requester"].user, n=2)
+
+    first = archive_run(batch=2)  # two batches: the chain has two links
+    assert first.archived == 3 and len(first.manifests) == 2
+    files = sorted(p.name for p in (root / "archive").iterdir())
+    assert len([f for f in files if f.endswith(".manifest.json")]) == 2
+    assert len([f for f in files if f.endswith(".jsonl.gz")]) == 2
+    second = json.loads((root / first.manifests[1]).read_text())
+    assert second["previous"]["name"] == first.manifests[0] and second["seq"] == 2
+    assert second["policy"]["retention_days"] == 90
+
+    # Every row is gone from the database, a tombstone stays, the API answers 410.
+    for execution in [report, *older]:
+        assert not Execution.objects.filter(pk=execution.pk).exists()
+        assert not ExecutionEvent.objects.filter(execution_id=execution.pk).exists()
+    assert not ApprovalRequest.objects.filter(pk=approval.pk).exists()
+    tombstone = ExecutionTombstone.objects.get(pk=report.pk)
+    answer = Client().get(f"/api/executions/{report.ref}", **bearer(people["requester"]))
+    assert answer.status_code == 410
+    assert set(answer.json()) == {"detail", "archived_at", "manifest"}
+    assert answer.json()["manifest"] == tombstone.manifest
+
+    # The archive proves approval integrity and answers "who approved what, when".
+    report_check = verify()
+    assert report_check.ok, report_check.findings
+    assert report_check.guarded_effects == 1 and report_check.executions == 3
+    record = reader.archived_execution(report.ref)
+    (shown,) = record["approvals"]
+    assert shown["decision"]["decided_by_username"] == "manager"
+    assert shown["content_sha256"] == decision.content_sha256 == approval.content_sha256
+    assert any(a["type"] == "publish_report" and a["status"] == "succeeded" for a in record["actions"])
+    text = "\n".join(reader.lines_for_people(record))
+    assert "approve by manager" in text and approval.content_sha256 in text
+
+    # The data file is gzip JSON Lines, one row a line.
+    data = root / json.loads((root / tombstone.manifest).read_text())["files"][0]["name"]
+    lines = [json.loads(line) for line in gzip.decompress(data.read_bytes()).splitlines()]
+    assert {"execution", "model", "pk", "row"} == set(lines[0])
+
+
+def test_the_policy_keeps_what_is_live_recent_or_declared_longer(people, root, settings):
+    user = people["requester"].user
+    (old,) = made.ended(user, days_ago=91)
+    (recent,) = made.ended(user, days_ago=89)
+    (kept_longer,) = made.ended(user, days_ago=120, workflow="replacement_order")
+    running = made.live(user)
+    made.backdate(running, days_ago=400)  # long ago, but not terminal: never archived
+    from executions.authoring import registry
+
+    flow = registry.latest("replacement_order")
+    flow.retention_days = 365  # as its declaration would say: Workflow(..., retention_days=365)
+    try:
+        dry = archive_run(dry_run=True)
+        assert dry.would_archive == 1 and not list(root.glob("archive/*"))
+        done = archive_run()
+        assert done.archived == 1
+        assert ExecutionTombstone.objects.filter(pk=old.pk).exists()
+        assert Execution.objects.filter(pk__in=[recent.pk, kept_longer.pk, running.pk]).count() == 3
+        everything = archive_run(older_than_days=0)  # 0d: every terminal execution, overrides included
+        assert everything.archived == 2
+        assert Execution.objects.filter(pk=running.pk).exists()
+    finally:
+        flow.retention_days = None
+
+
+def test_legal_holds_through_the_api(people, root):
+    (execution,) = made.ended(people["requester"].user)
+    auditor, operator = Client(), Client()
+    url = f"/api/executions/{execution.ref}/hold"
+    refused = operator.post(url, {"reason": "x"}, content_type="application/json", **bearer(people["operator"]))
+    assert refused.status_code == 403
+    blank = auditor.post(url, {"reason": "  "}, content_type="application/json", **bearer(people["auditor"]))
+    assert blank.status_code == 422 and blank.json()["detail"][0]["loc"] == ["body", "reason"]
+    unknown = auditor.post(
+        "/api/executions/RUN_9999/hold", {"reason": "x"}, content_type="application/json", **bearer(people["auditor"])
+    )
+    assert unknown.status_code == 404
+    placed = auditor.post(url, {"reason": "case 42"}, content_type="application/json", **bearer(people["auditor"]))
+    assert placed.status_code == 200, placed.content
+    assert placed.json()["hold"]["reason"] == "case 42" and placed.json()["hold"]["by"] == "auditor"
+    listed = auditor.get("/api/executions?hold=true", **bearer(people["auditor"])).json()["items"]
+    assert [i["id"] for i in listed] == [execution.ref]
+    assert auditor.get("/api/executions?hold=false", **bearer(people["auditor"])).json()["items"] == []
+
+    screens = Client()
+    screens.force_login(people["auditor"].user)
+    listed = screens.get("/?hold=yes").content.decode()
+    assert execution.ref in listed and "on hold" in listed
+    assert execution.ref not in screens.get("/?hold=no").content.decode()
+    page = screens.get(f"/executions/{execution.ref}/").content.decode()
+    assert 'id="legal-hold"' in page and "case 42" in page
+
+    outcome = archive_run(older_than_days=0)
+    assert outcome.archived == 0 and outcome.skipped_on_hold == 1
+
+    released = auditor.delete(url, **bearer(people["auditor"]))
+    assert released.status_code == 200 and released.json()["hold"] is None
+    types = list(ExecutionEvent.objects.filter(execution=execution).values_list("type", flat=True))
+    assert "hold.placed" in types and "hold.released" in types  # audited in its history
+    assert archive_run(older_than_days=0).archived == 1
+    audit = screens.get("/approvals/audit/").content.decode()
+    assert 'id="retention-note"' in audit and "90 days" in audit and "(1 so far)" in audit
+
+
+def test_an_idempotency_key_of_an_archived_execution_is_not_reused_silently(people, root):
+    body = {"workflow": "monthly_report", "input": {"month": "2026-08"}, "idempotency_key": "k-1"}
+    client = Client()
+    started = client.post("/api/executions", body, content_type="application/json", **bearer(people["requester"]))
+    execution = Execution.objects.get(pk=int(started.json()["id"].removeprefix("RUN_")))
+    from django.db import transaction
+
+    from executions.engine import lifecycle
+
+    with transaction.atomic():
+        lifecycle.apply(execution, "cancel")
+    made.backdate(execution, days_ago=100)
+    assert archive_run().archived == 1
+    again = client.post("/api/executions", body, content_type="application/json", **bearer(people["requester"]))
+    assert again.status_code == 410 and again.json()["manifest"]
+    assert Execution.objects.count() == 0
+
+
+def test_keel_archive_bad_input_unreachable_storage_and_the_application_role(people, tmp_path, root):
+    (execution,) = made.ended(people["requester"].user)
+
+    bad = made.keel_archive(tmp_path, root, "--older-than", "90")
+    assert bad.returncode == 2 and "--older-than" in bad.stderr and "Traceback" not in bad.stderr
+
+    (tmp_path / "not-a-dir").write_text("a file where the storage's folder should be")
+    unreachable = made.keel_archive(tmp_path, tmp_path / "not-a-dir" / "x", "--older-than", "0d")
+    assert unreachable.returncode == 1 and "nothing purged" in unreachable.stderr, unreachable.stderr
+    assert Execution.objects.filter(pk=execution.pk).exists()
+
+    # The application's role may read and archive, never delete: the purge is refused.
+    as_app = made.keel_archive(tmp_path, root, "--older-than", "0d", owner=False)
+    assert as_app.returncode == 1 and "permission denied" in as_app.stderr, as_app.stderr
+    assert Execution.objects.filter(pk=execution.pk).exists()
+    assert not ExecutionTombstone.objects.exists()
+
+    # As the owner the next pass finishes that batch from its manifest (once in the archive).
+    done = made.keel_archive(tmp_path, root, "--older-than", "0d", "--json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["recovered"] == 1
+    assert not Execution.objects.filter(pk=execution.pk).exists()
+    shown, dry = io.StringIO(), io.StringIO()
+    call_command("keel", "archive", "--show", execution.ref, "--json", stdout=shown)
+    assert json.loads(shown.getvalue())["id"] == execution.ref
+    call_command("keel", "archive", "--dry-run", "--json", stdout=dry)
+    assert json.loads(dry.getvalue()) == {"would_archive": 0, "skipped_on_hold": 0}
+
+
+def test_a_family_split_over_two_pages_of_candidates_is_archived_once(people, root):
+    user = people["requester"].user
+    parent, kept, kept_too, child = made.ended(user, n=4)
+    for n, execution in enumerate((kept, kept_too)):  # terminal, but each with a live child
+        made.live(user, parent=execution, parent_step="fan_out", child_key=f"k{n}")
+    made.backdate(child, days_ago=200, parent=parent, parent_step="fan_out", child_key="k")
+
+    outcome = archive_run(older_than_days=0, batch=3)  # the child comes up again on the second page
+
+    assert outcome.archived == 2 and len(outcome.manifests) == 1
+    manifest = json.loads((root / outcome.manifests[0]).read_text())
+    assert [e["id"] for e in manifest["executions"]] == [parent.ref, child.ref]  # each once
+    assert set(ExecutionTombstone.objects.values_list("pk", flat=True)) == {parent.pk, child.pk}
+    assert Execution.objects.filter(pk__in=[kept.pk, kept_too.pk]).count() == 2
