@@ -21,6 +21,7 @@ from executions.api import BearerToken, BrowserSession
 from executions.api import router as executions_router
 from executions.engine import events
 from executions.errors import InvalidInput, RateLimited, ServiceError
+from fleet.api import router as fleet_router
 from metrics.api import router as metrics_router
 from triage.api import router as triage_router
 
@@ -51,6 +52,7 @@ api.add_router("", triage_router)
 api.add_router("", executions_router)
 api.add_router("", approvals_router)
 api.add_router("", metrics_router)
+api.add_router("", fleet_router)
 
 
 @api.exception_handler(ServiceError)

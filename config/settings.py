@@ -6,6 +6,7 @@ bare machine can run web, worker and beat. Production sets ``DATABASE_URL``
 (PostgreSQL) and ``CELERY_BROKER_URL`` (Redis).
 """
 
+import json
 import os
 from datetime import timedelta
 from pathlib import Path
@@ -97,6 +98,7 @@ INSTALLED_APPS = [
     "console",
     "cli",
     "metrics",
+    "fleet",
     "sandbox",
 ]
 
@@ -265,7 +267,35 @@ CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 # sends (the sweep, the metrics fold), so a sweep never waits behind a backlog of steps.
 # A worker consumes both unless ``-Q`` names fewer (docs/operations.md, Processes).
 CELERY_TASK_DEFAULT_QUEUE = "celery"
-CELERY_TASK_QUEUES = [Queue(name, Exchange(name), routing_key=name) for name in ("celery", "control")]
+
+
+def _runtime_queues(raw: str) -> dict[str, list[str]]:
+    """``RUNTIME_QUEUES``: JSON, queue name → selectors (``kind:model``, ``workflow:<name>``,
+    ``step:<workflow>.<step>``); steps matching none stay on ``celery`` (issue 24,
+    executions/engine/routing.py, docs/operations.md "Queues by kind of work")."""
+    if not raw.strip():
+        return {}
+    try:
+        value = json.loads(raw)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"RUNTIME_QUEUES is not JSON: {exc}") from exc
+    if not isinstance(value, dict) or not all(
+        isinstance(q, str) and q and isinstance(s, list) and all(isinstance(x, str) for x in s)
+        for q, s in value.items()
+    ):
+        raise ImproperlyConfigured(
+            'RUNTIME_QUEUES must map queue names to lists of selectors: {"agents": ["kind:agent"]}'
+        )
+    if "control" in value:
+        raise ImproperlyConfigured("RUNTIME_QUEUES: the control queue carries only control tasks")
+    return value
+
+
+# Steps by kind of work on named queues (executions.engine.routing); empty: every step on ``celery``.
+RUNTIME_QUEUES = _runtime_queues(os.environ.get("RUNTIME_QUEUES", ""))
+CELERY_TASK_QUEUES = [
+    Queue(name, Exchange(name), routing_key=name) for name in ("celery", "control", *sorted(RUNTIME_QUEUES))
+]
 CELERY_TASK_ROUTES = {
     "executions.sweep": {"queue": "control"},
     "metrics.fold": {"queue": "control"},
@@ -307,6 +337,14 @@ APPROVAL_TTL_SECONDS = env_int("APPROVAL_TTL_SECONDS", 7 * 24 * 3600)
 APPROVAL_SLA_SECONDS = env_int("APPROVAL_SLA_SECONDS", 24 * 3600)
 # Runnable but unclaimed for longer than this: no_worker (DESIGN §4).
 RUNTIME_STUCK_SECONDS = env_int("RUNTIME_STUCK_SECONDS", 60)
+# The worker registry (fleet): a heartbeat row per worker process every this many seconds
+# (one write), alive while seen within RUNTIME_WORKER_STALE_SECONDS, listed until
+# RUNTIME_WORKER_FORGET_SECONDS (DESIGN §6, Workers).
+RUNTIME_WORKER_HEARTBEAT_SECONDS = float(os.environ.get("RUNTIME_WORKER_HEARTBEAT_SECONDS", "10"))
+RUNTIME_WORKER_STALE_SECONDS = float(
+    os.environ.get("RUNTIME_WORKER_STALE_SECONDS", str(3 * RUNTIME_WORKER_HEARTBEAT_SECONDS))
+)
+RUNTIME_WORKER_FORGET_SECONDS = env_int("RUNTIME_WORKER_FORGET_SECONDS", 3600)
 # A step's timeout when neither the step nor its workflow names one.
 RUNTIME_STEP_TIMEOUT_SECONDS = env_int("RUNTIME_STEP_TIMEOUT_SECONDS", 600)
 # Whether the order service deduplicates on Idempotency-Key. The runtime can't tell, so
