@@ -153,6 +153,17 @@ if os.environ.get("DATABASE_URL"):
         )
     }
     DATABASES["default"]["TEST"] = {"NAME": os.environ.get("KEEL_TEST_DB_NAME") or None}
+    # Through PgBouncer in transaction mode (issue 24, docs/operations.md "PgBouncer"): a
+    # server connection is ours only for one transaction, so nothing may outlive one —
+    # no server-side prepared statements (psycopg prepares a query run five times; PgBouncer
+    # before 1.21 can't follow them) and no server-side cursors (a WITH HOLD cursor of
+    # .iterator() lives in the session). Migrations and the owner role connect directly.
+    DATABASE_POOL_MODE = os.environ.get("DATABASE_POOL_MODE", "session")
+    if DATABASE_POOL_MODE not in ("session", "transaction"):
+        raise ImproperlyConfigured("DATABASE_POOL_MODE is session (direct, the default) or transaction (PgBouncer)")
+    if DATABASE_POOL_MODE == "transaction":
+        DATABASES["default"].setdefault("OPTIONS", {})["prepare_threshold"] = None
+        DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = True
 else:
     DATABASES = {
         "default": {
