@@ -15,6 +15,7 @@ import logging
 import os
 import socket
 import threading
+from pathlib import Path
 from typing import Any
 
 from django.conf import settings
@@ -26,19 +27,23 @@ from .models import Worker
 log = logging.getLogger(__name__)
 
 _UPSERT = """
-INSERT INTO fleet_worker (identity, host, pid, queues, lease_prefix, started_at, last_seen, stopped_at, beats)
-VALUES (%s, %s, %s, %s::jsonb, %s, now(), now(), NULL, 1)
+INSERT INTO fleet_worker (identity, host, pid, queues, pids, started_at, last_seen, stopped_at, beats)
+VALUES (%s, %s, %s, %s::jsonb, %s::jsonb, now(), now(), NULL, 1)
 ON CONFLICT (identity) DO UPDATE SET
-    host = EXCLUDED.host, pid = EXCLUDED.pid, queues = EXCLUDED.queues, lease_prefix = EXCLUDED.lease_prefix,
+    host = EXCLUDED.host, pid = EXCLUDED.pid, queues = EXCLUDED.queues, pids = EXCLUDED.pids,
     started_at = CASE WHEN fleet_worker.pid = EXCLUDED.pid AND fleet_worker.stopped_at IS NULL
                       THEN fleet_worker.started_at ELSE now() END,
     last_seen = now(), stopped_at = NULL, beats = fleet_worker.beats + 1
 """
 
 
-def lease_prefix(host: str, pid: int) -> str:
-    """How this process's leases are owned (executions.engine.leases.worker_identity)."""
-    return f"worker:{host}:{pid}:"
+def task_pids(pid: int) -> list[int]:
+    """The processes that run this worker's tasks: itself and its children (prefork's pool)."""
+    try:
+        children = [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        children = []
+    return [pid, *children]
 
 
 def beat(identity: str, queues: list[str], *, host: str | None = None, pid: int | None = None) -> None:
@@ -47,9 +52,10 @@ def beat(identity: str, queues: list[str], *, host: str | None = None, pid: int 
 
     host = host or socket.gethostname()
     pid = pid or os.getpid()
+    pids = task_pids(pid) if pid == os.getpid() else [pid]
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
-            cursor.execute(_UPSERT, [identity, host, pid, json.dumps(sorted(queues)), lease_prefix(host, pid)])
+            cursor.execute(_UPSERT, [identity, host, pid, json.dumps(sorted(queues)), json.dumps(pids)])
         return
     now = timezone.now()
     Worker.objects.update_or_create(
@@ -58,7 +64,7 @@ def beat(identity: str, queues: list[str], *, host: str | None = None, pid: int 
             "host": host,
             "pid": pid,
             "queues": sorted(queues),
-            "lease_prefix": lease_prefix(host, pid),
+            "pids": pids,
             "last_seen": now,
             "stopped_at": None,
         },
@@ -66,7 +72,7 @@ def beat(identity: str, queues: list[str], *, host: str | None = None, pid: int 
             "host": host,
             "pid": pid,
             "queues": sorted(queues),
-            "lease_prefix": lease_prefix(host, pid),
+            "pids": pids,
             "started_at": now,
             "last_seen": now,
         },

@@ -11,9 +11,10 @@ class Worker(models.Model):
     host = models.CharField(max_length=200)
     pid = models.IntegerField()
     queues = models.JSONField(default=list)
-    # What its leases are owned as (executions.engine.leases.worker_identity's prefix):
-    # the executions it holds are read off the live leases, never written here.
-    lease_prefix = models.CharField(max_length=250)
+    # The processes that run its tasks (itself with the solo pool, its children with
+    # prefork): the executions it holds are read off the live leases they own
+    # (executions.engine.leases.worker_identity: worker:<host>:<pid>:…), never written here.
+    pids = models.JSONField(default=list)
     started_at = models.DateTimeField()
     last_seen = models.DateTimeField(db_index=True)
     stopped_at = models.DateTimeField(null=True, blank=True)  # a clean shutdown

@@ -86,7 +86,7 @@ def fleet() -> Fleet:
             started_at=r.started_at,
             last_seen=r.last_seen,
             alive=r.alive,
-            executions=held.get(r.lease_prefix, []),
+            executions=held.get(r.identity, []),
             idle_queues=[q for q in r.queues if q not in routed],
         )
         for r in rows
@@ -96,14 +96,15 @@ def fleet() -> Fleet:
 
 
 def _held(rows: list[Worker]) -> dict[str, list[int]]:
-    """Lease prefix → the executions whose live lease it owns (one query, the live leases)."""
+    """Identity → the executions whose live lease one of its processes owns (one query:
+    the running executions' live leases, through the (status, lease_expires_at) index)."""
     if not rows:
         return {}
-    prefixes = {r.lease_prefix for r in rows}
+    owner_of = {f"worker:{r.host}:{pid}": r.identity for r in rows for pid in r.pids}
     held: dict[str, list[int]] = {}
     leases = Execution.objects.filter(status=Status.RUNNING, lease_expires_at__gt=Now()).order_by("id")
     for pk, owner in leases.values_list("pk", "lease_owner"):
-        prefix = owner.rsplit(":", 1)[0] + ":"
-        if prefix in prefixes:
-            held.setdefault(prefix, []).append(pk)
+        identity = owner_of.get(owner.rsplit(":", 1)[0])
+        if identity is not None:
+            held.setdefault(identity, []).append(pk)
     return held
