@@ -122,6 +122,10 @@ MIDDLEWARE = [
     # Last: turns a locked-out login into the lockout page (django-axes).
     "axes.middleware.AxesMiddleware",
 ]
+# How often a web process asks the replica whether it answers and how far behind it is;
+# past how many seconds of lag a page says so (fleet/replica.py).
+RUNTIME_REPLICA_RECHECK_SECONDS = float(os.environ.get("RUNTIME_REPLICA_RECHECK_SECONDS", "5"))
+RUNTIME_REPLICA_LAG_SECONDS = float(os.environ.get("RUNTIME_REPLICA_LAG_SECONDS", "10"))
 
 ROOT_URLCONF = "config.urls"
 WSGI_APPLICATION = "config.wsgi.application"
@@ -138,6 +142,7 @@ TEMPLATES = [
                 "django.contrib.messages.context_processors.messages",
                 "console.context_processors.runtime",
                 "metrics.context_processors.nav",
+                "fleet.replica.page_notice",
             ],
         },
     },
@@ -164,6 +169,21 @@ if os.environ.get("DATABASE_URL"):
     if DATABASE_POOL_MODE == "transaction":
         DATABASES["default"].setdefault("OPTIONS", {})["prepare_threshold"] = None
         DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = True
+    # Replica reads (fleet/replica.py): the read-only pages read a streaming replica; the
+    # rest, and every process but the web server's pages, the primary.
+    if os.environ.get("DATABASE_REPLICA_URL"):
+        DATABASES["replica"] = dj_database_url.parse(
+            os.environ["DATABASE_REPLICA_URL"],
+            conn_max_age=env_int("KEEL_DB_CONN_MAX_AGE", 600),
+            conn_health_checks=True,
+        )
+        DATABASES["replica"].setdefault("OPTIONS", {})["connect_timeout"] = 2
+        if DATABASE_POOL_MODE == "transaction":
+            DATABASES["replica"]["OPTIONS"]["prepare_threshold"] = None
+            DATABASES["replica"]["DISABLE_SERVER_SIDE_CURSORS"] = True
+        DATABASES["replica"]["TEST"] = {"MIRROR": "default"}
+        DATABASE_ROUTERS = ["fleet.replica.ReplicaRouter"]
+        MIDDLEWARE.insert(MIDDLEWARE.index("config.middleware.UnavailableMiddleware"), "fleet.replica.ReplicaReads")
 else:
     DATABASES = {
         "default": {

@@ -565,3 +565,38 @@ class PgBouncer:
         if self.proc is not None:
             self.proc.kill()
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class StandbyPostgres(PrivatePostgres):
+    """A streaming replica (hot standby) of a ``PrivatePostgres``: ``pg_basebackup -R`` of
+    the primary into a directory of its own, on another free port. ``start``, ``stop`` and
+    ``close`` as the primary's; ``pause``/``resume`` its replay (to make it lag on purpose)."""
+
+    def __init__(self, primary: PrivatePostgres, log_dir: Path) -> None:  # noqa: D107 - no initdb
+        self.bin = primary.bin
+        self.log_dir = log_dir
+        self.port = free_port()
+        self.user = primary.user
+        self.proc = None
+        self.starts = 0
+        self.dir = Path(tempfile.mkdtemp(prefix="keel-pg-standby-"))
+        self.data = self.dir / "data"
+        self._as_owner = primary._as_owner
+        if os.geteuid() == 0:
+            shutil.chown(self.dir, self.user, self.user)
+        done = subprocess.run(
+            [*self._as_owner, str(self.bin / "pg_basebackup"), "-D", str(self.data), "-R", "-X", "stream"]
+            + ["-h", "127.0.0.1", "-p", str(primary.port), "-U", "postgres", "--no-sync"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if done.returncode != 0:
+            self.close()
+            raise RuntimeError(f"pg_basebackup failed:\n{done.stdout}{done.stderr}")
+
+    def replay(self, *, paused: bool) -> None:
+        import psycopg
+
+        with psycopg.connect(f"{self.url}/postgres", autocommit=True) as conn:
+            conn.execute("SELECT pg_wal_replay_pause()" if paused else "SELECT pg_wal_replay_resume()")
