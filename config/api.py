@@ -21,6 +21,7 @@ from executions.api import BearerToken, BrowserSession
 from executions.api import router as executions_router
 from executions.engine import events
 from executions.errors import InvalidInput, RateLimited, ServiceError
+from fleet.api import router as fleet_router
 from metrics.api import router as metrics_router
 from notifications.api import router as notifications_router
 from retention.api import router as retention_router
@@ -57,6 +58,7 @@ api.add_router("", metrics_router)
 api.add_router("", notifications_router)
 api.add_router("", schedules_router)
 api.add_router("", retention_router)
+api.add_router("", fleet_router)
 
 
 @api.exception_handler(ServiceError)

@@ -101,6 +101,7 @@ INSTALLED_APPS = [
     "metrics",
     "notifications",
     "retention",
+    "fleet",
     "sandbox",
 ]
 
@@ -124,6 +125,10 @@ MIDDLEWARE = [
     # Last: turns a locked-out login into the lockout page (django-axes).
     "axes.middleware.AxesMiddleware",
 ]
+# How often a web process asks the replica whether it answers and how far behind it is;
+# past how many seconds of lag a page says so (fleet/replica.py).
+RUNTIME_REPLICA_RECHECK_SECONDS = float(os.environ.get("RUNTIME_REPLICA_RECHECK_SECONDS", "5"))
+RUNTIME_REPLICA_LAG_SECONDS = float(os.environ.get("RUNTIME_REPLICA_LAG_SECONDS", "10"))
 
 ROOT_URLCONF = "config.urls"
 WSGI_APPLICATION = "config.wsgi.application"
@@ -141,6 +146,7 @@ TEMPLATES = [
                 "console.context_processors.runtime",
                 "metrics.context_processors.nav",
                 "notifications.context_processors.mail",
+                "fleet.replica.page_notice",
             ],
         },
     },
@@ -161,6 +167,32 @@ if os.environ.get("DATABASE_URL"):
         # it the purge uses ``default``, which then must be the owner.
         DATABASES["owner"] = dj_database_url.parse(os.environ["DATABASE_OWNER_URL"], conn_max_age=0)
         DATABASES["owner"]["TEST"] = {"MIRROR": "default"}
+    # Through PgBouncer in transaction mode (issue 24, docs/operations.md "PgBouncer"): a
+    # server connection is ours only for one transaction, so nothing may outlive one —
+    # no server-side prepared statements (psycopg prepares a query run five times; PgBouncer
+    # before 1.21 can't follow them) and no server-side cursors (a WITH HOLD cursor of
+    # .iterator() lives in the session). Migrations and the owner role connect directly.
+    DATABASE_POOL_MODE = os.environ.get("DATABASE_POOL_MODE", "session")
+    if DATABASE_POOL_MODE not in ("session", "transaction"):
+        raise ImproperlyConfigured("DATABASE_POOL_MODE is session (direct, the default) or transaction (PgBouncer)")
+    if DATABASE_POOL_MODE == "transaction":
+        DATABASES["default"].setdefault("OPTIONS", {})["prepare_threshold"] = None
+        DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = True
+    # Replica reads (fleet/replica.py): the read-only pages read a streaming replica; the
+    # rest, and every process but the web server's pages, the primary.
+    if os.environ.get("DATABASE_REPLICA_URL"):
+        DATABASES["replica"] = dj_database_url.parse(
+            os.environ["DATABASE_REPLICA_URL"],
+            conn_max_age=env_int("KEEL_DB_CONN_MAX_AGE", 600),
+            conn_health_checks=True,
+        )
+        DATABASES["replica"].setdefault("OPTIONS", {})["connect_timeout"] = 2
+        if DATABASE_POOL_MODE == "transaction":
+            DATABASES["replica"]["OPTIONS"]["prepare_threshold"] = None
+            DATABASES["replica"]["DISABLE_SERVER_SIDE_CURSORS"] = True
+        DATABASES["replica"]["TEST"] = {"MIRROR": "default"}
+        DATABASE_ROUTERS = ["fleet.replica.ReplicaRouter"]
+        MIDDLEWARE.insert(MIDDLEWARE.index("config.middleware.UnavailableMiddleware"), "fleet.replica.ReplicaReads")
 else:
     DATABASES = {
         "default": {
@@ -275,7 +307,35 @@ CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 # sends (the sweep, the metrics fold), so a sweep never waits behind a backlog of steps.
 # A worker consumes both unless ``-Q`` names fewer (docs/operations.md, Processes).
 CELERY_TASK_DEFAULT_QUEUE = "celery"
-CELERY_TASK_QUEUES = [Queue(name, Exchange(name), routing_key=name) for name in ("celery", "control")]
+
+
+def _runtime_queues(raw: str) -> dict[str, list[str]]:
+    """``RUNTIME_QUEUES``: JSON, queue name → selectors (``kind:model``, ``workflow:<name>``,
+    ``step:<workflow>.<step>``); steps matching none stay on ``celery`` (issue 24,
+    executions/engine/routing.py, docs/operations.md "Queues by kind of work")."""
+    if not raw.strip():
+        return {}
+    try:
+        value = json.loads(raw)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"RUNTIME_QUEUES is not JSON: {exc}") from exc
+    if not isinstance(value, dict) or not all(
+        isinstance(q, str) and q and isinstance(s, list) and all(isinstance(x, str) for x in s)
+        for q, s in value.items()
+    ):
+        raise ImproperlyConfigured(
+            'RUNTIME_QUEUES must map queue names to lists of selectors: {"agents": ["kind:agent"]}'
+        )
+    if "control" in value:
+        raise ImproperlyConfigured("RUNTIME_QUEUES: the control queue carries only control tasks")
+    return value
+
+
+# Steps by kind of work on named queues (executions.engine.routing); empty: every step on ``celery``.
+RUNTIME_QUEUES = _runtime_queues(os.environ.get("RUNTIME_QUEUES", ""))
+CELERY_TASK_QUEUES = [
+    Queue(name, Exchange(name), routing_key=name) for name in ("celery", "control", *sorted(RUNTIME_QUEUES))
+]
 CELERY_TASK_ROUTES = {
     "executions.sweep": {"queue": "control"},
     "metrics.fold": {"queue": "control"},
@@ -359,6 +419,14 @@ APPROVAL_TTL_SECONDS = env_int("APPROVAL_TTL_SECONDS", 7 * 24 * 3600)
 APPROVAL_SLA_SECONDS = env_int("APPROVAL_SLA_SECONDS", 24 * 3600)
 # Runnable but unclaimed for longer than this: no_worker (DESIGN §4).
 RUNTIME_STUCK_SECONDS = env_int("RUNTIME_STUCK_SECONDS", 60)
+# The worker registry (fleet): a heartbeat row per worker process every this many seconds
+# (one write), alive while seen within RUNTIME_WORKER_STALE_SECONDS, listed until
+# RUNTIME_WORKER_FORGET_SECONDS (DESIGN §6, Workers).
+RUNTIME_WORKER_HEARTBEAT_SECONDS = float(os.environ.get("RUNTIME_WORKER_HEARTBEAT_SECONDS", "10"))
+RUNTIME_WORKER_STALE_SECONDS = float(
+    os.environ.get("RUNTIME_WORKER_STALE_SECONDS", str(3 * RUNTIME_WORKER_HEARTBEAT_SECONDS))
+)
+RUNTIME_WORKER_FORGET_SECONDS = env_int("RUNTIME_WORKER_FORGET_SECONDS", 3600)
 # A step's timeout when neither the step nor its workflow names one.
 RUNTIME_STEP_TIMEOUT_SECONDS = env_int("RUNTIME_STEP_TIMEOUT_SECONDS", 600)
 # Whether the order service deduplicates on Idempotency-Key. The runtime can't tell, so

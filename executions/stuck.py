@@ -41,7 +41,7 @@ from django.db.models import (
 from django.db.models.functions import Now
 
 from .authoring import registry
-from .engine import holds
+from .engine import holds, routing
 from .models import ACTIVE, COMPENSATION_SUFFIX, Action, Execution, Status
 from .reasons import StuckReason
 
@@ -211,14 +211,7 @@ def _detail(e: Execution, reason: str, max_attempts: int | None) -> str:
             f"attempt {e.failed_attempts}{of} failed: {why}; next try (attempt {e.failed_attempts + 1}) {_at(e.due_at)}"
         )
     if reason == R.NO_WORKER:
-        if e.status in (Status.RETRY_PENDING, Status.WAITING):
-            return f"due since {_at(e.due_at)} and no worker has claimed it: are workers and beat running?"
-        if e.status == Status.RUNNING and e.lease_owner:
-            return (
-                f"the lease of {e.lease_owner} lapsed at {_at(e.lease_expires_at)}; nobody took it over: "
-                "are workers and beat running?"
-            )
-        return f"runnable since {_at(e.status_changed_at)} and no worker has claimed it: are workers running?"
+        return _no_worker(e)
     if reason == R.STEP_OVERDUE:
         return _overdue(e)
     if reason == R.PAUSED and e.status == Status.PENDING:
@@ -253,6 +246,24 @@ _WAITS_ON = {
     "agent": "the model's answer or a tool's",
     "compute": "its own code",
 }
+
+
+def _no_worker(e: Execution) -> str:
+    """``no_worker``: since when, and the queue it rings on — named as having no live
+    consumer when the worker registry (fleet) knows nobody consumes it."""
+    queue = routing.queue_for(e.workflow, e.workflow_version, e.current_step)
+    live = routing.live_queues()
+    if live is not None and queue not in live:
+        who = f"no live worker consumes the queue {queue!r}: start a worker with -Q {queue}"
+    elif live is not None:
+        who = f"workers consume its queue {queue!r} but none claimed it: is beat running?"
+    else:
+        who = f"are workers on its queue {queue!r} and beat running?"
+    if e.status in (Status.RETRY_PENDING, Status.WAITING):
+        return f"due since {_at(e.due_at)} and no worker has claimed it; {who}"
+    if e.status == Status.RUNNING and e.lease_owner:
+        return f"the lease of {e.lease_owner} lapsed at {_at(e.lease_expires_at)}; nobody took it over; {who}"
+    return f"runnable since {_at(e.status_changed_at)} and no worker has claimed it; {who}"
 
 
 def _overdue(e: Execution) -> str:

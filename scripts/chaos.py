@@ -15,7 +15,11 @@ shipment every replacement order (version 2) waits for (the signal
   ``pg_ctl stop -m immediate``: every connection dropped, crash recovery at the next
   start) and starts it again 1-2 s later on the same port; the web server, beat, the
   workers and the sandbox stay up and must reconnect by themselves (S32);
-* delivers ``executions.advance`` a second time for random live executions.
+* delivers ``executions.advance`` a second time for random live executions;
+* with ``--pgbouncer`` (``make chaos CHAOS_ARGS="--pgbouncer"``): every process — web,
+  beat, the workers and the CLI commands — connects through a PgBouncer of its own in
+  transaction mode (``DATABASE_POOL_MODE=transaction``; migrations go direct), which
+  the run SIGKILLs and starts again once, about half way (S47).
 
 When everything has settled (or ``--timeout`` passed) the chaos stops, all workers stay
 alive for a grace period, and the run prints, one per line::
@@ -68,6 +72,7 @@ import requests
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.support.procs import (  # noqa: E402
+    PgBouncer,
     PrivatePostgres,
     Proc,
     Processes,
@@ -107,7 +112,9 @@ class Stack(Processes):
     """keel's processes (tests/support/procs.py) on a Redis of their own, which the run
     SIGKILLs and restarts, with ``workers`` workers replaced as a supervisor would."""
 
-    def __init__(self, tmp: Path, database_url: str, workers: int) -> None:
+    def __init__(self, tmp: Path, database_url: str, workers: int, *, direct_url: str | None = None) -> None:
+        # With --pgbouncer, database_url goes through the pooler and migrations go direct.
+        self.direct_url = direct_url
         self.workers: list[Proc] = []
         self.n_workers = workers
         self.worker_serial = 0
@@ -115,8 +122,10 @@ class Stack(Processes):
         self.redis_proc: Proc | None = None
         self.redis_port = free_port()
         self.broker_url = f"redis://127.0.0.1:{self.redis_port}/0"
+        pooled = {"DATABASE_POOL_MODE": "transaction"} if direct_url else {}
         env = keel_env(
             DATABASE_URL=database_url,
+            **pooled,
             CELERY_BROKER_URL=self.broker_url,
             KEEL_VAR_DIR=str(tmp / "var"),
             KEEL_ARTIFACTS_ROOT=str(tmp / "var" / "artifacts"),
@@ -128,8 +137,13 @@ class Stack(Processes):
         (tmp / "logs").mkdir(exist_ok=True)
         super().__init__(tmp, env, log_dir=tmp / "logs")
 
-    def manage(self, *args: str) -> str:
-        return manage(*args, env=self.env, log=self.log_dir / "manage.log")
+    def manage(self, *args: str, direct: bool = False) -> str:
+        """``manage.py``: as every process (through the pooler with --pgbouncer), or
+        ``direct`` to PostgreSQL (migrations, as docs/operations.md says)."""
+        env = self.env
+        if direct and self.direct_url:
+            env = {**env, "DATABASE_URL": self.direct_url, "DATABASE_POOL_MODE": "session"}
+        return manage(*args, env=env, log=self.log_dir / "manage.log")
 
     # redis
 
@@ -448,13 +462,23 @@ def run(args: argparse.Namespace) -> int:
         server = postgres.url
         log(f"postgres of our own at {server} (cluster in {postgres.dir})")
     database_url = recreate_database(server, args.database)
-    stack = Stack(tmp, database_url, args.workers)
+    pooler: PgBouncer | None = None
+    if args.pgbouncer:
+        # Every process (web, beat, workers, the CLI) through PgBouncer in transaction mode;
+        # killed and restarted once, halfway; migrations direct.
+        port = int(server.rsplit(":", 1)[1])
+        pooler = PgBouncer(tmp / "logs", server_port=port, users=("postgres",))
+        pooler.start()
+        log(f"PgBouncer (transaction mode) on port {pooler.port} in front of {server}")
+        stack = Stack(tmp, pooler.url("postgres", args.database), args.workers, direct_url=database_url)
+    else:
+        stack = Stack(tmp, database_url, args.workers)
     shared = Shared()
     threads: list[threading.Thread] = []
     doorbell = Doorbell(stack.broker_url)
     counters: Counter[str] = Counter()
     try:
-        stack.manage("migrate", "--noinput")
+        stack.manage("migrate", "--noinput", direct=True)
         stack.manage("shell", "-c", CREATE_USERS)
         tokens = {
             u: stack.manage("create_api_token", u).strip().splitlines()[-1].strip() for u in ("requester", "manager")
@@ -490,6 +514,7 @@ def run(args: argparse.Namespace) -> int:
         next_look = chaos_start
         next_report = chaos_start + 10
         redis_restarted = False
+        pooler_restarted = False
         pg_restart: PgRestart | None = None
         self_exits: list[str] = []
         statuses: dict[str, str] = {}
@@ -509,6 +534,15 @@ def run(args: argparse.Namespace) -> int:
                 ):
                     pg_restart = restart_postgres(postgres, stack, database_url, done_now, args.executions, rng)
                     counters["postgres restarts"] += 1
+            # --pgbouncer, once, about half way: the pooler is SIGKILLed (every client and
+            # server connection dropped) and started again on its port (S47).
+            if pooler is not None and not pooler_restarted:
+                done_now = sum(1 for ref in refs if statuses.get(ref) in TERMINAL)
+                if done_now >= args.executions / 2 or now - chaos_start > args.timeout / 2:
+                    log(f"SIGKILL pgbouncer ({done_now}/{args.executions} terminal)")
+                    pooler.restart(down_seconds=rng.uniform(0.5, 1.5))
+                    pooler_restarted = True
+                    counters["pgbouncer restarts"] += 1
             if now >= next_look:
                 statuses = snapshot(session, stack.web_url, refs) or statuses
                 next_look = now + 1
@@ -591,6 +625,8 @@ def run(args: argparse.Namespace) -> int:
         shared.stop.set()
         doorbell.close()
         stack.close()
+        if pooler is not None:
+            pooler.close()
         if postgres is not None:
             postgres.close()
             log(f"stopped every child process and removed our postgres; logs in {tmp / 'logs'}")
@@ -820,6 +856,11 @@ def main() -> int:
     parser.add_argument("--executions", type=int, default=200)
     parser.add_argument("--workers", type=int, default=3)
     parser.add_argument("--seed", type=int, default=None, help="random seed (default: random, printed)")
+    parser.add_argument(
+        "--pgbouncer",
+        action="store_true",
+        help="every process through a PgBouncer in transaction mode, which the run also restarts once",
+    )
     parser.add_argument("--timeout", type=float, default=900, help="seconds of chaos before giving up waiting")
     parser.add_argument(
         "--database", default=os.environ.get("CHAOS_DB", "keel_chaos"), help="database to drop and create"

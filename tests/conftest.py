@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 import threading
 import uuid
 from dataclasses import dataclass
@@ -17,11 +18,14 @@ from django.dispatch import receiver
 
 from accounts.roles import ensure_roles
 from accounts.tokens import api_token_create
-from tests.support.procs import http
+from tests.support.procs import PgBouncer, http
 from tests.support.stack import APP_DB_ROLE, Sandbox, SharedStack, SharedStacks, Stack
 
 # Fixtures that start keel's processes (or need them): their tests are marked ``processes``.
-PROCESS_FIXTURES = {"stack", "sandbox", "run_sandbox", "shared_stacks", "world", "web_stack"}
+PROCESS_FIXTURES = {"stack", "sandbox", "run_sandbox", "shared_stacks", "world", "web_stack", "run_pgbouncer"}
+# KEEL_TEST_PGBOUNCER=1: every stack's processes connect through the run's PgBouncer in
+# transaction mode (issue 24; S46 runs the worker-killing scenarios so in every run).
+THROUGH_PGBOUNCER = bool(os.environ.get("KEEL_TEST_PGBOUNCER"))
 
 
 def _stack_order(item) -> int:
@@ -137,8 +141,19 @@ _SHARED: list[SharedStacks] = []  # the session's, once a test asked for it
 
 
 @pytest.fixture(scope="session")
-def shared_stacks(run_sandbox, tmp_path_factory):
-    stacks = SharedStacks(run_sandbox, tmp_path_factory)
+def run_pgbouncer(tmp_path_factory):
+    """A PgBouncer in transaction mode in front of the test server, for the whole run
+    (tests/support/procs.py), started the first time a test asks for it."""
+    bouncer = PgBouncer(tmp_path_factory.mktemp("pgbouncer"))
+    bouncer.start()
+    yield bouncer
+    bouncer.close()
+
+
+@pytest.fixture(scope="session")
+def shared_stacks(request, run_sandbox, tmp_path_factory):
+    pooler = request.getfixturevalue("run_pgbouncer") if THROUGH_PGBOUNCER else None
+    stacks = SharedStacks(run_sandbox, tmp_path_factory, pooler=pooler)
     _SHARED.append(stacks)
     yield stacks
     stacks.close()
@@ -172,7 +187,7 @@ def stack(request, transactional_db, sandbox, shared_stacks, tmp_path):
         handle.finish()
         return
     shared_stacks.close()  # one consumer per queue: the shared stack's workers are gone first
-    own = Stack(tmp_path, sandbox)
+    own = Stack(tmp_path, sandbox, pooler=request.getfixturevalue("run_pgbouncer") if THROUGH_PGBOUNCER else None)
     yield own
     own.close()
     if _failed(request):

@@ -3,7 +3,10 @@
 Messages may be lost, duplicated or late; the lease decides who runs and the sweeper
 re-rings for anything runnable that nobody is working on. The message is sent by the
 task's name (``ADVANCE``), as beat sends the sweep's: this module knows the record and
-the broker, never the task's code (``executions.tasks``).
+the broker, never the task's code (``executions.tasks``). It rings on the execution's
+own queue (``executions.engine.routing``: ``RUNTIME_QUEUES``, by workflow or step kind);
+a caller that knows the queue passes it, else it is read off the row when routes are
+configured (none configured: the default queue, nothing read).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from django.db import transaction
 from django.db.models.functions import Now
 
 from ..models import Execution
+from . import routing
 
 # The Celery task that runs one slice of an execution (executions.tasks.advance).
 ADVANCE = "executions.advance"
@@ -22,21 +26,32 @@ ADVANCE = "executions.advance"
 log = logging.getLogger(__name__)
 
 
-def dispatch_on_commit(execution_id: int) -> None:
+def dispatch_on_commit(execution_id: int, *, queue: str | None = None) -> None:
     """Inside a transaction: note the dispatch and send the message after commit."""
     Execution.objects.filter(pk=execution_id).update(dispatched_at=Now())
-    send_on_commit(execution_id)
+    send_on_commit(execution_id, queue=queue)
 
 
-def send_on_commit(execution_id: int) -> None:
+def send_on_commit(execution_id: int, *, queue: str | None = None) -> None:
     """Send the message after commit, for a row that already notes the dispatch (an
     execution created with ``dispatched_at``: one statement fewer)."""
-    transaction.on_commit(lambda: send(execution_id))
+    transaction.on_commit(lambda: send(execution_id, queue=queue))
 
 
-def send(execution_id: int) -> None:
-    """Send now. A broker failure is logged, not raised: the sweeper will re-send."""
+def queue_of(execution_id: int) -> str:
+    """The queue an execution rings on now, read off its row (only with routes configured)."""
+    if not routing.routes():
+        return routing.default_queue()
+    row = Execution.objects.filter(pk=execution_id).values("workflow", "workflow_version", "current_step").first()
+    if row is None:
+        return routing.default_queue()
+    return routing.queue_for(row["workflow"], row["workflow_version"], row["current_step"])
+
+
+def send(execution_id: int, *, queue: str | None = None) -> None:
+    """Send now, on ``queue`` (default: the execution's own). A broker or database failure
+    is logged, not raised: the sweeper will re-send."""
     try:
-        current_app.send_task(ADVANCE, args=(execution_id,))
+        current_app.send_task(ADVANCE, args=(execution_id,), queue=queue or queue_of(execution_id))
     except Exception:
         log.exception("could not enqueue execution %s; the sweeper will re-dispatch it", execution_id)

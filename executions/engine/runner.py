@@ -38,7 +38,21 @@ from ..authoring.workflow import Step, StepKind, Workflow
 from ..errors import FailureKind, NeedsAttention, StepFailure
 from ..models import Action, Execution, Status, StepRun, ref_for
 from ..reasons import StuckReason
-from . import dispatch, failpoints, gates, holds, kinds, leases, ledger, lifecycle, logcontext, outages, parking, writer
+from . import (
+    dispatch,
+    failpoints,
+    gates,
+    holds,
+    kinds,
+    leases,
+    ledger,
+    lifecycle,
+    logcontext,
+    outages,
+    parking,
+    routing,
+    writer,
+)
 from .leases import Heartbeat, Lease, LeaseLost, acquire, fence, release
 
 log = logging.getLogger(__name__)
@@ -115,12 +129,20 @@ def _run_slice(lease: Lease, heartbeat: Heartbeat) -> str:
         step = workflow.get_step(execution.current_step)
         if _run_step(lease, execution, workflow, step) == STOP:
             return "stopped"
-        if time.monotonic() >= ends:
+        # The next step belongs on another queue (RUNTIME_QUEUES): ring there, as at a slice's end.
+        here, there = routing.queue_for_step(workflow, step), _queue_of_next(workflow, execution)
+        if time.monotonic() >= ends or there != here:
             with transaction.atomic():
                 fence(lease)
                 release(lease)
-                dispatch.dispatch_on_commit(lease.execution_id)
+                dispatch.dispatch_on_commit(lease.execution_id, queue=there)
             return "sliced"
+
+
+def _queue_of_next(workflow: Workflow, execution: Execution) -> str:
+    if not routing.routes():
+        return routing.default_queue()
+    return routing.queue_for_step(workflow, workflow.get_step(execution.current_step))
 
 
 def _run_step(lease: Lease, execution: Execution, workflow: Workflow, step: Step) -> str:

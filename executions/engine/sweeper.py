@@ -4,6 +4,7 @@ It dispatches executions that are runnable but that nobody works on (pending or
 running with no live lease: a lost message, a dead worker; retry and wait timers
 that came due), fails or flags executions waiting past their deadline and runs
 every gate's sweep hook (approvals expire, waits time out; executions.engine.gates).
+Each execution is rung on its own queue (``executions.engine.routing``).
 A dispatch is repeated only after ``redispatch_after`` seconds, so a busy queue isn't
 flooded; duplicates are harmless anyway (the lease decides). It rings the doorbell
 and nothing else: what the screens count is their own (triage's tally).
@@ -22,7 +23,7 @@ from django.db.models.functions import Now
 
 from ..models import Execution, Status
 from ..reasons import StuckReason
-from . import dispatch, gates, lifecycle
+from . import dispatch, gates, lifecycle, routing
 
 log = logging.getLogger(__name__)
 
@@ -60,12 +61,18 @@ def candidates_query():
 def sweep() -> SweepReport:
     # Claim the right to re-ring in one statement (locked rows skipped), so two sweepers
     # never both send for the same execution; send once the claim is committed.
+    # Each on its own queue (routing), read with the claim.
     with transaction.atomic():
-        dispatched = list(candidates_query().select_for_update(skip_locked=True, no_key=True)[:BATCH])
+        claimed = list(
+            candidates_query()
+            .values_list("pk", "workflow", "workflow_version", "current_step")
+            .select_for_update(skip_locked=True, no_key=True)[:BATCH]
+        )
+        dispatched = [row[0] for row in claimed]
         if dispatched:
             Execution.objects.filter(pk__in=dispatched).update(dispatched_at=Now())
-    for pk in dispatched:
-        dispatch.send(pk)
+    for pk, workflow, version, step in claimed:
+        dispatch.send(pk, queue=routing.queue_for(workflow, version, step))
     if dispatched:
         shown = ", ".join(map(str, dispatched[:10])) + (" …" if len(dispatched) > 10 else "")
         log.info("sweeper re-dispatched %d execution(s): %s", len(dispatched), shown)

@@ -480,3 +480,126 @@ class PrivatePostgres:
     def close(self) -> None:
         self.stop(kill=True, timeout=20)
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def pgbouncer_bin() -> str:
+    """Debian's ``pgbouncer`` (scripts/ensure-services installs it); ``KEEL_PGBOUNCER`` overrides."""
+    found = os.environ.get("KEEL_PGBOUNCER") or shutil.which("pgbouncer") or "/usr/sbin/pgbouncer"
+    if not Path(found).exists():
+        raise RuntimeError("no pgbouncer (apt-get install -y pgbouncer, or scripts/ensure-services)")
+    return found
+
+
+class PgBouncer:
+    """A PgBouncer of its own in ``pool_mode = transaction`` in front of the PostgreSQL at
+    ``server_port``, on a free port of 127.0.0.1 (no Unix socket), every database of the
+    server reachable by its name, trust authentication for ``users`` (the test server
+    trusts 127.0.0.1 too). The settings are the ones docs/operations.md documents for
+    production, sized for a test run. Run as root, it runs as ``postgres`` (PgBouncer
+    refuses root). ``restart`` kills it (SIGKILL: every client connection and every
+    server connection dropped mid-flight) and starts it again on the same port."""
+
+    def __init__(
+        self, log_dir: Path, *, server_port: int = 5432, users: tuple[str, ...] = ("postgres", "keel_app")
+    ) -> None:
+        self.log_dir = log_dir
+        self.port = free_port()
+        self.proc: Proc | None = None
+        self.starts = 0
+        self.dir = Path(tempfile.mkdtemp(prefix="keel-pgbouncer-"))
+        (self.dir / "users.txt").write_text("".join(f'"{user}" ""\n' for user in users))
+        (self.dir / "pgbouncer.ini").write_text(
+            "\n".join(
+                [
+                    "[databases]",
+                    f"* = host=127.0.0.1 port={server_port}",
+                    "[pgbouncer]",
+                    "listen_addr = 127.0.0.1",
+                    f"listen_port = {self.port}",
+                    "unix_socket_dir =",
+                    "auth_type = trust",
+                    f"auth_file = {self.dir / 'users.txt'}",
+                    "pool_mode = transaction",
+                    "max_client_conn = 500",
+                    "default_pool_size = 20",
+                    "max_db_connections = 40",
+                    "server_reset_query =",
+                    "server_check_delay = 0",
+                    "ignore_startup_parameters = extra_float_digits",
+                    "admin_users = postgres",
+                    "",
+                ]
+            )
+        )
+        self._as_owner: list[str] = []
+        if os.geteuid() == 0:
+            for path in (self.dir, self.dir / "users.txt", self.dir / "pgbouncer.ini"):
+                shutil.chown(path, "postgres", "postgres")
+            death = ["--pdeathsig", "KILL"] if _SETPRIV else []
+            self._as_owner = ["setpriv", "--reuid=postgres", "--regid=postgres", "--init-groups", *death, "--"]
+
+    def url(self, user: str, database: str) -> str:
+        return f"postgres://{user}@127.0.0.1:{self.port}/{database}"
+
+    def start(self, timeout: float = 30) -> None:
+        self.starts += 1
+        args = [*self._as_owner, pgbouncer_bin(), str(self.dir / "pgbouncer.ini")]
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C"}
+        self.proc = Proc("pgbouncer", args, env, self.log_dir / f"pgbouncer-{self.starts}.log")
+        self.proc.wait_until(self.accepts, timeout=timeout, what="PgBouncer to accept connections")
+
+    def accepts(self) -> bool:
+        import psycopg
+
+        try:
+            with psycopg.connect(self.url("postgres", "postgres"), connect_timeout=2, prepare_threshold=None) as c:
+                c.execute("SELECT 1")
+                return True
+        except psycopg.Error:
+            return False
+
+    def restart(self, *, down_seconds: float = 0) -> None:
+        if self.proc is not None:
+            self.proc.kill()
+        time.sleep(down_seconds)
+        self.start()
+
+    def close(self) -> None:
+        if self.proc is not None:
+            self.proc.kill()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class StandbyPostgres(PrivatePostgres):
+    """A streaming replica (hot standby) of a ``PrivatePostgres``: ``pg_basebackup -R`` of
+    the primary into a directory of its own, on another free port. ``start``, ``stop`` and
+    ``close`` as the primary's; ``pause``/``resume`` its replay (to make it lag on purpose)."""
+
+    def __init__(self, primary: PrivatePostgres, log_dir: Path) -> None:  # noqa: D107 - no initdb
+        self.bin = primary.bin
+        self.log_dir = log_dir
+        self.port = free_port()
+        self.user = primary.user
+        self.proc = None
+        self.starts = 0
+        self.dir = Path(tempfile.mkdtemp(prefix="keel-pg-standby-"))
+        self.data = self.dir / "data"
+        self._as_owner = primary._as_owner
+        if os.geteuid() == 0:
+            shutil.chown(self.dir, self.user, self.user)
+        done = subprocess.run(
+            [*self._as_owner, str(self.bin / "pg_basebackup"), "-D", str(self.data), "-R", "-X", "stream"]
+            + ["-h", "127.0.0.1", "-p", str(primary.port), "-U", "postgres", "--no-sync"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if done.returncode != 0:
+            self.close()
+            raise RuntimeError(f"pg_basebackup failed:\n{done.stdout}{done.stderr}")
+
+    def replay(self, *, paused: bool) -> None:
+        import psycopg
+
+        with psycopg.connect(f"{self.url}/postgres", autocommit=True) as conn:
+            conn.execute("SELECT pg_wal_replay_pause()" if paused else "SELECT pg_wal_replay_resume()")

@@ -37,7 +37,7 @@ from django.db import connection
 from django.db.models import Q
 from django.utils import timezone
 
-from tests.support.procs import Proc, Processes, http, keel_env, wait_for
+from tests.support.procs import PgBouncer, Proc, Processes, http, keel_env, wait_for
 
 # The PostgreSQL role the application's processes run as (docs/operations.md, Security).
 APP_DB_ROLE = "keel_app"
@@ -119,13 +119,18 @@ class Spec:
         )
 
 
-def app_env(tmp: Path, **env: str) -> dict[str, str]:
+def app_env(tmp: Path, *, pooler: PgBouncer | None = None, **env: str) -> dict[str, str]:
     """The environment of a keel process of this test run: the test database as the
-    application's role, the run's Redis, the pytest process's secret key and artifact
-    store, its var dir in ``tmp``, then ``env`` (a ``manage.py`` command needs no more)."""
+    application's role (through ``pooler``, a PgBouncer in transaction mode, when given),
+    the run's Redis, the pytest process's secret key and artifact store, its var dir in
+    ``tmp``, then ``env`` (a ``manage.py`` command needs no more)."""
     db = connection.settings_dict
+    url = f"postgres://{APP_DB_ROLE}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+    if pooler is not None:
+        url = pooler.url(APP_DB_ROLE, db["NAME"])
+        env = {"DATABASE_POOL_MODE": "transaction", **env}
     return keel_env(
-        DATABASE_URL=f"postgres://{APP_DB_ROLE}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}",
+        DATABASE_URL=url,
         CELERY_BROKER_URL=settings.CELERY_BROKER_URL,
         KEEL_VAR_DIR=str(tmp / "var"),
         # One key for this process and the stack's (each var dir would otherwise make its own).
@@ -141,11 +146,14 @@ class Stack(Processes):
 
     shared = False
 
-    def __init__(self, tmp: Path, sandbox: Sandbox, **env: str) -> None:
+    def __init__(self, tmp: Path, sandbox: Sandbox, *, pooler: PgBouncer | None = None, **env: str) -> None:
         self.failpoint_dir = tmp / "failpoints"
         self.run_sandbox = sandbox
+        self.pooler = pooler  # every process of the stack connects through it (S46, S47)
         super().__init__(
-            tmp, app_env(tmp, RUNTIME_FAILPOINT_DIR=str(self.failpoint_dir), **env), sandbox_url=sandbox.url
+            tmp,
+            app_env(tmp, pooler=pooler, RUNTIME_FAILPOINT_DIR=str(self.failpoint_dir), **env),
+            sandbox_url=sandbox.url,
         )
         redis.Redis.from_url(settings.CELERY_BROKER_URL).flushdb()
 
@@ -203,9 +211,10 @@ class Stack(Processes):
 class SharedStacks:
     """The one shared stack of a test run (or none), and the run's sandbox."""
 
-    def __init__(self, sandbox: Sandbox, tmp_factory: Any) -> None:
+    def __init__(self, sandbox: Sandbox, tmp_factory: Any, *, pooler: PgBouncer | None = None) -> None:
         self.sandbox = sandbox
         self.tmp_factory = tmp_factory
+        self.pooler = pooler
         self.current: tuple[Spec, Stack, Up] | None = None
         self.started = 0  # stacks started, for the run's summary
 
@@ -225,7 +234,7 @@ class SharedStacks:
                 self.current = (spec, stack, up)
                 return stack, up
             self.close()
-        stack = Stack(self.tmp_factory.mktemp("shared"), self.sandbox)
+        stack = Stack(self.tmp_factory.mktemp("shared"), self.sandbox, pooler=self.pooler)
         stack.shared = True
         try:
             up = stack.start_spec(spec)

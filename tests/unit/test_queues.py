@@ -4,6 +4,7 @@ every queue a task is routed to, so beat never sends to a queue nobody consumes.
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 from pathlib import Path
@@ -52,10 +53,14 @@ def routed() -> set[str]:
     return {queue_of(task) for task in {*ours, *scheduled}}
 
 
+# The routes docs/operations.md ("Many machines") and Procfile.fleet document.
+DOCUMENTED_QUEUES = {"agents": ["kind:model", "kind:agent"], "effects": ["kind:effect"]}
+
+
 def documented_worker_commands() -> list[str]:
-    """Every ``celery -A config worker`` command line in the Procfile and docs/operations.md."""
+    """Every ``celery -A config worker`` command line in the Procfiles and docs/operations.md."""
     found = []
-    for path in (ROOT / "Procfile", ROOT / "docs" / "operations.md"):
+    for path in (ROOT / "Procfile", ROOT / "Procfile.fleet", ROOT / "docs" / "operations.md"):
         for match in re.finditer(r"celery -A config worker[^`#\n]*", path.read_text()):
             found.append((path.name, match.group(0).strip()))
     return found
@@ -74,16 +79,31 @@ def test_a_worker_without_q_consumes_every_queue():
 
 
 @pytest.mark.parametrize("where, command", documented_worker_commands())
-def test_every_shipped_or_documented_worker_that_runs_steps_runs_the_control_tasks(where, command):
+def test_every_shipped_or_documented_worker_consumes_queues_that_exist(where, command):
     queues = consumed(command)
-    assert queues <= defined_queues(), (where, command)
-    if "celery" in queues:  # a worker for steps; a control-only one (-Q control) is a documented extra
-        assert routed() <= queues, (where, command)
+    assert queues <= defined_queues() | set(DOCUMENTED_QUEUES), (where, command)
 
 
-def test_the_documented_commands_include_the_procfile_and_a_production_worker():
+def test_the_shipped_procfile_worker_runs_steps_and_the_control_tasks():
+    [command] = [c for name, c in documented_worker_commands() if name == "Procfile"]
+    assert routed() <= consumed(command)
+
+
+def test_the_fleet_layout_consumes_every_queue_its_routes_name(settings):
+    settings.RUNTIME_QUEUES = DOCUMENTED_QUEUES
+    from executions.engine import routing
+
+    fleet = set().union(*(consumed(c) for name, c in documented_worker_commands() if name == "Procfile.fleet"))
+    assert set(routing.routed_queues()) <= fleet and routed() <= fleet
+    assert json.loads(re.search(r"RUNTIME_QUEUES='([^']+)'", (ROOT / "Procfile.fleet").read_text()).group(1)) == (
+        DOCUMENTED_QUEUES
+    )
+    assert json.dumps(DOCUMENTED_QUEUES) in (ROOT / "docs" / "operations.md").read_text()
+
+
+def test_the_documented_commands_include_the_procfiles_and_a_production_worker():
     where = {name for name, _ in documented_worker_commands()}
-    assert where == {"Procfile", "operations.md"}
+    assert where == {"Procfile", "Procfile.fleet", "operations.md"}
 
 
 def test_the_test_stacks_and_the_chaos_run_consume_every_queue():

@@ -1,4 +1,4 @@
-"""Every recovery scenario S01–S35 (SCENARIOS.md) has a test in tests/scenarios named by
+"""Every recovery scenario S01–S48 (SCENARIOS.md) has a test in tests/scenarios named by
 its id (``test_s04_…``; one test may name several, ``test_s25_s16_…``)."""
 
 from __future__ import annotations
@@ -22,4 +22,4 @@ def scenario_tests() -> dict[int, list[str]]:
 
 def test_every_scenario_from_s01_to_s35_has_a_test_named_by_its_id():
     found = scenario_tests()
-    assert [n for n in range(1, 36) if n not in found] == []
+    assert [n for n in range(1, 49) if n not in found] == []
