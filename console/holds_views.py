@@ -40,7 +40,8 @@ def workflow_switch(request: HttpRequest, name: str) -> HttpResponse:
     """Pause (``switch=pause``) or resume a workflow, with the reason given."""
     act = holds.workflow_pause if request.POST.get("switch") == "pause" else holds.workflow_resume
     try:
-        item = act(name=name, user=request.user, reason=request.POST.get("reason", ""))
+        act(name=name, user=request.user, reason=request.POST.get("reason", ""))
+        item = catalogue.item(name)
     except ServiceError as exc:
         messages.error(request, exc.message)
     else:

@@ -69,6 +69,7 @@ def prefetch_payloads(executions: list[Execution]) -> list[Execution]:
     prefetch_related_objects(
         executions,
         "actions",
+        "hold_by",  # the legal hold's "by" (None for most: no query then)
         Prefetch(
             "artifacts__versions",
             queryset=ArtifactVersion.objects.select_related("artifact").order_by("number"),

@@ -15,18 +15,30 @@ one is never claimed (``leases.acquire``).
 
 from __future__ import annotations
 
+import time
+
+from django.conf import settings
+from django.db.models import Max
+
 from ..models import WorkflowSwitch
 
+# The switches as this process last read them: (monotonic time of the read, paused names).
+_seen: tuple[float, frozenset[str]] = (float("-inf"), frozenset())
 
-def workflow_paused(workflow: str) -> bool:
-    """Whether ``workflow``'s kill switch is thrown now (its latest switch; one indexed row)."""
-    latest = WorkflowSwitch.objects.filter(workflow=workflow).order_by("-id").values_list("paused", flat=True).first()
-    return bool(latest)
+
+def workflow_paused(workflow: str, *, fresh: bool = True) -> bool:
+    """Whether ``workflow``'s kill switch is thrown. ``fresh``: read now (the claim, a resume);
+    otherwise — the runner, before each step — as read at most
+    ``RUNTIME_SWITCH_RECHECK_SECONDS`` ago (default 1), so a step boundary costs no query and
+    a switch reaches running executions within that long."""
+    global _seen
+    now = time.monotonic()
+    if fresh or now - _seen[0] >= settings.RUNTIME_SWITCH_RECHECK_SECONDS:
+        _seen = (now, frozenset(paused_names()))
+    return workflow in _seen[1]
 
 
 def paused_names() -> list[str]:
-    """The workflows whose kill switch is thrown now (the latest switch of each)."""
-    latest: dict[str, bool] = {}
-    for workflow, paused in WorkflowSwitch.objects.order_by("id").values_list("workflow", "paused"):
-        latest[workflow] = paused
-    return sorted(name for name, paused in latest.items() if paused)
+    """The workflows whose kill switch is thrown now (the latest switch of each; one query)."""
+    latest = WorkflowSwitch.objects.values("workflow").annotate(last=Max("id")).values("last")
+    return sorted(WorkflowSwitch.objects.filter(id__in=latest, paused=True).values_list("workflow", flat=True))

@@ -121,7 +121,7 @@ def _run_slice(lease: Lease, heartbeat: Heartbeat) -> str:
     while True:
         if heartbeat.lost.is_set():
             raise LeaseLost("heartbeat lost the lease")
-        if holds.workflow_paused(execution.workflow):
+        if holds.workflow_paused(execution.workflow, fresh=False):
             return _pause_at_boundary(lease, execution)
         if not execution.current_step:  # its last step checkpointed under a hold: only the completion is left
             return _complete_after_hold(lease, execution)

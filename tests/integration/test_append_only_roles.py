@@ -33,6 +33,7 @@ APPEND_ONLY = [
     "artifacts_artifactversion",
     "executions_executionevent",
     "executions_modelcall",
+    "executions_workflowswitch",
 ]
 
 
@@ -102,6 +103,11 @@ def insert_as_app(cur, rows: dict) -> None:
         " produced_by_step, created_at) VALUES (%s, 2, %s, 1, 'text/markdown', 'y', 'draft', now())",
         [rows["artifact"], "b" * 64],
     )
+    cur.execute(  # a switch of a workflow nobody runs: the audit row of a kill switch
+        "INSERT INTO executions_workflowswitch (workflow, paused, reason, actor_id, created_at)"
+        " VALUES ('probe', false, 'probe', %s, now())",
+        [rows["user"]],
+    )
     cur.execute(
         "INSERT INTO approvals_decision (request_id, event_id, decision, decided_by_id, artifact_version,"
         " content_sha256, comment, execution_status, created_at)"
@@ -110,7 +116,7 @@ def insert_as_app(cur, rows: dict) -> None:
     )
 
 
-def test_the_append_only_tables_are_the_five_protected_models():
+def test_the_append_only_tables_are_the_six_protected_models():
     assert append_only_tables() == APPEND_ONLY
 
 
@@ -182,7 +188,7 @@ def test_grant_app_role_is_idempotent_and_refuses_unsafe_roles(transactional_db)
     out = io.StringIO()
     call_command("grant_app_role", APP_DB_ROLE, stdout=out)
     call_command("grant_app_role", APP_DB_ROLE, stdout=out)
-    assert f"Role {APP_DB_ROLE} exists: SELECT, INSERT on 5 append-only tables" in out.getvalue()
+    assert f"Role {APP_DB_ROLE} exists: SELECT, INSERT on 6 append-only tables" in out.getvalue()
     owner = connection.settings_dict["USER"] or "postgres"
     with pytest.raises(CommandError, match="is the owner running this command"):
         call_command("grant_app_role", owner, stdout=out)

@@ -12,7 +12,19 @@ from django.test import Client
 from executions.authoring import registry
 from executions.models import Execution
 
-ITEM_KEYS = {"name", "title", "description", "version", "versions", "input_schema", "steps", "paused"}
+ITEM_KEYS = {
+    "name",
+    "title",
+    "description",
+    "version",
+    "versions",
+    "input_schema",
+    "steps",
+    "paused",
+    "paused_reason",
+    "paused_by",
+    "paused_at",
+}
 
 
 def logged_in(person) -> Client:
