@@ -25,8 +25,22 @@ def _item_or_404(name: str) -> dict:
         raise Http404(exc.message) from None
 
 
-def _render(request, item, drawn, *, key: str, error: str = "", status: int = 200) -> HttpResponse:
-    context = {"workflow": item, "fields": drawn, "idempotency_key": key, "error": error}
+# The optional cost budget (DESIGN §6, "Agents and children"), beside the workflow's own
+# fields under a name no input field can take.
+BUDGET = "_budget_usd"
+
+
+def _render(
+    request, item, drawn, *, key: str, error: str = "", status: int = 200, budget: str = "", budget_error: str = ""
+) -> HttpResponse:
+    context = {
+        "workflow": item,
+        "fields": drawn,
+        "idempotency_key": key,
+        "error": error,
+        "budget": budget,
+        "budget_error": budget_error,
+    }
     return render(request, "workflows/start.html", context, status=status)
 
 
@@ -42,25 +56,50 @@ def start_form(request: HttpRequest, workflow: str) -> HttpResponse:
         return _render(request, item, drawn, key=uuid.uuid4().hex)
     key = request.POST.get("idempotency_key", "").strip() or uuid.uuid4().hex
     data, errors = start_forms.read(drawn, request.POST)
-    if not errors:
+    budget = request.POST.get(BUDGET, "").strip()
+    budget_error = ""
+    body = {"workflow": item["name"], "input": data, "idempotency_key": key}
+    if budget:
         try:
-            body = inputs.parse(inputs.StartIn, {"workflow": item["name"], "input": data, "idempotency_key": key})
+            body["budget_usd"] = float(budget)
+        except ValueError:
+            budget_error = "must be a number of US dollars, e.g. 2.5"
+    if not errors and not budget_error:
+        try:
+            start = inputs.parse(inputs.StartIn, body)
             execution, _ = services.execution_start(
-                user=request.user, workflow=body.workflow, input=body.input, idempotency_key=body.idempotency_key
+                user=request.user,
+                workflow=start.workflow,
+                input=start.input,
+                idempotency_key=start.idempotency_key,
+                budget_usd=start.budget_usd,
             )
         except InvalidInput as exc:
             name = start_forms.field_of(exc.field)
-            if name in {f.name for f in drawn}:
+            if exc.field == "budget_usd":
+                budget_error = exc.reason
+            elif name in {f.name for f in drawn}:
                 errors[name] = exc.reason
             else:
-                return _render(request, item, drawn, key=key, error=exc.message, status=422)
+                return _render(request, item, drawn, key=key, error=exc.message, status=422, budget=budget)
         except ServiceError as exc:  # the same key with other input (409)
-            return _render(request, item, drawn, key=uuid.uuid4().hex, error=exc.message, status=exc.status_code)
+            return _render(
+                request, item, drawn, key=uuid.uuid4().hex, error=exc.message, status=exc.status_code, budget=budget
+            )
         else:
             return HttpResponseRedirect(reverse("executions:detail", args=[execution.ref]), status=303)
     for f in drawn:
         f.error = errors.get(f.name, "")
-    return _render(request, item, drawn, key=key, error="Check the fields marked below.", status=422)
+    return _render(
+        request,
+        item,
+        drawn,
+        key=key,
+        error="Check the fields marked below.",
+        status=422,
+        budget=budget,
+        budget_error=budget_error,
+    )
 
 
 @login_required

@@ -102,3 +102,18 @@ def test_the_list_links_a_start_form_for_every_workflow_and_the_workflows_page_s
     for name in registry.names():
         assert f'id="workflow-{name}"' in page
     assert "Live executions" in page and "retrieve_figures" in page
+
+
+def test_the_start_form_takes_an_optional_cost_budget_and_refuses_a_bad_one_beside_it(people):
+    client = logged_in(people["requester"])
+    assert 'id="start-budget"' in client.get("/executions/start/support_agent/").content.decode()
+    for bad in ("0", "-1", "2000000", "lots"):
+        refused = client.post("/executions/start/support_agent/", {"ticket": "TCK-1001", "_budget_usd": bad})
+        assert refused.status_code == 422 and 'id="start-budget-error"' in refused.content.decode(), bad
+    assert not Execution.objects.exists()
+    started = client.post(
+        "/executions/start/support_agent/", {"idempotency_key": "k-budget", "ticket": "TCK-1001", "_budget_usd": "2.5"}
+    )
+    assert started.status_code == 303
+    [execution] = Execution.objects.all()
+    assert float(execution.budget_usd) == 2.5
