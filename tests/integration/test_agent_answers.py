@@ -29,7 +29,7 @@ def test_an_agent_parked_at_its_approval_shows_what_it_did_and_read(stack, peopl
     page = page_for(people["operator"]).get(f"/executions/{ref}/").content.decode()
     steps = page[page.index('id="steps-card"') : page.index('id="model-calls-card"')]
     assert "No step has run yet" not in steps
-    assert "Resolving the ticket: in progress — 4 model calls and 3 tool results so far" in steps, steps
+    assert "Replacing the broken items: in progress — 4 model calls and 3 tool results so far" in steps, steps
     timeline = page[page.index('id="timeline-card"') : page.index('id="approvals-card"')]
     for tool in ("get_ticket", "lookup_order", "check_stock"):
         assert f"Tool result: {tool}" in timeline, tool

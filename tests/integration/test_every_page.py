@@ -35,6 +35,7 @@ from artifacts.models import ArtifactVersion
 from config.csp import HEADER
 from executions.authoring import registry
 from executions.models import Action, Execution, Status
+from schedules.models import Schedule
 from tests.support.stack import Stack, pk
 from tests.support.world import Account, build_world, make_people
 
@@ -147,6 +148,8 @@ def parameter_sets(refs: dict[str, str]) -> list[list[dict]]:
         ],
         [{"key": a.key, "ref": a.execution.ref, "execution_id": a.execution.ref} for a in actions],
         [{"workflow": name, "name": name} for name in registry.names()],  # the catalogue, the start forms (issue 20)
+        # Deleting a schedule (POST/DELETE only): the crawl's GET must answer without a server error.
+        [{"schedule_id": s.pk} for s in Schedule.objects.all()] or [{"schedule_id": 1}],
     ]
 
 

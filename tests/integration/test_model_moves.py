@@ -4,10 +4,15 @@ Migrated back to before the move, rows written there, migrated forward again."""
 
 from __future__ import annotations
 
+import io
+
 import pytest
+from django.core.management import call_command
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 from django.utils import timezone
+
+from tests.support.stack import APP_DB_ROLE
 
 BEFORE = [("executions", "0015_lean_indexes"), ("accounts", None), ("triage", None)]
 AFTER = [("executions", "0016_apitoken_and_terminaltally_moved")]
@@ -20,10 +25,13 @@ def _migrate(targets):
 
 @pytest.fixture
 def back_to_latest(transactional_db):
-    """The test migrates back and forth; the database ends at the latest migrations again."""
+    """The test migrates back and forth; the database ends at the latest migrations again,
+    with the application role's grants on the tables the rewind dropped and made again
+    (the stack's processes of later tests connect as that role)."""
     yield
     executor = MigrationExecutor(connection)
     executor.migrate(executor.loader.graph.leaf_nodes())
+    call_command("grant_app_role", APP_DB_ROLE, stdout=io.StringIO())
 
 
 def test_the_moved_models_keep_their_tables_rows_and_content_types(back_to_latest):
