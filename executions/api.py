@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 
 from django.apps import apps
 from django.core.exceptions import ImproperlyConfigured
+from django.db import transaction
 from django.http import HttpRequest, HttpResponse
 from ninja import Body, Router, Schema
 from ninja import Status as Reply  # an answer's status and body (``Status`` is the lifecycle's)
@@ -201,15 +202,19 @@ WRITE_ONE = {**WRITE, 404: ErrorOut, 410: ErrorOut}
 
 @router.post("/executions", response={200: ExecutionOut, 201: ExecutionOut, **WRITE}, tags=["executions"])
 def start_execution(request: HttpRequest, payload: StartIn):
-    """Start an execution. With ``idempotency_key``, retries return the original (200)."""
-    execution, created = services.execution_start(
-        user=request.user,
-        workflow=payload.workflow,
-        input=payload.input,
-        idempotency_key=payload.idempotency_key,
-        budget_usd=payload.budget_usd,
-    )
-    return Reply(201 if created else 200, selectors.execution_payload(execution))
+    """Start an execution. With ``idempotency_key``, retries return the original (200).
+    The answer is the execution as its start committed it (``pending``): it is read before
+    the commit that rings the doorbell, so a quick worker can't make it ``running`` first."""
+    with transaction.atomic():
+        execution, created = services.execution_start(
+            user=request.user,
+            workflow=payload.workflow,
+            input=payload.input,
+            idempotency_key=payload.idempotency_key,
+            budget_usd=payload.budget_usd,
+        )
+        answer = selectors.execution_payload(execution)
+    return Reply(201 if created else 200, answer)
 
 
 @router.get("/executions", response={200: ExecutionPage, **READ}, tags=["executions"])

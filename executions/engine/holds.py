@@ -29,8 +29,8 @@ _seen: tuple[float, frozenset[str]] = (float("-inf"), frozenset())
 def workflow_paused(workflow: str, *, fresh: bool = True) -> bool:
     """Whether ``workflow``'s kill switch is thrown. ``fresh``: read now (the claim, a resume);
     otherwise — the runner, before each step — as read at most
-    ``RUNTIME_SWITCH_RECHECK_SECONDS`` ago (default 1), so a step boundary costs no query and
-    a switch reaches running executions within that long."""
+    ``RUNTIME_SWITCH_RECHECK_SECONDS`` ago (default 0: read now; n > 0: a step boundary
+    costs no query and a switch reaches running executions within n seconds)."""
     global _seen
     now = time.monotonic()
     if fresh or now - _seen[0] >= settings.RUNTIME_SWITCH_RECHECK_SECONDS:

@@ -72,8 +72,9 @@ def test_the_wire_trace_counts_statements_round_trips_and_commits(transactional_
 
 
 def test_a_compute_step_costs_one_commit_and_at_most_three_statements(transactional_db, tmp_path, settings):
-    # The kill switches as the claim read them serve every step boundary of the slice, however slow
-    # this machine (executions.engine.holds): a boundary reads nothing.
+    # The floor of the step itself: the kill switches as the claim read them serve every step
+    # boundary of the slice (RUNTIME_SWITCH_RECHECK_SECONDS; at the default 0 each boundary adds
+    # one indexed read of them, executions.engine.holds).
     settings.RUNTIME_SWITCH_RECHECK_SECONDS = 3600
     user = get_user_model().objects.create_user("floor")
     execution = pending(user, "bench_noop5")
