@@ -86,7 +86,7 @@ def test_s41_kill_switch_with_20_live_executions_pauses_them_at_a_boundary_and_r
     """S41: a workflow's kill switch with 20 live executions → the running ones pause at a
     step boundary, the pending ones stay pending, none is lost; resuming the workflow
     completes them all with each effect once."""
-    stack.up(workers=2, worker_env={"RUNTIME_FAILPOINTS": "before_step:draft_report=sleep:0.2"})
+    stack.up(workers=2, worker_env={"RUNTIME_FAILPOINTS": "before_step:draft_report=sleep:1"})
     operator = api_as(people["operator"])
     # Started and decided in-process (the same services as the API), so the test's time is the workers'.
     user = people["requester"].user
