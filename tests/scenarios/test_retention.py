@@ -68,7 +68,8 @@ def test_s43_the_archiver_killed_between_writing_and_deleting_and_mid_delete(peo
 
 def test_s44_an_execution_on_hold_and_one_with_a_live_child_survive_any_cutoff(people, root):
     """S44: a cut-off that covers an execution on hold and one whose child is still live →
-    both survive the archive pass (still answered 200), and are archived once released."""
+    both survive a 0d archive pass (still answered 200), while a terminal family beside them
+    is archived whole (its child answers 410)."""
     user = people["requester"].user
     held, parent, orphan_child, old_parent, old_child = made.ended(user, n=5)
     made.backdate(held, days_ago=900, hold_reason="litigation", hold_by=people["auditor"].user, hold_at=held.created_at)
