@@ -48,17 +48,20 @@ def free_port() -> int:
 
 
 def wait_for(
-    predicate: Callable[[], Any], *, timeout: float = 30, interval: float = 0.2, what: str = "condition"
+    predicate: Callable[[], Any], *, timeout: float = 30, interval: float = 0.4, what: str = "condition"
 ) -> Any:
-    """Poll ``predicate`` until it returns something true, and return that; AssertionError after ``timeout``."""
+    """Poll ``predicate`` until it returns something true, and return that; AssertionError after
+    ``timeout``. The first polls come 50 ms apart, then further apart, up to ``interval``."""
     deadline = time.monotonic() + timeout
+    pause = min(0.05, interval)  # soon at first, then less often: a long wait polls (and costs) less
     while True:
         value = predicate()
         if value:
             return value
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(interval)
+        time.sleep(pause)
+        pause = min(pause * 1.5, interval)
 
 
 def http(token: str | None = None) -> requests.Session:
@@ -103,6 +106,7 @@ def keel_env(**values: str) -> dict[str, str]:
         "DJANGO_SETTINGS_MODULE": "config.settings",
         "RUNTIME_LEASE_SECONDS": "3",
         "RUNTIME_SWEEP_SECONDS": "0.5",
+        "RUNTIME_HOUSEKEEPING_SECONDS": "2",  # the fold, tally, notifications, schedules (beat's other ticks)
         "RUNTIME_EFFECT_TIMEOUT_SECONDS": "3",
         "PYTHONUNBUFFERED": "1",
         # Approvals are told by e-mail only in the tests of that (tests/integration/test_notifications.py):
@@ -279,7 +283,7 @@ class Processes:
         url = f"{self.sandbox_url}/_health"
         return self.start("sandbox", args, ready=lambda _: responds(url), what="the sandbox to listen", **env)
 
-    def web(self, *, workers: int = 2, **env: str) -> Proc:
+    def web(self, *, workers: int = 1, **env: str) -> Proc:
         """gunicorn on a new port (``web_url``), listening, with production's worker class
         (asgi: bodies are read by the event loop, docs/operations.md); static files come from
         WhiteNoise."""
@@ -303,9 +307,13 @@ class Processes:
         login = f"{url}/login/"
         return self.start("web", args, ready=lambda _: responds(login), what="the web server to listen", **env)
 
-    def worker(self, name: str = "w1", *, ready: bool = True, queues: str = WORKER_QUEUES, **env: str) -> Proc:
+    def worker(
+        self, name: str = "w1", *, ready: bool = True, queues: str = WORKER_QUEUES, beat: bool = False, **env: str
+    ) -> Proc:
         """A solo-pool Celery worker named ``<name>-<our pid>`` consuming ``queues`` (``-Q``: the
-        steps' and the control queue unless told otherwise); with ``ready``, once it logged "ready."."""
+        steps' and the control queue unless told otherwise); with ``ready``, once it logged "ready.".
+        With ``beat``, beat runs inside it (``-B``: forked from the worker once it has loaded
+        the app, so it costs no start of its own; it dies with the worker)."""
         args = [
             str(BIN / "celery"),
             "-A",
@@ -321,6 +329,8 @@ class Processes:
             "-Q",
             queues,
         ]
+        if beat:
+            args += ["-B", "-s", str(self.tmp / f"beat-{len(self.procs)}")]
         up = worker_is_ready if ready else None
         return self.start(f"worker-{name}", args, ready=up, what=f"worker-{name} to be ready", **env)
 
@@ -589,7 +599,7 @@ class StandbyPostgres(PrivatePostgres):
             shutil.chown(self.dir, self.user, self.user)
         done = subprocess.run(
             [*self._as_owner, str(self.bin / "pg_basebackup"), "-D", str(self.data), "-R", "-X", "stream"]
-            + ["-h", "127.0.0.1", "-p", str(primary.port), "-U", "postgres", "--no-sync"],
+            + ["-h", "127.0.0.1", "-p", str(primary.port), "-U", "postgres", "--no-sync", "--checkpoint=fast"],
             capture_output=True,
             text=True,
             check=False,

@@ -168,16 +168,25 @@ class Stack(Processes):
         return self.start_spec(Spec.of(**spec))
 
     def start_spec(self, spec: Spec) -> Up:
+        """The processes ``spec`` names, started together. A shared stack runs its beat inside
+        its first worker (``-B``; a shared stack kills nothing, so the two never die apart);
+        a stack of a test's own starts beat as a process of its own, as production does."""
         env, web_env = dict(spec.env), dict(spec.web_env)
         with self.together():
             web = self.web(**env, **web_env) if spec.web else None
-            beat = self.beat(**env) if spec.beat else None
+            beat = self.beat(**env) if spec.beat and not self._embeds_beat(spec) else None
             workers = self.start_workers(spec)
         return Up(web=web, beat=beat, workers=workers)
 
+    def _embeds_beat(self, spec: Spec) -> bool:
+        return self.shared and spec.beat and bool(spec.workers)
+
     def start_workers(self, spec: Spec) -> list[Proc]:
         with self.together():
-            return [self.worker(name, **dict(spec.env), **dict(spec.worker_env)) for name in spec.workers]
+            return [
+                self.worker(name, beat=i == 0 and self._embeds_beat(spec), **dict(spec.env), **dict(spec.worker_env))
+                for i, name in enumerate(spec.workers)
+            ]
 
     def failpoint_reached(self, name: str) -> bool:
         return (self.failpoint_dir / name.replace(":", "__")).exists()
@@ -227,7 +236,9 @@ class SharedStacks:
             alive = all(p.alive() for p in up.all())
             if current == spec and alive:
                 return stack, up
-            if alive and replace(current, workers=spec.workers, worker_env=spec.worker_env) == spec:
+            same_but_workers = replace(current, workers=spec.workers, worker_env=spec.worker_env) == spec
+            # (beat runs inside the first worker: with none before or after, start anew)
+            if alive and same_but_workers and bool(current.workers) == bool(spec.workers):
                 for worker in up.workers:
                     worker.kill()
                 up = Up(web=up.web, beat=up.beat, workers=stack.start_workers(spec))
