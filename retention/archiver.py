@@ -17,6 +17,11 @@ A crash after step 2 leaves the newest manifest naming executions still in the
 database; the next pass first finishes that purge (``finish_pending``) from the
 archived file, so no execution is archived twice. One pass at a time (a PostgreSQL
 advisory lock); the storage unreachable → ``store.Unreachable`` and nothing deleted.
+
+After the last batch the pass sweeps the artifact store (``retention.blobs``): a blob
+no live version and no manifest names, older than the grace, is removed. The sweep
+reports in ``Outcome.blobs``; when it can't read what it needs it removes nothing and
+says why there (``blobs.failed``), the archive's work standing.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from executions.engine import failpoints
 from executions.models import TERMINAL, Execution, ExecutionTombstone, pk_from_ref, ref_for
 
 from . import records, store
+from .blobs import Sweep, sweep
 from .policy import Member, Policy, families, on_hold
 
 LOCK_KEY = 0x6B65656C23  # pg_advisory_lock: one archive pass at a time
@@ -51,16 +57,22 @@ class Outcome:
     skipped_on_hold: int = 0
     recovered: int = 0  # purged from a manifest a crashed pass had written
     would_archive: int | None = None
+    blobs: Sweep = field(default_factory=Sweep)
 
     def as_json(self, *, dry_run: bool) -> dict:
         if dry_run:
-            return {"would_archive": self.would_archive, "skipped_on_hold": self.skipped_on_hold}
+            return {
+                "would_archive": self.would_archive,
+                "skipped_on_hold": self.skipped_on_hold,
+                **self.blobs.as_json(dry_run=True),
+            }
         return {
             "archived": self.archived,
             "manifest": self.manifests[-1] if self.manifests else None,
             "manifests": self.manifests,
             "skipped_on_hold": self.skipped_on_hold,
             "recovered": self.recovered,
+            **self.blobs.as_json(dry_run=False),
         }
 
 
@@ -75,13 +87,14 @@ def archive_run(
     batch: int | None = None,
     max_seconds: float | None = None,
 ) -> Outcome:
-    """One pass: finish a crashed pass's purge, then archive and purge batch after batch
-    until nothing is left or ``max_seconds`` have passed."""
+    """One pass: finish a crashed pass's purge, archive and purge batch after batch until
+    nothing is left or ``max_seconds`` have passed, then sweep the unreferenced blobs."""
     policy = Policy.current(older_than_days=older_than_days)
     batch = batch or settings.RUNTIME_RETENTION_BATCH
     outcome = Outcome(skipped_on_hold=on_hold(policy))
     if dry_run:
         outcome.would_archive = sum(len(family) for family in _once(families(policy, batch=batch)))
+        outcome.blobs = sweep(dry_run=True)
         return outcome
     using = owner_alias()
     started = time.monotonic()
@@ -94,9 +107,10 @@ def archive_run(
                 _archive(pending, policy, using, outcome)
                 pending = []
                 if max_seconds is not None and time.monotonic() - started > max_seconds:
-                    return outcome
+                    break
         if pending:
             _archive(pending, policy, using, outcome)
+        outcome.blobs = sweep()
     return outcome
 
 

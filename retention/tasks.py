@@ -1,6 +1,7 @@
 """Beat's daily pass (``retention.archive``, on the control queue): small batches
 (``RUNTIME_RETENTION_BATCH``), each its own short transaction, for at most
-``RUNTIME_RETENTION_PASS_SECONDS``; the next day goes on where it stopped."""
+``RUNTIME_RETENTION_PASS_SECONDS``, then the blob sweep; the next day goes on where it
+stopped."""
 
 from __future__ import annotations
 
@@ -27,5 +28,14 @@ def archive() -> dict:
         log.error("retention: nothing purged: %s", str(exc).strip())
         return {"failed": str(exc).strip()}
     result = outcome.as_json(dry_run=False)
-    log.info("retention: archived %s executions into %s manifests", outcome.archived, len(outcome.manifests))
+    log.info(
+        "retention: archived %s executions into %s manifests; removed %s unreferenced blobs, kept %s (%s within the grace)",
+        outcome.archived,
+        len(outcome.manifests),
+        outcome.blobs.removed,
+        outcome.blobs.kept,
+        outcome.blobs.within_grace,
+    )
+    if outcome.blobs.failed:  # tomorrow's pass tries again
+        log.error("retention: blob sweep: %s", outcome.blobs.failed)
     return result

@@ -6,12 +6,16 @@
   integrity on the archive: exit 0, or 1 naming each file and check that failed;
 * ``keel archive --show ID`` prints an archived execution from the archive.
 
-The storage unreachable, or the database refusing the purge (the application role
-can't delete): exit 1 with the reason, nothing deleted. ``--older-than`` not ``<n>d``: exit 2.
+Each pass ends with the blob sweep (``retention.blobs``), counted in both outputs. The
+storage unreachable, or the database refusing the purge (the application role can't
+delete): exit 1 with the reason, nothing deleted. The sweep unable to read the store or
+a manifest, or to remove a blob: exit 1 with what the pass did and why the sweep
+stopped. ``--older-than`` not ``<n>d``: exit 2.
 """
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.core.management.base import CommandError
 
 from retention import reader
@@ -60,6 +64,13 @@ def archive(args) -> Result:
             + f"; {outcome.skipped_on_hold} kept by a legal hold"
             + (f"; finished {outcome.recovered} from an interrupted pass" if outcome.recovered else "")
         ]
+    if outcome.blobs.failed:
+        raise CommandError(f"{lines[0]}; {outcome.blobs.failed}", returncode=FAILED)
+    lines.append(
+        f"{'would remove' if args.get('dry_run') else 'removed'} {outcome.blobs.removed} artifact blobs nothing "
+        f"references; {outcome.blobs.kept} still referenced and {outcome.blobs.within_grace} stored within the "
+        f"last {settings.RUNTIME_BLOB_GRACE_HOURS} hours stay"
+    )
     return Result(data, lines)
 
 

@@ -183,7 +183,14 @@ def test_keel_archive_bad_input_unreachable_storage_and_the_application_role(peo
     call_command("keel", "archive", "--show", execution.ref, "--json", stdout=shown)
     assert json.loads(shown.getvalue())["id"] == execution.ref
     call_command("keel", "archive", "--dry-run", "--json", stdout=dry)
-    assert json.loads(dry.getvalue()) == {"would_archive": 0, "skipped_on_hold": 0}
+    assert json.loads(dry.getvalue()) == {
+        "would_archive": 0,
+        "skipped_on_hold": 0,
+        "blobs_would_remove": 0,
+        "blobs_kept": 0,
+        "blobs_within_grace": 0,
+        "blobs_failed": None,
+    }
 
 
 def test_a_family_split_over_two_pages_of_candidates_is_archived_once(people, root):
