@@ -20,8 +20,9 @@ advisory lock); the storage unreachable → ``store.Unreachable`` and nothing de
 
 After the last batch the pass sweeps the artifact store (``retention.blobs``): a blob
 no live version and no manifest names, older than the grace, is removed. The sweep
-reports in ``Outcome.blobs``; when it can't read what it needs it removes nothing and
-says why there (``blobs.failed``), the archive's work standing.
+reports in ``Outcome.blobs`` (not in ``as_json``, whose keys DESIGN §6 fixes); when it
+can't read what it needs it removes nothing and says why there (``blobs.failed``), the
+archive's work standing. ``sweep_run`` runs the sweep alone, under the same lock.
 """
 
 from __future__ import annotations
@@ -60,19 +61,14 @@ class Outcome:
     blobs: Sweep = field(default_factory=Sweep)
 
     def as_json(self, *, dry_run: bool) -> dict:
+        """``keel archive --json``: exactly DESIGN §6's keys (the blob sweep's counts are
+        in the human output and the log, and in ``keel archive --blobs --json``)."""
         if dry_run:
-            return {
-                "would_archive": self.would_archive,
-                "skipped_on_hold": self.skipped_on_hold,
-                **self.blobs.as_json(dry_run=True),
-            }
+            return {"would_archive": self.would_archive, "skipped_on_hold": self.skipped_on_hold}
         return {
             "archived": self.archived,
             "manifest": self.manifests[-1] if self.manifests else None,
-            "manifests": self.manifests,
             "skipped_on_hold": self.skipped_on_hold,
-            "recovered": self.recovered,
-            **self.blobs.as_json(dry_run=False),
         }
 
 
@@ -88,13 +84,13 @@ def archive_run(
     max_seconds: float | None = None,
 ) -> Outcome:
     """One pass: finish a crashed pass's purge, archive and purge batch after batch until
-    nothing is left or ``max_seconds`` have passed, then sweep the unreferenced blobs."""
+    nothing is left or ``max_seconds`` have passed, then sweep the unreferenced blobs. A
+    dry run counts what would be archived and sweeps nothing (``sweep_run(dry_run=True)``)."""
     policy = Policy.current(older_than_days=older_than_days)
     batch = batch or settings.RUNTIME_RETENTION_BATCH
     outcome = Outcome(skipped_on_hold=on_hold(policy))
     if dry_run:
         outcome.would_archive = sum(len(family) for family in _once(families(policy, batch=batch)))
-        outcome.blobs = sweep(dry_run=True)
         return outcome
     using = owner_alias()
     started = time.monotonic()
@@ -112,6 +108,16 @@ def archive_run(
             _archive(pending, policy, using, outcome)
         outcome.blobs = sweep()
     return outcome
+
+
+def sweep_run(*, dry_run: bool = False) -> Sweep:
+    """The blob sweep alone (``keel archive --blobs``): no archive, no purge. A real sweep
+    holds the archive pass's lock (Busy while a pass runs: one writing a manifest and
+    purging its versions meanwhile could leave a blob it names looking unreferenced)."""
+    if dry_run:
+        return sweep(dry_run=True)
+    with _one_pass(owner_alias()):
+        return sweep()
 
 
 def _once(found):

@@ -2,8 +2,8 @@
 content-addressed store (``artifacts.store``: ``sha256/<ab>/<digest>``) while a live
 version or an archive names them; a blob nothing names any more is removed.
 
-It runs in every archive pass, after the purge (``retention.archiver.archive_run``),
-through the storage API alone (the filesystem and S3 alike; on S3 the role that runs
+It runs in every real archive pass, after the purge (``retention.archiver.archive_run``),
+and alone (``retention.archiver.sweep_run``: ``keel archive --blobs``), through the storage API alone (the filesystem and S3 alike; on S3 the role that runs
 the archive needs ``s3:DeleteObject`` on ``sha256/*``):
 
 1. one listing of the store's keys (``sha256/`` and each of its folders);
@@ -17,8 +17,9 @@ the archive needs ``s3:DeleteObject`` on ``sha256/*``):
 Guarantees: a blob a live version or a manifest names is never removed, nor one stored
 within the grace, nor one a version row reuses while the sweep runs (``store.pin``
 takes the lock shared). Every decision is made before the first removal, so when the
-listing, a manifest or a modified time can't be read nothing is removed and ``failed``
-says why; a removal that fails stops the sweep there. Files straight under ``sha256/``
+listing, a manifest or a modified time can't be read, or the database refuses the
+lock or the query, nothing is removed and ``failed`` says why; a removal that fails
+stops the sweep there. Files straight under ``sha256/``
 are not the store's and are left alone; a duplicate a lost race left beside its key
 (``sha256/ab/<digest>_x1Y2z3``) is named by nothing and goes like any other.
 """
@@ -29,7 +30,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import transaction
+from django.db import DatabaseError, transaction
 from django.utils import timezone
 
 from artifacts import store as blob_store
@@ -52,7 +53,6 @@ class Sweep:
             "blobs_would_remove" if dry_run else "blobs_removed": self.removed,
             "blobs_kept": self.kept,
             "blobs_within_grace": self.within_grace,
-            "blobs_failed": self.failed,
         }
 
 
@@ -65,6 +65,14 @@ def sweep(*, dry_run: bool = False) -> Sweep:
     except store.Unreachable as exc:
         return Sweep(failed=f"no blob removed: {exc}")
     outcome = Sweep()
+    try:
+        return _decide_and_remove(storage, keys, archived, outcome, dry_run=dry_run)
+    except DatabaseError as exc:  # the lock or the live versions' query: the archive's work stands
+        done = f"removed {outcome.removed} blobs, then" if outcome.removed and not dry_run else "no blob removed:"
+        return Sweep(failed=f"{done} the database answered with an error: {str(exc).strip()}")
+
+
+def _decide_and_remove(storage, keys: list[str], archived: set[str], outcome: Sweep, *, dry_run: bool) -> Sweep:
     cutoff = timezone.now() - timedelta(hours=settings.RUNTIME_BLOB_GRACE_HOURS)
     with transaction.atomic():
         if not dry_run:

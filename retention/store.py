@@ -110,11 +110,20 @@ class Head:
 
 
 def head() -> Head | None:
+    """The newest manifest, or None; Unreachable (naming it) when it is not a manifest of
+    this format: the chain can't go on from it, so nothing is archived or purged."""
     paths = manifests()
     if not paths:
         return None
-    content = read(paths[-1])
-    return Head(paths[-1], sha256(content), json.loads(content))
+    path = paths[-1]
+    content = read(path)
+    try:
+        manifest = json.loads(content)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise Unreachable(f"{path}, the newest manifest, is not valid JSON ({exc})") from None
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        raise Unreachable(f"{path}, the newest manifest, is not a {FORMAT} manifest")
+    return Head(path, sha256(content), manifest)
 
 
 def archived_blobs() -> set[str]:

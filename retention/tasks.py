@@ -28,14 +28,16 @@ def archive() -> dict:
         log.error("retention: nothing purged: %s", str(exc).strip())
         return {"failed": str(exc).strip()}
     result = outcome.as_json(dry_run=False)
-    log.info(
-        "retention: archived %s executions into %s manifests; removed %s unreferenced blobs, kept %s (%s within the grace)",
-        outcome.archived,
-        len(outcome.manifests),
-        outcome.blobs.removed,
-        outcome.blobs.kept,
-        outcome.blobs.within_grace,
-    )
-    if outcome.blobs.failed:  # tomorrow's pass tries again
+    log.info("retention: archived %s executions into %s manifests", outcome.archived, len(outcome.manifests))
+    if (
+        outcome.blobs.failed
+    ):  # the purge stands (the sweep catches its own database errors); tomorrow's sweep tries again
         log.error("retention: blob sweep: %s", outcome.blobs.failed)
+    else:
+        log.info(
+            "retention: blob sweep: removed %s unreferenced blobs, kept %s still referenced and %s within the grace",
+            outcome.blobs.removed,
+            outcome.blobs.kept,
+            outcome.blobs.within_grace,
+        )
     return result

@@ -7,20 +7,22 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 import os
 import threading
 import time
 
 import pytest
 from django.core.management import call_command
+from django.core.management.base import CommandError
 from django.db import connection, transaction
 
 from artifacts import store
 from artifacts.models import ArtifactVersion
 from artifacts.services import artifact_version_create
 from executions.models import Execution
-from retention import blobs
-from retention.archiver import archive_run
+from retention import blobs, tasks
+from retention.archiver import LOCK_KEY, archive_run
 from retention.blobs import Sweep
 from tests.support import retention as made
 
@@ -52,7 +54,6 @@ def test_an_unreferenced_blob_older_than_the_grace_is_removed(db, root):
 
     assert outcome.blobs == Sweep(removed=1)
     assert not (root / orphan.path).exists()
-    assert outcome.as_json(dry_run=False)["blobs_removed"] == 1
 
 
 def test_an_unreferenced_blob_within_the_grace_is_kept(db, root):
@@ -90,43 +91,163 @@ def test_a_blob_only_an_archive_manifest_references_is_kept_after_the_purge(peop
     assert store.get(approved.path, expected_sha256=approved.sha256)
 
 
-def test_dry_run_removes_nothing_and_reports_what_would_go(people, root):
+def keel(*args: str) -> str:
+    out = io.StringIO()
+    call_command("keel", "archive", *args, stdout=out)
+    return out.getvalue()
+
+
+def test_blobs_dry_run_removes_nothing_and_reports_what_would_go(people, root):
     orphan = stored(root, b"nobody's", hours_ago=48)
     version(made.live(people["requester"].user), stored(root, b"somebody's", hours_ago=48))
     stored(root, b"not yet anybody's", hours_ago=1)
 
-    answer, human = io.StringIO(), io.StringIO()
-    call_command("keel", "archive", "--dry-run", "--json", stdout=answer)
-    call_command("keel", "archive", "--dry-run", stdout=human)
+    answer = json.loads(keel("--blobs", "--dry-run", "--json"))
+    human = keel("--blobs", "--dry-run")
 
-    assert json.loads(answer.getvalue()) == {
-        "would_archive": 0,
-        "skipped_on_hold": 0,
-        "blobs_would_remove": 1,
-        "blobs_kept": 1,
-        "blobs_within_grace": 1,
-        "blobs_failed": None,
-    }
-    assert (
-        "would remove 1 artifact blobs nothing references; 1 still referenced "
-        "and 1 stored within the last 24 hours stay" in human.getvalue()
+    assert answer == {"blobs_would_remove": 1, "blobs_kept": 1, "blobs_within_grace": 1}
+    assert human.strip() == (
+        "would remove 1 artifact blobs nothing references; 1 still referenced and 1 stored within the last 24 hours stay"
     )
     assert (root / orphan.path).exists()
 
 
+def test_blobs_runs_only_the_sweep_no_archive_no_purge(people, root):
+    (ended,) = made.ended(people["requester"].user, days_ago=400)  # past any cut-off
+    orphan = stored(root, b"nobody's", hours_ago=48)
+    stored(root, b"not yet anybody's", hours_ago=1)
+
+    answer = json.loads(keel("--blobs", "--json"))
+
+    assert answer == {"blobs_removed": 1, "blobs_kept": 0, "blobs_within_grace": 1}
+    assert not (root / orphan.path).exists()
+    assert Execution.objects.filter(pk=ended.pk).exists()  # not archived, not purged
+    assert not (root / "archive").exists()
+    assert "removed 0 artifact blobs nothing references; 0 still referenced and 1" in keel("--blobs")
+
+
+@pytest.mark.parametrize(
+    "other", [["--verify"], ["--show", "RUN_1"], ["--older-than", "0d"], ["--batch", "5"]], ids=lambda o: o[0]
+)
+def test_blobs_with_an_option_of_another_mode_is_refused_with_exit_2(db, root, other):
+    orphan = stored(root, b"nobody's", hours_ago=48)
+
+    with pytest.raises(CommandError) as refused:
+        keel("--blobs", *other)
+
+    assert refused.value.returncode == 2
+    assert str(refused.value) == f"--blobs runs only the blob sweep; it can't be combined with {other[0]}"
+    assert (root / orphan.path).exists()
+
+
+def test_archive_json_carries_exactly_the_design_keys_while_the_pass_still_sweeps(people, root):
+    made.ended(people["requester"].user)
+    orphan = stored(root, b"nobody's", hours_ago=48)
+
+    dry = json.loads(keel("--dry-run", "--json"))
+    assert set(dry) == {"would_archive", "skipped_on_hold"}  # DESIGN §6, exactly
+    assert dry == {"would_archive": 1, "skipped_on_hold": 0}
+    assert "would archive 1 executions" in keel("--dry-run")
+    assert (root / orphan.path).exists()  # a dry run sweeps nothing
+
+    done = json.loads(keel("--older-than", "0d", "--json"))
+    assert set(done) == {"archived", "manifest", "skipped_on_hold"}  # DESIGN §6, exactly
+    assert done["archived"] == 1 and done["skipped_on_hold"] == 0
+    assert done["manifest"].startswith("archive/000001-") and done["manifest"].endswith(".manifest.json")
+    assert not (root / orphan.path).exists()  # the sweep ran after the purge
+
+    again = stored(root, b"nobody's again", hours_ago=48)
+    human = keel().splitlines()
+    assert human[0].startswith("archived 0 executions into 0 manifests; 0 kept by a legal hold")
+    assert human[1] == (
+        "removed 1 artifact blobs nothing references; 0 still referenced and 0 stored within the last 24 hours stay"
+    )
+    assert not (root / again.path).exists()
+
+
 def test_unreadable_storage_removes_nothing_and_exits_1_with_a_sentence(people, tmp_path, root):
-    (ended,) = made.ended(people["requester"].user)
+    made.ended(people["requester"].user, n=2)
     orphan = stored(root, b"nobody's", hours_ago=48)
     (root / "sha256" / "zz").symlink_to("zz")  # a folder the storage can't list: a symlink loop
 
-    run = made.keel_archive(tmp_path, root, "--older-than", "0d")
+    run = made.keel_archive(tmp_path, root, "--older-than", "0d", "--batch", "1")
 
     assert run.returncode == 1, (run.stdout, run.stderr)
-    assert "archived 1 executions" in run.stderr  # the archive's work stands
-    assert "no blob removed: the artifact storage could not be listed" in run.stderr
+    assert run.stdout.startswith("archived 2 executions into 2 manifests")  # the pass's answer, printed
+    assert "artifact blobs" not in run.stdout
+    assert run.stderr.startswith("the blob sweep after the pass stopped: no blob removed: ")
+    assert "the artifact storage could not be listed" in run.stderr
     assert "Traceback" not in run.stderr and len(run.stderr.strip().splitlines()) == 1
     assert (root / orphan.path).exists()
-    assert not Execution.objects.filter(pk=ended.pk).exists()
+    assert not Execution.objects.exists()
+
+    made.ended(people["requester"].user)
+    as_json = made.keel_archive(tmp_path, root, "--older-than", "0d", "--json")
+    assert as_json.returncode == 1, (as_json.stdout, as_json.stderr)
+    assert set(json.loads(as_json.stdout)) == {"archived", "manifest", "skipped_on_hold"}
+    assert json.loads(as_json.stdout)["archived"] == 1
+    assert "no blob removed" in as_json.stderr and len(as_json.stderr.strip().splitlines()) == 1
+
+    alone = made.keel_archive(tmp_path, root, "--blobs", "--json")
+    assert alone.returncode == 1 and alone.stdout == "", (alone.stdout, alone.stderr)
+    assert alone.stderr.startswith("the blob sweep stopped: no blob removed: the artifact storage could not be listed")
+    assert "Traceback" not in alone.stderr and len(alone.stderr.strip().splitlines()) == 1
+    assert (root / orphan.path).exists()
+
+
+def test_blobs_while_an_archive_pass_runs_removes_nothing(db, root):
+    orphan = stored(root, b"nobody's", hours_ago=48)
+    other = connection.copy()  # another session holds the archive pass's lock
+    try:
+        with other.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_lock(%s)", [LOCK_KEY])
+        with pytest.raises(CommandError) as busy:
+            keel("--blobs")
+    finally:
+        other.close()
+
+    assert busy.value.returncode == 1
+    assert str(busy.value) == "no blob removed: another archive pass is running; try again when it has finished"
+    assert (root / orphan.path).exists()
+
+
+def test_the_daily_pass_purges_and_logs_the_sweep_whose_query_failed_not_nothing_purged(
+    people, root, monkeypatch, caplog
+):
+    (ended,) = made.ended(people["requester"].user, days_ago=400)
+    orphan = stored(root, b"nobody's", hours_ago=48)
+
+    def lock_then_fail(*, shared: bool) -> None:  # the sweep's lock taken, then its query refused
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT no_such_column FROM artifacts_artifactversion")
+
+    monkeypatch.setattr(store, "lock_blobs", lock_then_fail)
+    with caplog.at_level(logging.INFO, logger="retention.tasks"):
+        result = tasks.archive()
+
+    assert set(result) == {"archived", "manifest", "skipped_on_hold"} and result["archived"] == 1
+    assert not Execution.objects.filter(pk=ended.pk).exists()  # the purge stands
+    messages = [(r.levelname, r.getMessage()) for r in caplog.records if r.name == "retention.tasks"]
+    assert not any("nothing purged" in text for _level, text in messages), messages
+    assert ("INFO", "retention: archived 1 executions into 1 manifests") in messages
+    (error,) = [text for level, text in messages if level == "ERROR"]
+    assert error.startswith("retention: blob sweep: no blob removed: the database answered with an error: ")
+    assert "no_such_column" in error
+    assert (root / orphan.path).exists()
+
+
+def test_the_daily_pass_logs_the_sweeps_counts(people, root, caplog):
+    made.ended(people["requester"].user, days_ago=400)
+    stored(root, b"nobody's", hours_ago=48)
+
+    with caplog.at_level(logging.INFO, logger="retention.tasks"):
+        tasks.archive()
+
+    messages = [r.getMessage() for r in caplog.records if r.name == "retention.tasks"]
+    assert (
+        "retention: blob sweep: removed 1 unreferenced blobs, kept 0 still referenced and 0 within the grace"
+        in messages
+    ), messages
 
 
 def test_a_manifest_that_does_not_hash_to_its_body_removes_nothing(people, root):
