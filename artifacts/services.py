@@ -22,9 +22,11 @@ def artifact_version_create(
 ) -> ArtifactVersion:
     """Add the next version of the execution's ``kind`` artifact (creating the artifact).
 
-    Assumes an open transaction in which the caller owns the execution.
+    Assumes an open transaction in which the caller owns the execution. The blob is
+    pinned (``store.pin``) so the blob sweep can't remove it under the new row.
     """
     assert transaction.get_connection().in_atomic_block
+    store.pin(blob)
     artifact, _ = Artifact.objects.get_or_create(execution=execution, kind=kind, defaults={"title": title})
     last = artifact.versions.aggregate(n=Max("number"))["n"] or 0
     return ArtifactVersion.objects.create(

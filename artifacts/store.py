@@ -13,23 +13,35 @@ Content addressing makes the invariants cheap to hold on any django-storages bac
   content.
 
 Only ``exists``, ``save`` and ``open`` are used (HEAD, PUT, GET on S3); ``delete`` only
-to tidy up after a lost race, best effort.
+to tidy up after a lost race, best effort. Blobs nothing references any more are
+removed by retention's blob sweep (``retention.blobs``), never here; ``pin`` keeps a
+blob ``put`` found already stored from going while its version row commits.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from django.core.files.base import ContentFile
 from django.core.files.storage import storages
+from django.db import connection
 
 log = logging.getLogger(__name__)
+
+PREFIX = "sha256"
+# pg_advisory_xact_lock key: the blob sweep takes it exclusive while it decides and
+# removes, a version row reusing a stored blob shared while it commits (``pin``).
+BLOB_LOCK = 0x6B65656C42
 
 
 class CorruptArtifact(Exception):
     """The stored bytes no longer hash to the digest they were stored under."""
+
+
+class MissingBlob(Exception):
+    """A blob ``put`` found already stored was removed as unreferenced before its version row committed."""
 
 
 @dataclass(frozen=True)
@@ -37,6 +49,34 @@ class StoredBlob:
     path: str
     sha256: str
     size: int
+    reused: bool = field(default=False, compare=False)  # put found the bytes already stored
+
+
+def lock_blobs(*, shared: bool) -> None:
+    """Inside a transaction: take the blob lock until it ends (PostgreSQL; the embedded
+    SQLite default has no such lock)."""
+    if connection.vendor != "postgresql":
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT pg_advisory_xact_lock{'_shared' if shared else ''}(%s)", [BLOB_LOCK])
+
+
+def pin(blob: StoredBlob) -> None:
+    """Inside the transaction that commits a version row naming ``blob``: the blob sweep
+    has not removed it and won't before this transaction ends.
+
+    A blob ``put`` wrote is new, so the sweep's grace (``RUNTIME_BLOB_GRACE_HOURS``)
+    keeps it. One ``put`` found already stored may be an old unreferenced blob: this
+    takes the blob lock shared (the sweep decides and removes under it exclusive, so it
+    either saw this row committed or has finished) and checks the key is still there;
+    if the sweep removed it meanwhile, MissingBlob: the transaction rolls back, so no row
+    names missing bytes, and running the step again stores them afresh.
+    """
+    if not blob.reused:
+        return
+    lock_blobs(shared=True)
+    if not _storage().exists(blob.path):
+        raise MissingBlob(f"{blob.path} was removed as unreferenced before its version committed; run the step again")
 
 
 def _storage():
@@ -44,7 +84,7 @@ def _storage():
 
 
 def path_for(sha256: str) -> str:
-    return f"sha256/{sha256[:2]}/{sha256}"
+    return f"{PREFIX}/{sha256[:2]}/{sha256}"
 
 
 def put(content: bytes) -> StoredBlob:
@@ -52,14 +92,15 @@ def put(content: bytes) -> StoredBlob:
     digest = hashlib.sha256(content).hexdigest()
     path = path_for(digest)
     storage = _storage()
-    if not storage.exists(path):
+    reused = storage.exists(path)
+    if not reused:
         # Neither backend overwrites here (FileSystemStorage: O_EXCL; S3Storage:
         # file_overwrite=False): a writer that lost a race gets a renamed copy instead.
         saved = storage.save(path, ContentFile(content))
         if saved != path:
             _discard(storage, saved)
     get(path, expected_sha256=digest)  # verify on write; raises CorruptArtifact
-    return StoredBlob(path=path, sha256=digest, size=len(content))
+    return StoredBlob(path=path, sha256=digest, size=len(content), reused=reused)
 
 
 def get(path: str, *, expected_sha256: str) -> bytes:

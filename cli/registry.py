@@ -26,11 +26,13 @@ class UsageError(Exception):
 @dataclass(frozen=True)
 class Result:
     """What a command answers: ``data`` as the API's JSON shape (printed with ``--json``),
-    ``lines`` for people. ``exit`` other than 0: done, but the answer is "no" (replay's drift)."""
+    ``lines`` for people. ``exit`` other than 0: done, but the answer is "no" (replay's drift).
+    ``error``: one sentence for stderr after the answer is printed (a part that failed)."""
 
     data: Any
     lines: list[str] = field(default_factory=list)
     exit: int = 0
+    error: str | None = None
 
 
 @dataclass(frozen=True)

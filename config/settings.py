@@ -266,7 +266,8 @@ STORAGES = {
     },
 }
 if os.environ.get("KEEL_ARTIFACTS_S3_BUCKET"):
-    # docs/artifacts.md: needs s3:PutObject, s3:GetObject and s3:ListBucket, never s3:DeleteObject.
+    # docs/artifacts.md: needs s3:PutObject, s3:GetObject and s3:ListBucket; s3:DeleteObject on
+    # sha256/* only where the archive runs (the blob sweep), never for the web and step workers.
     STORAGES["artifacts"] = {
         "BACKEND": "storages.backends.s3.S3Storage",
         "OPTIONS": {
@@ -367,6 +368,9 @@ RUNTIME_RETENTION_DAYS = env_int("RUNTIME_RETENTION_DAYS", 90)
 RUNTIME_RETENTION_BATCH = env_int("RUNTIME_RETENTION_BATCH", 200)
 RUNTIME_RETENTION_PASS_SECONDS = env_int("RUNTIME_RETENTION_PASS_SECONDS", 300)
 RUNTIME_RETENTION_HOUR = env_int("RUNTIME_RETENTION_HOUR", 3)  # UTC hour of beat's daily pass
+# The blob sweep after each archive pass removes a blob nothing names only once it was
+# stored this long ago (a put whose version row has not committed yet keeps its bytes).
+RUNTIME_BLOB_GRACE_HOURS = env_int("RUNTIME_BLOB_GRACE_HOURS", 24)
 
 RUNTIME_WORKFLOW_MODULES = [
     m

@@ -17,6 +17,12 @@ A crash after step 2 leaves the newest manifest naming executions still in the
 database; the next pass first finishes that purge (``finish_pending``) from the
 archived file, so no execution is archived twice. One pass at a time (a PostgreSQL
 advisory lock); the storage unreachable → ``store.Unreachable`` and nothing deleted.
+
+After the last batch the pass sweeps the artifact store (``retention.blobs``): a blob
+no live version and no manifest names, older than the grace, is removed. The sweep
+reports in ``Outcome.blobs`` (not in ``as_json``, whose keys DESIGN §6 fixes); when it
+can't read what it needs it removes nothing and says why there (``blobs.failed``), the
+archive's work standing. ``sweep_run`` runs the sweep alone, under the same lock.
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ from executions.engine import failpoints
 from executions.models import TERMINAL, Execution, ExecutionTombstone, pk_from_ref, ref_for
 
 from . import records, store
+from .blobs import Sweep, sweep
 from .policy import Member, Policy, families, on_hold
 
 LOCK_KEY = 0x6B65656C23  # pg_advisory_lock: one archive pass at a time
@@ -51,16 +58,17 @@ class Outcome:
     skipped_on_hold: int = 0
     recovered: int = 0  # purged from a manifest a crashed pass had written
     would_archive: int | None = None
+    blobs: Sweep = field(default_factory=Sweep)
 
     def as_json(self, *, dry_run: bool) -> dict:
+        """``keel archive --json``: exactly DESIGN §6's keys (the blob sweep's counts are
+        in the human output and the log, and in ``keel archive --blobs --json``)."""
         if dry_run:
             return {"would_archive": self.would_archive, "skipped_on_hold": self.skipped_on_hold}
         return {
             "archived": self.archived,
             "manifest": self.manifests[-1] if self.manifests else None,
-            "manifests": self.manifests,
             "skipped_on_hold": self.skipped_on_hold,
-            "recovered": self.recovered,
         }
 
 
@@ -75,8 +83,9 @@ def archive_run(
     batch: int | None = None,
     max_seconds: float | None = None,
 ) -> Outcome:
-    """One pass: finish a crashed pass's purge, then archive and purge batch after batch
-    until nothing is left or ``max_seconds`` have passed."""
+    """One pass: finish a crashed pass's purge, archive and purge batch after batch until
+    nothing is left or ``max_seconds`` have passed, then sweep the unreferenced blobs. A
+    dry run counts what would be archived and sweeps nothing (``sweep_run(dry_run=True)``)."""
     policy = Policy.current(older_than_days=older_than_days)
     batch = batch or settings.RUNTIME_RETENTION_BATCH
     outcome = Outcome(skipped_on_hold=on_hold(policy))
@@ -94,10 +103,21 @@ def archive_run(
                 _archive(pending, policy, using, outcome)
                 pending = []
                 if max_seconds is not None and time.monotonic() - started > max_seconds:
-                    return outcome
+                    break
         if pending:
             _archive(pending, policy, using, outcome)
+        outcome.blobs = sweep()
     return outcome
+
+
+def sweep_run(*, dry_run: bool = False) -> Sweep:
+    """The blob sweep alone (``keel archive --blobs``): no archive, no purge. A real sweep
+    holds the archive pass's lock (Busy while a pass runs: one writing a manifest and
+    purging its versions meanwhile could leave a blob it names looking unreferenced)."""
+    if dry_run:
+        return sweep(dry_run=True)
+    with _one_pass(owner_alias()):
+        return sweep()
 
 
 def _once(found):

@@ -11,6 +11,8 @@ the previous manifest's name and sha256 (the chain; null for the first), the sha
 the artifact blobs its versions name, and ``body_sha256``, the sha256 of its own
 canonical JSON without that field (so a changed byte in the newest manifest, which no
 successor links to yet, is found as well). Files are written once and never changed.
+The blobs the manifests list stay in the artifact store for as long as the manifests
+do (``archived_blobs``, read by the blob sweep, ``retention.blobs``).
 """
 
 from __future__ import annotations
@@ -108,11 +110,44 @@ class Head:
 
 
 def head() -> Head | None:
+    """The newest manifest, or None; Unreachable (naming it) when it is not a manifest of
+    this format: the chain can't go on from it, so nothing is archived or purged."""
     paths = manifests()
     if not paths:
         return None
-    content = read(paths[-1])
-    return Head(paths[-1], sha256(content), json.loads(content))
+    path = paths[-1]
+    content = read(path)
+    try:
+        manifest = json.loads(content)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise Unreachable(f"{path}, the newest manifest, is not valid JSON ({exc})") from None
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        raise Unreachable(f"{path}, the newest manifest, is not a {FORMAT} manifest")
+    return Head(path, sha256(content), manifest)
+
+
+def archived_blobs() -> set[str]:
+    """The sha256 of every artifact blob an archived version names: the union of every
+    manifest's ``artifact_blobs``. Unreachable when a manifest can't be read, is not a
+    manifest of this format, doesn't hash to its ``body_sha256`` or lists no blobs: then
+    what the archive needs is not known."""
+    blobs: set[str] = set()
+    for path in manifests():
+        try:
+            manifest = json.loads(read(path))
+        except FileNotFoundError:
+            raise Unreachable(f"{path} is listed but could not be read") from None
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise Unreachable(f"{path} is not valid JSON ({exc})") from None
+        if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+            raise Unreachable(f"{path} is not a {FORMAT} manifest")
+        if manifest.get("body_sha256") != body_sha256(manifest):
+            raise Unreachable(f"{path} does not hash to its body_sha256")
+        listed = manifest.get("artifact_blobs")
+        if not isinstance(listed, list):
+            raise Unreachable(f"{path} has no artifact_blobs list")
+        blobs.update(listed)
+    return blobs
 
 
 def data_bytes(lines: list[dict], encode) -> bytes:

@@ -1,6 +1,7 @@
 """Beat's daily pass (``retention.archive``, on the control queue): small batches
 (``RUNTIME_RETENTION_BATCH``), each its own short transaction, for at most
-``RUNTIME_RETENTION_PASS_SECONDS``; the next day goes on where it stopped."""
+``RUNTIME_RETENTION_PASS_SECONDS``, then the blob sweep; the next day goes on where it
+stopped."""
 
 from __future__ import annotations
 
@@ -28,4 +29,15 @@ def archive() -> dict:
         return {"failed": str(exc).strip()}
     result = outcome.as_json(dry_run=False)
     log.info("retention: archived %s executions into %s manifests", outcome.archived, len(outcome.manifests))
+    if (
+        outcome.blobs.failed
+    ):  # the purge stands (the sweep catches its own database errors); tomorrow's sweep tries again
+        log.error("retention: blob sweep: %s", outcome.blobs.failed)
+    else:
+        log.info(
+            "retention: blob sweep: removed %s unreferenced blobs, kept %s still referenced and %s within the grace",
+            outcome.blobs.removed,
+            outcome.blobs.kept,
+            outcome.blobs.within_grace,
+        )
     return result

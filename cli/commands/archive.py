@@ -1,21 +1,29 @@
 """``keel archive``: retention's archive and purge, its verifier and its reader (DESIGN §6).
 
 * ``keel archive [--older-than 90d] [--dry-run] [--json]`` archives and purges the
-  terminal executions that ended before the cut-off and are not on hold;
+  terminal executions that ended before the cut-off and are not on hold, then runs the
+  blob sweep (``retention.blobs``; not in a dry run);
+* ``keel archive --blobs [--dry-run] [--json]`` runs the blob sweep alone;
 * ``keel archive --verify`` checks every manifest, file and chain link and approval
   integrity on the archive: exit 0, or 1 naming each file and check that failed;
 * ``keel archive --show ID`` prints an archived execution from the archive.
 
-The storage unreachable, or the database refusing the purge (the application role
-can't delete): exit 1 with the reason, nothing deleted. ``--older-than`` not ``<n>d``: exit 2.
+``--json`` of a pass carries exactly DESIGN §6's keys; the sweep's counts are a line of
+the human output (and ``--blobs --json``). The storage unreachable, or the database
+refusing the purge (the application role can't delete): exit 1 with the reason,
+nothing deleted. The sweep after a pass unable to read the store or a manifest, or to
+remove a blob: the pass's output, then exit 1 with why the sweep stopped. ``--older-than``
+not ``<n>d``, or ``--blobs`` with an option of another mode: exit 2.
 """
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.core.management.base import CommandError
 
 from retention import reader
-from retention.archiver import Busy, archive_run
+from retention.archiver import Busy, archive_run, sweep_run
+from retention.blobs import Sweep
 from retention.policy import BadAge, parse_age
 from retention.store import Unreachable
 from retention.verify import verify
@@ -31,10 +39,19 @@ def _arguments(parser) -> None:
     parser.add_argument("--verify", action="store_true", help="check the archive's chain, hashes and approvals")
     parser.add_argument("--show", metavar="ID", help="print an archived execution from the archive")
     parser.add_argument("--batch", type=int, metavar="N", help="executions per batch (RUNTIME_RETENTION_BATCH)")
+    parser.add_argument(
+        "--blobs", action="store_true", help="only remove the artifact blobs nothing references (no archive, no purge)"
+    )
 
 
-@command("archive", help="Archive and purge old terminal executions; verify or read the archive", arguments=_arguments)
+@command(
+    "archive",
+    help="Archive and purge old terminal executions; sweep unreferenced blobs; verify or read the archive",
+    arguments=_arguments,
+)
 def archive(args) -> Result:
+    if args.get("blobs"):
+        return _blobs(args)
     if args.get("verify"):
         return _verify()
     if args.get("show"):
@@ -60,7 +77,38 @@ def archive(args) -> Result:
             + f"; {outcome.skipped_on_hold} kept by a legal hold"
             + (f"; finished {outcome.recovered} from an interrupted pass" if outcome.recovered else "")
         ]
+        if outcome.blobs.failed:  # the pass's work stands: its answer, then why the sweep stopped
+            return Result(
+                data, lines, exit=FAILED, error=f"the blob sweep after the pass stopped: {outcome.blobs.failed}"
+            )
+        lines.append(_sweep_line(outcome.blobs, dry_run=False))
     return Result(data, lines)
+
+
+# Options of the other modes, which --blobs refuses (their names as the user types them).
+_NOT_WITH_BLOBS = {"verify": "--verify", "show": "--show", "older_than": "--older-than", "batch": "--batch"}
+
+
+def _blobs(args) -> Result:
+    given = [flag for key, flag in _NOT_WITH_BLOBS.items() if args.get(key) not in (None, False)]
+    if given:
+        raise UsageError(f"--blobs runs only the blob sweep; it can't be combined with {' or '.join(given)}")
+    dry_run = bool(args.get("dry_run"))
+    try:
+        outcome = sweep_run(dry_run=dry_run)
+    except Busy as exc:
+        raise CommandError(f"no blob removed: {exc}", returncode=FAILED) from None
+    if outcome.failed:
+        raise CommandError(f"the blob sweep stopped: {outcome.failed}", returncode=FAILED)
+    return Result(outcome.as_json(dry_run=dry_run), [_sweep_line(outcome, dry_run=dry_run)])
+
+
+def _sweep_line(outcome: Sweep, *, dry_run: bool) -> str:
+    return (
+        f"{'would remove' if dry_run else 'removed'} {outcome.removed} artifact blobs nothing references; "
+        f"{outcome.kept} still referenced and {outcome.within_grace} stored within the last "
+        f"{settings.RUNTIME_BLOB_GRACE_HOURS} hours stay"
+    )
 
 
 def _verify() -> Result:

@@ -175,15 +175,29 @@ def test_keel_archive_bad_input_unreachable_storage_and_the_application_role(peo
     assert not ExecutionTombstone.objects.exists()
 
     # As the owner the next pass finishes that batch from its manifest (once in the archive).
-    done = made.keel_archive(tmp_path, root, "--older-than", "0d", "--json")
+    done = made.keel_archive(tmp_path, root, "--older-than", "0d")
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout)["recovered"] == 1
+    assert "finished 1 from an interrupted pass" in done.stdout
     assert not Execution.objects.filter(pk=execution.pk).exists()
     shown, dry = io.StringIO(), io.StringIO()
     call_command("keel", "archive", "--show", execution.ref, "--json", stdout=shown)
     assert json.loads(shown.getvalue())["id"] == execution.ref
     call_command("keel", "archive", "--dry-run", "--json", stdout=dry)
     assert json.loads(dry.getvalue()) == {"would_archive": 0, "skipped_on_hold": 0}
+
+    # The newest manifest corrupted: the chain can't go on from it; one sentence naming it.
+    manifests = sorted((root / "archive").glob("*.manifest.json"))
+    newest = manifests[-1]
+    newest.write_text('{"format": "keel-archive/1", "seq": ')
+    made.ended(people["requester"].user)
+    corrupt = made.keel_archive(tmp_path, root, "--older-than", "0d")
+    assert corrupt.returncode == 1, (corrupt.stdout, corrupt.stderr)
+    assert corrupt.stderr.startswith(
+        f"nothing purged: archive/{newest.name}, the newest manifest, is not valid JSON ("
+    ), corrupt.stderr
+    assert "Traceback" not in corrupt.stderr and len(corrupt.stderr.strip().splitlines()) == 1
+    assert Execution.objects.count() == 1  # nothing purged
+    assert sorted((root / "archive").glob("*.manifest.json")) == manifests  # nor archived
 
 
 def test_a_family_split_over_two_pages_of_candidates_is_archived_once(people, root):

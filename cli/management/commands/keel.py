@@ -93,6 +93,8 @@ class Command(BaseCommand):
         else:
             for line in result.lines:
                 self.stdout.write(line)
+        if result.error:
+            self.stderr.write(result.error)
         if result.exit:
             raise SystemExit(result.exit)  # done, and the answer is "no" (e.g. replay found a drift)
 
