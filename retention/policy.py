@@ -117,11 +117,12 @@ def families(policy: Policy, *, batch: int, after: int = 0) -> Iterator[list[Mem
             return
         after = ids[-1]
         members = _closure(ids)
+        links = _links(members)
         seen: set[int] = set()
         for pk in ids:
             if pk in seen:
                 continue
-            family = _component(pk, members)
+            family = _component(pk, members, links)
             seen |= {m.pk for m in family}
             if all(_may_go(m, policy) for m in family):
                 yield sorted(family, key=lambda m: m.pk)
@@ -150,13 +151,18 @@ def _closure(ids: list[int]) -> dict[int, Member]:
     return members
 
 
-def _component(pk: int, members: dict[int, Member]) -> list[Member]:
+def _links(members: dict[int, Member]) -> dict[int, set[int]]:
+    """Each member's neighbours (parent, restarted_from, both ways), once per page."""
     links: dict[int, set[int]] = {m: set() for m in members}
     for m in members.values():
         for other in (m.parent_id, m.restarted_from_id):
             if other is not None and other in links:
                 links[m.pk].add(other)
                 links[other].add(m.pk)
+    return links
+
+
+def _component(pk: int, members: dict[int, Member], links: dict[int, set[int]]) -> list[Member]:
     found, todo = {pk}, [pk]
     while todo:
         for other in links[todo.pop()]:

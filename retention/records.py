@@ -21,10 +21,33 @@ from operator import or_
 import pgtrigger
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import connections, transaction
-from django.db.models import F, Model, Q
+from django.db.models import F, Field, ForeignObject, Lookup, Model, Q
 from django.db.models.functions import Coalesce
 
 from executions.models import Execution, ref_for
+
+
+@ForeignObject.register_lookup  # (a foreign key takes only its own class's lookups)
+@Field.register_lookup
+class AnyOf(Lookup):
+    """``field__any_of=[…]``: ``field = ANY(%s)`` with the list as one array parameter on
+    PostgreSQL (a batch's 500 ids as 500 ``IN`` placeholders cost more to send than the
+    rows they find); ``IN (…)`` elsewhere."""
+
+    lookup_name = "any_of"
+    prepare_rhs = False
+
+    def get_db_prep_lookup(self, value, connection):
+        return ("%s", [list(value)])
+
+    def as_sql(self, compiler, connection):
+        lhs, lhs_params = self.process_lhs(compiler, connection)
+        values = list(self.rhs)
+        if connection.vendor == "postgresql":
+            return f"{lhs} = ANY(%s)", [*lhs_params, values]
+        if not values:
+            return "1 = 0", list(lhs_params)
+        return f"{lhs} IN ({', '.join(['%s'] * len(values))})", [*lhs_params, *values]
 
 
 @dataclass(frozen=True)
@@ -43,7 +66,7 @@ class Table:
         return Coalesce(*(F(path) for path in self.paths))
 
     def of(self, ids: list[int]) -> Q:
-        return reduce(or_, (Q(**{f"{path}__in": ids}) for path in self.paths))
+        return reduce(or_, (Q(**{f"{path}__any_of": ids}) for path in self.paths))
 
 
 @cache
