@@ -67,13 +67,7 @@ def start_form(request: HttpRequest, workflow: str) -> HttpResponse:
     if not errors and not budget_error:
         try:
             start = inputs.parse(inputs.StartIn, body)
-            execution, _ = services.execution_start(
-                user=request.user,
-                workflow=start.workflow,
-                input=start.input,
-                idempotency_key=start.idempotency_key,
-                budget_usd=start.budget_usd,
-            )
+            execution, _ = services.execution_start(user=request.user, **start.model_dump())
         except InvalidInput as exc:
             name = start_forms.field_of(exc.field)
             if exc.field == "budget_usd":

@@ -206,13 +206,7 @@ def start_execution(request: HttpRequest, payload: StartIn):
     The answer is the execution as its start committed it (``pending``): it is read before
     the commit that rings the doorbell, so a quick worker can't make it ``running`` first."""
     with transaction.atomic():
-        execution, created = services.execution_start(
-            user=request.user,
-            workflow=payload.workflow,
-            input=payload.input,
-            idempotency_key=payload.idempotency_key,
-            budget_usd=payload.budget_usd,
-        )
+        execution, created = services.execution_start(user=request.user, **payload.model_dump())
         answer = selectors.execution_payload(execution)
     return Reply(201 if created else 200, answer)
 

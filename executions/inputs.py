@@ -69,6 +69,7 @@ FORM = pydantic.ConfigDict(extra="ignore")
 
 
 class StartIn(Body):
+    # Its fields are services.execution_start's keywords: the API and the start form pass model_dump().
     workflow: RequiredWorkflowName
     input: SafeJsonObject = Field(default_factory=dict)
     idempotency_key: IdempotencyKey | None = None

@@ -5,7 +5,6 @@ data file is checked against the manifest's sha256 before it is read."""
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 
 from executions.errors import Conflict, NotFound
@@ -23,7 +22,7 @@ def archived_execution(ref: str) -> dict:
     path = tombstone.manifest if tombstone else _manifest_listing(ref)
     if path is None:
         raise NotFound(f"{ref} is not in the archive")
-    manifest = json.loads(store.read(path))
+    manifest = store.parsed(path, store.read(path))
     rows: dict[str, list[dict]] = defaultdict(list)
     for entry in manifest["files"]:
         if ref not in entry["executions"]:
@@ -94,7 +93,7 @@ def lines_for_people(record: dict) -> list[str]:
 
 def _manifest_listing(ref: str) -> str | None:
     for path in reversed(store.manifests()):
-        manifest = json.loads(store.read(path))
+        manifest = store.parsed(path, store.read(path))
         if any(e["id"] == ref for e in manifest.get("executions", [])):
             return path
     return None

@@ -117,13 +117,18 @@ def head() -> Head | None:
         return None
     path = paths[-1]
     content = read(path)
+    return Head(path, sha256(content), parsed(f"{path}, the newest manifest,", content))
+
+
+def parsed(named: str, content: bytes) -> dict:
+    """A manifest's JSON; Unreachable (starting with ``named``) when it is not a manifest of this format."""
     try:
         manifest = json.loads(content)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise Unreachable(f"{path}, the newest manifest, is not valid JSON ({exc})") from None
+        raise Unreachable(f"{named} is not valid JSON ({exc})") from None
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
-        raise Unreachable(f"{path}, the newest manifest, is not a {FORMAT} manifest")
-    return Head(path, sha256(content), manifest)
+        raise Unreachable(f"{named} is not a {FORMAT} manifest")
+    return manifest
 
 
 def archived_blobs() -> set[str]:
@@ -134,13 +139,10 @@ def archived_blobs() -> set[str]:
     blobs: set[str] = set()
     for path in manifests():
         try:
-            manifest = json.loads(read(path))
+            content = read(path)
         except FileNotFoundError:
             raise Unreachable(f"{path} is listed but could not be read") from None
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise Unreachable(f"{path} is not valid JSON ({exc})") from None
-        if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
-            raise Unreachable(f"{path} is not a {FORMAT} manifest")
+        manifest = parsed(path, content)
         if manifest.get("body_sha256") != body_sha256(manifest):
             raise Unreachable(f"{path} does not hash to its body_sha256")
         listed = manifest.get("artifact_blobs")

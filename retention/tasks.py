@@ -29,9 +29,8 @@ def archive() -> dict:
         return {"failed": str(exc).strip()}
     result = outcome.as_json(dry_run=False)
     log.info("retention: archived %s executions into %s manifests", outcome.archived, len(outcome.manifests))
-    if (
-        outcome.blobs.failed
-    ):  # the purge stands (the sweep catches its own database errors); tomorrow's sweep tries again
+    # The purge stands whatever the sweep met (it catches its own database errors); tomorrow's sweep tries again.
+    if outcome.blobs.failed:
         log.error("retention: blob sweep: %s", outcome.blobs.failed)
     else:
         log.info(

@@ -55,7 +55,10 @@ def archive(args) -> Result:
     if args.get("verify"):
         return _verify()
     if args.get("show"):
-        record = reader.archived_execution(args["show"])
+        try:
+            record = reader.archived_execution(args["show"])
+        except Unreachable as exc:
+            raise CommandError(str(exc), returncode=FAILED) from None
         return Result(record, reader.lines_for_people(record))
     try:
         days = parse_age(args["older_than"]) if args.get("older_than") is not None else None
