@@ -21,7 +21,7 @@ from operator import or_
 import pgtrigger
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import connections, transaction
-from django.db.models import F, Field, ForeignObject, Lookup, Model, Q
+from django.db.models import F, Field, ForeignObject, ForeignObjectRel, Lookup, Model, Q
 from django.db.models.functions import Coalesce
 
 from executions.models import Execution, ref_for
@@ -77,8 +77,9 @@ def graph() -> tuple[Table, ...]:
     queue: list[tuple[type[Model], str]] = [(Execution, "pk")]
     while queue:
         model, path = queue.pop(0)
-        for rel in model._meta.related_objects:
-            if rel.many_to_many or not rel.field.concrete:
+        # Hidden ones too (related_name="+": a schedule's firing, a notification's occasion).
+        for rel in model._meta.get_fields(include_hidden=True):
+            if not isinstance(rel, ForeignObjectRel) or rel.many_to_many or not rel.field.concrete:
                 continue
             child = rel.related_model
             if child._meta.proxy or not child._meta.managed or child is Execution:

@@ -214,3 +214,42 @@ def test_a_family_split_over_two_pages_of_candidates_is_archived_once(people, ro
     assert [e["id"] for e in manifest["executions"]] == [parent.ref, child.ref]  # each once
     assert set(ExecutionTombstone.objects.values_list("pk", flat=True)) == {parent.pk, child.pk}
     assert Execution.objects.filter(pk__in=[kept.pk, kept_too.pk]).count() == 2
+
+
+def test_every_table_that_points_at_an_execution_s_rows_is_archived_with_them():
+    """The purge can't leave a row pointing at a deleted one: every concrete foreign key
+    from any model to a table of the graph (but the users) puts its model in the graph,
+    hidden reverse relations (``related_name="+"``: a schedule's firing, a notification's
+    occasion) included."""
+    from django.apps import apps
+    from django.contrib.auth import get_user_model
+
+    from retention import records
+
+    graphed = {table.model for table in records.graph()}
+    missing = sorted(
+        f"{model._meta.label}.{field.name} → {field.related_model._meta.label}"
+        for model in apps.get_models()
+        for field in model._meta.concrete_fields
+        if field.is_relation
+        and field.related_model in graphed
+        and field.related_model is not get_user_model()
+        and model not in graphed
+        and not model._meta.proxy
+    )
+    assert not missing, missing
+
+
+def test_a_report_whose_approval_was_told_by_e_mail_is_archived_whole(people, sandbox, settings, root):
+    """With notifications on (the default), an approval's occasions and deliveries are the
+    execution's rows too: archived and purged with it, never a foreign key left dangling."""
+    from notifications.models import Occasion
+
+    settings.SANDBOX_URL = sandbox.url
+    report = made.published_report(people["requester"].user, people["manager"].user)
+    approval = ApprovalRequest.objects.get(execution=report)
+    Occasion.objects.create(request=approval, kind="opened")  # as beat's notifications.sweep records it
+    done = archive_run(batch=10)
+    assert done.archived == 1
+    assert not Execution.objects.filter(pk=report.pk).exists()
+    assert not Occasion.objects.exists()
