@@ -14,6 +14,7 @@ from django.template import loader
 
 from config.middleware import unavailable
 from executions.engine import outages
+from executions.errors import Gone
 
 
 def _page(request: HttpRequest, status: int, title: str, message: str) -> HttpResponse:
@@ -36,6 +37,9 @@ def permission_denied(request: HttpRequest, exception: Exception | None = None) 
 
 
 def page_not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    gone = exception.args[0] if exception is not None and exception.args else None
+    if isinstance(gone, Gone):  # an archived execution (retention): where its record is now
+        return _page(request, 410, "Archived", f"{gone.message}. `keel archive --show` prints it from the archive.")
     return _page(request, 404, "Not found", "There is nothing at this address. It may have been mistyped.")
 
 

@@ -18,8 +18,8 @@ from approvals import services as approval_services
 from artifacts.rendering import render_artifact
 from executions import holds, inputs, selectors, services, stuck, waits
 from executions.authoring import registry
-from executions.errors import InvalidInput, ServiceError
-from executions.models import Action, Execution, Status
+from executions.errors import InvalidInput, NotFound, ServiceError
+from executions.models import Action, Execution, Status, execution_for
 from executions.storable import text_refusal
 from triage import preview, tallies
 
@@ -30,7 +30,11 @@ def _execution_or_404(ref: str) -> Execution:
     """The execution, annotated with why it may be stuck (executions.stuck)."""
     execution = selectors.execution(ref)
     if execution is None:
-        raise Http404(f"no execution {ref}")
+        try:
+            execution_for(ref)  # NotFound, or Gone when it was archived: the error page says where it is (410)
+        except NotFound as missing:
+            raise Http404(missing) from None
+        raise Http404(f"no execution {ref}")  # (it appeared meanwhile: the next look finds it)
     return execution
 
 

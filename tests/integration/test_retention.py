@@ -253,3 +253,21 @@ def test_a_report_whose_approval_was_told_by_e_mail_is_archived_whole(people, sa
     assert done.archived == 1
     assert not Execution.objects.filter(pk=report.pk).exists()
     assert not Occasion.objects.exists()
+
+
+def test_an_archived_execution_s_page_says_where_its_record_is(people, sandbox, settings, root):
+    """The dashboard answers 410 for an archived execution, naming the manifest, not a
+    404 "mistyped" (the API's 410, on the page)."""
+    settings.SANDBOX_URL = sandbox.url
+    report = made.published_report(people["requester"].user, people["manager"].user)
+    done = archive_run(batch=10)
+    assert done.archived == 1
+    browser = Client()
+    browser.force_login(people["operator"].user)
+    for url in (f"/executions/{report.ref}/", f"/executions/{report.ref}/live/"):
+        page = browser.get(url)
+        assert page.status_code == 410, (url, page.status_code)
+        text = page.content.decode()
+        assert f"{report.ref} was archived and purged" in text and done.manifests[-1] in text, text
+        assert "keel archive --show" in text
+    assert browser.get("/executions/RUN_999999/").status_code == 404
