@@ -32,7 +32,7 @@ from django.db.models import DateTimeField, ExpressionWrapper, Q, Value
 from django.db.models.functions import Now
 
 from ..models import Execution, Status
-from . import holds, lifecycle, writer
+from . import holds, lifecycle, routing, writer
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +45,16 @@ def worker_identity() -> str:
 
 class LeaseLost(Exception):
     """This worker's token is no longer the execution's token: stop, write nothing."""
+
+
+class Misrouted(Exception):
+    """The execution's current step rings on ``queue``, which this worker doesn't consume
+    (a message left on another queue, e.g. a sweep's re-dispatch before the step moved
+    on): nothing was claimed; the caller rings the right queue."""
+
+    def __init__(self, queue: str) -> None:
+        super().__init__(f"its step rings on the queue {queue!r}, which this worker doesn't consume")
+        self.queue = queue
 
 
 @dataclass(frozen=True)
@@ -87,13 +97,15 @@ CLAIM_TRANSITION = {
 }
 
 
-def acquire(execution_id: int, *, owner: str) -> Lease | None:
+def acquire(execution_id: int, *, owner: str, queues: frozenset[str] | None = None) -> Lease | None:
     """Take the execution if it is runnable and nobody holds a live lease on it.
 
     Returns None when another claimer has it, or it is not runnable, not yet due, or
     leased. A takeover of an expired lease is a lease change recorded as an event, not
     a transition. The lease carries the row, so the slice starts without reading it
-    again.
+    again. Given the ``queues`` the worker consumes (with routes configured), an
+    execution whose current step rings elsewhere is left alone: ``Misrouted``, read
+    off the locked row, so no other claimer can move the step between check and claim.
 
     One transaction: the row locked (others skip it) and read with the database clock,
     then the lease — and the claim's transition, checked by django-fsm — written with
@@ -102,10 +114,10 @@ def acquire(execution_id: int, *, owner: str) -> Lease | None:
     four round trips, one commit; elsewhere the ORM writes the same rows).
     """
     with transaction.atomic():
-        return _claim(execution_id, owner=owner)
+        return _claim(execution_id, owner=owner, queues=queues)
 
 
-def _claim(execution_id: int, *, owner: str) -> Lease | None:
+def _claim(execution_id: int, *, owner: str, queues: frozenset[str] | None) -> Lease | None:
     row = (
         Execution.objects.select_for_update(skip_locked=True, no_key=True)
         .filter(pk=execution_id, status__in=[Status.RUNNING, *CLAIM_TRANSITION])
@@ -121,6 +133,10 @@ def _claim(execution_id: int, *, owner: str) -> Lease | None:
         return None
     if row.lease_expires_at is not None and row.lease_expires_at >= row.db_now:
         return None  # somebody holds a live lease (the row lock makes this check final)
+    if queues is not None and routing.routes():
+        there = routing.queue_for(row.workflow, row.workflow_version, row.current_step)
+        if there not in queues:
+            raise Misrouted(there)
     read = {"pk": row.pk, "lease_token": row.lease_token, "lease_expires_at": row.lease_expires_at}
     previous = row.lease_owner
     overran = (

@@ -53,21 +53,27 @@ from . import (
     routing,
     writer,
 )
-from .leases import Heartbeat, Lease, LeaseLost, acquire, fence, release
+from .leases import Heartbeat, Lease, LeaseLost, Misrouted, acquire, fence, release
 
 log = logging.getLogger(__name__)
 
 CONTINUE, STOP = "continue", "stop"
 
 
-def advance(execution_id: int, *, worker: str) -> str:
+def advance(execution_id: int, *, worker: str, queues: frozenset[str] | None = None) -> str:
     """Run one slice of execution ``execution_id`` if this worker can take it.
 
-    Returns what happened ("not claimed", "stopped", "sliced", "lease lost",
-    "database lost"). Never raises for a lost lease, a stopped execution or a
-    database connection lost mid-slice.
+    Returns what happened ("not claimed", "misrouted", "stopped", "sliced", "lease
+    lost", "database lost"). Never raises for a lost lease, a stopped execution or a
+    database connection lost mid-slice. Given the ``queues`` this worker consumes, a
+    step that rings on another queue is not run here: the doorbell rings that queue.
     """
-    lease = acquire(execution_id, owner=worker)
+    try:
+        lease = acquire(execution_id, owner=worker, queues=queues)
+    except Misrouted as misrouted:
+        log.info("execution %s: %s; rang it there", execution_id, misrouted)
+        dispatch.send(execution_id, queue=misrouted.queue)
+        return "misrouted"
     if lease is None:
         return "not claimed"
     with logcontext.slice_of(ref_for(execution_id), lease.token), Heartbeat(lease) as heartbeat:

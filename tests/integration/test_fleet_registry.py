@@ -13,7 +13,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.test import Client
 
 from config.settings import _runtime_queues
-from executions.engine import routing, sweeper
+from executions.engine import routing, runner, sweeper
 from executions.models import Execution
 from executions.services import execution_start
 from fleet import heartbeat, registry
@@ -75,6 +75,24 @@ def test_the_doorbell_and_the_sweeper_ring_each_execution_on_its_own_queue(trans
     assert set(sweeper.sweep().dispatched) == {mine.pk, other.pk}
     assert broker.llen("firsts") == 1 and broker.llen("celery") == 1 and broker.llen("control") == 0
     assert str(mine.pk).encode() in broker.lindex("firsts", 0)
+
+
+def test_a_message_left_on_another_queue_rings_the_step_s_own_queue_and_claims_nothing(
+    transactional_db, people, settings
+):
+    """A sweep's re-dispatch of a step that has since moved on (S48 in CI: the rescuer on
+    ``agents`` took a stale message and ran the next, ``celery``, step): a worker that
+    doesn't consume the step's queue leaves it alone and rings the right one."""
+    settings.RUNTIME_QUEUES = {"firsts": ["step:monthly_report.retrieve_figures"]}
+    broker = redis.Redis.from_url(settings.CELERY_BROKER_URL)
+    execution, _ = execution_start(user=people["requester"].user, workflow="monthly_report", input={"month": "2026-08"})
+    broker.flushdb()
+    assert runner.advance(execution.pk, worker="worker:test", queues=frozenset({"celery", "control"})) == "misrouted"
+    row = Execution.objects.get(pk=execution.pk)
+    assert row.status == "pending" and row.lease_token == execution.lease_token and not row.lease_owner
+    assert broker.llen("firsts") == 1 and broker.llen("celery") == 0
+    assert runner.advance(execution.pk, worker="worker:test", queues=frozenset({"firsts"})) == "sliced"
+    assert Execution.objects.get(pk=execution.pk).current_step == "analyze"
 
 
 def test_one_row_per_worker_and_at_most_one_write_per_heartbeat_interval(transactional_db, settings):
