@@ -85,6 +85,7 @@ bench: install-test services
 	$(BIN)/python bench/triage_scale.py
 	$(BIN)/python bench/children.py
 	$(BIN)/python bench/retention_scale.py
+	$(BIN)/python bench/partitions.py
 	$(BIN)/python bench/scaleout.py
 
 # keel next to DBOS, LangGraph, a bare Celery chain and pgbench, in one run (docs/BENCHMARKS.md

@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "BENCHMARKS.md"
-ORDER = ("keel", "metrics", "profile", "peers", "triage", "children", "scale-out")
+ORDER = ("keel", "metrics", "profile", "peers", "triage", "children", "retention", "partitions", "scale-out")
 
 
 def write_section(name: str, text: str, *, doc: Path = DOC) -> None:

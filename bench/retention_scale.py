@@ -301,18 +301,12 @@ new rows fill the freed pages: the daily pass deletes about as much as a day add
 the files stop growing (`VACUUM FULL` or `pg_repack` returns the space once, after the
 first large purge).
 
-**Partitions (item 7).** Not built. Deleting in
-small batches keeps each purge transaction short (one batch's rows, by primary key) and
-touches only terminal executions, which no step locks; the step latency while the purge
-runs was {verdict} here (p99 ×{ratio:.2f}); the
-batched delete costs per row, so it scales with what a day adds, not with the table
-(every lookup is by primary key or an indexed foreign key), and the daily pass's budget
-(33k executions in 60 s, 550/s) is the figure that decides. Partitioning the append-only tables by time (declarative,
-monthly, dropping a partition once every execution in it is archived) would make the
-purge's cost per partition rather than per row and avoid the bloat entirely, but it
-changes every foreign key to these tables (PostgreSQL needs the partition key in each
-unique constraint they point at) and a family's rows span months; measure it at 1M
-before paying that.
+**Partitions (item 7).** Not built: measured against the batched delete in the next
+section (`bench/partitions.py`). Deleting in small batches keeps each purge transaction
+short (one batch's rows, by primary key) and touches only terminal executions, which no
+step locks; the step latency while the purge ran was {verdict} here (p99 ×{ratio:.2f}),
+the rate by tenth of the run above says whether the cost per batch stayed flat, and the
+daily pass's budget (33k executions in 60 s, 550/s) is the figure that decides.
 """
     doc.write_section("retention", text)
     print(text)
