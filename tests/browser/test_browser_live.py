@@ -5,9 +5,11 @@ procedure (S16) carried out on the page."""
 from __future__ import annotations
 
 import re
+import time
 from urllib.parse import urlsplit
 
 import pytest
+from django.conf import settings
 from playwright.sync_api import expect
 
 from approvals.models import ApprovalRequest
@@ -205,3 +207,35 @@ def test_api_docs_render_with_the_network_blocked(live_server, browser):
     expect(page.locator("#swagger-ui .info .title")).to_contain_text("keel Task API", timeout=15_000)
     expect(page.locator("#swagger-ui .opblock").first).to_be_visible()
     assert blocked == []
+
+
+def test_a_decision_whose_answer_is_late_still_says_what_was_recorded(web_stack, people, browser):
+    """The decision's answer comes back after the live refresh would have replaced the card
+    it was sent from (held here until V2 waits, then one and a half poll intervals; a busy
+    server does the same): the
+    refresh waits for the decision (hx-sync), so the answer's "Recorded" message finds its
+    place and the card then shows V2 — before, htmx looked for the message's place in the
+    form the refresh had removed, and dropped it."""
+    execution, _ = execution_start(user=people["requester"].user, workflow="monthly_report", input={"month": "2026-08"})
+    wait_for(lambda: pending(execution, 1), timeout=40, what="V1 to await approval")
+
+    page = browser.new_context().new_page()
+    login(page, web_stack.url, people["manager"])
+    page.goto(f"{web_stack.url}/executions/{execution.ref}/")
+    card = page.locator("#approval-card")
+    expect(card.locator("#approval-version")).to_have_text("V1")
+    polls = []
+    page.on("request", lambda r: polls.append(r.url) if "/live/" in r.url else None)
+
+    def late(route):
+        answer = route.fetch()  # the decision is recorded now; V2 is drafted meanwhile
+        wait_for(lambda: pending(execution, 2), timeout=40, what="V2 to await approval")
+        time.sleep(1.5 * settings.DASHBOARD_POLL_MS / 1000)  # a poll falls due meanwhile
+        route.fulfill(response=answer)
+
+    page.route(re.compile(r"/decide/$"), late)
+    card.get_by_label(re.compile("^Comment")).fill("Explain the Eindhoven dip")
+    card.get_by_role("button", name="Request changes").click()
+    expect(page.locator("#decision-result")).to_contain_text("Recorded: Request Changes for V1", timeout=30_000)
+    expect(card.locator("#approval-version")).to_have_text("V2", timeout=40_000)
+    assert polls, "the page polled"
