@@ -37,7 +37,8 @@ def watch_navigations(page) -> list[str]:
     return seen
 
 
-def test_manager_watches_v1_then_requests_changes_and_approves_v2_without_reloading(web_stack, people, browser):
+def manager_at_v1(web_stack, people, browser):
+    """A report awaiting approval of V1, its page open as the manager: (execution, page, the approval card)."""
     execution, _ = execution_start(user=people["requester"].user, workflow="monthly_report", input={"month": "2026-08"})
     wait_for(lambda: pending(execution, 1), timeout=40, what="V1 to await approval")
 
@@ -46,6 +47,11 @@ def test_manager_watches_v1_then_requests_changes_and_approves_v2_without_reload
     page.goto(f"{web_stack.url}/executions/{execution.ref}/")
     card = page.locator("#approval-card")
     expect(card.locator("#approval-version")).to_have_text("V1")
+    return execution, page, card
+
+
+def test_manager_watches_v1_then_requests_changes_and_approves_v2_without_reloading(web_stack, people, browser):
+    execution, page, card = manager_at_v1(web_stack, people, browser)
     navigations = watch_navigations(page)
 
     card.get_by_label(re.compile("^Comment")).fill("Explain the Eindhoven dip")
@@ -212,18 +218,10 @@ def test_api_docs_render_with_the_network_blocked(live_server, browser):
 def test_a_decision_whose_answer_is_late_still_says_what_was_recorded(web_stack, people, browser):
     """The decision's answer comes back after the live refresh would have replaced the card
     it was sent from (held here until V2 waits, then one and a half poll intervals; a busy
-    server does the same): the
-    refresh waits for the decision (hx-sync), so the answer's "Recorded" message finds its
+    server does the same): the refresh waits for the decision (hx-sync), so the answer's "Recorded" message finds its
     place and the card then shows V2 — before, htmx looked for the message's place in the
     form the refresh had removed, and dropped it."""
-    execution, _ = execution_start(user=people["requester"].user, workflow="monthly_report", input={"month": "2026-08"})
-    wait_for(lambda: pending(execution, 1), timeout=40, what="V1 to await approval")
-
-    page = browser.new_context().new_page()
-    login(page, web_stack.url, people["manager"])
-    page.goto(f"{web_stack.url}/executions/{execution.ref}/")
-    card = page.locator("#approval-card")
-    expect(card.locator("#approval-version")).to_have_text("V1")
+    execution, page, card = manager_at_v1(web_stack, people, browser)
     polls = []
     page.on("request", lambda r: polls.append(r.url) if "/live/" in r.url else None)
 
