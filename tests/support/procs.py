@@ -535,6 +535,7 @@ class PgBouncer:
                     "max_db_connections = 40",
                     "server_reset_query =",
                     "server_check_delay = 0",
+                    "server_login_retry = 1",
                     "ignore_startup_parameters = extra_float_digits",
                     "admin_users = postgres",
                     "",
