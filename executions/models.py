@@ -492,8 +492,12 @@ class Action(ConcurrentTransitionMixin, models.Model):
         ordering = ["id"]
         # The few actions still planned (awaiting their approval, or a compensation a person
         # must carry out): the triage console finds the cancelled executions that wait on one.
+        # The ledger's counts by status (triage.tallies): the succeeded ones, which never change
+        # again, are tallied and those that succeeded since found by time; the rest are few.
         indexes = [
-            models.Index(fields=["execution"], condition=models.Q(status="planned"), name="action_planned_execution")
+            models.Index(fields=["execution"], condition=models.Q(status="planned"), name="action_planned_execution"),
+            models.Index(fields=["updated_at"], condition=models.Q(status="succeeded"), name="action_succeeded_at"),
+            models.Index(fields=["status"], condition=~models.Q(status="succeeded"), name="action_unsettled_status"),
         ]
 
     def __str__(self) -> str:

@@ -6,7 +6,8 @@ the same and nothing is kept in any process's memory:
 * gauges — ``keel_executions{status,workflow}`` (every status of every deployed
   workflow, terminal included: the sweeper's tally of terminal rows plus the live ones,
   ``triage.tallies``), ``keel_stuck_executions{reason}`` (every reason),
-  ``keel_actions{status}`` (every ledger status), ``keel_notifications{channel,outcome}``
+  ``keel_actions{status}`` (every ledger status: the succeeded ones tallied as the
+  terminal executions are), ``keel_notifications{channel,outcome}``
   (e-mails and webhooks: sent, failed, unknown, pending), ``keel_cancellation_violations``
   (effects sent after a cancel, whole record: must be 0);
 * a counter — ``keel_model_cost_usd_total{workflow,model}`` (the journal's priced
@@ -26,7 +27,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from django.db.models import Count
 from django.utils import timezone
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
@@ -84,9 +84,9 @@ def stuck_gauge() -> GaugeMetricFamily:
 
 def actions_gauge() -> GaugeMetricFamily:
     family = GaugeMetricFamily("keel_actions", "Ledger actions (external effects) by status.", labels=["status"])
-    counted = dict(Action.objects.order_by().values_list("status").annotate(n=Count("id")))
+    counted = tallies.action_counts()
     for status in Action.State.values:
-        family.add_metric([status], counted.get(status, 0))
+        family.add_metric([status], counted[status])
     return family
 
 

@@ -39,6 +39,7 @@ from django.utils.dateparse import parse_datetime
 
 from executions.engine import failpoints
 from executions.models import TERMINAL, Execution, ExecutionTombstone, pk_from_ref, ref_for
+from triage import tallies
 
 from . import records, store
 from .blobs import Sweep, sweep
@@ -106,6 +107,8 @@ def archive_run(
                     break
         if pending:
             _archive(pending, policy, using, outcome)
+        if outcome.archived or outcome.recovered:  # the counts' tallies counted rows now gone
+            tallies.refresh(force=True)
         outcome.blobs = sweep()
     return outcome
 

@@ -1,4 +1,5 @@
-"""Triage's own record: the tally of terminal executions the counts read (``tallies``)."""
+"""Triage's own record: the tallies of terminal executions and of succeeded ledger actions
+the counts read (``tallies``)."""
 
 from __future__ import annotations
 
@@ -22,3 +23,17 @@ class TerminalTally(models.Model):
 
     def __str__(self) -> str:
         return f"{self.n} {self.workflow} {self.status} before {self.through:%Y-%m-%d %H:%M}"
+
+
+class LedgerTally(models.Model):
+    """How many ledger actions had succeeded before ``through`` (succeeded is the one status
+    an action never leaves): retaken with the terminal tally by beat's ``triage.tally``
+    (``triage.tallies``), read by the ledger's counts."""
+
+    status = models.CharField(max_length=30)
+    n = models.PositiveBigIntegerField()
+    through = models.DateTimeField()
+    taken_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"{self.n} {self.status} actions before {self.through:%Y-%m-%d %H:%M}"

@@ -8,6 +8,13 @@ worker whose clock runs behind can't slip a row past it) by status, workflow and
 reason code, and keeps the counts in ``TerminalTally``. Counting then reads the tally,
 adds the terminal rows changed since ``through`` (the (status, status_changed_at)
 index) and counts the live ones directly: exact, without reading every row.
+
+The ledger's counts by status (the ``keel_actions`` gauge) work the same way: an action
+that succeeded never changes again, so the same pass tallies the actions that had
+succeeded before ``through`` (``LedgerTally``); counting adds those that succeeded since
+(the partial index on ``updated_at``, which the ledger's one writer sets with every status)
+and counts every other status directly (a partial index of the few not succeeded).
+``keel archive`` retakes both tallies when its purge has deleted rows they counted.
 """
 
 from __future__ import annotations
@@ -20,9 +27,11 @@ from django.db.models import Count, Max
 from django.utils import timezone
 
 from executions import stuck
-from executions.models import ACTIVE, TERMINAL, Execution, Status
+from executions.models import ACTIVE, TERMINAL, Action, Execution, Status
 
-from .models import TerminalTally
+from .models import LedgerTally, TerminalTally
+
+SUCCEEDED = Action.State.SUCCEEDED
 
 REFRESH = timedelta(minutes=10)
 MARGIN = timedelta(hours=1)
@@ -41,6 +50,7 @@ def refresh(*, force: bool = False) -> bool:
         .values("status", "workflow", "reason_code")
         .annotate(n=Count("*"))
     )
+    succeeded = Action.objects.filter(status=SUCCEEDED, updated_at__lt=through).count()
     with transaction.atomic():
         TerminalTally.objects.all().delete()
         TerminalTally.objects.bulk_create(
@@ -49,7 +59,24 @@ def refresh(*, force: bool = False) -> bool:
             )
             for r in rows
         )
+        LedgerTally.objects.all().delete()
+        LedgerTally.objects.create(status=SUCCEEDED, n=succeeded, through=through, taken_at=now)
     return True
+
+
+def action_counts() -> dict[str, int]:
+    """Ledger actions by status, every status included, exactly: the succeeded ones from
+    the tally plus those that succeeded since, the others counted."""
+    counted = dict.fromkeys(Action.State.values, 0)
+    others = Action.objects.exclude(status=SUCCEEDED).order_by().values_list("status")
+    counted.update(others.annotate(n=Count("*")).values_list("status", "n"))
+    succeeded = Action.objects.filter(status=SUCCEEDED)
+    tally = LedgerTally.objects.filter(status=SUCCEEDED).first()
+    if tally is not None:
+        counted[SUCCEEDED] = tally.n
+        succeeded = succeeded.filter(updated_at__gte=tally.through)
+    counted[SUCCEEDED] += succeeded.count()
+    return counted
 
 
 def terminal_counts(

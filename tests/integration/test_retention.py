@@ -14,11 +14,12 @@ from django.core.management import call_command
 from django.test import Client
 
 from approvals.models import ApprovalRequest, Decision
-from executions.models import Execution, ExecutionEvent, ExecutionTombstone
+from executions.models import Action, Execution, ExecutionEvent, ExecutionTombstone
 from retention import reader
 from retention.archiver import archive_run
 from retention.verify import verify
 from tests.support import retention as made
+from triage import tallies
 
 
 @pytest.fixture
@@ -36,9 +37,13 @@ def test_an_approved_report_is_archived_chained_purged_and_read_back(people, san
     approval = ApprovalRequest.objects.get(execution=report)
     decision = Decision.objects.get(request=approval)
     older = made.ended(people["requester"].user, n=2)
+    tallies.refresh(force=True)  # the counts' tallies hold the old executions
 
     first = archive_run(batch=2)  # two batches: the chain has two links
     assert first.archived == 3 and len(first.manifests) == 2
+    # The purge retook the tallies: the counts don't count what is gone.
+    assert sum(tallies.summary()["by_status"].values()) == Execution.objects.count()
+    assert sum(tallies.action_counts().values()) == Action.objects.count()
     files = sorted(p.name for p in (root / "archive").iterdir())
     assert len([f for f in files if f.endswith(".manifest.json")]) == 2
     assert len([f for f in files if f.endswith(".jsonl.gz")]) == 2

@@ -217,3 +217,60 @@ def test_the_counts_read_the_terminal_tally_and_stay_exact(people):
     assert counted() == exact() == {"completed": 4, "failed": 2, "awaiting_approval": 1}
     assert tallies.summary()["by_reason"]["retries_exhausted"] == 2
     assert not tallies.refresh()  # fresh enough: not retaken
+
+
+@pytest.mark.django_db
+def test_the_ledger_counts_read_the_succeeded_tally_and_stay_exact(people):
+    """Succeeded actions (a status no action leaves) are counted from the tally plus those
+    that succeeded since; every other status is counted; the counts equal a full count
+    before the tally, after it, after an action succeeds past it, and after a purge
+    deletes rows it counted (``keel archive`` retakes it)."""
+    from datetime import timedelta
+
+    from django.db.models import Count
+    from django.utils import timezone
+
+    from executions.engine import ledger
+    from executions.models import Action, Execution
+    from triage import tallies
+    from triage.models import LedgerTally
+
+    user = people["requester"].user
+    execution = Execution.objects.create(
+        workflow="monthly_report", workflow_version=1, input_digest="d", created_by=user, status="running"
+    )
+    old = timezone.now() - timedelta(days=3)
+
+    def make(status: str, changed=None) -> Action:
+        action = Action.objects.create(
+            key=f"RUN_{execution.pk}:s{Action.objects.count()}:v1",
+            execution=execution,
+            step="s",
+            type="t",
+            status=status,
+        )
+        Action.objects.filter(pk=action.pk).update(updated_at=changed or timezone.now())
+        return action
+
+    for _ in range(3):
+        make("succeeded", changed=old)
+    make("failed", changed=old)
+    in_flight = make("executing", changed=old)
+    make("unknown")
+    make("planned")
+
+    def exact() -> dict[str, int]:
+        found = dict(Action.objects.values("status").annotate(n=Count("*")).values_list("status", "n"))
+        return {s: found.get(s, 0) for s in Action.State.values}
+
+    assert tallies.action_counts() == exact()  # no tally yet: everything counted
+    assert tallies.refresh(force=True)
+    assert LedgerTally.objects.get().n == 3
+    make("succeeded")  # succeeded after the tally was taken
+    in_flight.refresh_from_db()
+    ledger._move(in_flight, "succeed", "test")  # an old row that succeeds now: counted once, by its time
+    assert tallies.action_counts() == exact()
+    assert exact()["succeeded"] == 5 and exact()["executing"] == 0
+    Action.objects.filter(status="succeeded", updated_at__lt=timezone.now() - timedelta(days=1)).delete()
+    assert tallies.refresh(force=True)  # what keel archive does after a purge
+    assert tallies.action_counts() == exact() and exact()["succeeded"] == 2
