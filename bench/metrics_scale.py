@@ -36,11 +36,12 @@ harness.configure(db=DB, broker=BROKER, RUNTIME_METRICS_TOKEN=TOKEN)
 FILL = [
     """INSERT INTO executions_execution (id, workflow, workflow_version, input, input_digest, status,
         status_changed_at, status_reason, current_step, round, context, lease_owner, lease_token,
-        created_at, updated_at, created_by_id, reason_code, failed_attempts)
+        created_at, updated_at, created_by_id, reason_code, failed_attempts, parent_step, child_key, hold_reason,
+        paused_by_workflow, paused_from)
        SELECT i, CASE WHEN i %% 3 = 0 THEN 'replacement_order' ELSE 'monthly_report' END, 1, '{}', 'x',
         CASE WHEN i %% 50 = 0 THEN 'needs_attention' WHEN i %% 17 = 0 THEN 'failed' ELSE 'completed' END,
         t + interval '5 minutes', '', '', 1, '{}', '', 1, t, t + interval '5 minutes', %(user)s,
-        CASE WHEN i %% 50 = 0 THEN 'unknown_outcome' ELSE '' END, 0
+        CASE WHEN i %% 50 = 0 THEN 'unknown_outcome' ELSE '' END, 0, '', '', '', false, ''
        FROM (SELECT i, now() - (i * make_interval(days => %(days)s)) / %(n)s AS t FROM generate_series(1, %(n)s) i) s""",
     """INSERT INTO executions_executionevent (execution_id, type, from_status, to_status, step, actor_label, payload, created_at)
        SELECT e.id, v.type, v.f, v.t, '', 'bench',
@@ -217,11 +218,12 @@ def main() -> None:
             f"history (what the first fold after an upgrade does, a day per pass) took {folded:,.0f} s in "
             f"{passes} passes; a steady-state pass (one minute of this traffic) {minute * 1000:,.0f} ms. The "
             f"rollup then held {rollup_rows:,} rows. `/metrics` adds the live gauges: executions by status "
-            "(triage's tally of terminal rows plus the live ones), actions by status (counted) and stuck "
-            "executions. Before the rollup, on the same data, a week's measures took 6.0 s, its charts 9.8 s and "
-            "a scrape 7.4 s. What is left is mostly what is live, not history: the stuck count (a CASE over the "
-            "executions that can be stuck — here the 20,000 needing attention, as the triage list's counts) and, "
-            "for `/metrics`, the ledger counted by status.",
+            "(triage's tally of terminal rows plus the live ones), actions by status (the same tally's "
+            "succeeded actions plus those that succeeded since, the others counted; before it, counting the "
+            "1M actions took 137 ms of a 234 ms scrape) and stuck executions. Before the rollup, on the same "
+            "data, a week's measures took 6.0 s, its charts 9.8 s and a scrape 7.4 s. What is left is mostly "
+            "what is live, not history: the stuck count (a CASE over the executions that can be stuck — here "
+            "the 20,000 needing attention, as the triage list's counts).",
         ]
     )
     doc.write_section("metrics", text)

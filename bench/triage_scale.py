@@ -64,12 +64,13 @@ def seed() -> None:
             INSERT INTO executions_execution
               (workflow, workflow_version, input, input_digest, created_by_id, status, status_changed_at,
                status_reason, reason_code, current_step, round, context, lease_owner, lease_token,
-               failed_attempts, created_at, updated_at)
+               failed_attempts, parent_step, child_key, hold_reason, paused_by_workflow, paused_from,
+               created_at, updated_at)
             SELECT CASE WHEN g %% 3 = 0 THEN 'replacement_order' ELSE 'monthly_report' END, 1, '{}', 'd', %s,
                    CASE WHEN g %% 20 = 0 THEN 'failed' WHEN g %% 25 = 0 THEN 'cancelled' ELSE 'completed' END,
                    now() - interval '30 days', '',
                    CASE WHEN g %% 20 = 0 THEN 'retries_exhausted' ELSE '' END,
-                   '', 1, '{}', '', 1, 0, now() - interval '30 days', now() - interval '30 days'
+                   '', 1, '{}', '', 1, 0, '', '', '', false, '', now() - interval '30 days', now() - interval '30 days'
               FROM generate_series(1, %s) AS g
             """,
             [user.pk, done],
@@ -82,9 +83,11 @@ def seed() -> None:
                 INSERT INTO executions_execution
                   (workflow, workflow_version, input, input_digest, created_by_id, status, status_changed_at,
                    status_reason, reason_code, current_step, round, context, lease_owner, lease_token,
-                   failed_attempts, created_at, updated_at)
+                   failed_attempts, parent_step, child_key, hold_reason, paused_by_workflow, paused_from,
+               created_at, updated_at)
                 SELECT CASE WHEN g %% 3 = 0 THEN 'replacement_order' ELSE 'monthly_report' END, 1, '{}', 'd', %s,
-                       %s, now() - interval '10 seconds', '', %s, 'publish', 1, '{}', '', 1, 0, now(), now()
+                       %s, now() - interval '10 seconds', '', %s, 'publish', 1, '{}', '', 1, 0, '', '', '', false, '',
+                       now(), now()
                   FROM generate_series(1, %s) AS g
                 """,
                 [user.pk, status, code, n],

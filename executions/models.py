@@ -498,6 +498,8 @@ class Action(ConcurrentTransitionMixin, models.Model):
             models.Index(fields=["execution"], condition=models.Q(status="planned"), name="action_planned_execution"),
             models.Index(fields=["updated_at"], condition=models.Q(status="succeeded"), name="action_succeeded_at"),
             models.Index(fields=["status"], condition=~models.Q(status="succeeded"), name="action_unsettled_status"),
+            # The notifications sent beside the steps, by channel and outcome (metrics): few of all.
+            models.Index(fields=["type", "status"], condition=models.Q(beside=True), name="action_beside_type_status"),
         ]
 
     def __str__(self) -> str:

@@ -43,6 +43,7 @@ from django.db.models.functions import Now
 from .authoring import registry
 from .engine import holds, routing
 from .models import ACTIVE, COMPENSATION_SUFFIX, Action, Execution, Status
+from .plans import plain_plans
 from .reasons import StuckReason
 
 R = StuckReason
@@ -169,8 +170,9 @@ def counts(*, workflow: str | None = None) -> dict[str, int]:
     summary, the ``stuck`` measure and the Prometheus gauge."""
     counted = dict.fromkeys(REASONS, 0)
     found = annotate(candidates(workflow=workflow)).exclude(stuck_reason=None).order_by()
-    for reason, n in found.values("stuck_reason").annotate(n=Count("id")).values_list("stuck_reason", "n"):
-        counted[reason] = n
+    with plain_plans():  # JIT-compiling the CASE took 0.3 s of 0.4 at 1M executions
+        for reason, n in found.values("stuck_reason").annotate(n=Count("id")).values_list("stuck_reason", "n"):
+            counted[reason] = n
     return counted
 
 

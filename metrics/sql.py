@@ -1,14 +1,14 @@
 """What the measures need from SQL, on PostgreSQL and SQLite alike: ``Seconds`` (a
 duration), ``Bucket`` (an interval's start), and ``plain_plans`` (reads without
-PostgreSQL's JIT compilation)."""
+PostgreSQL's JIT compilation, ``executions.plans``)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-
-from django.db import connection, transaction
 from django.db.models import FloatField, Func, IntegerField
+
+from executions.plans import plain_plans
+
+__all__ = ["Bucket", "Seconds", "plain_plans"]
 
 
 class Seconds(Func):
@@ -50,17 +50,3 @@ class Bucket(Func):
         moment, params = compiler.compile(self.source_expressions[0])
         n = self.seconds
         return f"((CAST(strftime('%%s', {moment}) AS INTEGER) / {n}) * {n})", params
-
-
-@contextmanager
-def plain_plans() -> Iterator[None]:
-    """A read-only transaction whose queries PostgreSQL plans without JIT compilation.
-
-    The measures' queries are short index walks with per-row subplans; the planner's
-    estimates make it JIT-compile them, which costs more (≈0.25 s a query) than running
-    them. Elsewhere: just a transaction."""
-    with transaction.atomic():
-        if connection.vendor == "postgresql":
-            with connection.cursor() as cursor:
-                cursor.execute("SET LOCAL jit = off")
-        yield

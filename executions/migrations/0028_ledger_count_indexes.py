@@ -23,4 +23,10 @@ class Migration(migrations.Migration):
                 name="action_unsettled_status",
             ),
         ),
+        migrations.AddIndex(
+            model_name="action",
+            index=models.Index(
+                condition=models.Q(("beside", True)), fields=["type", "status"], name="action_beside_type_status"
+            ),
+        ),
     ]
