@@ -128,6 +128,9 @@ class Execution(ConcurrentTransitionMixin, models.Model):
             models.Index(fields=["workflow", "-id"], name="execution_workflow_id"),
             models.Index(fields=["reason_code", "-id"], name="execution_reason_id"),
             models.Index(fields=["status", "status_changed_at"], name="execution_status_changed"),
+            # The counts of the live executions (by workflow, by stuck reason: triage.tallies,
+            # stuck.counts) read this index alone, not the rows.
+            models.Index(fields=["status", "workflow", "reason_code"], name="execution_status_workflow_code"),
         ]
         permissions = [("operate_execution", "Can triage, resume and cancel executions")]
 

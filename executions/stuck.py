@@ -19,6 +19,7 @@ ran out until it is restarted, a cancelled one until its compensations are close
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -84,6 +85,10 @@ RECORDED = {
     Status.FAILED: (R.RETRIES_EXHAUSTED,),
     Status.PAUSED: (R.PAUSED,),
 }
+# The statuses whose one possible stuck reason is the code recorded with them (no
+# condition of ``annotate`` before "recorded" can hold for them): ``counts`` counts them
+# from the (status, workflow, reason_code) index alone, without reading their rows.
+BY_CODE = (Status.NEEDS_ATTENTION, Status.PAUSED)
 
 
 def _ago(seconds: float) -> ExpressionWrapper:
@@ -152,12 +157,12 @@ def annotate(rows: QuerySet[Execution]) -> QuerySet[Execution]:
     return rows.annotate(stuck_reason=reason, stuck_since=since)
 
 
-def candidates(*, workflow: str | None = None) -> QuerySet[Execution]:
+def candidates(*, workflow: str | None = None, live: Iterable[str] = ACTIVE) -> QuerySet[Execution]:
     """The executions that can be stuck, through their indexes rather than every row:
-    the live ones, the failed ones whose retries ran out, the cancelled ones with a
-    compensation still planned."""
+    the ``live`` ones (every live status unless told), the failed ones whose retries ran
+    out, the cancelled ones with a compensation still planned."""
     rows = Execution.objects.filter(
-        Q(status__in=list(ACTIVE))
+        Q(status__in=sorted(live))
         | Q(status=Status.FAILED, reason_code__in=RECORDED[Status.FAILED])
         | Q(status=Status.CANCELLED, pk__in=_planned_compensations().values("execution_id"))
     )
@@ -169,10 +174,15 @@ def counts(*, workflow: str | None = None) -> dict[str, int]:
     of the vocabulary included: the counts at the top of the list, ``by_reason`` of the
     summary, the ``stuck`` measure and the Prometheus gauge."""
     counted = dict.fromkeys(REASONS, 0)
-    found = annotate(candidates(workflow=workflow)).exclude(stuck_reason=None).order_by()
+    found = annotate(candidates(workflow=workflow, live=ACTIVE - set(BY_CODE))).exclude(stuck_reason=None).order_by()
+    coded = Execution.objects.filter(status__in=BY_CODE, **({"workflow": workflow} if workflow else {}))
+    coded = coded.order_by().values_list("status", "reason_code")
     with plain_plans():  # JIT-compiling the CASE took 0.3 s of 0.4 at 1M executions
         for reason, n in found.values("stuck_reason").annotate(n=Count("id")).values_list("stuck_reason", "n"):
-            counted[reason] = n
+            counted[reason] += n
+        for status, code, n in coded.annotate(n=Count("*")).values_list("status", "reason_code", "n"):
+            if code in RECORDED[status]:
+                counted[code] += n
     return counted
 
 

@@ -274,3 +274,44 @@ def test_the_ledger_counts_read_the_succeeded_tally_and_stay_exact(people):
     Action.objects.filter(status="succeeded", updated_at__lt=timezone.now() - timedelta(days=1)).delete()
     assert tallies.refresh(force=True)  # what keel archive does after a purge
     assert tallies.action_counts() == exact() and exact()["succeeded"] == 2
+
+
+@pytest.mark.django_db
+def test_the_stuck_counts_read_by_code_equal_the_reasons_the_list_gives(people):
+    """``stuck.counts`` counts needs_attention and paused executions by their recorded
+    code from an index alone; the counts equal the reasons ``annotate`` gives every
+    candidate (what the list filters by), codes that are no stuck reason included."""
+    from collections import Counter
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from executions import stuck
+    from executions.models import Execution
+
+    user = people["requester"].user
+    old = timezone.now() - timedelta(days=1)
+    made = [
+        ("monthly_report", "needs_attention", "unknown_outcome"),
+        ("monthly_report", "needs_attention", "unknown_outcome"),
+        ("replacement_order", "needs_attention", "permission_denied"),
+        ("replacement_order", "needs_attention", ""),  # no code: not stuck by a recorded reason
+        ("monthly_report", "needs_attention", "no_worker"),  # an observed reason is never recorded
+        ("monthly_report", "paused", "paused"),
+        ("replacement_order", "paused", ""),
+        ("monthly_report", "failed", "retries_exhausted"),
+        ("monthly_report", "pending", ""),  # unclaimed for a day: no_worker
+        ("replacement_order", "awaiting_approval", ""),
+    ]
+    for workflow, status, code in made:
+        e = Execution.objects.create(
+            workflow=workflow, workflow_version=1, input_digest="d", created_by=user, status=status, reason_code=code
+        )
+        Execution.objects.filter(pk=e.pk).update(status_changed_at=old, gate_sla_at=old)
+
+    for workflow in (None, "monthly_report", "replacement_order"):
+        reasons = stuck.annotate(stuck.candidates(workflow=workflow)).values_list("stuck_reason", flat=True)
+        given = Counter(r for r in reasons if r)
+        assert {r: n for r, n in stuck.counts(workflow=workflow).items() if n} == given, workflow
+    assert stuck.counts()["unknown_outcome"] == 2 and stuck.counts()["paused"] == 1
+    assert stuck.counts()["no_worker"] == 1 and stuck.counts()["approval_overdue"] == 1

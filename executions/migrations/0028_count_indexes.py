@@ -29,4 +29,8 @@ class Migration(migrations.Migration):
                 condition=models.Q(("beside", True)), fields=["type", "status"], name="action_beside_type_status"
             ),
         ),
+        migrations.AddIndex(
+            model_name="execution",
+            index=models.Index(fields=["status", "workflow", "reason_code"], name="execution_status_workflow_code"),
+        ),
     ]
