@@ -14,11 +14,11 @@ from pydantic import AfterValidator
 from executions.api import ErrorOut
 from executions.errors import Forbidden
 from executions.inputs import WorkflowName
+from executions.plans import plain_plans
 
 from . import access, windows
 from .history import history
 from .measures import measures
-from .sql import plain_plans
 
 router = Router()
 

@@ -1,14 +1,10 @@
 """What the measures need from SQL, on PostgreSQL and SQLite alike: ``Seconds`` (a
-duration), ``Bucket`` (an interval's start), and ``plain_plans`` (reads without
-PostgreSQL's JIT compilation, ``executions.plans``)."""
+duration) and ``Bucket`` (an interval's start). Reads without PostgreSQL's JIT
+compilation: ``executions.plans.plain_plans``."""
 
 from __future__ import annotations
 
 from django.db.models import FloatField, Func, IntegerField
-
-from executions.plans import plain_plans
-
-__all__ = ["Bucket", "Seconds", "plain_plans"]
 
 
 class Seconds(Func):

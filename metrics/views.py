@@ -16,11 +16,11 @@ from django.views.decorators.http import require_GET
 from accounts.tokens import user_for_token
 from executions.authoring import registry
 from executions.models import Status
+from executions.plans import plain_plans
 from executions.stuck import REASONS
 
 from . import access, costs, prometheus, windows
 from .measures import STAYS, notifications_now
-from .sql import plain_plans
 
 WINDOWS = ("1h", "24h", "7d")
 

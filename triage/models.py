@@ -30,10 +30,9 @@ class LedgerTally(models.Model):
     an action never leaves): retaken with the terminal tally by beat's ``triage.tally``
     (``triage.tallies``), read by the ledger's counts."""
 
-    status = models.CharField(max_length=30)
     n = models.PositiveBigIntegerField()
     through = models.DateTimeField()
     taken_at = models.DateTimeField()
 
     def __str__(self) -> str:
-        return f"{self.n} {self.status} actions before {self.through:%Y-%m-%d %H:%M}"
+        return f"{self.n} succeeded actions before {self.through:%Y-%m-%d %H:%M}"

@@ -60,7 +60,7 @@ def refresh(*, force: bool = False) -> bool:
             for r in rows
         )
         LedgerTally.objects.all().delete()
-        LedgerTally.objects.create(status=SUCCEEDED, n=succeeded, through=through, taken_at=now)
+        LedgerTally.objects.create(n=succeeded, through=through, taken_at=now)
     return True
 
 
@@ -71,7 +71,7 @@ def action_counts() -> dict[str, int]:
     others = Action.objects.exclude(status=SUCCEEDED).order_by().values_list("status")
     counted.update(others.annotate(n=Count("*")).values_list("status", "n"))
     succeeded = Action.objects.filter(status=SUCCEEDED)
-    tally = LedgerTally.objects.filter(status=SUCCEEDED).first()
+    tally = LedgerTally.objects.first()
     if tally is not None:
         counted[SUCCEEDED] = tally.n
         succeeded = succeeded.filter(updated_at__gte=tally.through)

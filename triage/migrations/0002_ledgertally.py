@@ -13,7 +13,6 @@ class Migration(migrations.Migration):
             name="LedgerTally",
             fields=[
                 ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
-                ("status", models.CharField(max_length=30)),
                 ("n", models.PositiveBigIntegerField()),
                 ("through", models.DateTimeField()),
                 ("taken_at", models.DateTimeField()),
