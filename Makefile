@@ -58,7 +58,7 @@ lint: install-test
 # Everything: lint, then every test on real processes, a file per pytest process at a time (docs/testing.md).
 test: install-test lint services
 	DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_BROKER_URL) \
-		$(BIN)/python -m pytest -n $(TEST_PROCESSES) --dist loadfile $(PYTEST_ARGS)
+		$(BIN)/python -m pytest -n $(TEST_PROCESSES) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 # The inner loop: every test that starts no process (no stack, no sandbox, no Chromium; one
 # that tries is refused by KEEL_NO_PROCESSES and must be marked `processes`), test by test

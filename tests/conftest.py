@@ -6,6 +6,7 @@ import os
 import threading
 import uuid
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -28,6 +29,10 @@ PROCESS_FIXTURES = {"stack", "sandbox", "run_sandbox", "shared_stacks", "world",
 THROUGH_PGBOUNCER = bool(os.environ.get("KEEL_TEST_PGBOUNCER"))
 
 
+# What a test file not in tests/file_weights.txt is taken to weigh (new files: most are small).
+UNLISTED_FILE_SECONDS = 3.0
+
+
 def _stack_order(item) -> int:
     """0: no stack, 1: the shared stack, 2: a stack of its own."""
     if "stack" not in getattr(item, "fixturenames", ()):
@@ -43,19 +48,34 @@ def pytest_collection_modifyitems(config, items) -> None:
             item.add_marker(pytest.mark.processes)
 
 
+def _file_weights() -> dict[str, float]:
+    """Seconds per test file, measured (tests/file_weights.txt)."""
+    weights = {}
+    for line in (Path(__file__).parent / "file_weights.txt").read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            seconds, path = line.split(maxsplit=1)
+            weights[path] = float(seconds)
+    return weights
+
+
 class _StackOrder:
     @pytest.hookimpl(trylast=True)
-    def pytest_collection_modifyitems(self, items) -> None:
-        """Within each run of a module's tests (after pytest-django's ordering), those without a
-        stack first, then those on the shared stack, then those with their own, so a module
-        starts its shared stack once."""
-        ordered, run = [], []
+    def pytest_collection_modifyitems(self, config, items) -> None:
+        """The heaviest files first (tests/file_weights.txt: with ``--dist loadfile`` each
+        pytest process takes whole files in this order, so the long ones start early and
+        the run ends on short ones). Within a file, those without a stack first, then those
+        on the shared stack, then those with their own, so a module starts its shared stack
+        once. A file's tests stay in pytest-django's order otherwise (sorts are stable)."""
+        weights = _file_weights()
+        root = Path(str(config.rootpath))
+
+        def weight(item) -> float:
+            return weights.get(Path(str(item.path)).relative_to(root).as_posix(), UNLISTED_FILE_SECONDS)
+
+        position = {}
         for item in items:
-            if run and item.module is not run[0].module:
-                ordered += sorted(run, key=_stack_order)
-                run = []
-            run.append(item)
-        items[:] = ordered + sorted(run, key=_stack_order)
+            position.setdefault(item.module, len(position))
+        items.sort(key=lambda item: (-weight(item), position[item.module], _stack_order(item)))
 
 
 def pytest_configure(config) -> None:

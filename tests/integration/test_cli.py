@@ -16,6 +16,7 @@ from executions import services
 from executions.api import ExecutionOut
 from executions.engine import lifecycle
 from executions.models import Execution, ExecutionEvent, Status
+from tests.support import forkserver
 from tests.support.procs import BIN, ROOT
 from tests.support.stack import app_env
 
@@ -27,15 +28,7 @@ def env(transactional_db, tmp_path) -> dict[str, str]:
 
 
 def keel(env, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [str(BIN / "python"), "manage.py", "keel", *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    return forkserver.run([str(BIN / "python"), "manage.py", "keel", *args], env=env, cwd=ROOT, timeout=120)
 
 
 def refused(done: subprocess.CompletedProcess, status: int, *words: str) -> None:

@@ -11,6 +11,7 @@ import subprocess
 
 from django.apps import apps
 
+from tests.support import forkserver
 from tests.support.procs import BIN, ROOT
 from tests.support.stack import wait_status
 
@@ -27,14 +28,8 @@ COUNTED = [
 
 
 def keel(stack, *args: str, **env: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [str(BIN / "python"), "manage.py", "keel", *args],
-        cwd=ROOT,
-        env={**stack.env, **env},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
+    return forkserver.run(
+        [str(BIN / "python"), "manage.py", "keel", *args], env={**stack.env, **env}, cwd=ROOT, timeout=120
     )
 
 

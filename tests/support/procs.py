@@ -30,6 +30,8 @@ from typing import Any
 
 import requests
 
+from tests.support import forkserver
+
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 # setpriv --pdeathsig: a child is SIGKILLed when the process that started it dies
@@ -118,15 +120,7 @@ def keel_env(**values: str) -> dict[str, str]:
 
 def manage(*args: str, env: dict[str, str], log: Path | None = None, timeout: float = 300) -> str:
     """Run ``manage.py`` to completion; its stdout. RuntimeError with its output if it fails."""
-    done = subprocess.run(
-        [str(BIN / "python"), "manage.py", *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
+    done = forkserver.run([str(BIN / "python"), "manage.py", *args], env=env, cwd=ROOT, timeout=timeout)
     if log is not None:
         with open(log, "a") as f:
             f.write(f"$ manage.py {' '.join(args)}\n{done.stdout}{done.stderr}\n")
@@ -157,16 +151,20 @@ class Proc:
         self.ready, self.what = ready, what or f"{name} to be ready"
         self.killed = False  # stopped by us, as opposed to exiting on its own
         self._out = open(log, "ab")  # noqa: SIM115 - closed in kill()
-        prefix = [_SETPRIV, "--pdeathsig", "KILL", "--"] if _SETPRIV else []
-        self.popen = subprocess.Popen(
-            prefix + args,
-            cwd=ROOT,
-            env=env,
-            stdout=self._out,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
+        # A Python command is forked from the preloaded fork server (tests/support/forkserver.py);
+        # anything else (Redis, PostgreSQL, PgBouncer) is exec'd.
+        self.popen: subprocess.Popen | forkserver.Forked | None = forkserver.spawn(args, env=env, cwd=ROOT, log=log)
+        if self.popen is None:
+            prefix = [_SETPRIV, "--pdeathsig", "KILL", "--"] if _SETPRIV else []
+            self.popen = subprocess.Popen(
+                prefix + args,
+                cwd=ROOT,
+                env=env,
+                stdout=self._out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
 
     @property
     def pid(self) -> int:

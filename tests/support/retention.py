@@ -16,6 +16,7 @@ from approvals.services import approval_decide
 from executions.engine import lifecycle, runner
 from executions.models import Execution, Status
 from executions.services import execution_start
+from tests.support import forkserver
 from tests.support.procs import BIN, ROOT
 from tests.support.stack import app_env
 
@@ -99,12 +100,6 @@ def keel_archive(tmp: Path, root: Path, *args: str, owner: bool = True, **env: s
     extra = {"DATABASE_OWNER_URL": owner_dsn()} if owner else {}
     process_env = {**app_env(tmp), "KEEL_ARTIFACTS_ROOT": str(root), "RUNTIME_FAILPOINT_DIR": str(tmp / "fp")}
     process_env.update(extra, **env)
-    return subprocess.run(
-        [str(BIN / "python"), "manage.py", "keel", "archive", *args],
-        cwd=ROOT,
-        env=process_env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
+    return forkserver.run(
+        [str(BIN / "python"), "manage.py", "keel", "archive", *args], env=process_env, cwd=ROOT, timeout=120
     )
