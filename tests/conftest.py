@@ -19,6 +19,7 @@ from django.dispatch import receiver
 
 from accounts.roles import ensure_roles
 from accounts.tokens import api_token_create
+from tests.support import file_weights
 from tests.support.procs import PgBouncer, http
 from tests.support.stack import APP_DB_ROLE, Sandbox, SharedStack, SharedStacks, Stack
 
@@ -48,16 +49,6 @@ def pytest_collection_modifyitems(config, items) -> None:
             item.add_marker(pytest.mark.processes)
 
 
-def _file_weights() -> dict[str, float]:
-    """Seconds per test file, measured (tests/file_weights.txt)."""
-    weights = {}
-    for line in (Path(__file__).parent / "file_weights.txt").read_text().splitlines():
-        if line.strip() and not line.startswith("#"):
-            seconds, path = line.split(maxsplit=1)
-            weights[path] = float(seconds)
-    return weights
-
-
 class _StackOrder:
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, config, items) -> None:
@@ -66,7 +57,7 @@ class _StackOrder:
         the run ends on short ones). Within a file, those without a stack first, then those
         on the shared stack, then those with their own, so a module starts its shared stack
         once. A file's tests stay in pytest-django's order otherwise (sorts are stable)."""
-        weights = _file_weights()
+        weights = file_weights.read()
         root = Path(str(config.rootpath))
 
         def weight(item) -> float:

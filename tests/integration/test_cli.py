@@ -16,8 +16,7 @@ from executions import services
 from executions.api import ExecutionOut
 from executions.engine import lifecycle
 from executions.models import Execution, ExecutionEvent, Status
-from tests.support import forkserver
-from tests.support.procs import BIN, ROOT
+from tests.support.procs import run_manage
 from tests.support.stack import app_env
 
 
@@ -28,7 +27,7 @@ def env(transactional_db, tmp_path) -> dict[str, str]:
 
 
 def keel(env, *args: str) -> subprocess.CompletedProcess:
-    return forkserver.run([str(BIN / "python"), "manage.py", "keel", *args], env=env, cwd=ROOT, timeout=120)
+    return run_manage("keel", *args, env=env)
 
 
 def refused(done: subprocess.CompletedProcess, status: int, *words: str) -> None:

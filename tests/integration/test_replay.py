@@ -11,8 +11,7 @@ import subprocess
 
 from django.apps import apps
 
-from tests.support import forkserver
-from tests.support.procs import BIN, ROOT
+from tests.support.procs import run_manage
 from tests.support.stack import wait_status
 
 EDITED = "workflows.monthly_report,workflows.replacement_order,tests.support.replay_edits"
@@ -28,9 +27,7 @@ COUNTED = [
 
 
 def keel(stack, *args: str, **env: str) -> subprocess.CompletedProcess:
-    return forkserver.run(
-        [str(BIN / "python"), "manage.py", "keel", *args], env={**stack.env, **env}, cwd=ROOT, timeout=120
-    )
+    return run_manage("keel", *args, env={**stack.env, **env})
 
 
 def counts() -> dict[str, int]:

@@ -25,6 +25,16 @@ HEADER = """\
 """
 
 
+def read() -> dict[str, float]:
+    """Seconds per test file (its path from the repository's root), as listed."""
+    weights = {}
+    for line in OUT.read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            seconds, path = line.split(maxsplit=1)
+            weights[path] = float(seconds)
+    return weights
+
+
 def main(log: str) -> None:
     seconds: Counter[str] = Counter()
     for line in Path(log).read_text(errors="replace").splitlines():

@@ -33,6 +33,7 @@ import json
 import os
 import runpy
 import select
+import shutil
 import signal
 import subprocess
 import sys
@@ -220,7 +221,7 @@ def python_command(argv: list[str]) -> str | None:
 
 class _Server:
     def __init__(self) -> None:
-        prefix = ["setpriv", "--pdeathsig", "KILL", "--"] if _which("setpriv") else []
+        prefix = ["setpriv", "--pdeathsig", "KILL", "--"] if shutil.which("setpriv") else []
         env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
         self.popen = subprocess.Popen(
             [*prefix, sys.executable, str(Path(__file__).resolve())],
@@ -261,12 +262,6 @@ class _Server:
                 if not self.changed.wait_for(lambda: self._pids or self.dead, timeout=30) or not self._pids:
                     raise RuntimeError("the fork server did not answer")
                 return self._pids.pop(0)
-
-
-def _which(name: str) -> bool:
-    import shutil
-
-    return shutil.which(name) is not None
 
 
 _server: _Server | None = None
@@ -312,9 +307,6 @@ class Forked:
 
     def terminate(self) -> None:
         self.send_signal(signal.SIGTERM)
-
-    def kill(self) -> None:
-        self.send_signal(signal.SIGKILL)
 
 
 def spawn(argv: list[str], *, env: dict[str, str], cwd: Path, log: Path) -> Forked | None:

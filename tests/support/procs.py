@@ -118,9 +118,15 @@ def keel_env(**values: str) -> dict[str, str]:
     }
 
 
+def run_manage(*args: str, env: dict[str, str], timeout: float = 120) -> subprocess.CompletedProcess:
+    """``manage.py *args`` run to completion, its output captured, whatever its exit code
+    (forked from the fork server: tests/support/forkserver.py)."""
+    return forkserver.run([str(BIN / "python"), "manage.py", *args], env=env, cwd=ROOT, timeout=timeout)
+
+
 def manage(*args: str, env: dict[str, str], log: Path | None = None, timeout: float = 300) -> str:
     """Run ``manage.py`` to completion; its stdout. RuntimeError with its output if it fails."""
-    done = forkserver.run([str(BIN / "python"), "manage.py", *args], env=env, cwd=ROOT, timeout=timeout)
+    done = run_manage(*args, env=env, timeout=timeout)
     if log is not None:
         with open(log, "a") as f:
             f.write(f"$ manage.py {' '.join(args)}\n{done.stdout}{done.stderr}\n")
@@ -150,11 +156,12 @@ class Proc:
         self.name, self.args, self.log = name, args, log
         self.ready, self.what = ready, what or f"{name} to be ready"
         self.killed = False  # stopped by us, as opposed to exiting on its own
-        self._out = open(log, "ab")  # noqa: SIM115 - closed in kill()
+        self._out = None  # an exec'd process's log, open while it runs (a forked one opens its own)
         # A Python command is forked from the preloaded fork server (tests/support/forkserver.py);
         # anything else (Redis, PostgreSQL, PgBouncer) is exec'd.
         self.popen: subprocess.Popen | forkserver.Forked | None = forkserver.spawn(args, env=env, cwd=ROOT, log=log)
         if self.popen is None:
+            self._out = open(log, "ab")  # noqa: SIM115 - closed in kill()
             prefix = [_SETPRIV, "--pdeathsig", "KILL", "--"] if _SETPRIV else []
             self.popen = subprocess.Popen(
                 prefix + args,
@@ -181,7 +188,8 @@ class Proc:
             os.killpg(self.popen.pid, signal.SIGKILL)  # its group: gunicorn's workers die with it
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.popen.wait(timeout=10)
-        self._out.close()
+        if self._out is not None:
+            self._out.close()
 
     def terminate(self) -> None:
         """SIGTERM, without waiting for the process to exit."""

@@ -16,8 +16,7 @@ from approvals.services import approval_decide
 from executions.engine import lifecycle, runner
 from executions.models import Execution, Status
 from executions.services import execution_start
-from tests.support import forkserver
-from tests.support.procs import BIN, ROOT
+from tests.support.procs import run_manage
 from tests.support.stack import app_env
 
 
@@ -100,6 +99,4 @@ def keel_archive(tmp: Path, root: Path, *args: str, owner: bool = True, **env: s
     extra = {"DATABASE_OWNER_URL": owner_dsn()} if owner else {}
     process_env = {**app_env(tmp), "KEEL_ARTIFACTS_ROOT": str(root), "RUNTIME_FAILPOINT_DIR": str(tmp / "fp")}
     process_env.update(extra, **env)
-    return forkserver.run(
-        [str(BIN / "python"), "manage.py", "keel", "archive", *args], env=process_env, cwd=ROOT, timeout=120
-    )
+    return run_manage("keel", "archive", *args, env=process_env)
