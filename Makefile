@@ -10,6 +10,11 @@ TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/keel
 TEST_PROCESSES ?= 3
 TEST_BROKER_URL ?= redis://127.0.0.1:6379/15,redis://127.0.0.1:6379/14,redis://127.0.0.1:6379/13
 
+# Bytecode is written (__pycache__/, ignored by git) even where the environment says not to:
+# the suite starts ~500 Python processes, and without it each one compiles keel's modules
+# again (~0.2 s of CPU a process) and each pytest process re-rewrites every test module.
+unexport PYTHONDONTWRITEBYTECODE
+
 .PHONY: run run-web run-worker run-beat run-sandbox prepare test test-fast lint install install-test services bench bench-peers chaos clean
 
 install: $(VENV)/.installed

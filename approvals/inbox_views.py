@@ -36,7 +36,7 @@ def inbox(request: HttpRequest) -> HttpResponse:
 @require_GET
 def inbox_count(request: HttpRequest) -> HttpResponse:
     """The nav link's "(n)", loaded by htmx after the page."""
-    return render(request, "approvals/inbox.html#inbox_count", {"count": len(selectors.inbox_for(request.user))})
+    return render(request, "approvals/inbox.html#inbox_count", {"count": selectors.inbox_count(request.user)})
 
 
 @login_required

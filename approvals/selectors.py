@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.db.models import Count, Q, QuerySet
+from django.db.models import Count, F, Q, QuerySet
 from django.utils import timezone
 
 from executions.agent.steps import TOOL_CALL_ARTIFACT_KIND, recorded_results
@@ -69,6 +69,16 @@ def _with_relations(rows: QuerySet[ApprovalRequest]) -> QuerySet[ApprovalRequest
     )
 
 
+def _open_requests(now: dt.datetime) -> QuerySet[ApprovalRequest]:
+    """``is_open`` as a filter: pending, unexpired, its execution awaiting it at its step."""
+    return ApprovalRequest.objects.filter(
+        Q(expires_at__isnull=True) | Q(expires_at__gt=now),
+        status=ApprovalRequest.State.PENDING,
+        execution__status=Status.AWAITING_APPROVAL,
+        execution__current_step=F("step"),
+    )
+
+
 def inbox_for(user: AbstractBaseUser) -> list[InboxItem]:
     """Open requests ``user`` may decide, oldest first.
 
@@ -76,16 +86,25 @@ def inbox_for(user: AbstractBaseUser) -> list[InboxItem]:
     (pending requests are few: one per execution waiting at a gate).
     """
     now = timezone.now()
-    candidates = _with_relations(
-        ApprovalRequest.objects.filter(
-            status=ApprovalRequest.State.PENDING, execution__status=Status.AWAITING_APPROVAL
-        ).filter(Q(expires_at__isnull=True) | Q(expires_at__gt=now))
-    ).order_by("created_at", "id")
+    candidates = _with_relations(_open_requests(now)).order_by("created_at", "id")
     return [
         InboxItem(request=r, expires_soon=expires_soon(r, now=now))
         for r in candidates
         if is_open(r, now=now) and policy.can_decide(user, r)
     ]
+
+
+AUTHORITY_FIELDS = ("permission", "group", "separation_of_duties", "requested_by_id", "action")
+
+
+def inbox_count(user: AbstractBaseUser) -> int:
+    """How many items ``inbox_for(user)`` lists, without loading them: the open requests
+    grouped by what ``can_decide`` reads, the rule asked once per group (the nav shows this
+    on every page)."""
+    groups = _open_requests(timezone.now()).values(*AUTHORITY_FIELDS).annotate(n=Count("id")).order_by()
+    return sum(
+        g["n"] for g in groups if policy.can_decide(user, ApprovalRequest(**{f: g[f] for f in AUTHORITY_FIELDS}))
+    )
 
 
 def next_in_inbox(user: AbstractBaseUser, *, after: ApprovalRequest) -> ApprovalRequest | None:

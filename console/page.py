@@ -92,7 +92,7 @@ class Nav:
     @property
     def inbox_count(self) -> int:
         if self._count is None:
-            self._count = len(approval_selectors.inbox_for(self.user)) if self.shows_inbox else 0
+            self._count = approval_selectors.inbox_count(self.user) if self.shows_inbox else 0
         return self._count
 
     def stamps(self) -> dict[str, str]:

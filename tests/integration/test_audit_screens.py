@@ -14,7 +14,7 @@ from django.db import transaction
 from django.test import Client
 from django.utils import timezone
 
-from approvals import audit, policy
+from approvals import audit, policy, selectors
 from approvals.models import ApprovalRequest, AuditEntry, Decision
 from artifacts import store
 from artifacts.models import Artifact, ArtifactVersion
@@ -233,6 +233,12 @@ def test_inbox_lists_only_decidable_open_requests_oldest_first(people):
     assert policy.can_decide(people["manager"].user, newer)
     assert not policy.can_decide(people["manager"].user, excluded[0])
     assert policy.refusal(people["manager"].user, excluded[1])  # a reason, not None
+    # The nav's count is the inbox's length, counted without loading the requests.
+    for who in ROLES + ["manager2"]:
+        user = people[who].user
+        assert selectors.inbox_count(user) == len(selectors.inbox_for(user)), who
+    assert selectors.inbox_count(people["manager2"].user) == 5  # the four and the manager's own request
+    assert "(4)" in logged_in(people["manager"]).get("/approvals/inbox/count/").content.decode()
 
 
 # --- The approval page ------------------------------------------------------------
