@@ -130,9 +130,9 @@ def count_pass(n: int, user) -> dict:
         finally:
             current[0].on_commit(time.perf_counter() - t)
 
-    def switching_send(execution_id: int) -> None:  # creation committed: the run starts here
+    def switching_send(execution_id: int, **how) -> None:  # creation committed: the run starts here
         current[0] = run
-        original_send(execution_id)
+        original_send(execution_id, **how)
 
     def wrapper(execute, sql, params, many, context):
         return current[0](execute, sql, params, many, context)

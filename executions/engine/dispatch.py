@@ -52,6 +52,13 @@ def send(execution_id: int, *, queue: str | None = None) -> None:
     """Send now, on ``queue`` (default: the execution's own). A broker or database failure
     is logged, not raised: the sweeper will re-send."""
     try:
-        current_app.send_task(ADVANCE, args=(execution_id,), queue=queue or queue_of(execution_id))
+        if current_app.conf.task_always_eager:
+            # Eager mode (a user's own tests, the benchmarks' in-process rows): the slice runs
+            # here, in the caller, as Celery runs eager tasks; send_task would ignore the
+            # setting. The task is looked up by name, its module imported as a worker does.
+            current_app.loader.import_default_modules()
+            current_app.tasks[ADVANCE].apply(args=(execution_id,))
+        else:
+            current_app.send_task(ADVANCE, args=(execution_id,), queue=queue or queue_of(execution_id))
     except Exception:
         log.exception("could not enqueue execution %s; the sweeper will re-dispatch it", execution_id)

@@ -15,9 +15,11 @@ one is never claimed (``leases.acquire``).
 
 from __future__ import annotations
 
+import functools
 import time
 
 from django.conf import settings
+from django.db import connection
 from django.db.models import Max
 
 from ..models import WorkflowSwitch
@@ -32,10 +34,27 @@ def workflow_paused(workflow: str, *, fresh: bool = True) -> bool:
     ``RUNTIME_SWITCH_RECHECK_SECONDS`` ago (default 0: read now; n > 0: a step boundary
     costs no query and a switch reaches running executions within n seconds)."""
     global _seen
+    if settings.RUNTIME_SWITCH_RECHECK_SECONDS <= 0:
+        return _latest_paused(workflow)
     now = time.monotonic()
     if fresh or now - _seen[0] >= settings.RUNTIME_SWITCH_RECHECK_SECONDS:
         _seen = (now, frozenset(paused_names()))
     return workflow in _seen[1]
+
+
+@functools.cache
+def _latest_sql(vendor: str) -> str:
+    table = connection.ops.quote_name(WorkflowSwitch._meta.db_table)
+    return f"SELECT paused FROM {table} WHERE workflow = %s ORDER BY id DESC LIMIT 1"
+
+
+def _latest_paused(workflow: str) -> bool:
+    """Whether ``workflow``'s latest switch is thrown: one probe of the index
+    ``workflow_switch_latest``, its SQL text built once (the runner asks before every step)."""
+    with connection.cursor() as cursor:
+        cursor.execute(_latest_sql(connection.vendor), [workflow])
+        row = cursor.fetchone()
+    return bool(row and row[0])
 
 
 def paused_names() -> list[str]:

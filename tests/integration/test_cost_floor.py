@@ -92,6 +92,23 @@ def test_a_compute_step_costs_one_commit_and_at_most_three_statements(transactio
     )
 
 
+def test_in_eager_mode_execution_start_runs_the_slice_in_the_caller(transactional_db):
+    """Celery's task_always_eager runs the doorbell's task in the process that rang it, after
+    the start commits (what a user's own tests expect of eager mode, and the benchmarks'
+    in-process rows measure); no broker is reached."""
+    from config.celery import app
+
+    user = get_user_model().objects.create_user("eager")
+    app.conf.task_always_eager = True
+    try:
+        execution, _ = execution_start(user=user, workflow="bench_noop5", input={"n": 1})
+    finally:
+        app.conf.task_always_eager = False
+    execution.refresh_from_db()
+    assert execution.status == Status.COMPLETED
+    assert StepRun.objects.filter(execution=execution, outcome=StepRun.Outcome.SUCCEEDED).count() == STEPS
+
+
 def test_a_worker_process_serves_100_tasks_on_one_database_connection(stack):
     user = get_user_model().objects.create_user("probe")
     stack.up(web=False, beat=False, RUNTIME_WORKFLOW_MODULES="workflows.monthly_report,tests.support.connection_probe")

@@ -185,3 +185,18 @@ def test_the_execution_page_pauses_and_offers_resume(people):
     assert preview.status_code == 200
     browser.post(f"/executions/{execution.ref}/resume/", {"reason": "go"})
     assert Execution.objects.get(pk=execution.pk).status == Status.PENDING
+
+
+def test_a_kill_switch_read_is_the_latest_switch_of_that_workflow(people, settings):
+    """The runner's read before each step (one index probe of the workflow's latest switch)
+    says what the list of thrown switches says, whatever was thrown and lifted before."""
+    from executions.engine import holds as engine_holds
+
+    settings.RUNTIME_SWITCH_RECHECK_SECONDS = 0
+    actor = people["operator"].user
+    for workflow, paused in [("a", True), ("a", False), ("b", False), ("b", True), ("c", True), ("c", True)]:
+        WorkflowSwitch.objects.create(workflow=workflow, paused=paused, reason="drill", actor=actor)
+    assert engine_holds.paused_names() == ["b", "c"]
+    for workflow in ("a", "b", "c", "never_switched"):
+        assert engine_holds.workflow_paused(workflow) == (workflow in ("b", "c")), workflow
+        assert engine_holds.workflow_paused(workflow, fresh=False) == (workflow in ("b", "c")), workflow
