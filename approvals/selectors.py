@@ -82,15 +82,13 @@ def _open_requests(now: dt.datetime) -> QuerySet[ApprovalRequest]:
 def inbox_for(user: AbstractBaseUser) -> list[InboxItem]:
     """Open requests ``user`` may decide, oldest first.
 
-    The database narrows to open requests; ``can_decide`` alone says whose they are
+    The database narrows to open requests (``is_open`` as a filter); ``can_decide`` alone says whose they are
     (pending requests are few: one per execution waiting at a gate).
     """
     now = timezone.now()
     candidates = _with_relations(_open_requests(now)).order_by("created_at", "id")
     return [
-        InboxItem(request=r, expires_soon=expires_soon(r, now=now))
-        for r in candidates
-        if is_open(r, now=now) and policy.can_decide(user, r)
+        InboxItem(request=r, expires_soon=expires_soon(r, now=now)) for r in candidates if policy.can_decide(user, r)
     ]
 
 

@@ -15,7 +15,6 @@ one is never claimed (``leases.acquire``).
 
 from __future__ import annotations
 
-import functools
 import time
 
 from django.conf import settings
@@ -42,17 +41,15 @@ def workflow_paused(workflow: str, *, fresh: bool = True) -> bool:
     return workflow in _seen[1]
 
 
-@functools.cache
-def _latest_sql(vendor: str) -> str:
-    table = connection.ops.quote_name(WorkflowSwitch._meta.db_table)
-    return f"SELECT paused FROM {table} WHERE workflow = %s ORDER BY id DESC LIMIT 1"
+# The switch read before each step: the workflow's latest switch, one probe of the index
+# workflow_switch_latest (standard SQL quoting: PostgreSQL and SQLite alike).
+_LATEST_SQL = f'SELECT paused FROM "{WorkflowSwitch._meta.db_table}" WHERE workflow = %s ORDER BY id DESC LIMIT 1'
 
 
 def _latest_paused(workflow: str) -> bool:
-    """Whether ``workflow``'s latest switch is thrown: one probe of the index
-    ``workflow_switch_latest``, its SQL text built once (the runner asks before every step)."""
+    """Whether ``workflow``'s latest switch is thrown (the runner asks before every step)."""
     with connection.cursor() as cursor:
-        cursor.execute(_latest_sql(connection.vendor), [workflow])
+        cursor.execute(_LATEST_SQL, [workflow])
         row = cursor.fetchone()
     return bool(row and row[0])
 
