@@ -55,8 +55,10 @@ def send(execution_id: int, *, queue: str | None = None) -> None:
         if current_app.conf.task_always_eager:
             # Eager mode (a user's own tests, the benchmarks' in-process rows): the slice runs
             # here, in the caller, as Celery runs eager tasks; send_task would ignore the
-            # setting. The task is looked up by name, its module imported as a worker does.
-            current_app.loader.import_default_modules()
+            # setting. The task is looked up by name, its module imported as a worker does
+            # (once: importing the default modules again sets Django and its logging up again).
+            if ADVANCE not in current_app.tasks:
+                current_app.loader.import_default_modules()
             current_app.tasks[ADVANCE].apply(args=(execution_id,))
         else:
             current_app.send_task(ADVANCE, args=(execution_id,), queue=queue or queue_of(execution_id))

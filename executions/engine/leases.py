@@ -64,7 +64,8 @@ class Lease:
     owner: str
     # Set on a takeover from a worker whose step ran past its timeout: that worker.
     overran_by: str = ""
-    # The row as the claim left it (annotated with ``db_now``), for the slice to start from.
+    # The row as the claim left it (annotated with ``db_now`` and its workflow's kill switch,
+    # ``switch_thrown``: executions.engine.holds), for the slice to start from.
     row: Execution | None = field(default=None, compare=False, repr=False)
 
 
@@ -121,12 +122,12 @@ def _claim(execution_id: int, *, owner: str, queues: frozenset[str] | None) -> L
     row = (
         Execution.objects.select_for_update(skip_locked=True, no_key=True)
         .filter(pk=execution_id, status__in=[Status.RUNNING, *CLAIM_TRANSITION])
-        .annotate(db_now=Now())
+        .annotate(db_now=Now(), switch_thrown=holds.switch_thrown_of_row())
         .first()
     )
     if row is None:
         return None
-    if row.status == Status.PENDING and holds.workflow_paused(row.workflow):
+    if row.status == Status.PENDING and row.switch_thrown:
         return None  # its workflow's kill switch is thrown: it waits, pending (executions.engine.holds)
     waiting = row.status in (Status.RETRY_PENDING, Status.WAITING)
     if waiting and not (row.due_at is not None and row.due_at <= row.db_now):

@@ -127,7 +127,7 @@ def _run_slice(lease: Lease, heartbeat: Heartbeat) -> str:
     while True:
         if heartbeat.lost.is_set():
             raise LeaseLost("heartbeat lost the lease")
-        if holds.workflow_paused(execution.workflow, fresh=False):
+        if holds.paused_at_boundary(execution):
             return _pause_at_boundary(lease, execution)
         if not execution.current_step:  # its last step checkpointed under a hold: only the completion is left
             return _complete_after_hold(lease, execution)
@@ -249,17 +249,19 @@ def _finish_in_one(lease, execution, ctx, workflow, step, output, started, follo
     if not following:
         _complete(lease, execution, step, output, started, attempt)
         return
-    written = writer.checkpoint_step(
+    written, switch_thrown = writer.checkpoint_step(
         execution=execution,
         where=leases.fence_conditions(lease, step.name),
         following=following,
         step_deadline=leases.in_seconds(workflow.timeout_for(following)),
         run=_run_of(lease, execution, step, started, StepRun.Outcome.SUCCEEDED, output=output, attempt=attempt),
         now=timezone.now(),
+        probe=(holds.SWITCH_SQL, [execution.workflow]),  # read for the next boundary (holds.paused_at_boundary)
     )
     if not written:
         raise leases.Fenced(f"execution {lease.execution_id} is not running at {step.name} under token {lease.token}")
     execution.failed_attempts, execution.current_step = 0, following
+    execution.switch_thrown = switch_thrown
 
 
 def _complete(lease, execution, step, output, started, attempt) -> None:

@@ -41,7 +41,9 @@ from django.db.models.sql import UpdateQuery
 
 from ..models import Execution, StepRun
 
-Writer = Callable[[dict[str, Any], dict[str, Any], list[Model]], "int | None"]
+# A scalar SQL expression read with a write, and its parameters (``write_probing``).
+Probe = tuple[str, list[Any]]
+Writer = Callable[[dict[str, Any], dict[str, Any], list[Model], "Probe | None"], "tuple[int, Any] | None"]
 
 
 def write(values: dict[str, Any], where: dict[str, Any], inserts: list[Model]) -> int | None:
@@ -50,21 +52,41 @@ def write(values: dict[str, Any], where: dict[str, Any], inserts: list[Model]) -
     NULL; ``pk`` for the id) and INSERT the unsaved ``inserts`` with it. The id of the
     last insert (or of the execution, with none), or None if the fence refused: then
     nothing was written."""
-    return WRITERS.get(connection.vendor, _orm_write)(values, where, inserts)
+    written = WRITERS.get(connection.vendor, _orm_write)(values, where, inserts, None)
+    return written[0] if written else None
 
 
-def _orm_write(values: dict[str, Any], where: dict[str, Any], inserts: list[Model]) -> int | None:
-    """The same writes through the ORM, in one transaction."""
+def write_probing(
+    values: dict[str, Any], where: dict[str, Any], inserts: list[Model], probe: Probe
+) -> tuple[int, Any] | None:
+    """``write``, and the value of the scalar SQL expression ``probe`` read with it (on
+    PostgreSQL in the same statement, so it costs no round trip): (id, value), or None if
+    the fence refused."""
+    return WRITERS.get(connection.vendor, _orm_write)(values, where, inserts, probe)
+
+
+def _orm_write(
+    values: dict[str, Any], where: dict[str, Any], inserts: list[Model], probe: Probe | None
+) -> tuple[int, Any] | None:
+    """The same writes through the ORM, in one transaction (the probe read after them)."""
     with transaction.atomic():
         if not Execution.objects.filter(**where).update(**values):
             return None
         for row in inserts:
             row.save()
-    return inserts[-1].pk if inserts else where["pk"]
+        probed = None
+        if probe is not None:
+            with connection.cursor() as cursor:
+                cursor.execute(f"SELECT {probe[0]}", probe[1])
+                probed = cursor.fetchone()[0]
+    return (inserts[-1].pk if inserts else where["pk"]), probed
 
 
-def _one_statement(values: dict[str, Any], where: dict[str, Any], inserts: list[Model]) -> int | None:
-    """PostgreSQL: the UPDATE and the INSERTs as one statement (the module's docstring)."""
+def _one_statement(
+    values: dict[str, Any], where: dict[str, Any], inserts: list[Model], probe: Probe | None
+) -> tuple[int, Any] | None:
+    """PostgreSQL: the UPDATE and the INSERTs as one statement (the module's docstring),
+    the probe returned with the last row."""
     ops = connection.ops
     query = UpdateQuery(Execution)
     compiler = query.get_compiler(connection=connection)
@@ -97,16 +119,21 @@ def _one_statement(values: dict[str, Any], where: dict[str, Any], inserts: list[
         table = ops.quote_name(instance._meta.db_table)
         selects.append(f"INSERT INTO {table} ({', '.join(columns)}) SELECT {', '.join(placeholders)} FROM fenced")
         params += row
+    returning = f"id, {probe[0]}" if probe is not None else "id"
     if selects:
         for n, insert in enumerate(selects[:-1], start=1):
             parts.append(f", i{n} AS ({insert})")
-        parts.append(f" {selects[-1]} RETURNING id")
+        parts.append(f" {selects[-1]} RETURNING {returning}")
     else:
-        parts.append(" SELECT id FROM fenced")
+        parts.append(f" SELECT {returning} FROM fenced")
+    if probe is not None:
+        params += probe[1]
     with connection.cursor() as cursor:
         cursor.execute("".join(parts), params)
         found = cursor.fetchone()
-    return found[0] if found else None
+    if not found:
+        return None
+    return found[0], (found[1] if probe is not None else None)
 
 
 def _insert_values(instance: Model) -> tuple[list[str], list[str], list[Any]]:
@@ -122,10 +149,18 @@ def _insert_values(instance: Model) -> tuple[list[str], list[str], list[Any]]:
 
 
 def checkpoint_step(
-    *, execution: Execution, where: dict[str, Any], following: str, step_deadline: Any, run: StepRun, now: datetime
-) -> bool:
-    """Checkpoint ``execution`` to ``following`` and insert its step's ``run`` (unsaved).
-    True if written; False if the fence refused (nothing written)."""
+    *,
+    execution: Execution,
+    where: dict[str, Any],
+    following: str,
+    step_deadline: Any,
+    run: StepRun,
+    now: datetime,
+    probe: Probe,
+) -> tuple[bool, Any]:
+    """Checkpoint ``execution`` to ``following`` and insert its step's ``run`` (unsaved),
+    reading ``probe`` with them. (True, the probe's value) if written; (False, None) if
+    the fence refused (nothing written)."""
     values = {
         "context": execution.context,
         "current_step": following,
@@ -133,7 +168,8 @@ def checkpoint_step(
         "step_deadline": step_deadline,
         "updated_at": now,
     }
-    return write(values, where, [run]) is not None
+    written = write_probing(values, where, [run], probe)
+    return (True, written[1]) if written else (False, None)
 
 
 # How each database vendor takes a fenced write; any other, the ORM.

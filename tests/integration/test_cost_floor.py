@@ -1,7 +1,8 @@
 """Issue 10: durability at the cost floor, counted on the wire and on real workers.
 
-- A 5-step compute workflow run in-process sends at most 3 statements per compute
-  step plus the claim, and commits exactly once per step plus once for the claim.
+- A 5-step compute workflow run in-process sends one statement per compute step plus
+  the claim's two, and commits exactly once per step plus once for the claim, with the
+  workflow's kill switch read before every step (issue 25: no statement of its own).
 - A Celery worker process serves 100 tasks on one database connection.
 
 Measured before the optimisation: 41 statements and 11 commits for the 5-step
@@ -30,9 +31,9 @@ from tests.support.procs import wait_for
 from tests.support.wire import wire_trace
 
 STEPS = 5
-# The claim as the floor allows it: take the lease (lock and fenced update in one
-# statement), the pending → running transition, its event.
-CLAIM_STATEMENTS = 3
+# The claim: the row locked and read (with its workflow's kill switch), then the lease, the
+# pending → running transition and its event in one fenced statement.
+CLAIM_STATEMENTS = 2
 PROBE_TASKS = 100
 
 
@@ -72,10 +73,10 @@ def test_the_wire_trace_counts_statements_round_trips_and_commits(transactional_
 
 
 def test_a_compute_step_costs_one_commit_and_at_most_three_statements(transactional_db, tmp_path, settings):
-    # The floor of the step itself: the kill switches as the claim read them serve every step
-    # boundary of the slice (RUNTIME_SWITCH_RECHECK_SECONDS; at the default 0 each boundary adds
-    # one indexed read of them, executions.engine.holds).
-    settings.RUNTIME_SWITCH_RECHECK_SECONDS = 3600
+    # At the default RUNTIME_SWITCH_RECHECK_SECONDS=0 the kill switch is read before every step,
+    # with the claim's locked read and each checkpoint's statement (executions.engine.holds): no
+    # statement of its own.
+    settings.RUNTIME_SWITCH_RECHECK_SECONDS = 0
     user = get_user_model().objects.create_user("floor")
     execution = pending(user, "bench_noop5")
 
@@ -86,7 +87,8 @@ def test_a_compute_step_costs_one_commit_and_at_most_three_statements(transactio
     runs = StepRun.objects.filter(execution=execution, outcome=StepRun.Outcome.SUCCEEDED).count()
     if outcome != "stopped" or execution.status != Status.COMPLETED or runs != STEPS:
         pytest.fail(f"the run itself went wrong: {outcome}, {execution.status}, {runs} step runs")
-    floor = 3 * STEPS + CLAIM_STATEMENTS
+    # The claim, then one statement a step (executions.engine.writer).
+    floor = STEPS + CLAIM_STATEMENTS
     assert (len(wire.statements) <= floor, wire.commits) == (True, STEPS + 1), (
         f"{wire.summary()}; floor: ≤ {floor} statements, exactly {STEPS + 1} commits"
     )
