@@ -105,23 +105,23 @@ def acquire(execution_id: int, *, owner: str, queues: frozenset[str] | None = No
     leased. A takeover of an expired lease is a lease change recorded as an event, not
     a transition. The lease carries the row, so the slice starts without reading it
     again. Given the ``queues`` the worker consumes (with routes configured), an
-    execution whose current step rings elsewhere is left alone: ``Misrouted``, read
-    off the locked row, so no other claimer can move the step between check and claim.
+    execution whose current step rings elsewhere is left alone: ``Misrouted``.
 
-    One transaction: the row locked (others skip it) and read with the database clock,
-    then the lease — and the claim's transition, checked by django-fsm — written with
-    its events, fenced on the lease token and expiry the row was read with (the fenced
-    writer, executions.engine.writer: on PostgreSQL one statement, so two statements,
-    four round trips, one commit; elsewhere the ORM writes the same rows).
+    Two statements, each its own round trip, one commit: the row read with the database
+    clock and its workflow's kill switch (no lock: a read takes no transaction id), then
+    the lease — and the claim's transition, checked by django-fsm — written with its
+    events, fenced on what the decision was made from: the lease token and expiry, the
+    status, the step and the round as read (the fenced writer, executions.engine.writer:
+    on PostgreSQL one statement; elsewhere the ORM writes the same rows in one
+    transaction). Two claimers that read the same row both try the write; the second
+    waits for the first's commit, finds the token moved on and writes nothing.
     """
-    with transaction.atomic():
-        return _claim(execution_id, owner=owner, queues=queues)
+    return _claim(execution_id, owner=owner, queues=queues)
 
 
 def _claim(execution_id: int, *, owner: str, queues: frozenset[str] | None) -> Lease | None:
     row = (
-        Execution.objects.select_for_update(skip_locked=True, no_key=True)
-        .filter(pk=execution_id, status__in=[Status.RUNNING, *CLAIM_TRANSITION])
+        Execution.objects.filter(pk=execution_id, status__in=[Status.RUNNING, *CLAIM_TRANSITION])
         .annotate(db_now=Now(), switch_thrown=holds.switch_thrown_of_row())
         .first()
     )
@@ -133,12 +133,18 @@ def _claim(execution_id: int, *, owner: str, queues: frozenset[str] | None) -> L
     if waiting and not (row.due_at is not None and row.due_at <= row.db_now):
         return None
     if row.lease_expires_at is not None and row.lease_expires_at >= row.db_now:
-        return None  # somebody holds a live lease (the row lock makes this check final)
+        return None  # somebody holds a live lease (a heartbeat since the read moves the expiry: the fence refuses)
     if queues is not None and routing.routes():
         there = routing.queue_for(row.workflow, row.workflow_version, row.current_step)
         if there not in queues:
             raise Misrouted(there)
-    read = {"pk": row.pk, "lease_token": row.lease_token, "lease_expires_at": row.lease_expires_at}
+    read = {
+        "pk": row.pk,
+        "lease_token": row.lease_token,
+        "lease_expires_at": row.lease_expires_at,
+        "current_step": row.current_step,
+        "round": row.round,
+    }
     previous = row.lease_owner
     overran = (
         row.status == Status.RUNNING and previous and row.step_deadline is not None and row.step_deadline < row.db_now
@@ -178,7 +184,7 @@ def _claim(execution_id: int, *, owner: str, queues: frozenset[str] | None) -> L
             if writer.write(lease_values, {**read, "status": row.status}, extra) is None:
                 return None
     except lifecycle.Fenced:
-        return None  # the row changed under the lock's back (it can't, but the fence says so)
+        return None  # the row moved on since it was read (another claimer won): nothing written
     return lease
 
 

@@ -10,7 +10,10 @@ COMMIT. Counted:
   Execute;
 - ``round_trips``: the server's ReadyForQuery answers (one per query sent);
 - ``commits``: transactions the server committed: a COMMIT, or a statement run
-  outside a transaction block (autocommit), that ended without an error.
+  outside a transaction block (autocommit), that ended without an error;
+- ``write_commits``: those of them that wrote (a statement other than a plain SELECT:
+  an INSERT, UPDATE, DELETE, a WITH, or a SELECT that locks rows), the ones PostgreSQL
+  gives a transaction id and flushes to the WAL.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ class Wire:
     statements: list[str] = field(default_factory=list)
     round_trips: int = 0
     commits: int = 0
+    write_commits: int = 0
 
     @property
     def kinds(self) -> Counter:
@@ -39,7 +43,10 @@ class Wire:
 
     def summary(self) -> str:
         kinds = ", ".join(f"{n} {kind}" for kind, n in sorted(self.kinds.items()))
-        return f"{len(self.statements)} statements ({kinds}), {self.commits} commits, {self.round_trips} round trips"
+        return (
+            f"{len(self.statements)} statements ({kinds}), {self.commits} commits ({self.write_commits} writing), "
+            f"{self.round_trips} round trips"
+        )
 
 
 @contextmanager
@@ -71,9 +78,16 @@ def _messages(trace: str) -> Iterator[str]:
         yield message
 
 
+def _writes(sql: str) -> bool:
+    """Whether ``sql`` writes (or locks rows, which also takes a transaction id)."""
+    upper = sql.upper()
+    return not upper.startswith("SELECT") or " FOR UPDATE" in upper or " FOR NO KEY UPDATE" in upper
+
+
 def _parse(trace: str, wire: Wire) -> None:
     last_command = ""
     failed = False
+    wrote = False
     for line in _messages(trace):
         parts = line.split("\t", 3)
         if len(parts) < 3 or parts[0] not in ("F", "B"):
@@ -85,14 +99,19 @@ def _parse(trace: str, wire: Wire) -> None:
             last_command = sql.split(None, 1)[0].upper() if sql else ""
             if last_command not in CONTROL:
                 wire.statements.append(sql)
+                wrote = wrote or _writes(sql)
         elif direction == "F" and message == "Execute":
             last_command = "EXECUTE"
             wire.statements.append("EXECUTE (extended protocol)")
+            wrote = True  # not parsed: counted as writing
         elif direction == "B" and message == "ErrorResponse":
             failed = True
         elif direction == "B" and message == "ReadyForQuery":
             wire.round_trips += 1
-            if payload == "I" and not failed and last_command not in ("ROLLBACK", ""):
-                wire.commits += 1
+            if payload == "I":  # the transaction (or the autocommit statement) ended
+                if not failed and last_command not in ("ROLLBACK", ""):
+                    wire.commits += 1
+                    wire.write_commits += wrote
+                wrote = False
             failed = False
             last_command = ""
