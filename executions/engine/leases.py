@@ -24,7 +24,7 @@ import threading
 import uuid
 from dataclasses import dataclass, field
 from datetime import timedelta
-from functools import cache
+from functools import cache, lru_cache
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -33,6 +33,7 @@ from django.db.models.functions import Now
 
 from ..models import Execution, Status
 from . import holds, lifecycle, routing, writer
+from .compiled import CompiledRead
 
 log = logging.getLogger(__name__)
 
@@ -70,14 +71,18 @@ class Lease:
 
 
 def _expiry() -> ExpressionWrapper:
-    seconds = settings.RUNTIME_LEASE_SECONDS
-    return ExpressionWrapper(Now() + Value(timedelta(seconds=seconds)), output_field=DateTimeField())
+    return in_seconds(settings.RUNTIME_LEASE_SECONDS)
 
 
 def in_seconds(seconds: float | None) -> ExpressionWrapper | None:
-    """``now() + seconds`` on the database clock (None for None)."""
-    if seconds is None:
-        return None
+    """``now() + seconds`` on the database clock (None for None). One expression object
+    per number of seconds (expressions are never changed once built), so the fenced
+    writer knows a statement's shape again (executions.engine.writer)."""
+    return None if seconds is None else _now_plus(seconds)
+
+
+@lru_cache(maxsize=256)
+def _now_plus(seconds: float) -> ExpressionWrapper:
     return ExpressionWrapper(Now() + Value(timedelta(seconds=seconds)), output_field=DateTimeField())
 
 
@@ -120,11 +125,7 @@ def acquire(execution_id: int, *, owner: str, queues: frozenset[str] | None = No
 
 
 def _claim(execution_id: int, *, owner: str, queues: frozenset[str] | None) -> Lease | None:
-    row = (
-        Execution.objects.filter(pk=execution_id, status__in=[Status.RUNNING, *CLAIM_TRANSITION])
-        .annotate(db_now=Now(), switch_thrown=holds.switch_thrown_of_row())
-        .first()
-    )
+    row = _CLAIMABLE.get(execution_id)
     if row is None:
         return None
     if row.status == Status.PENDING and row.switch_thrown:
@@ -186,6 +187,17 @@ def _claim(execution_id: int, *, owner: str, queues: frozenset[str] | None) -> L
     except lifecycle.Fenced:
         return None  # the row moved on since it was read (another claimer won): nothing written
     return lease
+
+
+# The claim's read: the row if it is in a status a claim takes, with the database clock and
+# its workflow's kill switch (compiled once: executions.engine.compiled).
+_CLAIMABLE = CompiledRead(
+    lambda pk: (
+        Execution.objects.filter(pk=pk, status__in=[Status.RUNNING, *CLAIM_TRANSITION])
+        .annotate(db_now=Now(), switch_thrown=holds.switch_thrown_of_row())
+        .order_by()
+    )
+)
 
 
 LEASE_FIELDS = ("lease_token", "lease_owner", "lease_expires_at", "step_deadline")

@@ -32,11 +32,12 @@ effects) use the ORM in the runner's own transaction on every vendor.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from django.db import connection, transaction
-from django.db.models import Model
+from django.db.models import Field, Model
 from django.db.models.sql import UpdateQuery
 
 from ..models import Execution, StepRun
@@ -86,66 +87,98 @@ def _one_statement(
     values: dict[str, Any], where: dict[str, Any], inserts: list[Model], probe: Probe | None
 ) -> tuple[int, Any] | None:
     """PostgreSQL: the UPDATE and the INSERTs as one statement (the module's docstring),
-    the probe returned with the last row."""
-    ops = connection.ops
-    query = UpdateQuery(Execution)
-    compiler = query.get_compiler(connection=connection)
+    the probe returned with the last row. The statement's text is built once per shape
+    (``_plan``); each call only prepares its values."""
+    key = (
+        tuple((name, value if hasattr(value, "resolve_expression") else None) for name, value in values.items()),
+        tuple((name, value is None) for name, value in where.items()),
+        tuple(type(instance) for instance in inserts),
+        probe[0] if probe is not None else None,
+    )
+    plan = _PLANS.get(key) or _plan(key)
     params: list[Any] = []
-    assignments = []
-    for name, value in values.items():
-        column = Execution._meta.get_field(name)
-        if hasattr(value, "resolve_expression"):  # computed by the database: now() + a lease…
-            sql, found = value.resolve_expression(query).as_sql(compiler, connection)
-            assignments.append(f"{ops.quote_name(column.column)} = {sql}")
-            params += found
+    for (field, constant), value in zip(plan.assigned, values.values(), strict=True):
+        if constant is not None:
+            params += constant
         else:
-            assignments.append(f"{ops.quote_name(column.column)} = %s")
-            params.append(column.get_db_prep_save(value, connection))
-    conditions = []
-    for name, value in where.items():
-        column = Execution._meta.pk if name == "pk" else Execution._meta.get_field(name)
-        if value is None:
-            conditions.append(f"{ops.quote_name(column.column)} IS NULL")
-        else:
-            conditions.append(f"{ops.quote_name(column.column)} = %s")
-            params.append(column.get_db_prep_value(value, connection))
-    parts = [
-        f"WITH fenced AS (UPDATE {ops.quote_name(Execution._meta.db_table)} SET {', '.join(assignments)} "
-        f"WHERE {' AND '.join(conditions)} RETURNING id)"
-    ]
-    selects = []
-    for instance in inserts:
-        columns, placeholders, row = _insert_values(instance)
-        table = ops.quote_name(instance._meta.db_table)
-        selects.append(f"INSERT INTO {table} ({', '.join(columns)}) SELECT {', '.join(placeholders)} FROM fenced")
-        params += row
-    returning = f"id, {probe[0]}" if probe is not None else "id"
-    if selects:
-        for n, insert in enumerate(selects[:-1], start=1):
-            parts.append(f", i{n} AS ({insert})")
-        parts.append(f" {selects[-1]} RETURNING {returning}")
-    else:
-        parts.append(f" SELECT {returning} FROM fenced")
+            params.append(field.get_db_prep_save(value, connection))
+    for field, value in zip(plan.conditions, where.values(), strict=True):
+        if field is not None:
+            params.append(field.get_db_prep_value(value, connection))
+    for fields, instance in zip(plan.inserted, inserts, strict=True):
+        params += [f.get_db_prep_save(f.pre_save(instance, add=True), connection) for f in fields]
     if probe is not None:
         params += probe[1]
     with connection.cursor() as cursor:
-        cursor.execute("".join(parts), params)
+        cursor.execute(plan.sql, params)
         found = cursor.fetchone()
     if not found:
         return None
     return found[0], (found[1] if probe is not None else None)
 
 
-def _insert_values(instance: Model) -> tuple[list[str], list[str], list[Any]]:
-    """The columns, placeholders and prepared values of an unsaved ``instance`` (its id left to the database)."""
-    columns, placeholders, row = [], [], []
-    for f in instance._meta.concrete_fields:
-        if f.primary_key:
-            continue
-        columns.append(connection.ops.quote_name(f.column))
-        placeholders.append("%s")
-        row.append(f.get_db_prep_save(f.pre_save(instance, add=True), connection))
-    return columns, placeholders, row
+@dataclass(frozen=True)
+class _Plan:
+    """One shape of fenced write: its SQL, and how each value becomes a parameter."""
+
+    sql: str
+    # Per assigned value: its field, and for an expression the database computes, its
+    # parameters (the same every time: the expression is part of the shape).
+    assigned: list[tuple[Field, list[Any] | None]]
+    conditions: list[Field | None]  # per condition: its field, None for IS NULL (no parameter)
+    inserted: list[list[Field]]  # per inserted row: the fields written (all but the id)
+
+
+# The plans by shape: which columns are set (and to which expression), which conditions
+# (and which are IS NULL), which models are inserted, which probe is read. A handful per
+# process: the claim, each transition a worker makes, the checkpoint.
+_PLANS: dict[tuple, _Plan] = {}
+
+
+def _plan(key: tuple) -> _Plan:
+    assigned_shape, where_shape, models, probe_sql = key
+    ops = connection.ops
+    query = UpdateQuery(Execution)
+    compiler = query.get_compiler(connection=connection)
+    assignments, assigned = [], []
+    for name, expression in assigned_shape:
+        field = Execution._meta.get_field(name)
+        if expression is not None:  # computed by the database: now() + a lease…
+            sql, found = expression.resolve_expression(query).as_sql(compiler, connection)
+            assignments.append(f"{ops.quote_name(field.column)} = {sql}")
+            assigned.append((field, list(found)))
+        else:
+            assignments.append(f"{ops.quote_name(field.column)} = %s")
+            assigned.append((field, None))
+    conditions, condition_fields = [], []
+    for name, is_null in where_shape:
+        field = Execution._meta.pk if name == "pk" else Execution._meta.get_field(name)
+        conditions.append(f"{ops.quote_name(field.column)} {'IS NULL' if is_null else '= %s'}")
+        condition_fields.append(None if is_null else field)
+    parts = [
+        f"WITH fenced AS (UPDATE {ops.quote_name(Execution._meta.db_table)} SET {', '.join(assignments)} "
+        f"WHERE {' AND '.join(conditions)} RETURNING id)"
+    ]
+    selects, inserted = [], []
+    for model in models:
+        fields = [f for f in model._meta.concrete_fields if not f.primary_key]
+        columns = ", ".join(ops.quote_name(f.column) for f in fields)
+        placeholders = ", ".join("%s" for _ in fields)
+        selects.append(
+            f"INSERT INTO {ops.quote_name(model._meta.db_table)} ({columns}) SELECT {placeholders} FROM fenced"
+        )
+        inserted.append(fields)
+    returning = f"id, {probe_sql}" if probe_sql is not None else "id"
+    if selects:
+        for n, insert in enumerate(selects[:-1], start=1):
+            parts.append(f", i{n} AS ({insert})")
+        parts.append(f" {selects[-1]} RETURNING {returning}")
+    else:
+        parts.append(f" SELECT {returning} FROM fenced")
+    if len(_PLANS) >= 512:  # shapes with expressions nobody reuses: start again rather than grow
+        _PLANS.clear()
+    plan = _PLANS[key] = _Plan("".join(parts), assigned, condition_fields, inserted)
+    return plan
 
 
 def checkpoint_step(

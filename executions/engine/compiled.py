@@ -1,0 +1,88 @@
+"""A read on the hot path, compiled once: the claim's read of one execution.
+
+Django builds and compiles a queryset every time it runs (cloning it at each
+``filter``/``annotate``, resolving every expression, writing the SQL): for the claim's
+read that was most of the claim's Python. ``CompiledRead`` builds the queryset once per
+database, with a stand-in for the one value that changes (the row's id), keeps the SQL,
+the parameters and the converters Django chose, and answers each read with one
+execution of that SQL and the instance Django would have built (``Model.from_db``, the
+annotations set, each value through the same converters). Any vendor: the SQL and the
+converters are Django's own for it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import connection
+from django.db.models import Model, QuerySet
+
+# Stands in for the id while the queryset compiles; found again among its parameters.
+_STAND_IN = -7_654_321_987_654
+
+
+@dataclass(frozen=True)
+class _Compiled:
+    sql: str
+    params: list[Any]
+    at: int  # where the id goes among the parameters
+    model: type[Model]
+    init_list: list[str]  # the model's attnames, in the select's order
+    fields_end: int  # the model's columns are row[:fields_end]
+    annotations: dict[str, int]  # name → position in the row
+    converters: dict[int, tuple[list[Callable], Any]]  # position → (converters, expression)
+
+
+class CompiledRead:
+    """``build(pk)`` → a queryset of at most one row (the model's own columns, then
+    annotations; no select_related), compiled on first use per database."""
+
+    def __init__(self, build: Callable[[Any], QuerySet]) -> None:
+        self._build = build
+        self._compiled: dict[tuple[str, str], _Compiled] = {}
+
+    def get(self, pk: int) -> Model | None:
+        """The row ``build(pk)`` selects, as the model instance the queryset would give; None if none."""
+        compiled = self._compiled.get((connection.alias, connection.vendor)) or self._compile()
+        params = list(compiled.params)
+        params[compiled.at] = pk
+        with connection.cursor() as cursor:
+            cursor.execute(compiled.sql, params)
+            row = cursor.fetchone()
+        if row is None:
+            return None
+        if compiled.converters:
+            row = list(row)
+            for position, (converters, expression) in compiled.converters.items():
+                for convert in converters:
+                    row[position] = convert(row[position], expression, connection)
+        instance = compiled.model.from_db(connection.alias, compiled.init_list, row[: compiled.fields_end])
+        for name, position in compiled.annotations.items():
+            setattr(instance, name, row[position])
+        return instance
+
+    def _compile(self) -> _Compiled:
+        queryset = self._build(_STAND_IN)
+        compiler = queryset.query.get_compiler(using=connection.alias)
+        sql, params = compiler.as_sql()  # fills compiler.select, klass_info, annotation_col_map
+        params = list(params)
+        if params.count(_STAND_IN) != 1:
+            raise ValueError("a compiled read takes exactly one id among its parameters")
+        select_fields = compiler.klass_info["select_fields"]
+        if select_fields[0] != 0 or compiler.klass_info.get("related_klass_infos"):
+            raise ValueError("a compiled read selects the model's own columns first, and no related rows")
+        end = select_fields[-1] + 1
+        compiled = _Compiled(
+            sql=sql,
+            params=params,
+            at=params.index(_STAND_IN),
+            model=compiler.klass_info["model"],
+            init_list=[column[0].target.attname for column in compiler.select[:end]],
+            fields_end=end,
+            annotations=dict(compiler.annotation_col_map or {}),
+            converters=compiler.get_converters([column[0] for column in compiler.select]),
+        )
+        self._compiled[(connection.alias, connection.vendor)] = compiled
+        return compiled
