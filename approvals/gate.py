@@ -191,7 +191,7 @@ class ApprovalGate(gates.Gate):
         approver still holds the authority (skipped once the effect is recorded as done,
         when nothing will be sent). Refused: PERMISSION, so needs_attention."""
         spec: Approval = gate_step.spec
-        approval = execution.context.get("state", {}).get(gate_step.name)
+        approval = execution.outputs().get(gate_step.name)
         ref = execution.context.get("artifacts", {}).get(spec.artifact)
         if not approval or approval.get("decision") != "approve" or ref is None:
             raise _refused(f"an approval from {gate_step.name} is needed first")
@@ -218,7 +218,7 @@ class ApprovalGate(gates.Gate):
             )
 
     def grant_ref(self, execution: Execution, gate_step: Step) -> str:
-        approval = execution.context.get("state", {}).get(gate_step.name) or {}
+        approval = execution.outputs().get(gate_step.name) or {}
         return gate_ref_for(approval["approval_id"]) if approval.get("approval_id") else ""
 
     def stale(self, execution: Execution) -> list[gates.StaleGrant]:
@@ -267,7 +267,7 @@ def reused_approvals(execution: Execution) -> list[int]:
     """The approval requests ``execution``'s recorded gate outcomes name that belong to
     another execution: the decisions a restart reused (triage.restart)."""
     ids = []
-    for output in (execution.context.get("state") or {}).values():
+    for output in execution.outputs().values():
         if isinstance(output, dict) and isinstance(output.get("approval_id"), int):
             ids.append(output["approval_id"])
     if not ids:

@@ -70,7 +70,6 @@ def main() -> None:
                 created_by=user,
                 current_step="s0",
                 context={
-                    "state": {},
                     "artifacts": {},
                     "notes": {
                         "goal": "",

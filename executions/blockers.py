@@ -90,7 +90,7 @@ def _unresolved(action: Action, execution: Execution) -> bool:
 def path_of(workflow: Workflow, execution: Execution) -> list[Step]:
     """The steps ``execution`` takes, in order (``Workflow.path``: each edge followed with
     its recorded output, so a route leads where the model chose)."""
-    return workflow.path((execution.context or {}).get("state", {}))
+    return workflow.path(execution.outputs())
 
 
 def _names(workflow: Workflow, execution: Execution) -> list[str]:

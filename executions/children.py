@@ -95,7 +95,7 @@ def output_of(child: Execution) -> dict[str, Any]:
         "id": child.ref,
         "workflow": child.workflow,
         "status": child.status,
-        "state": context.get("state", {}),
+        "state": child.outputs(),
         "artifacts": context.get("artifacts", {}),
         "facts": (context.get("notes") or {}).get("facts", []),
     }

@@ -10,6 +10,8 @@ are protected: assigning them directly raises.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pgtrigger
 from django.conf import settings
 from django.db import models
@@ -42,8 +44,9 @@ class Execution(ConcurrentTransitionMixin, models.Model):
     """One agent task, with an identity independent of any process.
 
     ``lease_owner``/``lease_expires_at``/``lease_token`` belong to ``executions.engine.leases``;
-    ``status`` belongs to the transitions below; ``context`` holds the checkpointed
-    state (step outputs, artifact references) and the progress notes for the model.
+    ``status`` belongs to the transitions below; ``context`` holds the progress notes for
+    the model, artifact references and what a restart carried over; the steps' outputs are
+    in their step runs (``outputs()``).
     """
 
     workflow = models.CharField(max_length=100)
@@ -151,6 +154,36 @@ class Execution(ConcurrentTransitionMixin, models.Model):
         memory, like a transition; returns the field for the caller's fenced save."""
         self.round += 1
         return "round"
+
+    def outputs(self) -> dict[str, Any]:
+        """Each completed step's output, by step name (what ``ctx.state`` shows a step).
+
+        Outputs are stored once, in the step runs: the latest succeeded run of each step,
+        over what a restart carried over from the execution it continues
+        (``context["carried"]``; ``context["state"]`` in rows written before issue 25, which
+        held a copy of every output). Read once per instance — the claim's read brings them
+        with the row on PostgreSQL (``succeeded_outputs``) — then kept in memory: the runner
+        adds each step's output as it checkpoints."""
+        cached = self.__dict__.get("_outputs")
+        if cached is not None:
+            return cached
+        context = self.context or {}
+        loaded = self.__dict__.pop("succeeded_outputs", None)
+        if loaded is None:
+            runs = StepRun.objects.filter(execution_id=self.pk, outcome=StepRun.Outcome.SUCCEEDED).order_by("id")
+            loaded = dict(runs.values_list("step", "output")) if self.pk is not None else {}
+        self._outputs = {**context.get("state", {}), **context.get("carried", {}), **loaded}
+        return self._outputs
+
+    def refresh_from_db(self, *args: Any, **kwargs: Any) -> None:
+        """Read again from the database, the outputs too (on their next use)."""
+        super().refresh_from_db(*args, **kwargs)
+        self.__dict__.pop("_outputs", None)
+
+    def show_outputs(self, outputs: dict[str, Any]) -> None:
+        """In memory only, on a copy that must read as of another moment (a replay, a gate
+        reading its own outcome): ``outputs()`` answers ``outputs`` from now on."""
+        self._outputs = outputs
 
     @property
     def restart(self) -> Execution | None:

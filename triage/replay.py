@@ -98,7 +98,7 @@ class _Replay:
         # A copy the steps read, its context rebuilt step by step; the recorded row is never changed.
         self.execution = copy.copy(execution)
         recorded = execution.context or {}
-        self.state: dict[str, Any] = recorded.get("state", {})
+        self.state: dict[str, Any] = execution.outputs()
         self.notes: dict[str, Any] = recorded.get("notes") or progress_notes.initial(goal="", constraints=[])
         self.latest_artifacts: dict[str, Any] = recorded.get("artifacts", {})
         self.built: dict[str, str] = {}  # artifact name → sha256 of what the code builds now
@@ -146,12 +146,8 @@ class _Replay:
                 before = ArtifactVersion.objects.filter(artifact_id=version.artifact_id, number=version.number - 1)
                 for v in before:
                     artifacts[name] = v.as_ref()
-        self.execution.context = {
-            **(self.recorded.context or {}),
-            "state": {k: v for k, v in self.state.items() if k in earlier},
-            "notes": notes,
-            "artifacts": artifacts,
-        }
+        self.execution.context = {**(self.recorded.context or {}), "notes": notes, "artifacts": artifacts}
+        self.execution.show_outputs({k: v for k, v in self.state.items() if k in earlier})
         return _ReplayContext(execution=self.execution, workflow=self.flow, built=self.built)
 
     # --- each kind of step

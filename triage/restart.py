@@ -122,7 +122,7 @@ def restart_options(failed: Execution) -> list[RestartOption]:
 def _why_not(failed: Execution, workflow: Workflow, kept: list[str]) -> str:
     """Why a restart of ``failed`` that keeps the outputs of the steps ``kept`` can't work
     ("" when it can)."""
-    state = failed.context.get("state", {})
+    state = failed.outputs()
     missing = next((name for name in kept if name not in state), None)
     if missing is not None:
         return f"{missing} never completed in {failed.ref}: restart from it or earlier"
@@ -259,10 +259,10 @@ def _create(failed: Execution, workflow: Workflow, *, from_step: str, kept: list
         current_step=from_step,
         restarted_from=failed,
         deadline=timezone.now() + timedelta(seconds=workflow.deadline_seconds) if workflow.deadline_seconds else None,
-        context={"state": {}, "artifacts": {}, "notes": {}},
+        context={"artifacts": {}, "notes": {}},
     )
     restarted.context = {
-        "state": {name: old["state"][name] for name in kept},
+        "carried": {name: failed.outputs()[name] for name in kept},
         "artifacts": _artifacts(old.get("artifacts", {}), kept, restarted),
         "notes": _notes(old["notes"], kept, next_action=workflow.label_for(from_step)),
     }

@@ -331,7 +331,7 @@ class _Visit:
                 evidence={"approved_sha256": approved, "running_sha256": running, "args": effect.args},
             )
         view = copy.copy(self.execution)  # the gate reads its own outcome as the step's output
-        view.context = {**self.execution.context, "state": {**self.ctx.state, self.step.name: outcome.output}}
+        view.show_outputs({**self.ctx.state, self.step.name: outcome.output})
         gate.check_effect(view, self.workflow, gate_step, effect)
 
     def _gate_step(self, tool: Tool) -> Step:

@@ -45,7 +45,7 @@ class StepContext:
     @property
     def state(self) -> dict[str, Any]:
         """Outputs of completed steps, by step name (read-only for steps)."""
-        return self.execution.context.get("state", {})
+        return self.execution.outputs()
 
     @property
     def notes(self) -> dict[str, Any]:

@@ -515,7 +515,7 @@ class Workflow:
 
     def path(self, state: JSON) -> list[Step]:
         """The steps this execution takes, in order, from the first: each step's edge is
-        followed with its recorded output in ``state`` (``context["state"]``), so a route
+        followed with its recorded output in ``state`` (``Execution.outputs()``), so a route
         leads where the model chose. The path stops after a route whose choice is not
         recorded yet (what follows is the model's to choose) and at the end. The resume
         preview, restart from a step and replay read it (never ``steps``' order alone)."""

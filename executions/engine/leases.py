@@ -28,10 +28,11 @@ from functools import cache, lru_cache
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import DateTimeField, ExpressionWrapper, Q, Value
+from django.db.models import DateTimeField, ExpressionWrapper, JSONField, Q, QuerySet, Value
+from django.db.models.expressions import RawSQL
 from django.db.models.functions import Now
 
-from ..models import Execution, Status
+from ..models import Execution, Status, StepRun
 from . import holds, lifecycle, routing, writer
 from .compiled import CompiledRead
 
@@ -189,15 +190,27 @@ def _claim(execution_id: int, *, owner: str, queues: frozenset[str] | None) -> L
     return lease
 
 
-# The claim's read: the row if it is in a status a claim takes, with the database clock and
-# its workflow's kill switch (compiled once: executions.engine.compiled).
-_CLAIMABLE = CompiledRead(
-    lambda pk: (
-        Execution.objects.filter(pk=pk, status__in=[Status.RUNNING, *CLAIM_TRANSITION])
-        .annotate(db_now=Now(), switch_thrown=holds.switch_thrown_of_row())
-        .order_by()
-    )
+def _claimable(pk: int) -> QuerySet[Execution]:
+    """The claim's read: the row if it is in a status a claim takes, with the database clock,
+    its workflow's kill switch and, on PostgreSQL, its steps' outputs (``Execution.outputs``:
+    no second read when the slice starts)."""
+    rows = Execution.objects.filter(pk=pk, status__in=[Status.RUNNING, *CLAIM_TRANSITION]).order_by()
+    rows = rows.annotate(db_now=Now(), switch_thrown=holds.switch_thrown_of_row())
+    if connection.vendor == "postgresql":
+        rows = rows.annotate(succeeded_outputs=_SUCCEEDED_OUTPUTS)
+    return rows
+
+
+# Each step's latest succeeded output, as one JSON object (PostgreSQL; the outer row is the execution's).
+_SUCCEEDED_OUTPUTS = RawSQL(
+    f"SELECT COALESCE(jsonb_object_agg(r.step, r.output ORDER BY r.id), '{{}}'::jsonb) "
+    f'FROM "{StepRun._meta.db_table}" r WHERE r.execution_id = "{Execution._meta.db_table}"."id" '
+    "AND r.outcome = %s",
+    [StepRun.Outcome.SUCCEEDED],
+    output_field=JSONField(),
 )
+
+_CLAIMABLE = CompiledRead(_claimable)  # compiled once per database (executions.engine.compiled)
 
 
 LEASE_FIELDS = ("lease_token", "lease_owner", "lease_expires_at", "step_deadline")

@@ -227,8 +227,9 @@ def _checkpoint(
 
 
 def _note_step(state: dict[str, Any], ctx: StepContext, workflow: Workflow, step: Step, output: dict) -> str:
-    """The step's output and progress notes into ``state`` (in memory); the next step ("" at the end)."""
-    state.setdefault("state", {})[step.name] = output
+    """The step's output (``Execution.outputs``: stored in its step run, not in the context)
+    and progress notes into ``state`` (in memory); the next step ("" at the end)."""
+    ctx.execution.outputs()[step.name] = output
     notes = state["notes"]
     # Each fact remembers the step that verified it, so a restart keeps only the facts of
     # the steps it reuses (triage.restart).

@@ -72,7 +72,6 @@ def create(
         child_key=child_key,
         budget_usd=budget_usd,
         context={
-            "state": {},
             "artifacts": {},
             "notes": initial_notes(flow, parsed),
             # The prompt template of each model and agent step, pinned as the execution starts.

@@ -51,7 +51,7 @@ def make_gate(
         input_digest="d",
         created_by=requester,
         current_step="review",
-        context={"state": {}, "artifacts": {}, "notes": {}},
+        context={"artifacts": {}, "notes": {}},
     )
     artifact = Artifact.objects.create(kind="report", title="Monthly report", execution=execution)
     version = None

@@ -51,7 +51,7 @@ def pending(user, workflow: str) -> Execution:
         input_digest=input_digest(flow.name, data),
         created_by=user,
         current_step=flow.first_step,
-        context={"state": {}, "artifacts": {}, "notes": notes.initial(goal=flow.goal(data), constraints=[])},
+        context={"artifacts": {}, "notes": notes.initial(goal=flow.goal(data), constraints=[])},
     )
 
 

@@ -172,6 +172,6 @@ def test_the_resume_preview_follows_the_recorded_route(people):
     )
     steps = resume_preview(execution)["steps"]
     assert [(s["step"], s["plan"]) for s in steps] == [("route", "skip"), ("answer", "run")]
-    Execution.objects.filter(pk=execution.pk).update(current_step="route", context={"state": {}, "notes": {}})
+    Execution.objects.filter(pk=execution.pk).update(current_step="route", context={"notes": {}})
     execution.refresh_from_db()
     assert [s["step"] for s in resume_preview(execution)["steps"]] == ["route"]  # the model hasn't chosen yet

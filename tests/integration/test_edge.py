@@ -67,7 +67,7 @@ def world(people, awaiting):  # noqa: F811
         attempts=1,
     )
     done = {"retrieve_figures": {}, "analyze": {}, "draft_report": {}, "review": {}}
-    failed = at_publish(people, {**execution.context, "state": done}, "fail", month="2026-05")
+    failed = at_publish(people, {**execution.context, "carried": done}, "fail", month="2026-05")
     cancelled = at_publish(people, execution.context, "cancel", month="2026-04")
     compensation = Action.objects.create(
         key=f"{cancelled.ref}:publish:v1:compensate",

@@ -57,7 +57,7 @@ def _execution(people, *, workflow: str, step: str, **fields) -> Execution:
         input_digest="d",
         created_by=people["requester"].user,
         current_step=step,
-        context={"state": {}, "artifacts": {}, "notes": {"constraints": [], "facts": [], "completed_steps": []}},
+        context={"artifacts": {}, "notes": {"constraints": [], "facts": [], "completed_steps": []}},
         **fields,
     )
 

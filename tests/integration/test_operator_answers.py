@@ -35,7 +35,7 @@ def retrying(people, *, due_in: float = 900) -> Execution:
         input_digest="d",
         created_by=people["requester"].user,
         current_step="publish",
-        context={"state": {}, "artifacts": {}, "notes": {"constraints": [], "facts": [], "completed_steps": []}},
+        context={"artifacts": {}, "notes": {"constraints": [], "facts": [], "completed_steps": []}},
     )
     with transaction.atomic():
         lifecycle.apply(execution, "start")
@@ -147,7 +147,6 @@ def report(people, *, step: str = "retrieve_figures") -> Execution:
         created_by=people["requester"].user,
         current_step=step,
         context={
-            "state": {},
             "artifacts": {},
             "notes": {"goal": "", "constraints": [], "facts": [], "completed_steps": [], "next_action": ""},
         },

@@ -73,7 +73,7 @@ def test_a_failed_report_restarted_from_publish_reuses_what_was_done_and_complet
         ("notify", "succeeded"),
     ]
     for name in EARLIER:
-        assert new.context["state"][name] == old.context["state"][name], name
+        assert new.outputs()[name] == old.outputs()[name], name
     assert new.context["notes"]["completed_steps"] == [*EARLIER, "publish", "notify"]
     assert {f["id"] for f in new.context["notes"]["facts"]} == {f["id"] for f in old.context["notes"]["facts"]}
     # Its own copy of the report, over the same bytes, published once under its own key.
@@ -142,7 +142,7 @@ def failed_at_publish(people, transactional_db) -> Execution:
         produced_by_step="draft_report",
     )
     execution.context = {
-        "state": {name: {"done": name} for name in EARLIER},
+        "carried": {name: {"done": name} for name in EARLIER},
         "artifacts": {"report": version.as_ref()},
         "notes": {
             "goal": "g",
@@ -168,7 +168,8 @@ def test_a_restart_from_the_draft_keeps_only_what_the_steps_before_it_recorded(p
         ref=failed_at_publish.ref, user=people["operator"].user, from_step="draft_report", reason="redo the draft"
     )
     assert new.current_step == "draft_report" and new.status == Status.PENDING and new.round == 1
-    assert new.context["state"] == {"retrieve_figures": {"done": "retrieve_figures"}, "analyze": {"done": "analyze"}}
+    assert new.context["carried"] == {"retrieve_figures": {"done": "retrieve_figures"}, "analyze": {"done": "analyze"}}
+    assert new.outputs() == new.context["carried"]  # nothing of its own ran yet
     assert new.context["artifacts"] == {}  # the draft's report is drafted again
     notes = new.context["notes"]
     assert notes["completed_steps"] == ["retrieve_figures", "analyze"]

@@ -33,7 +33,6 @@ def awaiting(people, transactional_db):
         created_by=people["requester"].user,
         current_step="review",
         context={
-            "state": {},
             "artifacts": {},
             "notes": {
                 "goal": "",

@@ -45,7 +45,7 @@ def test_s40_pause_while_a_step_runs_checkpoints_it_then_nothing_runs_and_resume
     wait_for(lambda: let_go(ref), timeout=20, what="the worker to checkpoint the step and let go")
     assert succeeded_steps(ref) == ["retrieve_figures"]
     row = Execution.objects.get(pk=pk(ref))
-    assert row.current_step == "analyze" and "retrieve_figures" in row.context["state"]
+    assert row.current_step == "analyze" and "retrieve_figures" in row.outputs()
     stack.wait_sweeps(3)  # sweeps and any stray messages: still nothing runs
     assert succeeded_steps(ref) == ["retrieve_figures"] and requester.execution(ref)["status"] == "paused"
     body = operator.get(f"/executions/{ref}/resume-preview").json()

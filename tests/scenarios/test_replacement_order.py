@@ -219,7 +219,7 @@ def test_replacement_order_happy_path_through_the_api(stack, people, api_as):
 
     execution = Execution.objects.get(pk=pk(ref))
     assert list(StepRun.objects.filter(execution=execution).values_list("step", flat=True)) == STEPS
-    assert execution.context["state"]["record_order"] == {"order_id": order_id, "reference": key}
+    assert execution.outputs()["record_order"] == {"order_id": order_id, "reference": key}
     facts = {f["id"]: f for f in execution.context["notes"]["facts"]}
     assert facts["O3"]["value"] == order_id and facts["O3"]["source"] == f"order_service:{key}"
     assert "Submit only the exact proposal version a manager approved." in execution.context["notes"]["constraints"]
@@ -417,4 +417,4 @@ def test_s16_operator_resolves_an_unknown_order_with_its_order_id_and_the_custom
     )
     assert order["order_id"] in note["body"]
     execution = Execution.objects.get(pk=pk(ref))
-    assert execution.context["state"]["record_order"] == {"order_id": order["order_id"], "reference": key}
+    assert execution.outputs()["record_order"] == {"order_id": order["order_id"], "reference": key}

@@ -18,13 +18,14 @@ import pytest
 from django.contrib.auth.models import Group
 from django.db import transaction
 from django.test import Client
+from django.utils import timezone
 
 from approvals.services import approval_decide
 from artifacts import store
 from artifacts.services import artifact_version_create
 from executions.engine import lifecycle
 from executions.errors import Conflict
-from executions.models import Action, Execution, ExecutionEvent
+from executions.models import Action, Execution, ExecutionEvent, StepRun
 from executions.services import execution_resume
 from tests.integration.test_screens import awaiting  # noqa: F401 - fixture
 from tests.scenarios.test_replacement_order import add_fault, orders_mode, orders_with_reference
@@ -228,14 +229,24 @@ def approved_then_stopped(people, awaiting):  # noqa: F811
     )
     with transaction.atomic():
         stopped = Execution.objects.select_for_update().get(pk=execution.pk)
-        stopped.context["state"]["review"] = {
-            "approval_id": request.pk,
-            "decision": "approve",
-            "decided_by": "manager",
-            "artifact_version": request.version,
-            "content_sha256": request.content_sha256,
-            "action": request.action,
-        }
+        StepRun.objects.create(  # the gate's outcome, as the runner records it when the step passes
+            execution=stopped,
+            step="review",
+            kind="approval",
+            round=stopped.round,
+            outcome=StepRun.Outcome.SUCCEEDED,
+            output={
+                "approval_id": request.pk,
+                "decision": "approve",
+                "decided_by": "manager",
+                "artifact_version": request.version,
+                "content_sha256": request.content_sha256,
+                "action": request.action,
+            },
+            lease_token=stopped.lease_token,
+            workflow_version=stopped.workflow_version,
+            started_at=timezone.now(),
+        )
         stopped.context["artifacts"]["report"] = request.artifact_version.as_ref()
         stopped.current_step = "publish"
         lifecycle.apply(
