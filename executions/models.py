@@ -15,6 +15,7 @@ from typing import Any
 import pgtrigger
 from django.conf import settings
 from django.db import models
+from django.db.models import Q
 from django_fsm import RETURN_VALUE, ConcurrentTransitionMixin, FSMField, transition
 
 from .errors import Gone, NotFound
@@ -38,6 +39,57 @@ ACTIVE = frozenset(set(Status) - TERMINAL)
 S = Status
 # Where an operator's hold (or a workflow's kill switch) can pause an execution from (DESIGN §6 Operations).
 HOLDABLE = (S.PENDING, S.RUNNING, S.RETRY_PENDING, S.WAITING, S.AWAITING_APPROVAL)
+
+
+# What the progress notes hold when nothing is in them (executions.authoring.notes.initial),
+# and the context's other parts when empty: left out of the stored row, put back when read.
+NOTES_EMPTY: dict[str, Any] = {
+    "goal": "",
+    "constraints": [],
+    "requested": [],
+    "facts": [],
+    "hypotheses": [],
+    "completed_steps": [],
+    "open_questions": [],
+    "next_action": "",
+}
+CONTEXT_EMPTY: dict[str, Any] = {"artifacts": {}, "prompts": {}}
+
+
+class ContextField(models.JSONField):
+    """An execution's context, stored without its empty parts.
+
+    The row is rewritten at every checkpoint, so each byte of it is written (and logged)
+    once per step: the empty lists and objects of the progress notes (``NOTES_EMPTY``) and
+    of the context (``CONTEXT_EMPTY``) are left out when stored and put back when read, so
+    every reader — a workflow's ``ctx.notes["constraints"]`` included — sees the whole shape
+    while the row holds only what is there."""
+
+    def get_prep_value(self, value: Any) -> Any:
+        return super().get_prep_value(_compact(value))
+
+    def from_db_value(self, value: Any, expression: Any, connection: Any) -> Any:
+        return _whole(super().from_db_value(value, expression, connection))
+
+
+def _compact(context: Any) -> Any:
+    if not isinstance(context, dict):
+        return context
+    stored = {k: v for k, v in context.items() if not (k in CONTEXT_EMPTY and v == CONTEXT_EMPTY[k])}
+    notes = context.get("notes")
+    if isinstance(notes, dict):
+        stored["notes"] = {k: v for k, v in notes.items() if not (k in NOTES_EMPTY and v == NOTES_EMPTY[k])}
+    return stored
+
+
+def _whole(context: Any) -> Any:
+    if not isinstance(context, dict):
+        return context
+    whole = {**{k: type(v)() for k, v in CONTEXT_EMPTY.items()}, **context}
+    notes = context.get("notes")
+    if isinstance(notes, dict):
+        whole["notes"] = {**{k: type(v)() for k, v in NOTES_EMPTY.items()}, **notes}
+    return whole
 
 
 class Execution(ConcurrentTransitionMixin, models.Model):
@@ -65,7 +117,7 @@ class Execution(ConcurrentTransitionMixin, models.Model):
     reason_code = models.CharField(max_length=40, blank=True, default="")
     current_step = models.CharField(max_length=100, blank=True, default="")
     round = models.PositiveIntegerField(default=1)
-    context = models.JSONField(default=dict)
+    context = ContextField(default=dict)
 
     # Triage (executions.stuck): failed attempts of the current step in this round, when
     # the step running now must be done by (its timeout), and when the open gate is overdue.
@@ -101,8 +153,8 @@ class Execution(ConcurrentTransitionMixin, models.Model):
     paused_by_workflow = models.BooleanField(default=False)
     # A legal hold (issue 23, written by retention.holds): kept whatever its age while set.
     hold_reason = models.TextField(blank=True, default="")
-    hold_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    hold_by = models.ForeignKey(  # indexed where set (execution_hold_by)
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+", db_index=False
     )
     hold_at = models.DateTimeField(null=True, blank=True)
 
@@ -126,10 +178,16 @@ class Execution(ConcurrentTransitionMixin, models.Model):
         indexes = [
             models.Index(fields=["status", "lease_expires_at"], name="execution_status_lease"),
             models.Index(fields=["status", "-id"], name="execution_status_id"),
-            models.Index(fields=["status", "due_at"], name="execution_status_due"),
-            models.Index(fields=["status", "deadline"], name="execution_status_deadline"),
+            # Partial where most rows have nothing to find (issue 25): an execution that never
+            # waits, has no deadline, never stops for a reason or is never held writes no
+            # entry in these (every query on them asks for a value, which implies the condition).
+            models.Index(fields=["status", "due_at"], name="execution_status_due", condition=Q(due_at__isnull=False)),
+            models.Index(
+                fields=["status", "deadline"], name="execution_status_deadline", condition=Q(deadline__isnull=False)
+            ),
             models.Index(fields=["workflow", "-id"], name="execution_workflow_id"),
-            models.Index(fields=["reason_code", "-id"], name="execution_reason_id"),
+            models.Index(fields=["reason_code", "-id"], name="execution_reason_id", condition=~Q(reason_code="")),
+            models.Index(fields=["hold_by"], name="execution_hold_by", condition=Q(hold_by__isnull=False)),
             models.Index(fields=["status", "status_changed_at"], name="execution_status_changed"),
             # The counts of the live executions (by workflow, by stuck reason: triage.tallies,
             # stuck.counts) read this index alone, not the rows.
@@ -349,8 +407,8 @@ class ExecutionEvent(models.Model):
     from_status = models.CharField(max_length=30, blank=True, default="")
     to_status = models.CharField(max_length=30, blank=True, default="")
     step = models.CharField(max_length=100, blank=True, default="")
-    actor = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    actor = models.ForeignKey(  # indexed where set (event_actor): a worker's events have no actor
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+", db_index=False
     )
     actor_label = models.CharField(max_length=200, blank=True, default="")
     payload = models.JSONField(default=dict, blank=True)
@@ -359,7 +417,10 @@ class ExecutionEvent(models.Model):
     class Meta:
         ordering = ["id"]
         # The measures (metrics/) read a window of one type of event.
-        indexes = [models.Index(fields=["type", "created_at"], name="event_type_created")]
+        indexes = [
+            models.Index(fields=["type", "created_at"], name="event_type_created"),
+            models.Index(fields=["actor"], name="event_actor", condition=Q(actor__isnull=False)),
+        ]
         # Append-only in the database itself, not only in Python (PostgreSQL).
         triggers = [
             pgtrigger.Protect(name="execution_event_append_only", operation=pgtrigger.Update | pgtrigger.Delete)
@@ -400,12 +461,11 @@ class StepRun(models.Model):
                 name="step_succeeds_once_per_round",
             )
         ]
-        # The measures (metrics/) read the failed runs of a window, and the step that
-        # started next after a decision.
-        indexes = [
-            models.Index(fields=["outcome", "finished_at"], name="steprun_outcome_finished"),
-            models.Index(fields=["execution", "started_at"], name="steprun_execution_started"),
-        ]
+        # The measures (metrics/) read the runs of a window by ``finished_at`` through a BRIN
+        # index on PostgreSQL (``steprun_finished``, made by migration 0031 outside Django's
+        # declared indexes: a few bytes per hundreds of rows, where a B-tree took an entry per
+        # run; a B-tree elsewhere), and the step that started next after a decision here.
+        indexes = [models.Index(fields=["execution", "started_at"], name="steprun_execution_started")]
 
     def __str__(self) -> str:
         return f"{self.execution_id}:{self.step}#{self.attempt}"

@@ -31,6 +31,7 @@ from typing import Any
 from django.conf import settings
 
 from ..errors import NeedsAttention
+from ..models import NOTES_EMPTY
 from ..reasons import StuckReason
 
 JSON = dict[str, Any]
@@ -53,14 +54,10 @@ def initial(*, goal: str, constraints: list[str], requested: list[str] = ()) -> 
     """The first notes: the workflow's ``constraints`` (the runtime's authority) and the
     requester's ``requested`` text (quoted data), each kept verbatim."""
     return {
+        **{key: type(empty)() for key, empty in NOTES_EMPTY.items()},
         "goal": goal,
         "constraints": list(constraints),
         "requested": list(requested),
-        "facts": [],
-        "hypotheses": [],
-        "completed_steps": [],
-        "open_questions": [],
-        "next_action": "",
     }
 
 
