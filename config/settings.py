@@ -178,6 +178,10 @@ if os.environ.get("DATABASE_URL"):
     if DATABASE_POOL_MODE == "transaction":
         DATABASES["default"].setdefault("OPTIONS", {})["prepare_threshold"] = None
         DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = True
+    else:
+        # The hot path's statements (executions.engine.compiled) are prepared once a
+        # connection has run one 5 times; the ORM's own queries bind on the client and never are.
+        DATABASES["default"].setdefault("OPTIONS", {})["prepare_threshold"] = 5
     # Replica reads (fleet/replica.py): the read-only pages read a streaming replica; the
     # rest, and every process but the web server's pages, the primary.
     if os.environ.get("DATABASE_REPLICA_URL"):

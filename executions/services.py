@@ -4,6 +4,7 @@ the CLI and the gates."""
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from decimal import ROUND_DOWN, Decimal
 from typing import Any
 
@@ -54,8 +55,10 @@ def execution_start(
         archived = ExecutionTombstone.objects.filter(created_by=user, idempotency_key=idempotency_key).first()
         if archived is not None:  # the key's execution was archived: never silently a new one (docs/api.md)
             raise archived.gone()
+    # Inside a caller's transaction, a savepoint keeps it usable if the key is taken; outside
+    # one, the start is a single statement that commits on its own (engine.writer.create).
     try:
-        with transaction.atomic():
+        with transaction.atomic() if transaction.get_connection().in_atomic_block else nullcontext():
             execution = starting.create(
                 flow,
                 parsed,

@@ -17,7 +17,9 @@ from django.utils import timezone
 
 from ..authoring import notes
 from ..models import Execution
-from . import dispatch, lifecycle
+from . import dispatch, lifecycle, writer
+
+_NOW = Now()  # one object: the writer knows the statement's shape again
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser
@@ -52,12 +54,12 @@ def create(
     child_key: str = "",
     budget_usd: Decimal | None = None,
 ) -> Execution:
-    """Inside a transaction: a pending execution of ``flow`` with the validated input
-    ``parsed``, its event, and the message to run it sent after commit. Raises
-    IntegrityError for a key already used (the idempotency key, or a parent's step and
-    child key)."""
+    """A pending execution of ``flow`` with the validated input ``parsed`` and its event,
+    written together (``writer.create``), and the message to run it sent once that
+    commits (at once outside a transaction). Raises IntegrityError for a key already used
+    (the idempotency key, or a parent's step and child key): then nothing was written."""
     digest = input_digest(flow.name, parsed)
-    execution = Execution.objects.create(
+    execution = Execution(
         workflow=flow.name,
         workflow_version=flow.version,
         input=parsed,
@@ -65,7 +67,7 @@ def create(
         idempotency_key=idempotency_key or None,
         created_by_id=created_by_id,
         current_step=flow.first_step,
-        dispatched_at=Now(),  # the doorbell rings once this commits (below)
+        dispatched_at=_NOW,  # the doorbell rings once this commits (below)
         deadline=timezone.now() + timedelta(seconds=flow.deadline_seconds) if flow.deadline_seconds else None,
         parent=parent,
         parent_step=parent_step,
@@ -81,7 +83,7 @@ def create(
     payload: dict[str, Any] = {"workflow": flow.name, "workflow_version": flow.version, "input": parsed}
     if parent is not None:
         payload.update(parent=parent.ref, parent_step=parent_step, child_key=child_key)
-    lifecycle.record(
+    created = lifecycle.event(
         execution,
         "execution.created",
         to_status=execution.status,
@@ -90,5 +92,6 @@ def create(
         actor_label=actor_label,
         payload=payload,
     )
+    writer.create(execution, [created])  # one statement on PostgreSQL
     dispatch.send_on_commit(execution.pk)
     return execution

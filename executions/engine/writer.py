@@ -1,4 +1,5 @@
-"""The fenced writer: a worker's fenced write, chosen once per database vendor.
+"""The fenced writer: a worker's fenced write, chosen once per database vendor; and a
+new execution written with its first event (``create``), the same way.
 
 A step's end needs a few writes: the fenced UPDATE of the execution (its state, the
 next step — or, for the last step, the ``complete`` transition django-fsm has just
@@ -27,6 +28,11 @@ aware datetimes, ``auto_now_add``), so the rows are the ones the ORM would write
 SQLite has no UPDATE inside a WITH: there the ORM makes the same writes in one
 transaction (a savepoint inside the caller's). Writes that need more (artifacts,
 effects) use the ORM in the runner's own transaction on every vendor.
+
+``create(row, dependents)`` is the same idea for a new row: the execution and its
+``execution.created`` event in one statement on PostgreSQL (the event selects the new
+id ``FROM`` the execution's INSERT), so a start is one round trip, committing on its own
+outside a transaction; elsewhere the ORM saves both in one transaction.
 """
 
 from __future__ import annotations
@@ -38,9 +44,10 @@ from typing import Any
 
 from django.db import connection, transaction
 from django.db.models import Field, Model
-from django.db.models.sql import UpdateQuery
+from django.db.models.sql import InsertQuery, UpdateQuery
 
 from ..models import Execution, StepRun
+from . import compiled
 
 # A scalar SQL expression read with a write, and its parameters (``write_probing``).
 Probe = tuple[str, list[Any]]
@@ -109,7 +116,7 @@ def _one_statement(
         params += [f.get_db_prep_save(f.pre_save(instance, add=True), connection) for f in fields]
     if probe is not None:
         params += probe[1]
-    with connection.cursor() as cursor:
+    with compiled.cursor() as cursor:
         cursor.execute(plan.sql, params)
         found = cursor.fetchone()
     if not found:
@@ -163,7 +170,7 @@ def _plan(key: tuple) -> _Plan:
     for model in models:
         fields = [f for f in model._meta.concrete_fields if not f.primary_key]
         columns = ", ".join(ops.quote_name(f.column) for f in fields)
-        placeholders = ", ".join("%s" for _ in fields)
+        placeholders = ", ".join(compiled.typed_placeholder(f) for f in fields)
         selects.append(
             f"INSERT INTO {ops.quote_name(model._meta.db_table)} ({columns}) SELECT {placeholders} FROM fenced"
         )
@@ -207,3 +214,105 @@ def checkpoint_step(
 
 # How each database vendor takes a fenced write; any other, the ORM.
 WRITERS: dict[str, Writer] = {"postgresql": _one_statement}
+
+
+def create(row: Model, dependents: list[Model]) -> None:
+    """INSERT the unsaved ``row`` and the unsaved ``dependents`` that point at it (their
+    foreign key to ``row``'s model, left unset), together or not at all; sets every id.
+    Raises IntegrityError (nothing written) for a unique key already used."""
+    CREATORS.get(connection.vendor, _orm_create)(row, dependents)
+
+
+def _orm_create(row: Model, dependents: list[Model]) -> None:
+    with transaction.atomic():
+        row.save(force_insert=True)
+        for dependent in dependents:
+            setattr(dependent, _pointer(type(dependent), type(row)).name, row)
+            dependent.save(force_insert=True)
+
+
+def _one_insert(row: Model, dependents: list[Model]) -> None:
+    """PostgreSQL: ``WITH r AS (INSERT … RETURNING id), d1 AS (INSERT … SELECT r.id, … FROM r
+    RETURNING id) SELECT r.id, d1.id FROM r, d1``: one statement, its text built once per
+    shape."""
+    values = [(f, f.pre_save(row, add=True)) for f in row._meta.concrete_fields if not f.primary_key]
+    key = (
+        type(row),
+        tuple((f.name, v if hasattr(v, "resolve_expression") else None) for f, v in values),
+        tuple(type(d) for d in dependents),
+    )
+    plan = _CREATES.get(key) or _create_plan(key)
+    params: list[Any] = []
+    for (field, constant), (_, value) in zip(plan.assigned, values, strict=True):
+        if constant is not None:
+            params += constant
+        else:
+            params.append(field.get_db_prep_save(value, connection))
+    for fields, dependent in zip(plan.inserted, dependents, strict=True):
+        params += [f.get_db_prep_save(f.pre_save(dependent, add=True), connection) for f in fields]
+    with compiled.cursor() as cursor:
+        cursor.execute(plan.sql, params)
+        ids = cursor.fetchone()
+    row.pk = ids[0]
+    row._state.adding, row._state.db = False, connection.alias
+    for dependent, pk in zip(dependents, ids[1:], strict=True):
+        setattr(dependent, _pointer(type(dependent), type(row)).attname, row.pk)
+        dependent.pk = pk
+        dependent._state.adding, dependent._state.db = False, connection.alias
+
+
+@dataclass(frozen=True)
+class _CreatePlan:
+    sql: str
+    assigned: list[tuple[Field, list[Any] | None]]  # the row's fields; an expression's parameters
+    inserted: list[list[Field]]  # per dependent: the fields written from its values (not its pointer)
+
+
+_CREATES: dict[tuple, _CreatePlan] = {}
+
+
+def _create_plan(key: tuple) -> _CreatePlan:
+    model, shape, dependent_models = key
+    ops = connection.ops
+    query = InsertQuery(model)
+    compiler = query.get_compiler(connection=connection)
+    columns, placeholders, assigned = [], [], []
+    for name, expression in shape:
+        field = model._meta.get_field(name)
+        columns.append(ops.quote_name(field.column))
+        if expression is not None:  # computed by the database: now()…
+            sql, found = compiler.compile(expression.resolve_expression(query, allow_joins=False, for_save=True))
+            placeholders.append(sql)
+            assigned.append((field, list(found)))
+        else:
+            placeholders.append("%s")
+            assigned.append((field, None))
+    parts = [
+        f"WITH r AS (INSERT INTO {ops.quote_name(model._meta.db_table)} ({', '.join(columns)}) "
+        f"VALUES ({', '.join(placeholders)}) RETURNING id)"
+    ]
+    inserted = []
+    for n, dependent in enumerate(dependent_models, start=1):
+        pointer = _pointer(dependent, model)
+        fields = [f for f in dependent._meta.concrete_fields if not f.primary_key and f is not pointer]
+        names = ", ".join(ops.quote_name(f.column) for f in [pointer, *fields])
+        selected = ", ".join(["r.id", *(compiled.typed_placeholder(f) for f in fields)])
+        parts.append(
+            f", d{n} AS (INSERT INTO {ops.quote_name(dependent._meta.db_table)} ({names}) "
+            f"SELECT {selected} FROM r RETURNING id)"
+        )
+        inserted.append(fields)
+    ids = ["r.id", *(f"d{n}.id" for n in range(1, len(dependent_models) + 1))]
+    tables = ["r", *(f"d{n}" for n in range(1, len(dependent_models) + 1))]
+    parts.append(f" SELECT {', '.join(ids)} FROM {', '.join(tables)}")
+    plan = _CREATES[key] = _CreatePlan("".join(parts), assigned, inserted)
+    return plan
+
+
+def _pointer(dependent: type[Model], model: type[Model]) -> Field:
+    """``dependent``'s foreign key to ``model`` (exactly one)."""
+    (found,) = [f for f in dependent._meta.concrete_fields if f.is_relation and f.related_model is model]
+    return found
+
+
+CREATORS: dict[str, Callable[[Model, list[Model]], None]] = {"postgresql": _one_insert}

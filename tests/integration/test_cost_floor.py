@@ -74,6 +74,29 @@ def test_the_wire_trace_counts_statements_round_trips_and_commits(transactional_
     assert wire.round_trips == 4 + 1 + 3
 
 
+def test_the_wire_trace_reads_statements_prepared_before_it(transactional_db, tmp_path):
+    """The hot path's statements are prepared on the connection (executions.engine.compiled)
+    before a trace starts: an Execute names one, and the trace still knows its SQL."""
+    from executions.engine.compiled import cursor
+
+    for _ in range(6):  # past psycopg's prepare_threshold
+        with cursor() as c:
+            c.execute("SELECT count(*) FROM executions_execution WHERE id = %s", [0])
+        with cursor() as c:
+            c.execute("UPDATE executions_execution SET round = 1 WHERE id = %s", [0])
+    with wire_trace(tmp_path / "wire.log") as wire:
+        with cursor() as c:
+            c.execute("SELECT count(*) FROM executions_execution WHERE id = %s", [0])
+        with cursor() as c:
+            c.execute("UPDATE executions_execution SET round = 1 WHERE id = %s", [0])
+    assert wire.statements == [
+        "SELECT count(*) FROM executions_execution WHERE id = $1",
+        "UPDATE executions_execution SET round = 1 WHERE id = $1",
+    ]
+    assert (wire.commits, wire.write_commits, wire.round_trips) == (2, 1, 2)
+    assert "\tParse\t" not in (tmp_path / "wire.log").read_text()  # both were prepared before the trace
+
+
 def test_a_compute_step_costs_one_commit_and_at_most_three_statements(transactional_db, tmp_path, settings):
     # At the default RUNTIME_SWITCH_RECHECK_SECONDS=0 the kill switch is read before every step,
     # with the claim's locked read and each checkpoint's statement (executions.engine.holds): no

@@ -6,8 +6,9 @@ that connection) is seen, and so is what no wrapper sees: psycopg's BEGIN and
 COMMIT. Counted:
 
 - ``statements``: the SQL of every simple-protocol query other than transaction
-  control (BEGIN, COMMIT, ROLLBACK, SAVEPOINT, RELEASE), and one per extended-protocol
-  Execute;
+  control (BEGIN, COMMIT, ROLLBACK, SAVEPOINT, RELEASE), and of every extended-protocol
+  Execute (the statement its Bind named: parsed in the trace, or prepared on the
+  connection before it — psycopg's prepared statements, read when the trace starts);
 - ``round_trips``: the server's ReadyForQuery answers (one per query sent);
 - ``commits``: transactions the server committed: a COMMIT, or a statement run
   outside a transaction block (autocommit), that ended without an error;
@@ -54,6 +55,7 @@ def wire_trace(path: Path) -> Iterator[Wire]:
     """Trace this thread's connection inside the block; the Wire is filled in when it ends."""
     wire = Wire()
     connection.ensure_connection()
+    prepared = _prepared_before(connection.connection)
     pgconn = connection.connection.pgconn
     with open(path, "w") as out:
         pgconn.trace(out.fileno())
@@ -62,7 +64,13 @@ def wire_trace(path: Path) -> Iterator[Wire]:
             yield wire
         finally:
             pgconn.untrace()
-    _parse(path.read_text(errors="replace"), wire)
+    _parse(path.read_text(errors="replace"), wire, prepared)
+
+
+def _prepared_before(conn) -> dict[str, str]:
+    """The statements psycopg prepared on ``conn`` before the trace: name → SQL."""
+    names = getattr(getattr(conn, "_prepared", None), "_names", {})
+    return {name.decode(): query.decode() for (query, _types), name in names.items()}
 
 
 def _messages(trace: str) -> Iterator[str]:
@@ -84,10 +92,24 @@ def _writes(sql: str) -> bool:
     return not upper.startswith("SELECT") or " FOR UPDATE" in upper or " FOR NO KEY UPDATE" in upper
 
 
-def _parse(trace: str, wire: Wire) -> None:
+def _quoted(payload: str) -> list[str]:
+    """The leading double-quoted strings of a message's payload (names, then the SQL)."""
+    found, rest = [], payload
+    while rest.startswith('"'):
+        end = rest.index('"', 1)
+        while end + 1 < len(rest) and rest[end + 1] == '"':  # a doubled quote inside the string
+            end = rest.index('"', end + 2)
+        found.append(rest[1:end].replace('""', '"'))
+        rest = rest[end + 1 :].lstrip()
+    return found
+
+
+def _parse(trace: str, wire: Wire, prepared: dict[str, str]) -> None:
     last_command = ""
     failed = False
     wrote = False
+    statements = dict(prepared)  # name → SQL ("" is the unnamed statement)
+    bound = ""
     for line in _messages(trace):
         parts = line.split("\t", 3)
         if len(parts) < 3 or parts[0] not in ("F", "B"):
@@ -100,10 +122,16 @@ def _parse(trace: str, wire: Wire) -> None:
             if last_command not in CONTROL:
                 wire.statements.append(sql)
                 wrote = wrote or _writes(sql)
+        elif direction == "F" and message == "Parse":
+            name, sql, *_ = _quoted(payload) + ["", ""]
+            statements[name] = sql
+        elif direction == "F" and message == "Bind":
+            _portal, name, *_ = _quoted(payload) + ["", ""]
+            bound = statements.get(name, "")
         elif direction == "F" and message == "Execute":
-            last_command = "EXECUTE"
-            wire.statements.append("EXECUTE (extended protocol)")
-            wrote = True  # not parsed: counted as writing
+            last_command = bound.split(None, 1)[0].upper() if bound else "EXECUTE"
+            wire.statements.append(bound or "EXECUTE (extended protocol, statement unknown)")
+            wrote = wrote or not bound or _writes(bound)
         elif direction == "B" and message == "ErrorResponse":
             failed = True
         elif direction == "B" and message == "ReadyForQuery":
