@@ -188,6 +188,11 @@ class Execution(ConcurrentTransitionMixin, models.Model):
             models.Index(fields=["workflow", "-id"], name="execution_workflow_id"),
             models.Index(fields=["reason_code", "-id"], name="execution_reason_id", condition=~Q(reason_code="")),
             models.Index(fields=["hold_by"], name="execution_hold_by", condition=Q(hold_by__isnull=False)),
+            # The stuck counts' approval_overdue and waiting_overdue (stuck.counts): only rows
+            # that ever waited at a gate.
+            models.Index(
+                fields=["status", "gate_sla_at"], name="execution_status_sla", condition=Q(gate_sla_at__isnull=False)
+            ),
             models.Index(fields=["status", "status_changed_at"], name="execution_status_changed"),
             # The counts of the live executions (by workflow, by stuck reason: triage.tallies,
             # stuck.counts) read this index alone, not the rows.

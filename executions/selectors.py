@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any
 
 from django.db.models import Prefetch, QuerySet, prefetch_related_objects
@@ -10,7 +11,7 @@ from artifacts.models import ArtifactVersion
 
 from . import stuck
 from .authoring import registry
-from .engine import costs, gates
+from .engine import costs, gates, routing
 from .errors import InvalidInput
 from .models import Execution, ModelCall, Status, pk_from_ref, ref_for
 
@@ -61,7 +62,9 @@ def prefetch_payloads(executions: list[Execution]) -> list[Execution]:
     families: dict[int, list[dict[str, Any]]] = {}
     for child in Execution.objects.filter(parent__in=executions).order_by("pk").values(*_CHILD_FIELDS):
         families.setdefault(child["parent_id"], []).append(_child_item(child))
+    consumed = cache(routing.live_queues)  # no_worker's detail: the registry asked at most once a page
     for execution in executions:
+        execution.consumed_queues = consumed
         execution.pending_gate = pending.get(execution.pk)
         execution.spend = spends[execution.pk]
         execution.restarted_as_id = restarts.get(execution.pk)
@@ -227,7 +230,7 @@ def filtered(
     if reason:
         if reason not in stuck.REASONS:
             raise InvalidInput("reason", f"unknown reason {reason!r}; one of {', '.join(stuck.REASONS)}")
-        rows = rows.filter(stuck_reason=reason)
+        rows = rows.filter(stuck.reason_filter(reason))  # what the indexes serve, not the computed reason
     return rows
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
-from executions.models import Execution, ExecutionEvent
+from executions.models import Action, Execution, ExecutionEvent, WorkflowSwitch
 from executions.stuck import REASONS
 from tests.support.procs import http
 from tests.support.stack import pk, wait_for, wait_status
@@ -286,7 +286,7 @@ def test_the_stuck_counts_read_by_code_equal_the_reasons_the_list_gives(people):
 
     from django.utils import timezone
 
-    from executions import stuck
+    from executions import selectors, stuck
     from executions.models import Execution
 
     user = people["requester"].user
@@ -309,9 +309,65 @@ def test_the_stuck_counts_read_by_code_equal_the_reasons_the_list_gives(people):
         )
         Execution.objects.filter(pk=e.pk).update(status_changed_at=old, gate_sla_at=old)
 
+    # Every other condition of annotate's CASE, each beside the one it must not be counted as
+    # (issue 25: the counts are read status by status from the indexes, not from the CASE).
+    now, soon, recently = timezone.now(), timezone.now() + timedelta(hours=1), timezone.now() - timedelta(seconds=5)
+    situations = [
+        ("running", "", {"lease_expires_at": old}),  # no_worker
+        ("running", "", {"lease_expires_at": None}),  # no_worker
+        ("running", "", {"lease_expires_at": soon, "step_deadline": old}),  # step_overdue
+        ("running", "", {"lease_expires_at": recently, "step_deadline": old}),  # lapsed just now: none yet
+        ("running", "", {"lease_expires_at": soon, "step_deadline": soon}),  # moving: none
+        ("retry_pending", "retrying", {"due_at": old}),  # due a day ago: no_worker, not retrying
+        ("retry_pending", "retrying", {"due_at": soon}),  # retrying
+        ("retry_pending", "rate_limited", {"due_at": soon}),  # rate_limited
+        ("waiting", "", {"due_at": old, "gate_sla_at": old}),  # no_worker before waiting_overdue
+        ("waiting", "", {"due_at": soon, "gate_sla_at": old}),  # waiting_overdue
+        ("waiting", "", {"due_at": None, "gate_sla_at": old}),  # waiting_overdue
+        ("waiting", "", {"due_at": soon, "gate_sla_at": soon}),  # none
+        ("awaiting_approval", "", {"gate_sla_at": soon}),  # none
+        ("pending", "", {"status_changed_at": now}),  # just started: none
+        ("cancelled", "", {}),  # a compensation to close: compensation_pending
+        ("failed", "retries_exhausted", {}),  # restarted below: handled, none
+    ]
+    for status, code, fields in situations:
+        e = Execution.objects.create(
+            workflow="monthly_report",
+            workflow_version=1,
+            input_digest="d",
+            created_by=user,
+            status=status,
+            reason_code=code,
+        )
+        Execution.objects.filter(pk=e.pk).update(**{"status_changed_at": old, **fields})
+    cancelled = Execution.objects.filter(status="cancelled").latest("id")
+    failed = Execution.objects.filter(status="failed").latest("id")
+    Action.objects.create(
+        key=f"{cancelled.ref}:publish:v1:compensate",
+        execution=cancelled,
+        step="publish",
+        type="compensate",
+        status="planned",
+    )
+    Execution.objects.create(
+        workflow="monthly_report", workflow_version=1, input_digest="d", created_by=user, restarted_from=failed
+    )
+    WorkflowSwitch.objects.create(workflow="replacement_order", paused=True, reason="drill", actor=user)
+    Execution.objects.create(  # pending while its workflow's kill switch is thrown: paused, not no_worker
+        workflow="replacement_order", workflow_version=1, input_digest="d", created_by=user, status="pending"
+    )
+
     for workflow in (None, "monthly_report", "replacement_order"):
         reasons = stuck.annotate(stuck.candidates(workflow=workflow)).values_list("stuck_reason", flat=True)
         given = Counter(r for r in reasons if r)
         assert {r: n for r, n in stuck.counts(workflow=workflow).items() if n} == given, workflow
-    assert stuck.counts()["unknown_outcome"] == 2 and stuck.counts()["paused"] == 1
-    assert stuck.counts()["no_worker"] == 1 and stuck.counts()["approval_overdue"] == 1
+    # The list's reason= filter (conditions the indexes serve) finds exactly the rows annotate names.
+    annotated = dict(stuck.annotate(Execution.objects.all()).values_list("pk", "stuck_reason"))
+    for reason in stuck.REASONS:
+        listed = set(selectors.filtered(reason=reason).values_list("pk", flat=True))
+        assert listed == {pk for pk, r in annotated.items() if r == reason}, reason
+    counted = stuck.counts()
+    assert (counted["unknown_outcome"], counted["paused"], counted["approval_overdue"]) == (2, 2, 1)
+    assert (counted["no_worker"], counted["step_overdue"], counted["waiting_overdue"]) == (5, 1, 2)
+    assert (counted["retrying"], counted["rate_limited"]) == (1, 1)
+    assert (counted["compensation_pending"], counted["retries_exhausted"]) == (1, 1)
