@@ -13,6 +13,7 @@ from datetime import timedelta
 from typing import ClassVar
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db.models import DateTimeField, ExpressionWrapper, Q, Value
 from django.db.models.functions import Now
 
@@ -20,6 +21,7 @@ from artifacts.models import ArtifactVersion
 from executions.authoring.specs import GateSpec
 from executions.authoring.workflow import Effect, Step, Workflow
 from executions.engine import gates
+from executions.engine.compiled import CompiledRead
 from executions.engine.leases import in_seconds
 from executions.errors import FailureKind, StepFailure
 from executions.models import Action, Execution
@@ -70,34 +72,48 @@ class Approval(GateSpec):
     redraft_from: str = ""
 
 
+# A visit's read (the step's request this round, with its decision and who decided), compiled
+# once: on the path from a decision to the next step (executions.engine.compiled).
+_OUTCOME = CompiledRead(
+    lambda execution_id, step, round: ApprovalRequest.objects.filter(
+        execution_id=execution_id, step=step, round=round
+    ).values_list(
+        "pk",
+        "status",
+        "version",
+        "content_sha256",
+        "action",
+        "decision__decision",
+        "decision__decided_by_username",
+        f"decision__decided_by__{get_user_model().USERNAME_FIELD}",
+    ),
+    args=(int, str, int),
+)
+
+
 class ApprovalGate(gates.Gate):
     kind = Approval.kind
 
     def visit(self, execution: Execution, step: Step):
-        request = (
-            ApprovalRequest.objects.filter(execution=execution, step=step.name, round=execution.round)
-            .select_related("decision__decided_by")
-            .first()
-        )
-        if request is None:
+        found = _OUTCOME.get(execution.pk, step.name, execution.round)
+        if found is None:
             return None
-        if request.status in LAPSED:  # resumed after the request lapsed: ask again
+        pk, status, version, sha256, action, decision, decided_by_then, decided_by_now = found
+        if status in LAPSED:  # resumed after the request lapsed: ask again
             return gates.Reopen()
-        if request.status != ApprovalRequest.State.APPROVED:
+        if status != ApprovalRequest.State.APPROVED:
             # e.g. resumed by an operator while nothing approves it: a person decides.
             return gates.Attention(
-                f"approval request {request.pk} is {request.status}; no approval to act on",
-                code=StuckReason.APPROVAL_LAPSED,
+                f"approval request {pk} is {status}; no approval to act on", code=StuckReason.APPROVAL_LAPSED
             )
-        decision = request.decision
         return gates.Passed(
             {
-                "approval_id": request.pk,
-                "decision": decision.decision,
-                "decided_by": decision.approver,
-                "artifact_version": request.version,
-                "content_sha256": request.content_sha256,
-                "action": request.action,
+                "approval_id": pk,
+                "decision": decision,
+                "decided_by": decided_by_then or decided_by_now,  # Decision.approver
+                "artifact_version": version,
+                "content_sha256": sha256,
+                "action": action,
             }
         )
 

@@ -186,7 +186,7 @@ FAMILIES = [
     ("django-fsm (transitions, concurrent save)", ("/django_fsm/",)),
     ("Celery eager apply (dispatch in the caller)", ("/celery/", "/kombu/", "/billiard/", "/vine/")),
     ("logging (one INFO line per step)", ("/logging/",)),
-    ("threads (the Heartbeat, started and joined per slice)", ("/threading.py",)),
+    ("threads (the heartbeat's watch and unwatch)", ("/threading.py",)),
     ("json (context and payloads)", ("/json/",)),
     (
         "keel's own code (executions, approvals, artifacts, bench)",

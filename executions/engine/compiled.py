@@ -1,6 +1,6 @@
 """The hot path's SQL: compiled once, and on PostgreSQL prepared — the claim's read of one
-execution (``CompiledRead``), and the cursor the fenced writer sends its statements on
-(``cursor``).
+execution and a gate's read of its outcome (``CompiledRead``), and the cursor the fenced
+writer sends its statements on (``cursor``).
 
 Django builds and compiles a queryset every time it runs (cloning it at each
 ``filter``/``annotate``, resolving every expression, writing the SQL): for the claim's
@@ -29,17 +29,21 @@ from typing import Any
 
 from django.db import connection
 from django.db.models import Field, Model, QuerySet
+from django.db.models.query import ModelIterable
 
-# Stands in for the id while the queryset compiles; found again among its parameters.
-_STAND_IN = -7_654_321_987_654
+# Stand in for the arguments while the queryset compiles; found again among its parameters.
+# An integer within every integer column's range (Django compiles an out-of-range lookup
+# to nothing), high enough that no other parameter is it.
+_INT_STAND_IN = 2_147_483_000
+_STR_STAND_IN = "\x01keel stand-in {}\x01"
 
 
 @dataclass(frozen=True)
 class _Compiled:
     sql: str
     params: list[Any]
-    at: int  # where the id goes among the parameters
-    model: type[Model]
+    at: list[int]  # where each argument goes among the parameters
+    model: type[Model] | None  # None: a values_list read, answered as a tuple
     init_list: list[str]  # the model's attnames, in the select's order
     fields_end: int  # the model's columns are row[:fields_end]
     annotations: dict[str, int]  # name → position in the row
@@ -47,18 +51,22 @@ class _Compiled:
 
 
 class CompiledRead:
-    """``build(pk)`` → a queryset of at most one row (the model's own columns, then
-    annotations; no select_related), compiled on first use per database."""
+    """``build(*args)`` → a queryset of at most one row, compiled on first use per database:
+    the model's own columns then annotations (no select_related), answered as the model
+    instance the queryset would give; or a ``values_list`` (joins allowed), answered as
+    its tuple. ``args`` names each argument's type (``int`` or ``str``)."""
 
-    def __init__(self, build: Callable[[Any], QuerySet]) -> None:
+    def __init__(self, build: Callable[..., QuerySet], args: tuple[type, ...] = (int,)) -> None:
         self._build = build
+        self._args = args
         self._compiled: dict[tuple[str, str], _Compiled] = {}
 
-    def get(self, pk: int) -> Model | None:
-        """The row ``build(pk)`` selects, as the model instance the queryset would give; None if none."""
+    def get(self, *args: Any) -> Any:
+        """The row ``build(*args)`` selects, as the queryset would give it; None if none."""
         compiled = self._compiled.get((connection.alias, connection.vendor)) or self._compile()
         params = list(compiled.params)
-        params[compiled.at] = pk
+        for at, value in zip(compiled.at, args, strict=True):
+            params[at] = value
         with cursor() as cursor_:
             cursor_.execute(compiled.sql, params)
             row = cursor_.fetchone()
@@ -69,31 +77,39 @@ class CompiledRead:
             for position, (converters, expression) in compiled.converters.items():
                 for convert in converters:
                     row[position] = convert(row[position], expression, connection)
+        if compiled.model is None:
+            return tuple(row)
         instance = compiled.model.from_db(connection.alias, compiled.init_list, row[: compiled.fields_end])
         for name, position in compiled.annotations.items():
             setattr(instance, name, row[position])
         return instance
 
     def _compile(self) -> _Compiled:
-        queryset = self._build(_STAND_IN)
+        stand_ins = [_INT_STAND_IN + n if kind is int else _STR_STAND_IN.format(n) for n, kind in enumerate(self._args)]
+        queryset = self._build(*stand_ins)
         compiler = queryset.query.get_compiler(using=connection.alias)
         sql, params = compiler.as_sql()  # fills compiler.select, klass_info, annotation_col_map
         params = list(params)
-        if params.count(_STAND_IN) != 1:
-            raise ValueError("a compiled read takes exactly one id among its parameters")
-        select_fields = compiler.klass_info["select_fields"]
-        if select_fields[0] != 0 or compiler.klass_info.get("related_klass_infos"):
-            raise ValueError("a compiled read selects the model's own columns first, and no related rows")
-        end = select_fields[-1] + 1
+        if any(params.count(stand_in) != 1 for stand_in in stand_ins):
+            raise ValueError("a compiled read takes each of its arguments exactly once among its parameters")
+        columns = [column[0] for column in compiler.select]
+        model, init_list, end = None, [], 0
+        if queryset._iterable_class is ModelIterable:  # model instances (not a values_list)
+            select_fields = compiler.klass_info["select_fields"]
+            if select_fields[0] != 0 or compiler.klass_info.get("related_klass_infos"):
+                raise ValueError("a compiled read selects the model's own columns first, and no related rows")
+            end = select_fields[-1] + 1
+            model = compiler.klass_info["model"]
+            init_list = [column.target.attname for column in columns[:end]]
         compiled = _Compiled(
             sql=sql,
             params=params,
-            at=params.index(_STAND_IN),
-            model=compiler.klass_info["model"],
-            init_list=[column[0].target.attname for column in compiler.select[:end]],
+            at=[params.index(stand_in) for stand_in in stand_ins],
+            model=model,
+            init_list=init_list,
             fields_end=end,
-            annotations=dict(compiler.annotation_col_map or {}),
-            converters=compiler.get_converters([column[0] for column in compiler.select]),
+            annotations=dict(compiler.annotation_col_map or {}) if model is not None else {},
+            converters=compiler.get_converters(columns),
         )
         self._compiled[(connection.alias, connection.vendor)] = compiled
         return compiled

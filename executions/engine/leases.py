@@ -21,6 +21,7 @@ import logging
 import os
 import socket
 import threading
+import time
 import uuid
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -297,42 +298,94 @@ def given_back(execution: Execution) -> tuple[str, ...]:
 class Heartbeat:
     """Extends the lease every third of its length while a slice runs.
 
-    Runs in its own thread (with its own database connection). If the lease is lost,
-    ``lost`` is set; the next fenced write refuses anyway.
-    """
+    Every slice of a process is beaten for by one thread (``_Beater``), started with the
+    process's first slice and kept: a slice neither starts nor joins a thread (a short slice
+    never beats at all). It beats on a database connection of its own, closed whenever no
+    slice needs beats. If the lease is lost, ``lost`` is
+    set; the next fenced write refuses anyway. A beat's log lines name the slice
+    (executions.engine.logcontext), as the slice's own do."""
 
     def __init__(self, lease: Lease) -> None:
         self.lease = lease
         self.lost = threading.Event()
-        self._stop = threading.Event()
-        # In a copy of the starter's context: its log lines name the slice (executions.engine.logcontext).
-        self._thread = threading.Thread(
-            target=contextvars.copy_context().run,
-            args=(self._run,),
-            name=f"heartbeat-{lease.execution_id}",
-            daemon=True,
-        )
+        self._context = contextvars.copy_context()
 
     def __enter__(self) -> Heartbeat:
-        self._thread.start()
+        _beater().watch(self)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
+        _beater().unwatch(self)
+
+    def beat(self) -> None:
+        """One extension (on the beater's thread). Lost: ``lost`` set, no more beats."""
+        self._context.run(self._beat)
+
+    def _beat(self) -> None:
+        try:
+            with transaction.atomic():
+                fence(self.lease, beat=True)
+        except LeaseLost:  # taken over, overran, or released by the slice that is ending
+            log.info("heartbeat: lease on execution %s is gone", self.lease.execution_id)
+            self.lost.set()
+            _beater().unwatch(self)
+        except Exception:  # a transient database error: a new connection, and the next beat tries again
+            log.exception("heartbeat failed for execution %s", self.lease.execution_id)
+            connection.close()
+
+
+class _Beater:
+    """The thread that beats for every slice in flight in this process, each every
+    ``max(0.5, RUNTIME_LEASE_SECONDS / 3)`` seconds from its start."""
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+        self._changed = threading.Condition()
+        self._due: dict[Heartbeat, float] = {}
+        threading.Thread(target=self._run, name="heartbeat", daemon=True).start()
+
+    @staticmethod
+    def interval() -> float:
+        return max(0.5, settings.RUNTIME_LEASE_SECONDS / 3)
+
+    def watch(self, heartbeat: Heartbeat) -> None:
+        with self._changed:
+            self._due[heartbeat] = time.monotonic() + self.interval()
+            self._changed.notify()
+
+    def unwatch(self, heartbeat: Heartbeat) -> None:
+        with self._changed:
+            self._due.pop(heartbeat, None)
 
     def _run(self) -> None:
-        interval = max(0.5, settings.RUNTIME_LEASE_SECONDS / 3)
-        try:
-            while not self._stop.wait(interval):
-                try:
-                    with transaction.atomic():
-                        fence(self.lease, beat=True)
-                except LeaseLost:  # taken over, overran, or released by the slice that is ending
-                    log.info("heartbeat: lease on execution %s is gone", self.lease.execution_id)
-                    self.lost.set()
-                    return
-                except Exception:  # a transient database error: the next beat tries again
-                    log.exception("heartbeat failed for execution %s", self.lease.execution_id)
-        finally:
-            connection.close()
+        while True:
+            with self._changed:
+                now = time.monotonic()
+                due = [h for h, at in self._due.items() if at <= now]
+                while not due:
+                    self._changed.wait(min(self._due.values()) - now if self._due else None)
+                    now = time.monotonic()
+                    due = [h for h, at in self._due.items() if at <= now]
+                for heartbeat in due:
+                    self._due[heartbeat] = now + self.interval()
+            for heartbeat in due:  # outside the lock: a slice may end (unwatch) meanwhile
+                if heartbeat in self._due:
+                    heartbeat.beat()
+            with self._changed:
+                idle = not self._due
+            if idle:  # no slice is long enough to need beats now: hold no connection meanwhile
+                connection.close()
+
+
+_the_beater: _Beater | None = None
+_beater_lock = threading.Lock()
+
+
+def _beater() -> _Beater:
+    """This process's beater (a forked child starts its own: threads don't survive a fork)."""
+    global _the_beater
+    if _the_beater is None or _the_beater.pid != os.getpid():
+        with _beater_lock:
+            if _the_beater is None or _the_beater.pid != os.getpid():
+                _the_beater = _Beater()
+    return _the_beater

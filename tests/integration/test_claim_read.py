@@ -81,7 +81,7 @@ def test_a_row_the_filter_leaves_out_is_none(transactional_db):
 
 
 def test_a_read_that_does_not_take_exactly_one_id_is_refused(transactional_db):
-    with pytest.raises(ValueError, match="exactly one id"):
+    with pytest.raises(ValueError, match="each of its arguments exactly once"):
         CompiledRead(lambda pk: Execution.objects.filter(Q(pk=pk) | Q(parent_id=pk))).get(1)
 
 
@@ -138,3 +138,21 @@ def test_a_checkpoint_keeps_the_outputs_in_the_step_runs_only(transactional_db):
     assert "state" not in execution.context and "carried" not in execution.context
     assert execution.outputs() == {f"step{n}": {"i": n} for n in range(1, 6)}
     assert execution.context["notes"]["completed_steps"] == [f"step{n}" for n in range(1, 6)]
+
+
+def test_a_compiled_values_read_takes_several_arguments_and_gives_the_tuple(transactional_db):
+    """An approval gate's visit reads its request and decision this way (approvals.gate)."""
+    user = get_user_model().objects.create_user("reader")
+    first, second = _execution(user, "monthly_report"), _execution(user, "monthly_report")
+    _run(second, "analyze", {"v": 1}, round=2)
+
+    def build(execution_id, step, round):
+        return StepRun.objects.filter(execution_id=execution_id, step=step, round=round).values_list(
+            "execution__workflow", "output", "round"
+        )
+
+    read = CompiledRead(build, args=(int, str, int))
+    assert (
+        read.get(second.pk, "analyze", 2) == build(second.pk, "analyze", 2).first() == ("monthly_report", {"v": 1}, 2)
+    )
+    assert read.get(second.pk, "analyze", 1) is None and read.get(first.pk, "analyze", 2) is None
