@@ -136,7 +136,7 @@ def seed() -> None:
             """
         )
         cur.execute(
-            "UPDATE executions_execution SET lease_owner = 'worker:bench:' || (1000 + id %% 4) || ':x' "
+            "UPDATE executions_execution SET lease_owner = 'worker:bench:' || (1000 + id % 4) || ':x' "
             "WHERE status = 'running'"
         )
         cur.execute("UPDATE fleet_worker SET pids = jsonb_build_array(pid)")
