@@ -55,7 +55,8 @@ SET_COLUMNS = re.compile(r'"(\w+)" = ')
 def shape(sql: str) -> tuple[str, str]:
     """(kind, a short label saying which statement it is)."""
     kind = sql.split(None, 1)[0].upper()
-    found = TABLE.search(sql)
+    main = re.search(r'FROM\s+"executions_execution"', sql)  # the claim's read: its subqueries read other tables
+    found = main and re.match(r'FROM\s+"(\w+)"', main.group(0)) or TABLE.search(sql)
     table = (found.group(1) if found else "?").removeprefix("executions_")
     if kind == "WITH" and "fenced" in sql:  # executions.engine.writer: one fenced UPDATE and its INSERTs
         inserted = [t for t in ("steprun", "executionevent") if f"executions_{t}" in sql]
@@ -208,8 +209,8 @@ KEEL_FUNCTIONS = [
     ("executions/engine/lifecycle.py", "record", "lifecycle.record: INSERT event (creation included)"),
     ("executions/engine/lifecycle.py", "apply", "lifecycle.apply: start, complete"),
     ("django/db/backends/base/base.py", "commit", "Django commit (BEGIN…COMMIT blocks)"),
-    ("executions/engine/leases.py", "__enter__", "Heartbeat start"),
-    ("executions/engine/leases.py", "__exit__", "Heartbeat stop (join)"),
+    ("executions/engine/leases.py", "__enter__", "Heartbeat: the slice watched by the process's beater"),
+    ("executions/engine/leases.py", "__exit__", "Heartbeat: the slice unwatched"),
     ("logging/__init__.py", "info", "log.info"),
 ]
 
