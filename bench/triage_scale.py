@@ -49,6 +49,12 @@ LIVE = [
     (0.02, "needs_attention", "permission_denied", ""),
     (0.003, "pending", "", "status_changed_at = now() - interval '1 hour'"),
 ]
+# What the seed writes of an execution (the other columns keep their defaults).
+INSERT = (
+    "INSERT INTO executions_execution (workflow, workflow_version, input, input_digest, created_by_id, status, "
+    "status_changed_at, status_reason, reason_code, current_step, round, context, lease_owner, lease_token, "
+    "failed_attempts, parent_step, child_key, hold_reason, paused_by_workflow, paused_from, created_at, updated_at)"
+)
 CHILDREN = 100  # the children of one parent (GET /api/executions?parent=…)
 STUCK_PENDING = 300  # pending for an hour, nobody claimed them: no_worker (the seeded "pending" rows)
 
@@ -61,12 +67,8 @@ def seed() -> None:
     done = ROWS - ROWS // 10
     with connection.cursor() as cur:
         cur.execute(
-            """
-            INSERT INTO executions_execution
-              (workflow, workflow_version, input, input_digest, created_by_id, status, status_changed_at,
-               status_reason, reason_code, current_step, round, context, lease_owner, lease_token,
-               failed_attempts, parent_step, child_key, hold_reason, paused_by_workflow, paused_from,
-               created_at, updated_at)
+            INSERT
+            + """
             SELECT CASE WHEN g %% 3 = 0 THEN 'replacement_order' ELSE 'monthly_report' END, 1, '{}', 'd', %s,
                    CASE WHEN g %% 20 = 0 THEN 'failed' WHEN g %% 25 = 0 THEN 'cancelled' ELSE 'completed' END,
                    now() - interval '30 days', '',
@@ -80,12 +82,8 @@ def seed() -> None:
         for share, status, code, extra in LIVE:
             n = int(ROWS // 10 * share)
             cur.execute(
-                """
-                INSERT INTO executions_execution
-                  (workflow, workflow_version, input, input_digest, created_by_id, status, status_changed_at,
-                   status_reason, reason_code, current_step, round, context, lease_owner, lease_token,
-                   failed_attempts, parent_step, child_key, hold_reason, paused_by_workflow, paused_from,
-               created_at, updated_at)
+                INSERT
+                + """
                 SELECT CASE WHEN g %% 3 = 0 THEN 'replacement_order' ELSE 'monthly_report' END, 1, '{}', 'd', %s,
                        %s, now() - interval '10 seconds', '', %s, 'publish', 1, '{}', '', 1, 0, '', '', '', false, '',
                        now(), now()
@@ -102,12 +100,8 @@ def seed() -> None:
         # A parent and its children (issue 21), and the workers' registry (issue 24): the
         # live rows' leases are owned by the processes of four registered workers.
         cur.execute(
-            """
-            INSERT INTO executions_execution
-              (workflow, workflow_version, input, input_digest, created_by_id, status, status_changed_at,
-               status_reason, reason_code, current_step, round, context, lease_owner, lease_token,
-               failed_attempts, parent_step, child_key, hold_reason, paused_by_workflow, paused_from,
-               created_at, updated_at)
+            INSERT
+            + """
             VALUES ('quarterly_report', 1, '{}', 'd', %s, 'waiting', now(), '', '', 'monthly_reports', 1, '{}', '', 1,
                     0, '', '', '', false, '', now(), now())
             RETURNING id

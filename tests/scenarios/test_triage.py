@@ -11,6 +11,18 @@ from executions.stuck import REASONS
 from tests.support.procs import http
 from tests.support.stack import pk, wait_for, wait_status
 
+
+def recorded(user, status: str, code: str = "", *, workflow: str = "monthly_report", **fields) -> Execution:
+    """An execution recorded in ``status`` with ``code``, its other columns set to ``fields``
+    (written as they are, as a situation left them)."""
+    e = Execution.objects.create(
+        workflow=workflow, workflow_version=1, input_digest="d", created_by=user, status=status, reason_code=code
+    )
+    if fields:
+        Execution.objects.filter(pk=e.pk).update(**fields)
+    return e
+
+
 MODULES = "workflows.monthly_report,workflows.replacement_order,workflows.replacement_order_v2,tests.support.slow_flow"
 ENV = {"RUNTIME_WORKFLOW_MODULES": MODULES, "RUNTIME_STUCK_SECONDS": "2", "APPROVAL_SLA_SECONDS": "1"}
 
@@ -189,15 +201,7 @@ def test_the_counts_read_the_terminal_tally_and_stay_exact(people):
     old = timezone.now() - timedelta(days=3)
 
     def make(status: str, code: str = "", changed=None) -> None:
-        e = Execution.objects.create(
-            workflow="monthly_report",
-            workflow_version=1,
-            input_digest="d",
-            created_by=user,
-            status=status,
-            reason_code=code,
-        )
-        Execution.objects.filter(pk=e.pk).update(status_changed_at=changed or timezone.now())
+        recorded(user, status, code, status_changed_at=changed or timezone.now())
 
     for _ in range(3):
         make("completed", changed=old)
@@ -304,10 +308,7 @@ def test_the_stuck_counts_read_by_code_equal_the_reasons_the_list_gives(people):
         ("replacement_order", "awaiting_approval", ""),
     ]
     for workflow, status, code in made:
-        e = Execution.objects.create(
-            workflow=workflow, workflow_version=1, input_digest="d", created_by=user, status=status, reason_code=code
-        )
-        Execution.objects.filter(pk=e.pk).update(status_changed_at=old, gate_sla_at=old)
+        recorded(user, status, code, workflow=workflow, status_changed_at=old, gate_sla_at=old)
 
     # Every other condition of annotate's CASE, each beside the one it must not be counted as
     # (issue 25: the counts are read status by status from the indexes, not from the CASE).
@@ -331,15 +332,7 @@ def test_the_stuck_counts_read_by_code_equal_the_reasons_the_list_gives(people):
         ("failed", "retries_exhausted", {}),  # restarted below: handled, none
     ]
     for status, code, fields in situations:
-        e = Execution.objects.create(
-            workflow="monthly_report",
-            workflow_version=1,
-            input_digest="d",
-            created_by=user,
-            status=status,
-            reason_code=code,
-        )
-        Execution.objects.filter(pk=e.pk).update(**{"status_changed_at": old, **fields})
+        recorded(user, status, code, **{"status_changed_at": old, **fields})
     cancelled = Execution.objects.filter(status="cancelled").latest("id")
     failed = Execution.objects.filter(status="failed").latest("id")
     Action.objects.create(
