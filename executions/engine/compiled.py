@@ -23,13 +23,17 @@ can't infer them (an INSERT's ``SELECT %s``: ``typed_placeholder``).
 
 from __future__ import annotations
 
+import logging
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import connection
+from django.db import NotSupportedError, connection
 from django.db.models import Field, Model, QuerySet
 from django.db.models.query import ModelIterable
+
+log = logging.getLogger(__name__)
 
 # Stand in for the arguments while the queryset compiles; found again among its parameters.
 # An integer within every integer column's range (Django compiles an out-of-range lookup
@@ -67,9 +71,7 @@ class CompiledRead:
         params = list(compiled.params)
         for at, value in zip(compiled.at, args, strict=True):
             params[at] = value
-        with cursor() as cursor_:
-            cursor_.execute(compiled.sql, params)
-            row = cursor_.fetchone()
+        row = fetch_one(compiled.sql, params)
         if row is None:
             return None
         if compiled.converters:
@@ -129,7 +131,37 @@ def cursor() -> Any:
         return connection._prepare_cursor(ServerBindingCursor(connection.connection))
 
 
+def fetch_one(sql: str, params: list[Any]) -> tuple | None:
+    """Run one hot-path statement on ``cursor()`` and fetch its first row (None if none).
+
+    A statement prepared before a migration changed the columns it returns fails with
+    "cached plan must not change result type" (a worker that kept running across a deploy):
+    outside a transaction the connection lets go of its prepared statements and the
+    statement is sent once more; inside one, the caller's rollback lets go of them all
+    (psycopg forgets its prepared statements at a ROLLBACK)."""
+    try:
+        with cursor() as cursor_:
+            cursor_.execute(sql, params)
+            return cursor_.fetchone()
+    except NotSupportedError as exc:
+        if connection.in_atomic_block or "cached plan must not change result type" not in str(exc):
+            raise
+        log.warning("a prepared statement outlived a change of its table; preparing again: %s", exc)
+    with connection.cursor() as cursor_:
+        cursor_.execute("DEALLOCATE ALL")  # psycopg sees it and forgets its own names too
+    with cursor() as cursor_:
+        cursor_.execute(sql, params)
+        return cursor_.fetchone()
+
+
 def typed_placeholder(field: Field) -> str:
     """``%s`` with its column's type on PostgreSQL, where a parameter in an INSERT's SELECT
-    list (or a NULL) has no type of its own; a plain ``%s`` elsewhere."""
-    return f"%s::{field.db_type(connection)}" if connection.vendor == "postgresql" else "%s"
+    list (or a NULL) has no type of its own; a plain ``%s`` elsewhere. The type without its
+    modifiers (``varchar``, not ``varchar(200)``): an explicit cast to a length truncates
+    silently, where the INSERT's own assignment refuses a value too long, as the ORM's does."""
+    if connection.vendor != "postgresql":
+        return "%s"
+    return f"%s::{_MODIFIERS.sub('', field.db_type(connection))}"
+
+
+_MODIFIERS = re.compile(r"\(.*?\)")

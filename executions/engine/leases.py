@@ -301,9 +301,10 @@ class Heartbeat:
     Every slice of a process is beaten for by one thread (``_Beater``), started with the
     process's first slice and kept: a slice neither starts nor joins a thread (a short slice
     never beats at all). It beats on a database connection of its own, closed whenever no
-    slice needs beats. If the lease is lost, ``lost`` is
-    set; the next fenced write refuses anyway. A beat's log lines name the slice
-    (executions.engine.logcontext), as the slice's own do."""
+    slice is in flight. A beat waits at most an interval for the row (an operator's
+    transaction may hold it), so one slow beat never starves the others. If the lease is
+    lost, ``lost`` is set; the next fenced write refuses anyway. A beat's log lines name
+    the slice (executions.engine.logcontext), as the slice's own do."""
 
     def __init__(self, lease: Lease) -> None:
         self.lease = lease
@@ -324,12 +325,15 @@ class Heartbeat:
     def _beat(self) -> None:
         try:
             with transaction.atomic():
+                if connection.vendor == "postgresql":  # a row lock held elsewhere delays only this beat
+                    with connection.cursor() as cursor:
+                        cursor.execute(f"SET LOCAL statement_timeout = {int(_Beater.interval() * 1000)}")
                 fence(self.lease, beat=True)
         except LeaseLost:  # taken over, overran, or released by the slice that is ending
             log.info("heartbeat: lease on execution %s is gone", self.lease.execution_id)
             self.lost.set()
             _beater().unwatch(self)
-        except Exception:  # a transient database error: a new connection, and the next beat tries again
+        except Exception:  # a transient database error, a timeout: a new connection, and the next beat tries again
             log.exception("heartbeat failed for execution %s", self.lease.execution_id)
             connection.close()
 
@@ -342,7 +346,8 @@ class _Beater:
         self.pid = os.getpid()
         self._changed = threading.Condition()
         self._due: dict[Heartbeat, float] = {}
-        threading.Thread(target=self._run, name="heartbeat", daemon=True).start()
+        self.thread = threading.Thread(target=self._run, name="heartbeat", daemon=True)
+        self.thread.start()
 
     @staticmethod
     def interval() -> float:
@@ -356,25 +361,36 @@ class _Beater:
     def unwatch(self, heartbeat: Heartbeat) -> None:
         with self._changed:
             self._due.pop(heartbeat, None)
+            self._changed.notify()  # with none left, the beater lets its connection go
 
     def _run(self) -> None:
         while True:
-            with self._changed:
+            try:
+                self._round()
+            except Exception:  # never let the thread die: every slice of the process depends on it
+                log.exception("heartbeat: a round of beats failed; the next one tries again")
+                time.sleep(0.1)
+
+    def _round(self) -> None:
+        """Wait until a slice is due and beat for it; with no slice in flight, close the connection first."""
+        with self._changed:
+            now = time.monotonic()
+            due = [h for h, at in self._due.items() if at <= now]
+            while not due and self._due:
+                self._changed.wait(min(self._due.values()) - now)
                 now = time.monotonic()
                 due = [h for h, at in self._due.items() if at <= now]
-                while not due:
-                    self._changed.wait(min(self._due.values()) - now if self._due else None)
-                    now = time.monotonic()
-                    due = [h for h, at in self._due.items() if at <= now]
-                for heartbeat in due:
-                    self._due[heartbeat] = now + self.interval()
-            for heartbeat in due:  # outside the lock: a slice may end (unwatch) meanwhile
-                if heartbeat in self._due:
-                    heartbeat.beat()
+            for heartbeat in due:
+                self._due[heartbeat] = now + self.interval()
+        if not due:  # nothing in flight: hold no connection while waiting for the next slice
+            connection.close()
             with self._changed:
-                idle = not self._due
-            if idle:  # no slice is long enough to need beats now: hold no connection meanwhile
-                connection.close()
+                while not self._due:
+                    self._changed.wait()
+            return
+        for heartbeat in due:  # outside the lock: a slice may end (unwatch) meanwhile
+            if heartbeat in self._due:
+                heartbeat.beat()
 
 
 _the_beater: _Beater | None = None
@@ -382,10 +398,11 @@ _beater_lock = threading.Lock()
 
 
 def _beater() -> _Beater:
-    """This process's beater (a forked child starts its own: threads don't survive a fork)."""
+    """This process's beater, started again if its thread is gone (a forked child starts
+    its own: threads don't survive a fork)."""
     global _the_beater
-    if _the_beater is None or _the_beater.pid != os.getpid():
+    if _the_beater is None or _the_beater.pid != os.getpid() or not _the_beater.thread.is_alive():
         with _beater_lock:
-            if _the_beater is None or _the_beater.pid != os.getpid():
+            if _the_beater is None or _the_beater.pid != os.getpid() or not _the_beater.thread.is_alive():
                 _the_beater = _Beater()
     return _the_beater

@@ -116,9 +116,7 @@ def _one_statement(
         params += [f.get_db_prep_save(f.pre_save(instance, add=True), connection) for f in fields]
     if probe is not None:
         params += probe[1]
-    with compiled.cursor() as cursor:
-        cursor.execute(plan.sql, params)
-        found = cursor.fetchone()
+    found = compiled.fetch_one(plan.sql, params)
     if not found:
         return None
     return found[0], (found[1] if probe is not None else None)
@@ -250,9 +248,7 @@ def _one_insert(row: Model, dependents: list[Model]) -> None:
             params.append(field.get_db_prep_save(value, connection))
     for fields, dependent in zip(plan.inserted, dependents, strict=True):
         params += [f.get_db_prep_save(f.pre_save(dependent, add=True), connection) for f in fields]
-    with compiled.cursor() as cursor:
-        cursor.execute(plan.sql, params)
-        ids = cursor.fetchone()
+    ids = compiled.fetch_one(plan.sql, params)
     row.pk = ids[0]
     row._state.adding, row._state.db = False, connection.alias
     for dependent, pk in zip(dependents, ids[1:], strict=True):

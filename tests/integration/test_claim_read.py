@@ -14,8 +14,10 @@ from __future__ import annotations
 from datetime import timedelta
 from decimal import Decimal
 
+import psycopg
 import pytest
 from django.contrib.auth import get_user_model
+from django.db import connection
 from django.db.models import Q
 from django.db.models.functions import Now
 from django.utils import timezone
@@ -156,3 +158,39 @@ def test_a_compiled_values_read_takes_several_arguments_and_gives_the_tuple(tran
         read.get(second.pk, "analyze", 2) == build(second.pk, "analyze", 2).first() == ("monthly_report", {"v": 1}, 2)
     )
     assert read.get(second.pk, "analyze", 1) is None and read.get(first.pk, "analyze", 2) is None
+
+
+def test_a_statement_prepared_before_a_migration_is_prepared_again(transactional_db, caplog):
+    """A worker that kept running across a deploy: its prepared claim read returns a column
+    whose type a migration changed ("cached plan must not change result type"). The read
+    lets go of its prepared statements and goes through, outside a transaction."""
+    user = get_user_model().objects.create_user("reader")
+    execution = _execution(user, "monthly_report")
+    for _ in range(6):  # past psycopg's prepare_threshold: the read is prepared on this connection
+        assert leases._CLAIMABLE.get(execution.pk).pk == execution.pk
+    alter = "ALTER TABLE executions_execution ALTER COLUMN paused_from TYPE {}"
+    settings = connection.settings_dict
+    dsn = f"postgres://{settings['USER']}@{settings['HOST']}:{settings['PORT']}/{settings['NAME']}"
+    with psycopg.connect(dsn, autocommit=True) as migrate:  # the deploy's own connection, not the worker's
+        migrate.execute(alter.format("text"))
+        try:
+            assert leases._CLAIMABLE.get(execution.pk).pk == execution.pk
+            assert "a prepared statement outlived a change of its table" in caplog.text  # it did fail first
+        finally:
+            migrate.execute(alter.format("varchar(30)"))
+    assert leases._CLAIMABLE.get(execution.pk).pk == execution.pk  # and back
+
+
+def test_a_value_too_long_for_its_column_is_refused_not_cut(transactional_db):
+    """The fenced writer types its INSERT ... SELECT parameters without their length, so a
+    value too long is refused as the ORM refuses it, never silently truncated."""
+    from django.db import DataError
+
+    from executions.engine import lifecycle, writer
+
+    user = get_user_model().objects.create_user("reader")
+    execution = _execution(user, "monthly_report")
+    event = lifecycle.event(execution, "note", actor_label="x" * 201)
+    with pytest.raises(DataError):
+        writer.write({"round": 1}, {"pk": execution.pk}, [event])
+    assert not execution.events.exists()
