@@ -98,7 +98,8 @@ def test_each_process_runs_alone_and_stopping_one_leaves_the_other(embedded_env,
             wait_for(lambda: responds(f"http://127.0.0.1:{sandbox_port}/_health"), timeout=180, what="the sandbox")
         finally:
             sandbox.stop()
-        assert not responds(f"http://127.0.0.1:{sandbox_port}/_health")
+        # make has exited; the sandbox it ran goes with it (honcho passes the TERM on), not always first
+        wait_for(lambda: not responds(f"http://127.0.0.1:{sandbox_port}/_health"), timeout=20, what="the sandbox gone")
         assert http().get(f"http://127.0.0.1:{port}/login/", timeout=5).status_code == 200, "the web server is still up"
     finally:
         web.stop()
