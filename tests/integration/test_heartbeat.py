@@ -29,13 +29,16 @@ def _lease_of(pk: int):
     return Execution.objects.filter(pk=pk).values_list("lease_expires_at", flat=True).get()
 
 
-def _backends_of_this_process(other: psycopg.Connection) -> int:
-    """Connections to the test database besides the test's own and ``other``."""
+def _backends(other: psycopg.Connection) -> set[int]:
+    """The client connections to the test database, but the test's own and ``other``.
+
+    Earlier tests of this process may have left connections open (a thread's), so a
+    test compares these sets before and after, not their sizes."""
     own = {connection.connection.info.backend_pid, other.info.backend_pid}
     rows = other.execute(
         "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND backend_type = 'client backend'"
     ).fetchall()
-    return len({pid for (pid,) in rows} - own)
+    return {pid for (pid,) in rows} - own
 
 
 def test_a_beat_held_up_by_a_row_lock_delays_no_other_slice(transactional_db, settings):
@@ -68,11 +71,13 @@ def test_the_beater_lets_its_connection_go_with_no_slice_in_flight(transactional
     execution = pending(user, "bench_noop5")
     lease = leases.acquire(execution.pk, owner="worker:test-idle")
     with psycopg.connect(_dsn(), autocommit=True) as observer:
+        before = _backends(observer)
         with leases.Heartbeat(lease):
             time.sleep(1.2)  # at least one beat: the beater connected
-            assert _backends_of_this_process(observer) == 1
+            beaters = _backends(observer) - before
+            assert len(beaters) == 1, beaters
         deadline = time.monotonic() + 3
-        while _backends_of_this_process(observer) and time.monotonic() < deadline:
+        while beaters & _backends(observer) and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert _backends_of_this_process(observer) == 0
+        assert not beaters & _backends(observer)
     assert leases._beater().thread.is_alive()
