@@ -197,6 +197,11 @@ if os.environ.get("DATABASE_URL"):
         DATABASES["replica"]["TEST"] = {"MIRROR": "default"}
         DATABASE_ROUTERS = ["fleet.replica.ReplicaRouter"]
         MIDDLEWARE.insert(MIDDLEWARE.index("config.middleware.UnavailableMiddleware"), "fleet.replica.ReplicaReads")
+    # Django's PostgreSQL backend whose health check asks the socket, not the server, so a
+    # task or a page doesn't start with a round trip (config/database/base.py).
+    for _database in DATABASES.values():
+        if _database["ENGINE"] == "django.db.backends.postgresql":
+            _database["ENGINE"] = "config.database"
 else:
     DATABASES = {
         "default": {

@@ -34,8 +34,8 @@ PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 DASHBOARD_POLL_MS = 500
 # Close connections after each request, so the live server leaves none behind.
 DATABASES["default"]["CONN_MAX_AGE"] = 0  # noqa: F405
-# Django's PostgreSQL backend, emptied between tests with DELETE instead of TRUNCATE (its docstring).
-if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":  # noqa: F405
+# keel's PostgreSQL backend (config.database), emptied between tests with DELETE instead of TRUNCATE (its docstring).
+if DATABASES["default"]["ENGINE"] == "config.database":  # noqa: F405
     DATABASES["default"]["ENGINE"] = "tests.support.flushing_postgres"  # noqa: F405
 
 

@@ -1,9 +1,15 @@
 """Issue 10: workers keep their database connection across tasks, and one that died
-(a database restart, a killed backend) is replaced before the next task uses it."""
+(a database restart, a killed backend) is replaced before the next task uses it. Issue
+25: the check before each task and each request costs no round trip (config.database)."""
 
 from __future__ import annotations
 
-from django.db import connection
+import time
+
+import psycopg
+from django.db import connection, connections
+
+from config.database import base as config_database
 
 from tests.support.stack import APP_DB_ROLE, wait_status
 
@@ -35,3 +41,75 @@ def test_a_worker_whose_connection_died_reconnects_and_goes_on(stack, people, ap
     second = requester.start("2026-04")["id"]
     wait_status(requester, second, "awaiting_approval", timeout=60)
     assert not set(killed) & set(app_backends())  # new connections, not the dead ones
+
+
+# --- the health check itself (config/database/base.py): it asks the socket, not the server ---
+
+
+def _as_a_worker_keeps_it() -> None:
+    """The test process closes its connection after each request (CONN_MAX_AGE 0); a
+    worker's is kept (KEEL_DB_CONN_MAX_AGE, 600 s) and checked before each task."""
+    connection.ensure_connection()
+    connection.close_at = None
+    connection.health_check_enabled = True
+
+
+def _observer():
+    s = connection.settings_dict
+    return psycopg.connect(f"postgres://{s['USER']}@{s['HOST']}:{s['PORT']}/{s['NAME']}", autocommit=True)
+
+
+def _last_query(observer, pid: int) -> str | None:
+    row = observer.execute("SELECT query FROM pg_stat_activity WHERE pid = %s", [pid]).fetchone()
+    return row and row[0]
+
+
+def test_a_quiet_connection_is_usable_without_a_round_trip(transactional_db):
+    assert isinstance(connections["default"], config_database.DatabaseWrapper)
+    _as_a_worker_keeps_it()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 'before the health check'")
+    pid = connection.connection.info.backend_pid
+    with _observer() as observer:
+        connection.close_if_unusable_or_obsolete()  # what a request or a task starts with
+        connection.close_if_health_check_failed()  # what its first statement does
+        assert connection.health_check_done and connection.connection is not None
+        assert connection.connection.info.backend_pid == pid  # the same connection, kept
+        # Django's own check would have sent SELECT 1; nothing reached the server.
+        assert _last_query(observer, pid) == "SELECT 'before the health check'"
+
+
+def test_a_connection_the_server_ended_is_replaced_before_it_is_used(transactional_db):
+    _as_a_worker_keeps_it()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1")
+    pid = connection.connection.info.backend_pid
+    with _observer() as observer:
+        observer.execute("SELECT pg_terminate_backend(%s)", [pid])
+        deadline = time.monotonic() + 5
+        while _last_query(observer, pid) is not None and time.monotonic() < deadline:
+            time.sleep(0.02)
+    assert not connection.is_usable()
+    connection.close_if_unusable_or_obsolete()
+    connection.close_if_health_check_failed()
+    assert connection.connection is None  # closed: the next statement connects anew
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        assert cursor.fetchone()[0] != pid
+
+
+def test_a_connection_with_something_to_read_is_asked_and_kept(transactional_db):
+    """A notification waiting on the socket is not a goodbye: the server is asked (SELECT 1)."""
+    with connection.cursor() as cursor:
+        cursor.execute("LISTEN keel_health_check_test")
+    pid = connection.connection.info.backend_pid
+    try:
+        with _observer() as observer:
+            observer.execute("NOTIFY keel_health_check_test")
+            time.sleep(0.2)
+            assert connection.is_usable()
+            assert _last_query(observer, pid) == "SELECT 1"
+        assert connection.connection.info.backend_pid == pid
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("UNLISTEN *")

@@ -1,5 +1,5 @@
-"""Django's PostgreSQL backend with a faster flush, for the pytest process only
-(config/test_settings.py; keel's processes use Django's own).
+"""keel's PostgreSQL backend (config.database) with a faster flush, for the pytest
+process only (config/test_settings.py; keel's processes use config.database itself).
 
 pytest-django empties the database after every transactional test with ``flush``,
 which on PostgreSQL is one ``TRUNCATE`` of every table: a new file for each table and
@@ -13,7 +13,9 @@ superuser; as any other role the flush stays Django's TRUNCATE.
 
 from __future__ import annotations
 
-from django.db.backends.postgresql import base, operations
+from django.db.backends.postgresql import operations
+
+from config.database import base
 
 
 class DatabaseOperations(operations.DatabaseOperations):

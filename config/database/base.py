@@ -1,0 +1,37 @@
+"""Django's PostgreSQL backend, with a health check that costs no round trip.
+
+Connections are kept (``CONN_MAX_AGE``) and checked before each request and each Celery
+task (``CONN_HEALTH_CHECKS``), so one that a database restart killed is replaced instead
+of failing the work. Django checks with ``SELECT 1``: a round trip before every task and
+every page, as much as a step's whole statement. An idle connection in autocommit has
+nothing to read until it sends something; if its socket is readable, the server has
+spoken first — almost always its goodbye (a restart, ``pg_terminate_backend``, an idle
+timeout, a PgBouncer restart: an error message and end of file). So the check here
+asks the socket (``poll`` with no wait): quiet, the connection is used as it is;
+anything waiting, Django's ``SELECT 1`` decides, and reads it. A connection that dies
+after the check fails its next statement either way, as it did before.
+"""
+
+from __future__ import annotations
+
+import select
+
+from django.db.backends.postgresql import base
+import psycopg
+from psycopg import pq
+
+
+class DatabaseWrapper(base.DatabaseWrapper):
+    def is_usable(self) -> bool:
+        conn = self.connection
+        if conn is None or conn.closed or conn.broken:
+            return False
+        if conn.info.transaction_status != pq.TransactionStatus.IDLE:
+            return super().is_usable()  # inside a transaction: ask the server
+        try:
+            poller = select.poll()
+            poller.register(conn.pgconn.socket, select.POLLIN | select.POLLPRI)
+            waiting = poller.poll(0)
+        except (OSError, ValueError, psycopg.Error):  # no socket to ask: not usable
+            return False
+        return not waiting or super().is_usable()
