@@ -10,7 +10,6 @@ import psycopg
 from django.db import connection, connections
 
 from config.database import base as config_database
-
 from tests.support.stack import APP_DB_ROLE, wait_status
 
 
