@@ -163,7 +163,7 @@ def snapshot(execution: Execution) -> Snapshot:
             .select_related("artifact_version__artifact", "requested_by", "decision__decided_by", "execution")
             .order_by("id")
         ),
-        children=list(stuck.annotate(Execution.objects.filter(parent=execution)).order_by("id")),
+        children=list(stuck.annotated().filter(parent=execution).order_by("id")),
     )
 
 

@@ -83,7 +83,7 @@ def prefetch_payloads(executions: list[Execution]) -> list[Execution]:
 
 def execution_payload(execution: Execution) -> dict[str, Any]:
     if not hasattr(execution, "stuck_reason"):  # read again with the triage annotations
-        execution = stuck.annotate(Execution.objects.filter(pk=execution.pk)).select_related("created_by").get()
+        execution = stuck.annotated().filter(pk=execution.pk).select_related("created_by").get()
     if hasattr(execution, "pending_gate"):  # loaded by prefetch_payloads
         pending = execution.pending_gate
         versions = [v for artifact in execution.artifacts.all() for v in artifact.versions.all()]
@@ -213,7 +213,7 @@ def filtered(
     hold: bool | None = None,
 ):
     """Executions by status, workflow, stuck reason, parent and legal hold, annotated (``executions.stuck``)."""
-    rows = stuck.annotate(Execution.objects.all())
+    rows = stuck.annotated()
     if parent:
         parent_pk = pk_from_ref(parent)
         if parent_pk is None:
@@ -237,7 +237,7 @@ def filtered(
 def execution(ref_or_pk: str | int) -> Execution | None:
     """One execution, annotated with its stuck reason."""
     pk = ref_or_pk if isinstance(ref_or_pk, int) else pk_from_ref(ref_or_pk)
-    return stuck.annotate(Execution.objects.filter(pk=pk)).select_related("created_by").first() if pk else None
+    return stuck.annotated().filter(pk=pk).select_related("created_by").first() if pk else None
 
 
 def triage_fields(execution: Execution) -> dict[str, Any]:

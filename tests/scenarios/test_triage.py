@@ -356,6 +356,7 @@ def test_the_stuck_counts_read_by_code_equal_the_reasons_the_list_gives(people):
         assert {r: n for r, n in stuck.counts(workflow=workflow).items() if n} == given, workflow
     # The list's reason= filter (conditions the indexes serve) finds exactly the rows annotate names.
     annotated = dict(stuck.annotate(Execution.objects.all()).values_list("pk", "stuck_reason"))
+    assert dict(stuck.annotated().values_list("pk", "stuck_reason")) == annotated  # the pages' cached base
     for reason in stuck.REASONS:
         listed = set(selectors.filtered(reason=reason).values_list("pk", flat=True))
         assert listed == {pk for pk, r in annotated.items() if r == reason}, reason
@@ -364,3 +365,29 @@ def test_the_stuck_counts_read_by_code_equal_the_reasons_the_list_gives(people):
     assert (counted["no_worker"], counted["step_overdue"], counted["waiting_overdue"]) == (5, 1, 2)
     assert (counted["retrying"], counted["rate_limited"]) == (1, 1)
     assert (counted["compensation_pending"], counted["retries_exhausted"]) == (1, 1)
+
+
+@pytest.mark.django_db
+def test_the_pages_annotated_base_follows_the_kill_switch_and_the_threshold(people, settings):
+    """``stuck.annotated()`` is built once per (paused workflows, RUNTIME_STUCK_SECONDS): a
+    switch thrown or a threshold changed after it was built is still read."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from executions import stuck
+
+    user = people["requester"].user
+    old = timezone.now() - timedelta(minutes=10)
+    e = recorded(user, "pending", workflow="replacement_order", status_changed_at=old)
+
+    def reason() -> str | None:
+        return stuck.annotated().filter(pk=e.pk).values_list("stuck_reason", flat=True).get()
+
+    assert reason() == "no_worker"
+    WorkflowSwitch.objects.create(workflow="replacement_order", paused=True, reason="drill", actor=user)
+    assert reason() == "paused"
+    WorkflowSwitch.objects.create(workflow="replacement_order", paused=False, reason="drill over", actor=user)
+    assert reason() == "no_worker"
+    settings.RUNTIME_STUCK_SECONDS = 3600
+    assert reason() is None  # ten minutes unclaimed is not stuck under an hour's threshold
