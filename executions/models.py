@@ -106,7 +106,10 @@ class Execution(ConcurrentTransitionMixin, models.Model):
     input = models.JSONField(default=dict)
     input_digest = models.CharField(max_length=64)
     idempotency_key = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001 - NULL: no key (unique per user when set)
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    # Not indexed alone (issue 25: an index every execution writes, three times over its
+    # life): nothing lists executions by who started them; the idempotency lookup has its
+    # own index (created_by, idempotency_key); deleting a user (PROTECT) reads the table once.
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+", db_index=False)
 
     # Not indexed alone: every index of the table that filters by status begins with it.
     status = FSMField(default=Status.PENDING, choices=Status.choices, protected=True)
@@ -132,9 +135,10 @@ class Execution(ConcurrentTransitionMixin, models.Model):
     due_at = models.DateTimeField(null=True, blank=True)
     deadline = models.DateTimeField(null=True, blank=True)
     # A restart (triage.restart): the failed execution this one continues, from one of
-    # its steps. One restart per failed execution; the other way, ``restarted_as``.
-    restarted_from = models.OneToOneField(
-        "self", null=True, blank=True, on_delete=models.PROTECT, related_name="restarted_as"
+    # its steps. One restart per failed execution (``one_restart_per_execution``, a partial
+    # unique index: the few restarts are its only entries); the other way, ``restart``.
+    restarted_from = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.PROTECT, related_name="restarts", db_index=False
     )
     # A child execution (issue 21): the execution whose step ``parent_step`` started it, under
     # the key ``child_key`` that step gave it (unique per parent step, so a crash can't start
@@ -173,6 +177,11 @@ class Execution(ConcurrentTransitionMixin, models.Model):
                 fields=["parent", "parent_step", "child_key"],
                 condition=models.Q(parent__isnull=False),
                 name="one_child_per_parent_step_key",
+            ),
+            models.UniqueConstraint(
+                fields=["restarted_from"],
+                condition=models.Q(restarted_from__isnull=False),
+                name="one_restart_per_execution",
             ),
         ]
         indexes = [
@@ -250,11 +259,8 @@ class Execution(ConcurrentTransitionMixin, models.Model):
 
     @property
     def restart(self) -> Execution | None:
-        """The execution that restarted this one (``restarted_as``), or None."""
-        try:
-            return self.restarted_as
-        except Execution.DoesNotExist:
-            return None
+        """The execution that restarted this one, or None (there is at most one)."""
+        return self.restarts.first()
 
     # --- The lifecycle (DESIGN §4). Transitions change the object in memory only;
     # executions.engine.lifecycle.apply saves them with the event in one transaction.

@@ -201,3 +201,26 @@ def test_a_restart_refused_for_bad_input_writes_nothing(people, failed_at_publis
             )
         assert refused.value.field == field
     assert Execution.objects.count() == 1 and Artifact.objects.count() == 1
+
+
+@pytest.mark.django_db
+def test_one_restart_per_failed_execution_is_kept_by_the_database(people):
+    """The partial unique index (migration 0033) holds what the service checks first: a
+    second restart of the same execution is refused even past the check; executions
+    that restart nothing (NULL) are not limited."""
+    from django.db import IntegrityError
+
+    user = people["requester"].user
+
+    def new(**fields) -> Execution:
+        return Execution.objects.create(
+            workflow="monthly_report", workflow_version=1, input_digest="d", created_by=user, **fields
+        )
+
+    failed = new(status=Status.FAILED)
+    first = new(restarted_from=failed)
+    new(), new()  # no restart: no entry, no limit
+    with pytest.raises(IntegrityError), transaction.atomic():
+        new(restarted_from=failed)
+    assert failed.restart == first
+    assert first.restart is None
