@@ -21,7 +21,7 @@ from urllib.parse import urlencode
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
-from django.db.models import Max
+from django.db.models import Max, OuterRef, Subquery
 from django.urls import reverse
 from django.utils import timezone
 
@@ -141,12 +141,30 @@ class Snapshot:
         return pending[-1] if pending else None
 
 
+def _last_id(model) -> Subquery:
+    """The highest id of ``model``'s rows of the outer execution (NULL: none yet)."""
+    rows = model.objects.filter(execution=OuterRef("pk")).order_by().values("execution")
+    return Subquery(rows.annotate(m=Max("id")).values("m"))
+
+
 def snapshot(execution: Execution) -> Snapshot:
+    # The marks the stamps compare, in one statement (every open execution page polls this).
+    last_event, last_run, last_call, restarted_as = (
+        Execution.objects.filter(pk=execution.pk)
+        .annotate(
+            last_event=_last_id(ExecutionEvent),
+            last_run=_last_id(StepRun),
+            last_call=_last_id(ModelCall),
+            restart=Subquery(Execution.objects.filter(restarted_from=OuterRef("pk")).order_by().values("id")[:1]),
+        )
+        .values_list("last_event", "last_run", "last_call", "restart")
+        .get()
+    )
     return Snapshot(
         execution=execution,
-        last_event_id=ExecutionEvent.objects.filter(execution=execution).aggregate(m=Max("id"))["m"] or 0,
-        last_run_id=StepRun.objects.filter(execution=execution).aggregate(m=Max("id"))["m"] or 0,
-        last_model_call_id=ModelCall.objects.filter(execution=execution).aggregate(m=Max("id"))["m"] or 0,
+        last_event_id=last_event or 0,
+        last_run_id=last_run or 0,
+        last_model_call_id=last_call or 0,
         actions=list(execution.actions.order_by("id")),
         requests=list(
             ApprovalRequest.objects.filter(execution=execution)
@@ -157,7 +175,7 @@ def snapshot(execution: Execution) -> Snapshot:
         .order_by("-artifact_id", "-number")
         .values_list("id", flat=True)
         .first(),
-        restarted_as=Execution.objects.filter(restarted_from=execution).values_list("id", flat=True).first(),
+        restarted_as=restarted_as,
         reused=list(
             ApprovalRequest.objects.filter(pk__in=reused_approvals(execution))
             .select_related("artifact_version__artifact", "requested_by", "decision__decided_by", "execution")
