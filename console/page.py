@@ -158,8 +158,8 @@ def snapshot(execution: Execution) -> Snapshot:
             restart=Subquery(Execution.objects.filter(restarted_from=OuterRef("pk")).order_by().values("id")[:1]),
         )
         .values_list("last_event", "last_run", "last_call", "restart")
-        .get()
-    )
+        .first()
+    ) or (None, None, None, None)  # purged since it was read (retention): nothing more to mark
     return Snapshot(
         execution=execution,
         last_event_id=last_event or 0,

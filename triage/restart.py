@@ -229,8 +229,8 @@ def _check_restartable(failed: Execution) -> None:
         raise Conflict(
             f"{failed.ref} is {failed.status}: only a failed execution can be restarted", status=failed.status
         )
-    if failed.restart is not None:
-        raise Conflict(f"{failed.ref} was already restarted as {failed.restart.ref}", restarted_as=failed.restart.ref)
+    if (restart := failed.restart) is not None:
+        raise Conflict(f"{failed.ref} was already restarted as {restart.ref}", restarted_as=restart.ref)
     unknown = failed.actions.filter(status__in=[Action.State.UNKNOWN, Action.State.EXECUTING]).first()
     if unknown is not None:
         raise Conflict(

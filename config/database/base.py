@@ -10,11 +10,18 @@ timeout, a PgBouncer restart: an error message and end of file). So the check he
 asks the socket (``poll`` with no wait): quiet, the connection is used as it is;
 anything waiting, Django's ``SELECT 1`` decides, and reads it. A connection that dies
 after the check fails its next statement either way, as it did before.
+
+A connection can also die without a word: a NAT's or load balancer's idle timeout, a
+failover that moves the address, a host that crashed. Its socket stays quiet, and only
+a packet sent finds out. So the socket is trusted only for a connection used in the
+last ``QUIET_TRUST_SECONDS`` (a busy worker's or web server's, where the round trip
+counted); one idle for longer is asked with ``SELECT 1``, as Django does.
 """
 
 from __future__ import annotations
 
 import select
+import time
 
 import psycopg
 from django.db.backends.postgresql import base
@@ -22,12 +29,21 @@ from psycopg import pq
 
 
 class DatabaseWrapper(base.DatabaseWrapper):
+    QUIET_TRUST_SECONDS = 5.0
+    _used_at = float("-inf")  # monotonic time of the last cursor made on this connection
+
+    def _prepare_cursor(self, cursor):
+        self._used_at = time.monotonic()  # every cursor, Django's and the hot path's, passes here
+        return super()._prepare_cursor(cursor)
+
     def is_usable(self) -> bool:
         conn = self.connection
         if conn is None or conn.closed or conn.broken:
             return False
         if conn.info.transaction_status != pq.TransactionStatus.IDLE:
             return super().is_usable()  # inside a transaction: ask the server
+        if time.monotonic() - self._used_at > self.QUIET_TRUST_SECONDS:
+            return super().is_usable()  # idle a while: it may have died without a word
         try:
             poller = select.poll()
             poller.register(conn.pgconn.socket, select.POLLIN | select.POLLPRI)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 
 import psycopg
+import pytest
 from django.db import connection, connections
 
 from config.database import base as config_database
@@ -45,12 +46,16 @@ def test_a_worker_whose_connection_died_reconnects_and_goes_on(stack, people, ap
 # --- the health check itself (config/database/base.py): it asks the socket, not the server ---
 
 
-def _as_a_worker_keeps_it() -> None:
+@pytest.fixture
+def kept_connection():
     """The test process closes its connection after each request (CONN_MAX_AGE 0); a
-    worker's is kept (KEEL_DB_CONN_MAX_AGE, 600 s) and checked before each task."""
+    worker's is kept (KEEL_DB_CONN_MAX_AGE, 600 s) and checked before each task. Closed
+    at the end, so no later test inherits a connection kept this way."""
     connection.ensure_connection()
     connection.close_at = None
     connection.health_check_enabled = True
+    yield connection
+    connection.close()
 
 
 def _observer():
@@ -63,9 +68,8 @@ def _last_query(observer, pid: int) -> str | None:
     return row and row[0]
 
 
-def test_a_quiet_connection_is_usable_without_a_round_trip(transactional_db):
+def test_a_quiet_connection_is_usable_without_a_round_trip(transactional_db, kept_connection):
     assert isinstance(connections["default"], config_database.DatabaseWrapper)
-    _as_a_worker_keeps_it()
     with connection.cursor() as cursor:
         cursor.execute("SELECT 'before the health check'")
     pid = connection.connection.info.backend_pid
@@ -78,8 +82,22 @@ def test_a_quiet_connection_is_usable_without_a_round_trip(transactional_db):
         assert _last_query(observer, pid) == "SELECT 'before the health check'"
 
 
-def test_a_connection_the_server_ended_is_replaced_before_it_is_used(transactional_db):
-    _as_a_worker_keeps_it()
+def test_a_connection_idle_for_a_while_is_asked_as_django_asks(transactional_db, kept_connection):
+    """Quiet is not enough after a while: a NAT's idle timeout or a failover ends a
+    connection without a word, so one idle past QUIET_TRUST_SECONDS gets SELECT 1."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 'before the health check'")
+    pid = connection.connection.info.backend_pid
+    # As if the last statement were older than the trust (instead of sleeping that long).
+    connections["default"]._used_at -= config_database.DatabaseWrapper.QUIET_TRUST_SECONDS + 1
+    with _observer() as observer:
+        connection.close_if_unusable_or_obsolete()
+        connection.close_if_health_check_failed()
+        assert connection.connection.info.backend_pid == pid  # alive: kept
+        assert _last_query(observer, pid) == "SELECT 1"
+
+
+def test_a_connection_the_server_ended_is_replaced_before_it_is_used(transactional_db, kept_connection):
     with connection.cursor() as cursor:
         cursor.execute("SELECT 1")
     pid = connection.connection.info.backend_pid
