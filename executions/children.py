@@ -54,7 +54,7 @@ def _latest(child: Execution) -> Execution:
     """``child``, or the restart that continues it (and so on), as the parent sees it."""
     seen = child
     while True:
-        following = Execution.objects.filter(restarted_from=seen).first()
+        following = seen.restart
         if following is None:
             return seen
         seen = following

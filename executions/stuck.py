@@ -1,8 +1,8 @@
 """Why an execution is not moving: one annotation, in SQL, so lists filter, count and
 page on it (DESIGN §4, Stuck reasons).
 
-``annotate(queryset)`` adds ``stuck_reason`` (a word of ``REASONS`` or NULL) and
-``stuck_since``. Most reasons are recorded when the runtime stops the execution
+``annotated()`` is every execution with ``stuck_reason`` (a word of ``REASONS`` or
+NULL) and ``stuck_since``. Most reasons are recorded when the runtime stops the execution
 (``Execution.reason_code``, written with the transition); the others are read off
 the clock: a runnable execution nobody claimed (``no_worker``), a step past its
 timeout while its worker still heartbeats (``step_overdue``), a gate past its SLA
@@ -86,7 +86,7 @@ RECORDED = {
     Status.PAUSED: (R.PAUSED,),
 }
 # The statuses whose one possible stuck reason is the code recorded with them (no
-# condition of ``annotate`` before "recorded" can hold for them): ``counts`` counts them
+# condition of ``annotated`` before "recorded" can hold for them): ``counts`` counts them
 # from the (status, workflow, reason_code) index alone, without reading their rows.
 BY_CODE = (Status.NEEDS_ATTENTION, Status.PAUSED)
 
@@ -114,7 +114,7 @@ def _planned_compensations() -> QuerySet[Action]:
 
 def _observed(paused: list[str]) -> list[tuple[str, Q]]:
     """The reasons read off the clock and the ledger, as conditions on a row that hold
-    exactly where ``annotate`` gives that reason: ``annotate``'s order, status by status,
+    exactly where ``annotated`` gives that reason: ``annotated``'s order, status by status,
     each condition excluding the earlier ones that can hold for the same rows. Each is a
     range of an index: (status, status_changed_at), (status, lease_expires_at), (status,
     due_at), (status, gate_sla_at), or the few planned compensations."""
@@ -142,7 +142,7 @@ def _due_late() -> Q:
 
 
 def _recorded(code: str | None = None) -> Q:
-    """Where ``annotate`` gives the code recorded with the status as the reason (``code``
+    """Where ``annotated`` gives the code recorded with the status as the reason (``code``
     alone, or any): each status that records it, less a retry due too long ago
     (no_worker) and a failed execution a restart handled."""
     conditions = []
@@ -159,7 +159,7 @@ def _recorded(code: str | None = None) -> Q:
 
 
 def reason_filter(reason: str) -> Q:
-    """The rows ``annotate`` gives ``reason``, as a condition the indexes serve (the
+    """The rows ``annotated`` gives ``reason``, as a condition the indexes serve (the
     list's ``reason=`` filter), rather than a filter on the computed reason."""
     found = _recorded(reason)
     for observed, condition in _observed(holds.paused_names()):
@@ -168,21 +168,17 @@ def reason_filter(reason: str) -> Q:
     return found
 
 
-def annotate(rows: QuerySet[Execution]) -> QuerySet[Execution]:
-    """``rows`` with ``stuck_reason`` and ``stuck_since`` (NULL when it is moving, done,
-    or terminal and handled). The reasons' conditions exclude one another (``_observed``,
-    ``_recorded``), so a row matches at most one of them."""
-    return _annotate(rows, holds.paused_names())
-
-
 # Every execution annotated, by (paused workflows, RUNTIME_STUCK_SECONDS): Django resolves
-# annotate's two CASEs in ~7 ms, and a page asks for them up to four times. The clock is
-# read by the database (Now()), so a base built once is right whenever it is filtered.
+# the two CASEs in ~7 ms, and a page asks for them up to four times. The clock is read by
+# the database (Now()), so a base built once is right whenever it is filtered.
 _annotated: dict[tuple, QuerySet[Execution]] = {}
 
 
 def annotated() -> QuerySet[Execution]:
-    """Every execution, annotated as ``annotate`` does; filter it as ``Execution.objects``."""
+    """Every execution with ``stuck_reason`` and ``stuck_since`` (NULL when it is moving,
+    done, or terminal and handled); filter it as ``Execution.objects``. The reasons'
+    conditions exclude one another (``_observed``, ``_recorded``), so a row matches at
+    most one of them."""
     paused = sorted(holds.paused_names())
     key = (*paused, settings.RUNTIME_STUCK_SECONDS)
     base = _annotated.get(key)
@@ -237,9 +233,9 @@ def counts(*, workflow: str | None = None) -> dict[str, int]:
     of the vocabulary included: the counts at the top of the list, ``by_reason`` of the
     summary, the ``stuck`` measure and the Prometheus gauge.
 
-    Exactly the reasons ``annotate`` gives, counted status by status from the indexes
+    Exactly the reasons ``annotated`` gives, counted status by status from the indexes
     rather than by evaluating its CASE over every live row (at a million executions with
-    100,000 live that took ~230 ms): each status's conditions in ``annotate``'s order,
+    100,000 live that took ~230 ms): each status's conditions in ``annotated``'s order,
     each later one excluding the earlier ones that can hold for the same rows. Each count
     is a range of an index: (status, status_changed_at), (status, lease_expires_at),
     (status, due_at), (status, gate_sla_at), (status, workflow, reason_code); the few
@@ -283,7 +279,7 @@ class Stuck:
 
 
 def describe(execution: Execution, *, max_attempts: int | None = None) -> Stuck | None:
-    """The reason of an execution annotated by ``annotate``, with a sentence and an action."""
+    """The reason of an execution annotated by ``annotated``, with a sentence and an action."""
     reason = getattr(execution, "stuck_reason", None)
     if not reason:
         return None
