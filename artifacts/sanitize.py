@@ -24,6 +24,7 @@ It guarantees, whatever the source:
 
 from __future__ import annotations
 
+import functools
 import re
 import xml.etree.ElementTree as etree
 
@@ -196,6 +197,20 @@ def _markdown() -> markdown.Markdown:
     return md
 
 
+# Texts up to this size are kept once rendered (the last CACHED_RENDERINGS of them).
+CACHED_SOURCE_CHARS = 64 * 1024
+CACHED_RENDERINGS = 64
+
+
 def render_markdown(source: str) -> SafeString:
-    """Markdown as sanitised HTML (see the module's contract)."""
+    """Markdown as sanitised HTML (see the module's contract). A function of the text
+    alone, so the last ones are kept: an open execution page asks for the same draft at
+    every refresh of its artifact panel (~10 ms to render a report here)."""
+    return _cached_rendering(source) if len(source) <= CACHED_SOURCE_CHARS else _rendering(source)
+
+
+def _rendering(source: str) -> SafeString:
     return mark_safe(sanitize_html(_markdown().convert(source)))  # noqa: S308 - sanitised just above
+
+
+_cached_rendering = functools.lru_cache(maxsize=CACHED_RENDERINGS)(_rendering)

@@ -21,7 +21,7 @@ from urllib.parse import urlencode
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
-from django.db.models import Max, OuterRef, Subquery
+from django.db.models import Exists, Max, OuterRef, Subquery
 from django.urls import reverse
 from django.utils import timezone
 
@@ -149,17 +149,19 @@ def _last_id(model) -> Subquery:
 
 def snapshot(execution: Execution) -> Snapshot:
     # The marks the stamps compare, in one statement (every open execution page polls this).
-    last_event, last_run, last_call, restarted_as = (
+    last_event, last_run, last_call, restarted_as, has_children = (
         Execution.objects.filter(pk=execution.pk)
         .annotate(
             last_event=_last_id(ExecutionEvent),
             last_run=_last_id(StepRun),
             last_call=_last_id(ModelCall),
             restart=Subquery(Execution.objects.filter(restarted_from=OuterRef("pk")).order_by().values("id")[:1]),
+            # Most executions start none: their page skips the stuck annotation's query (~7 ms to build).
+            has_children=Exists(Execution.objects.filter(parent=OuterRef("pk"))),
         )
-        .values_list("last_event", "last_run", "last_call", "restart")
+        .values_list("last_event", "last_run", "last_call", "restart", "has_children")
         .first()
-    ) or (None, None, None, None)  # purged since it was read (retention): nothing more to mark
+    ) or (None, None, None, None, False)  # purged since it was read (retention): nothing more to mark
     return Snapshot(
         execution=execution,
         last_event_id=last_event or 0,
@@ -181,7 +183,7 @@ def snapshot(execution: Execution) -> Snapshot:
             .select_related("artifact_version__artifact", "requested_by", "decision__decided_by", "execution")
             .order_by("id")
         ),
-        children=list(stuck.annotated().filter(parent=execution).order_by("id")),
+        children=list(stuck.annotated().filter(parent=execution).order_by("id")) if has_children else [],
     )
 
 

@@ -4,8 +4,11 @@ names its parent, a parent lists its children with their status and stuck reason
 
 from __future__ import annotations
 
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 
+from console import page
 from executions.models import Execution
 from executions.reasons import StuckReason
 
@@ -60,3 +63,27 @@ def test_the_execution_page_shows_the_parent_and_the_children_with_their_stuck_r
     assert (
         f'Child of <a href="/executions/{parent.ref}/">{parent.ref}</a>, started by its step monthly_reports' in child
     )
+
+
+def test_the_page_of_an_execution_without_children_does_not_ask_for_them(people):
+    """The marks' statement says whether there are children; only a parent's page reads
+    them (with their stuck reasons), so the poll of every other page is a statement shorter."""
+    user = people["requester"].user
+    parent = Execution.objects.create(
+        workflow="quarterly_report", workflow_version=1, input={"quarter": "2026-Q3"}, input_digest="p", created_by=user
+    )
+    with CaptureQueriesContext(connection) as alone:
+        assert page.snapshot(parent).children == []
+    child = Execution.objects.create(
+        workflow="monthly_report",
+        workflow_version=1,
+        input={"month": "2026-07"},
+        input_digest="m",
+        created_by=user,
+        parent=parent,
+        parent_step="monthly_reports",
+        child_key="2026-07",
+    )
+    with CaptureQueriesContext(connection) as family:
+        assert [c.pk for c in page.snapshot(parent).children] == [child.pk]
+    assert len(family) == len(alone) + 1

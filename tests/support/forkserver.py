@@ -72,6 +72,17 @@ PRELOAD = (
     "gunicorn.app.wsgiapp",
     "requests",
     "django_fsm",
+    # Read by the apps, the API's schemas and the metrics page, and indifferent to settings:
+    "annotated_types",
+    "pydantic.types",
+    "pydantic.json_schema",
+    "pydantic.functional_validators",
+    "prometheus_client",
+    "markdown",
+    "nh3",
+    "croniter",
+    "unittest.mock",
+    "whitenoise",
 )
 
 

@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from artifacts import presenters
+from artifacts import presenters, sanitize
 from artifacts.rendering import render_source
 from artifacts.sanitize import is_allowed_link, is_same_origin_path, render_markdown, sanitize_html, url_scheme
 from workflows import orders
@@ -243,3 +243,14 @@ def test_other_text_is_verbatim_and_escaped():
 def test_a_kind_has_one_presenter():
     with pytest.raises(ValueError, match="already registered"):
         presenters.register("order", lambda data: presenters.generic_summary(data))
+
+
+def test_a_rendering_is_kept_for_the_same_text_and_a_long_text_is_rendered_each_time():
+    sanitize._cached_rendering.cache_clear()
+    text = "# Draft\n\n<script>alert(1)</script> [x](javascript:alert(1))\n"
+    first = render_markdown(text)
+    assert render_markdown(text) is first  # kept: the same object
+    assert first == sanitize._rendering(text)  # and what a fresh rendering gives
+    long = text + "word " * sanitize.CACHED_SOURCE_CHARS
+    assert render_markdown(long) == render_markdown(long)
+    assert sanitize._cached_rendering.cache_info().currsize == 1  # the long one was not kept
