@@ -16,6 +16,15 @@ failover that moves the address, a host that crashed. Its socket stays quiet, an
 a packet sent finds out. So the socket is trusted only for a connection used in the
 last ``QUIET_TRUST_SECONDS`` (a busy worker's or web server's, where the round trip
 counted); one idle for longer is asked with ``SELECT 1``, as Django does.
+
+The kernel's defaults take long to find such a connection dead: two hours before an
+idle one is probed, some fifteen minutes of retransmissions for one waiting on an
+answer — a worker stuck that long on a statement to a vanished server does nothing
+(its lease lapses and another worker takes the execution, but it is one worker fewer).
+So every connection asks TCP to probe after 30 s of silence (every 10 s, dead after 3
+unanswered) and to give up on data unacknowledged for 30 s (``TCP_DEFAULTS``: libpq's
+parameters; a database's ``OPTIONS`` override each, and libpq ignores them on a Unix
+socket). A long statement is not cut: the server acknowledges the probes while it works.
 """
 
 from __future__ import annotations
@@ -27,10 +36,22 @@ import psycopg
 from django.db.backends.postgresql import base
 from psycopg import pq
 
+# libpq's connection parameters, unless the database's OPTIONS set them (module docstring).
+TCP_DEFAULTS = {
+    "keepalives": 1,
+    "keepalives_idle": 30,
+    "keepalives_interval": 10,
+    "keepalives_count": 3,
+    "tcp_user_timeout": 30_000,  # milliseconds
+}
+
 
 class DatabaseWrapper(base.DatabaseWrapper):
     QUIET_TRUST_SECONDS = 5.0
     _used_at = float("-inf")  # monotonic time of the last cursor made on this connection
+
+    def get_connection_params(self) -> dict:
+        return {**TCP_DEFAULTS, **super().get_connection_params()}
 
     def _prepare_cursor(self, cursor):
         self._used_at = time.monotonic()  # every cursor, Django's and the hot path's, passes here

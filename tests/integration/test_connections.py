@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+import os
+import socket
 import time
 
 import psycopg
@@ -130,3 +132,23 @@ def test_a_connection_with_something_to_read_is_asked_and_kept(transactional_db)
     finally:
         with connection.cursor() as cursor:
             cursor.execute("UNLISTEN *")
+
+
+def test_every_connection_asks_tcp_to_find_a_vanished_server_in_seconds(transactional_db):
+    """Keepalive probes after 30 s of silence and a 30 s limit on unacknowledged data
+    (config.database's TCP_DEFAULTS), on the socket itself; a database's OPTIONS win."""
+    connection.close()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1")
+    sent = connection.connection.info.get_parameters()
+    assert (sent["keepalives_idle"], sent["keepalives_count"], sent["tcp_user_timeout"]) == ("30", "3", "30000")
+    tcp = socket.socket(fileno=os.dup(connection.connection.pgconn.socket))
+    try:
+        assert tcp.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE) == 1
+        assert tcp.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE) == 30
+        assert tcp.getsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT) == 30_000
+    finally:
+        tcp.close()
+    settings = {**connection.settings_dict, "OPTIONS": {**connection.settings_dict["OPTIONS"], "keepalives_idle": 5}}
+    params = config_database.DatabaseWrapper(settings).get_connection_params()
+    assert params["keepalives_idle"] == 5 and params["tcp_user_timeout"] == 30_000
