@@ -171,7 +171,7 @@ def restart_links(execution: Execution) -> dict[str, str | None]:
     if hasattr(execution, "restarted_as_id"):  # loaded by prefetch_payloads
         following = execution.restarted_as_id
     else:
-        following = Execution.objects.filter(restarted_from=execution).values_list("pk", flat=True).first()
+        following = restart.pk if (restart := execution.restart) is not None else None
     return {
         "restarted_from": ref_for(execution.restarted_from_id) if execution.restarted_from_id else None,
         "restarted_as": ref_for(following) if following else None,

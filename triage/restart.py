@@ -7,7 +7,7 @@ recorded outputs of the steps before it: their checkpointed state, the artifacts
 produced (copied over the same stored bytes), the progress notes (the constraints,
 the facts those steps verified, the steps completed). Those steps never run in the
 new execution; ``from_step`` and everything after it do, with the new execution's
-keys. The two are linked both ways (``restarted_from`` / ``restarted_as``) and each
+keys. The two are linked both ways (``restarted_from`` / ``Execution.restart``) and each
 gets an event naming the other, with the operator and the reason.
 
 An approval recorded before ``from_step`` still authorises exactly the bytes it was
