@@ -17,6 +17,7 @@ from django.db import transaction
 from django.http import HttpRequest, HttpResponse
 from ninja import Body, Router, Schema
 from ninja import Status as Reply  # an answer's status and body (``Status`` is the lifecycle's)
+from ninja.operation import Operation
 from ninja.security import HttpBearer, SessionAuth
 from pydantic import Field
 
@@ -188,6 +189,34 @@ class ExecutionPage(Schema):
 
 class ErrorOut(Schema):
     detail: Any
+
+
+def _one_wrapper_per_response_schema() -> None:
+    """django-ninja wraps the schema of each (operation, status code) in a pydantic model of
+    its own — ~270 here, mostly the same ``ErrorOut`` — built when the routers are imported:
+    ~0.2 s of every web worker's start. The wrapper depends on the schema alone and nothing
+    mutates it afterwards, so one per schema serves every operation. Every API module
+    imports this one before it declares an operation; the OpenAPI document is unchanged
+    (tests/integration/test_api_startup.py)."""
+    create = Operation._create_response_model
+    if getattr(create, "shared", False):
+        return
+    made: dict[Any, Any] = {}
+
+    def shared(self: Operation, response_param: Any) -> Any:
+        try:
+            return made[response_param]
+        except KeyError:
+            made[response_param] = model = create(self, response_param)
+            return model
+        except TypeError:  # an unhashable annotation: its own wrapper, as before
+            return create(self, response_param)
+
+    shared.shared = True  # type: ignore[attr-defined]
+    Operation._create_response_model = shared  # type: ignore[method-assign]
+
+
+_one_wrapper_per_response_schema()
 
 
 # The answers each kind of operation can give besides its success (docs/api.md).

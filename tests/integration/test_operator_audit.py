@@ -149,19 +149,30 @@ def test_every_operator_act_is_listed_once_with_actor_reason_and_change(stack, p
 # --- filters, pages, refusals (in-process; the acts are real cancels through the service)
 
 
-@pytest.fixture
-def cancels(people) -> list[Execution]:
-    """51 executions, started by the requester; the operator cancels 50 (one page), the
-    requester their own last one."""
+def cancelled(people, count: int) -> list[Execution]:
+    """``count`` executions, started by the requester; the operator cancels all but the
+    last, the requester their own last one."""
     out = []
-    for n in range(51):
+    for n in range(count):
         execution, _ = services.execution_start(
             user=people["requester"].user, workflow="monthly_report", input={"month": "2026-08"}
         )
-        who = people["requester"] if n == 50 else people["operator"]
+        who = people["requester"] if n == count - 1 else people["operator"]
         services.execution_cancel(ref=execution.ref, user=who.user, reason=f"=SUM(A1) tidy {n}")
         out.append(execution)
     return out
+
+
+@pytest.fixture
+def cancels(people) -> list[Execution]:
+    """51 acts: the operator's 50 fill one page, the requester's is on the second."""
+    return cancelled(people, 51)
+
+
+@pytest.fixture
+def two_acts(people) -> list[Execution]:
+    """An operator's cancel and a requester's: rows for a filter to find or refuse."""
+    return cancelled(people, 2)
 
 
 def client_as(person=None) -> Client:
@@ -222,7 +233,7 @@ def test_filters_pages_and_csv(people, cancels):
         "page=%00",
     ],
 )
-def test_bad_filter_values_are_messages_never_500(people, cancels, query):
+def test_bad_filter_values_are_messages_never_500(people, two_acts, query):
     client = client_as(people["auditor"])
     page = client.get(f"/operator-audit/?{query}")
     assert page.status_code == 200, query

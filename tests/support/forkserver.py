@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import gc
 import io
 import json
 import os
@@ -104,6 +105,11 @@ def _serve() -> None:
         __import__(name)
     if threading.active_count() != 1:  # a fork copies no thread: the children would miss it
         raise SystemExit(f"forkserver: preloading started threads: {threading.enumerate()}")
+    # What was preloaded lives as long as every child: out of the garbage collector's sight
+    # (Python's advice before forking workers). Otherwise each child's first full collection
+    # walks all of it again while it imports the apps, ~0.2 s of a child's ~0.6 s start.
+    gc.collect()
+    gc.freeze()
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)
     signal.signal(signal.SIGCHLD, lambda *_: None)
