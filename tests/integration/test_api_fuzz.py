@@ -66,29 +66,29 @@ def test_every_operation_answers_as_its_schema_says_and_never_5xx(people, awaiti
         "n": request.version,
     }
     failures, operations = [], 0
-    for result in schema.get_all_operations():
-        operation = result.ok()
-        operations += 1
-        aimed = {p.name: real[p.name] for p in operation.path_parameters if p.name in real}
-        for mode, path_parameters in ((GenerationMode.POSITIVE, aimed), (GenerationMode.NEGATIVE, None)):
-            strategy = operation.as_strategy(generation_mode=mode, path_parameters=path_parameters)
+    with one_connection():  # every call of the fuzz on this thread's connection
+        for result in schema.get_all_operations():
+            operation = result.ok()
+            operations += 1
+            aimed = {p.name: real[p.name] for p in operation.path_parameters if p.name in real}
+            for mode, path_parameters in ((GenerationMode.POSITIVE, aimed), (GenerationMode.NEGATIVE, None)):
+                strategy = operation.as_strategy(generation_mode=mode, path_parameters=path_parameters)
 
-            @settings(
-                max_examples=EXAMPLES,
-                deadline=None,
-                database=None,
-                derandomize=True,
-                suppress_health_check=list(HealthCheck),
-                report_multiple_bugs=False,
-            )
-            @given(case=strategy)
-            def run(case):
-                case.call_and_validate(headers=headers, checks=CHECKS)
+                @settings(
+                    max_examples=EXAMPLES,
+                    deadline=None,
+                    database=None,
+                    derandomize=True,
+                    suppress_health_check=list(HealthCheck),
+                    report_multiple_bugs=False,
+                )
+                @given(case=strategy)
+                def run(case):
+                    case.call_and_validate(headers=headers, checks=CHECKS)
 
-            try:
-                with one_connection():
+                try:
                     run()
-            except Exception as failure:  # collect all operations' failures, then report
-                failures.append(f"{operation.label} ({mode.value}): {failure}")
+                except Exception as failure:  # collect all operations' failures, then report
+                    failures.append(f"{operation.label} ({mode.value}): {failure}")
     assert operations >= 9, "the schema lost operations"
     assert not failures, "\n\n".join(failures)
