@@ -25,14 +25,26 @@ CHROMIUM_ARGS = [
 ]
 
 
-@pytest.fixture
-def browser():
+@pytest.fixture(scope="module")
+def chromium():
+    """Debian's Chromium, launched once for a module's tests (a launch costs ~1 s of CPU);
+    each test works in contexts of its own, closed at its end (``browser``)."""
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-        yield browser
-        browser.close()
-        # ORM calls made while Playwright's loop runs use their own connections: close them.
-        connections.close_all()
+        launched = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        yield launched
+        launched.close()
+    connections.close_all()
+
+
+@pytest.fixture
+def browser(chromium):
+    """The module's Chromium for one test: every context and page the test opened is closed
+    at its end, so none of its pages polls on into the next test."""
+    yield chromium
+    for context in chromium.contexts:
+        context.close()
+    # ORM calls made while Playwright's loop runs use their own connections: close them.
+    connections.close_all()
 
 
 @pytest.fixture

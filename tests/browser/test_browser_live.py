@@ -22,6 +22,7 @@ from tests.support.procs import http, wait_for
 pytestmark = pytest.mark.browser
 
 browser = browsing.browser  # the fixture: Debian's Chromium
+chromium = browsing.chromium  # the module's launch of it
 web_stack = browsing.web_stack  # the fixture: live server + sandbox, worker, beat
 login = browsing.login
 

@@ -14,6 +14,7 @@ from tests.browser import test_browser as browsing
 pytestmark = pytest.mark.browser
 
 browser = browsing.browser
+chromium = browsing.chromium  # the module's launch of it
 login = browsing.login
 
 

@@ -23,6 +23,7 @@ from tests.support.procs import http, wait_for
 pytestmark = pytest.mark.browser
 
 browser = browsing.browser
+chromium = browsing.chromium  # the module's launch of it
 web_stack = browsing.web_stack
 login = browsing.login
 SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "screenshots" / "triage.png"

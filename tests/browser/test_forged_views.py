@@ -9,7 +9,7 @@ import pytest
 from approvals.models import ApprovalRequest, AuditEntry
 from executions.models import Execution, Status
 from executions.services import execution_start
-from tests.browser.test_browser import browser, login, web_stack  # noqa: F401 - fixtures
+from tests.browser.test_browser import browser, chromium, login, web_stack  # noqa: F401 - fixtures
 from tests.support.procs import wait_for
 
 pytestmark = pytest.mark.browser

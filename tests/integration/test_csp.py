@@ -8,7 +8,7 @@ from django.urls import include, path
 from playwright.sync_api import expect
 
 from config.csp import DEFAULT_POLICY, HEADER, header_value
-from tests.browser.test_browser import browser, login  # noqa: F401 - fixtures
+from tests.browser.test_browser import browser, chromium, login  # noqa: F401 - fixtures
 from tests.integration.test_audit_screens import logged_in, make_gate
 
 POLICY = (

@@ -11,6 +11,7 @@ from django.contrib.contenttypes.models import ContentType
 from django.core.management import call_command
 from django.core.management.color import no_style
 from django.db import connection, transaction
+from django.db.models.signals import post_migrate
 
 from approvals.models import AuditEntry
 from executions.models import Execution, ExecutionEvent
@@ -51,3 +52,26 @@ def test_the_flush_empties_every_table_the_append_only_ones_too(people):
     left = {table: n for table, n in rows().items() if n}
     assert set(left) == {ContentType._meta.db_table, Permission._meta.db_table}, left
     assert sorted(Permission.objects.values_list("pk", "content_type_id", "codename")) == kept
+
+
+def test_the_flush_skips_post_migrate_only_while_it_would_change_nothing(transactional_db):
+    if connection.vendor != "postgresql" or not connection.is_superuser():
+        pytest.skip("only the fast flush keeps the content types and permissions")
+    sent = []
+    receiver = lambda **kwargs: sent.append(kwargs["app_config"].label)  # noqa: E731
+    post_migrate.connect(receiver, weak=False)
+    try:
+        call_command("flush", interactive=False, verbosity=0, reset_sequences=False, allow_cascade=False)
+        call_command("flush", interactive=False, verbosity=0, reset_sequences=False, allow_cascade=False)
+        sent.clear()
+        call_command("flush", interactive=False, verbosity=0, reset_sequences=False, allow_cascade=False)
+        assert sent == [], "the tables are as the last post_migrate left them"
+
+        # A test that deleted a permission: the next flush's post_migrate puts it back.
+        gone = Permission.objects.get(codename="view_execution")
+        gone.delete()
+        call_command("flush", interactive=False, verbosity=0, reset_sequences=False, allow_cascade=False)
+        assert "auth" in sent
+        assert Permission.objects.filter(codename="view_execution", content_type=gone.content_type).exists()
+    finally:
+        post_migrate.disconnect(receiver)

@@ -8,7 +8,7 @@ from playwright.sync_api import expect
 from approvals.models import ApprovalRequest, Decision
 from executions.models import Execution, Status
 from executions.services import execution_start
-from tests.browser.test_browser import browser, login, web_stack  # noqa: F401 - fixtures
+from tests.browser.test_browser import browser, chromium, login, web_stack  # noqa: F401 - fixtures
 from tests.integration.test_csp import POLICY
 from tests.support.procs import wait_for
 from tests.support.world import HOSTILE_CONSTRAINT

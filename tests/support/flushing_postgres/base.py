@@ -15,7 +15,8 @@ are left as they are: the content types and the permissions, which the flush's
 post_migrate would otherwise insert again, row by row, ~140 commits after every test.
 They hold what the models say (post_migrate adds any missing, as before; no test
 leaves one of its own), so keeping them leaves the database as refilling them would,
-ids included.
+ids included. The flush command of this package (``management/commands/flush.py``)
+then skips post_migrate itself while the two tables are as it last left them.
 """
 
 from __future__ import annotations
@@ -26,6 +27,12 @@ from config.database import base
 
 # Refilled unchanged by every flush's post_migrate: kept instead (the docstring).
 KEPT = frozenset({"django_content_type", "auth_permission"})
+# What the kept tables held after the last post_migrate, by database name.
+_AFTER_POST_MIGRATE: dict[str, str] = {}
+_KEPT_DIGEST = (
+    "SELECT md5(coalesce((SELECT string_agg(t::text, ';' ORDER BY t.id) FROM django_content_type t), '')"
+    " || '|' || coalesce((SELECT string_agg(t::text, ';' ORDER BY t.id) FROM auth_permission t), ''))"
+)
 
 
 class DatabaseOperations(operations.DatabaseOperations):
@@ -43,6 +50,20 @@ class DatabaseOperations(operations.DatabaseOperations):
 class DatabaseWrapper(base.DatabaseWrapper):
     ops_class = DatabaseOperations
     _superuser: bool | None = None
+
+    def kept_as_post_migrate_left_them(self) -> bool:
+        """Whether the flush keeps the content types and permissions (the fast flush) and
+        they are exactly what the last post_migrate left: running it again changes nothing."""
+        name = self.settings_dict["NAME"]
+        return self.is_superuser() and name in _AFTER_POST_MIGRATE and _AFTER_POST_MIGRATE[name] == self._kept()
+
+    def post_migrate_ran(self) -> None:
+        _AFTER_POST_MIGRATE[self.settings_dict["NAME"]] = self._kept()
+
+    def _kept(self) -> str:
+        with self.cursor() as cursor:
+            cursor.execute(_KEPT_DIGEST)
+            return cursor.fetchone()[0]
 
     def is_superuser(self) -> bool:
         if self._superuser is None:
