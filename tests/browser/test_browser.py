@@ -33,7 +33,8 @@ def chromium():
         launched = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
         yield launched
         launched.close()
-    connections.close_all()
+        # ORM calls made while Playwright's loop runs use their own connections: close them.
+        connections.close_all()
 
 
 @pytest.fixture

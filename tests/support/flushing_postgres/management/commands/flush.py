@@ -19,8 +19,9 @@ class Command(flush.Command):
     def handle(self, **options):
         connection = connections[options.get("database") or DEFAULT_DB_ALIAS]
         refill = not options.get("inhibit_post_migrate", False)
-        if refill and connection.vendor == "postgresql" and connection.kept_as_post_migrate_left_them():
+        ours = hasattr(connection, "kept_as_post_migrate_left_them")  # not another alias's backend
+        if refill and ours and connection.kept_as_post_migrate_left_them():
             options["inhibit_post_migrate"] = True
         super().handle(**options)
-        if refill and not options.get("inhibit_post_migrate") and connection.vendor == "postgresql":
+        if refill and ours and not options.get("inhibit_post_migrate"):
             connection.post_migrate_ran()
