@@ -73,5 +73,11 @@ def test_the_flush_skips_post_migrate_only_while_it_would_change_nothing(transac
         call_command("flush", interactive=False, verbosity=0, reset_sequences=False, allow_cascade=False)
         assert "auth" in sent
         assert Permission.objects.filter(codename="view_execution", content_type=gone.content_type).exists()
+
+        # A flush that truncates everything (reset_sequences) always refills.
+        sent.clear()
+        call_command("flush", interactive=False, verbosity=0, reset_sequences=True, allow_cascade=False)
+        assert "auth" in sent and "contenttypes" in sent
+        assert Permission.objects.filter(codename="view_execution").exists()
     finally:
         post_migrate.disconnect(receiver)

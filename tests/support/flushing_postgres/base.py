@@ -30,14 +30,21 @@ KEPT = frozenset({"django_content_type", "auth_permission"})
 # What the kept tables held after the last post_migrate, by database name.
 _AFTER_POST_MIGRATE: dict[str, str] = {}
 _KEPT_DIGEST = (
-    "SELECT md5(coalesce((SELECT string_agg(t::text, ';' ORDER BY t.id) FROM django_content_type t), '')"
-    " || '|' || coalesce((SELECT string_agg(t::text, ';' ORDER BY t.id) FROM auth_permission t), ''))"
+    "SELECT md5("
+    + " || '|' || ".join(
+        f"coalesce((SELECT string_agg(t::text, ';' ORDER BY t.id) FROM {table} t), '')" for table in sorted(KEPT)
+    )
+    + ")"
 )
 
 
 class DatabaseOperations(operations.DatabaseOperations):
+    def keeps(self, *, reset_sequences=False, allow_cascade=False) -> bool:
+        """Whether this flush deletes (keeping ``KEPT``) rather than Django's TRUNCATE of all."""
+        return not reset_sequences and not allow_cascade and self.connection.is_superuser()
+
     def sql_flush(self, style, tables, *, reset_sequences=False, allow_cascade=False):
-        if not tables or reset_sequences or allow_cascade or not self.connection.is_superuser():
+        if not tables or not self.keeps(reset_sequences=reset_sequences, allow_cascade=allow_cascade):
             return super().sql_flush(style, tables, reset_sequences=reset_sequences, allow_cascade=allow_cascade)
         deletes = [
             f"{style.SQL_KEYWORD('DELETE FROM')} {style.SQL_FIELD(self.quote_name(table))}"
@@ -51,11 +58,12 @@ class DatabaseWrapper(base.DatabaseWrapper):
     ops_class = DatabaseOperations
     _superuser: bool | None = None
 
-    def kept_as_post_migrate_left_them(self) -> bool:
-        """Whether the flush keeps the content types and permissions (the fast flush) and
-        they are exactly what the last post_migrate left: running it again changes nothing."""
+    def kept_as_post_migrate_left_them(self, **flush) -> bool:
+        """Whether this flush (its ``reset_sequences`` and ``allow_cascade``) keeps the content
+        types and permissions and they are exactly what the last post_migrate left: running
+        it again changes nothing."""
         name = self.settings_dict["NAME"]
-        return self.is_superuser() and name in _AFTER_POST_MIGRATE and _AFTER_POST_MIGRATE[name] == self._kept()
+        return self.ops.keeps(**flush) and _AFTER_POST_MIGRATE.get(name) == self._kept()
 
     def post_migrate_ran(self) -> None:
         _AFTER_POST_MIGRATE[self.settings_dict["NAME"]] = self._kept()

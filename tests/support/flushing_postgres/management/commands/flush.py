@@ -20,7 +20,12 @@ class Command(flush.Command):
         connection = connections[options.get("database") or DEFAULT_DB_ALIAS]
         refill = not options.get("inhibit_post_migrate", False)
         ours = hasattr(connection, "kept_as_post_migrate_left_them")  # not another alias's backend
-        if refill and ours and connection.kept_as_post_migrate_left_them():
+        # (Django's flush resets the sequences unless told not to, as pytest-django does.)
+        flush = {
+            "reset_sequences": options.get("reset_sequences", True),
+            "allow_cascade": options.get("allow_cascade", False),
+        }
+        if refill and ours and connection.kept_as_post_migrate_left_them(**flush):
             options["inhibit_post_migrate"] = True
         super().handle(**options)
         if refill and ours and not options.get("inhibit_post_migrate"):
