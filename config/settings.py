@@ -295,6 +295,9 @@ CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "filesystem://")
 if CELERY_BROKER_URL.startswith("filesystem"):
     for sub in ("queue", "processed", "control"):
         (BROKER_DIR / sub).mkdir(parents=True, exist_ok=True)
+    # kombu's filesystem transport, but every message published whole (a reader could see
+    # an empty file and stop the worker): config/broker_filesystem.py.
+    CELERY_BROKER_TRANSPORT = "config.broker_filesystem:Transport"
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(BROKER_DIR / "queue"),
         "data_folder_out": str(BROKER_DIR / "queue"),
