@@ -62,6 +62,24 @@ SELECT (SELECT count(*) FROM r WHERE resource_manager = 'Transaction' AND record
 """
 
 
+# The same records, grouped by the relation of their first block (a table or one of its
+# indexes) and by record type; records with no block (commits) under "(transaction)".
+OWN_WAL_BY_RELATION = """
+WITH r AS (
+    SELECT xid, resource_manager, record_type, record_length, fpi_length, block_ref,
+           substring(block_ref from 'rel \\d+/\\d+/(\\d+)')::oid AS filenode
+      FROM pg_get_wal_records_info('0/0'::pg_lsn + %(start)s, '0/0'::pg_lsn + %(end)s)
+), mine AS (
+    SELECT DISTINCT xid FROM r WHERE xid <> 0 AND block_ref LIKE %(pattern)s
+)
+SELECT coalesce(c.relname, CASE WHEN r.filenode IS NULL THEN '(transaction)' ELSE '(other)' END),
+       r.resource_manager || '/' || r.record_type, count(*), sum(r.record_length), sum(r.fpi_length)
+  FROM r LEFT JOIN pg_class c ON c.oid <> 0 AND pg_relation_filenode(c.oid) = r.filenode
+ WHERE r.xid IN (SELECT xid FROM mine) OR r.block_ref LIKE %(pattern)s
+ GROUP BY 1, 2
+"""
+
+
 class OwnWal:
     """A database's own write transactions and WAL bytes, exact whatever else writes to
     the cluster: its records read back with pg_walinspect (PostgreSQL 15+, superuser).
@@ -112,6 +130,34 @@ class OwnWal:
             commits, wal = conn.execute(OWN_WAL, {"start": start, "end": end, "pattern": f"% rel %/{oid}/%"}).fetchone()
             conn.execute("SELECT pg_replication_slot_advance(%s, '0/0'::pg_lsn + %s)", (self.slot, end))
         return int(commits), int(wal)
+
+    def by_relation(self, start: int, end: int) -> list[tuple[str, str, int, int, int]]:
+        """This database's WAL between two positions as (relation, record type, records,
+        bytes, of which full-page images), one row per pair; reads without advancing the slot."""
+        import psycopg
+
+        with psycopg.connect(f"{PG}/{self.db}", autocommit=True) as conn:
+            conn.execute("CREATE EXTENSION IF NOT EXISTS pg_walinspect")
+            (oid,) = conn.execute("SELECT oid FROM pg_database WHERE datname = current_database()").fetchone()
+            rows = conn.execute(
+                OWN_WAL_BY_RELATION, {"start": start, "end": end, "pattern": f"% rel %/{oid}/%"}
+            ).fetchall()
+        return [(name, kind, int(count), int(size), int(fpi)) for name, kind, count, size, fpi in rows]
+
+
+def relation_bytes(db: str) -> dict[str, int]:
+    """Every table, index and TOAST table of ``db`` outside the catalogs: its size on disk."""
+    import psycopg
+
+    with psycopg.connect(f"{PG}/{db}", autocommit=True) as conn:
+        rows = conn.execute(
+            """
+            SELECT relname, pg_relation_size(oid) FROM pg_class
+             WHERE relkind IN ('r', 'i', 't')
+               AND relnamespace NOT IN ('pg_catalog'::regnamespace, 'information_schema'::regnamespace)
+            """
+        ).fetchall()
+    return {name: int(size) for name, size in rows}
 
 
 def start_worker(*, name: str, log: Path, args: list[str], env: dict[str, str] | None = None) -> subprocess.Popen:

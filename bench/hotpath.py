@@ -267,6 +267,61 @@ def profile_pass(n: int, user) -> dict:
     }
 
 
+# --- pass 3: bytes, by relation ----------------------------------------------------
+
+BYTES_N = int(os.environ.get("BENCH_BYTES_N", "1000"))
+
+
+def bytes_pass(n: int, user) -> dict:
+    """The WAL and the on-disk growth of N workflows, by relation (each table, each index):
+    the profile of issue 25's byte targets. WAL from pg_walinspect (this database's own
+    records); growth from pg_relation_size before and after."""
+    from django.db import connections
+
+    own = harness.OwnWal(DB)
+    own.hold()
+    try:
+        connections.close_all()
+        sizes = harness.relation_bytes(DB)
+        start = own.position()
+        measured_loop(n, user)
+        connections.close_all()
+        end = own.position()
+        rows = own.by_relation(start, end)
+        commits, wal = own.between(start, end)
+        grown = harness.relation_bytes(DB)
+    finally:
+        own.release()
+    relations: dict[str, dict] = defaultdict(
+        lambda: {"wal": 0, "records": 0, "fpi": 0, "kinds": Counter(), "kind_bytes": Counter()}
+    )
+    for name, kind, count, size, fpi in rows:
+        r = relations[name]
+        r["wal"] += size
+        r["records"] += count
+        r["fpi"] += fpi
+        r["kinds"][kind] += count
+        r["kind_bytes"][kind] += size
+    per = [
+        {
+            "relation": name,
+            "wal_per_wf": r["wal"] / n,
+            "records_per_wf": r["records"] / n,
+            "fpi_per_wf": r["fpi"] / n,
+            "kinds": {k: (r["kinds"][k] / n, size / n) for k, size in r["kind_bytes"].most_common(3)},
+            "grown_per_wf": (grown.get(name, 0) - sizes.get(name, 0)) / n,
+        }
+        for name, r in sorted(relations.items(), key=lambda item: -item[1]["wal"])
+    ]
+    return {
+        "n": n,
+        "write_txns_per_wf": commits / n,
+        "wal_per_wf": wal / n,
+        "grown_per_wf": sum(grown.get(k, 0) - sizes.get(k, 0) for k in grown) / n,
+        "relations": per,
+    }
+
+
 # --- the report -------------------------------------------------------------------
 
 
@@ -301,12 +356,14 @@ def main() -> None:
         return
     counts = count_pass(n, user)
     profile = profile_pass(n, user)
+    sizes = bytes_pass(BYTES_N, user)
     result = {
         "date": time.strftime("%Y-%m-%d"),
         "machine": harness.machine(DB),
         "loadavg_1m": round(os.getloadavg()[0], 2),
         "counts": counts,
         "profile": profile,
+        "bytes": sizes,
     }
     if "--json" in sys.argv:
         print(json.dumps(result, indent=1))
@@ -379,7 +436,31 @@ def markdown(result: dict) -> str:
         "|---|---|---|",
     ]
     out += [f"| {k['function']} | {k['calls_per_wf']:.0f} | {k['ms_per_wf']:.2f} |" for k in p["keel_functions"]]
+    out += bytes_markdown(result["bytes"])
     return "\n".join(out)
+
+
+def bytes_markdown(b: dict) -> list[str]:
+    out = [
+        "",
+        f"### Bytes per workflow, by relation ({b['n']} workflows)",
+        "",
+        f"This database's own WAL (pg_walinspect: the records of its transactions and those touching its "
+        f'relations, each charged to the relation of its first block; commits under "(transaction)"): '
+        f"**{b['wal_per_wf']:,.0f} B** a workflow in {b['write_txns_per_wf']:.2f} write transactions. "
+        f"Growth on disk (pg_relation_size after − before, free space in pages reused counts as nothing): "
+        f"**{b['grown_per_wf']:,.0f} B** a workflow.",
+        "",
+        "| relation | WAL B/wf | of which page images | records/wf | its largest record types (records, bytes per wf) | disk growth B/wf |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in b["relations"]:
+        kinds = ", ".join(f"{k} {count:.1f} ({size:,.0f} B)" for k, (count, size) in r["kinds"].items())
+        out.append(
+            f"| `{r['relation']}` | {r['wal_per_wf']:,.0f} | {r['fpi_per_wf']:,.0f} | {r['records_per_wf']:.1f} | "
+            f"{kinds} | {r['grown_per_wf']:,.0f} |"
+        )
+    return out
 
 
 if __name__ == "__main__":
