@@ -14,6 +14,9 @@ eager). Two passes on a database of its own (``BENCH_PROFILE_DB``, default
 2. cProfile: the profiled time split by who spent it (each function's own time,
    a builtin's charged to the package that called it), and the runtime's own
    functions by cumulative time.
+3. bytes: the WAL of ``BENCH_BYTES_N`` (default 1000) more workflows read back record by
+   record (pg_walinspect, needs a superuser) and charged to the relation each record
+   touches, with each relation's growth on disk: where issue 25's bytes go.
 
 Writes the "profile" section of docs/BENCHMARKS.md; ``--json`` prints the numbers.
 
