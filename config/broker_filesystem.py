@@ -11,7 +11,8 @@ Here a writer writes the whole body under a name no reader matches (``.<name>.pa
 folder, so same filesystem) and renames it into place; a rename is atomic, so a reader
 finds a complete file or none. A consumer claims a message by renaming it into the
 ``processed`` folder (same filesystem: atomic, one winner among competing workers), reads
-it there and deletes it. A file that still does not decode (written by something else) is
+it there and deletes it. A consumer that dies between the claim and the read leaves the
+message in ``processed/``, unsent: the sweeper rings again for any execution nobody works on. A file that still does not decode (written by something else) is
 kept as ``processed/<name>.unreadable`` with an error in the log, and the worker goes on:
 the message only said "look at execution X", and the sweeper finds X anyway.
 
@@ -76,19 +77,23 @@ class Channel(filesystem.Channel):
             claimed = claimed_folder / name
             try:
                 os.rename(Path(self.data_folder_in) / name, claimed)
-            except OSError:
+            except FileNotFoundError:
                 continue  # another consumer claimed it first
+            except OSError as exc:  # e.g. the processed folder on another filesystem
+                raise ChannelError(f"Cannot claim {name!r} into {claimed_folder}") from exc
             try:
                 payload = claimed.read_bytes()
+            except OSError as exc:
+                raise ChannelError(f"Cannot read {claimed}") from exc
+            try:
                 message = loads(bytes_to_str(payload))
-            except (OSError, ValueError) as exc:
+            except ValueError as exc:
                 kept = claimed.with_name(f"{name}.unreadable")
                 os.replace(claimed, kept)
                 log.error("broker message %s is unreadable (%s); kept as %s and skipped", name, exc, kept)
                 continue
-            if self.store_processed:
-                return message
-            claimed.unlink(missing_ok=True)
+            if not self.store_processed:
+                claimed.unlink(missing_ok=True)
             return message
         raise Empty()
 
