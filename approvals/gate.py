@@ -14,7 +14,7 @@ from typing import ClassVar
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.db.models import DateTimeField, ExpressionWrapper, Q, Value
+from django.db.models import DateTimeField, Exists, ExpressionWrapper, OuterRef, Q, Value
 from django.db.models.functions import Now
 
 from artifacts.models import ArtifactVersion
@@ -117,6 +117,47 @@ class ApprovalGate(gates.Gate):
             }
         )
 
+    def visit_subject(self, execution: Execution, step: Step, subject_sha256: str):
+        """The decision on exactly this tool call (its document's sha256): an approval of it
+        in any round passes (and keys its one effect); this round's request about another
+        call, or lapsed, asks again in a new round; nothing asked this round opens one."""
+        username = f"decision__decided_by__{get_user_model().USERNAME_FIELD}"
+        requests = ApprovalRequest.objects.filter(execution_id=execution.pk, step=step.name).order_by("-round")
+        rows = requests.values_list(
+            "pk",
+            "round",
+            "status",
+            "version",
+            "content_sha256",
+            "action",
+            "decision__decision",
+            "decision__decided_by_username",
+            username,
+        )
+        current = None
+        for pk, round, status, version, sha256, action, decision, decided_by_then, decided_by_now in rows:
+            if status == ApprovalRequest.State.APPROVED and sha256 == subject_sha256:
+                return gates.Passed(
+                    {
+                        "approval_id": pk,
+                        "decision": decision,
+                        "decided_by": decided_by_then or decided_by_now,
+                        "artifact_version": version,
+                        "content_sha256": sha256,
+                        "action": action,
+                    }
+                )
+            if round == execution.round:
+                current = (pk, status, sha256)
+        if current is None:
+            return None
+        pk, status, sha256 = current
+        if status in LAPSED or sha256 != subject_sha256:
+            return gates.Reopen()
+        return gates.Attention(
+            f"approval request {pk} is {status}; no approval to act on", code=StuckReason.APPROVAL_LAPSED
+        )
+
     def open(self, execution: Execution, step: Step, workflow: Workflow, *, actor_label: str) -> gates.Opened:
         spec: Approval = step.spec
         approver = spec.approver
@@ -201,6 +242,9 @@ class ApprovalGate(gates.Gate):
         for request in requests:
             found.setdefault(request.execution_id, _pending(request))
         return found
+
+    def holding(self) -> Q:
+        return Q(Exists(ApprovalRequest.objects.filter(execution=OuterRef("pk"), status=ApprovalRequest.State.PENDING)))
 
     def check_effect(self, execution: Execution, workflow: Workflow, gate_step: Step, effect: Effect) -> None:
         """The version about to be used is the one approved (version and sha256), and the

@@ -38,6 +38,11 @@ def _schedule_sweeper(sender: Celery, **kwargs: object) -> None:
         sender.signature("executions.sweep"),
         name="runtime sweeper",
     )
+    sender.add_periodic_task(  # nothing hangs without a reason (executions.engine.sweeper.flag_unheld)
+        float(settings.RUNTIME_HOUSEKEEPING_SECONDS),
+        sender.signature("executions.unheld"),
+        name="unheld executions",
+    )
     sender.add_periodic_task(
         float(settings.RUNTIME_HOUSEKEEPING_SECONDS),
         sender.signature("metrics.fold"),

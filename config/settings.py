@@ -351,6 +351,7 @@ CELERY_TASK_QUEUES = [
 ]
 CELERY_TASK_ROUTES = {
     "executions.sweep": {"queue": "control"},
+    "executions.unheld": {"queue": "control"},
     "metrics.fold": {"queue": "control"},
     "triage.tally": {"queue": "control"},
     "notifications.sweep": {"queue": "control"},

@@ -199,8 +199,10 @@ class ChildrenGate(gates.Gate):
     def visit(self, execution: Execution, step: Step):
         children = children_of(execution, step.name)
         if not children:
-            # Nothing started yet: check what the step declares before the gate opens.
-            declared(execution, registry.get(execution.workflow, execution.workflow_version), step)
+            # Nothing started yet: check what the step declares before the gate opens;
+            # a step that declares none has nothing to wait for and passes at once.
+            if not declared(execution, registry.get(execution.workflow, execution.workflow_version), step):
+                return gates.Passed({})
             return None
         broken = [c for c in children if c.status in BROKEN]
         if broken:
@@ -254,6 +256,9 @@ class ChildrenGate(gates.Gate):
             if _ready(parent) and wake_if_ready(parent.pk, actor_label="sweeper"):
                 woken.append(parent.pk)
         return woken
+
+    def holding(self) -> Q:
+        return Q(Exists(Execution.objects.filter(parent=OuterRef("pk"), parent_step=OuterRef("current_step"))))
 
     def pending(self, execution: Execution) -> gates.PendingGate | None:
         found = self.pending_many([execution])

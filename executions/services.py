@@ -14,8 +14,9 @@ from django.db.models.functions import Now
 
 from . import blockers, holds
 from . import children as children_module
+from .agent.modelclient import get_model_client
 from .authoring import registry
-from .engine import dispatch, gates, ledger, lifecycle, starting
+from .engine import costs, dispatch, gates, ledger, lifecycle, starting
 from .errors import Conflict, Forbidden, InvalidInput, NotFound
 from .models import OPERATE, TERMINAL, Action, Execution, ExecutionTombstone, Status, execution_for
 
@@ -40,6 +41,8 @@ def execution_start(
     Raises InvalidInput naming the field for an unknown workflow, bad input or budget.
     """
     budget = usd_amount("budget_usd", budget_usd) if budget_usd is not None else None
+    if budget is not None:
+        _priced_model("budget_usd")
     try:
         flow = registry.latest(workflow)
     except registry.UnknownWorkflow as exc:
@@ -71,6 +74,18 @@ def execution_start(
         existing = Execution.objects.get(created_by=user, idempotency_key=idempotency_key)
         return _replay(existing, digest), False
     return execution, True
+
+
+def _priced_model(field: str) -> None:
+    """A budget needs the model's price, or it could stop nothing: InvalidInput naming
+    ``field`` when ``RUNTIME_MODEL_PRICES`` has none for the model calls are asked of."""
+    model = get_model_client().model
+    if costs.price_for(model) is None:
+        raise InvalidInput(
+            field,
+            f"the model {model} has no price in RUNTIME_MODEL_PRICES, so a budget could stop nothing; "
+            "give it a price, or start without a budget",
+        )
 
 
 MAX_USD = Decimal(1_000_000)

@@ -23,3 +23,8 @@ def consumed(app) -> frozenset[str]:
 @shared_task(name="executions.sweep", ignore_result=True)
 def sweep() -> list[int]:
     return list(sweeper.sweep().dispatched)
+
+
+@shared_task(name="executions.unheld", ignore_result=True)
+def unheld() -> list[int]:
+    return list(sweeper.flag_unheld())

@@ -23,7 +23,7 @@ from typing import Any, Literal
 import pydantic
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
-from django.db.models import DateTimeField, ExpressionWrapper, Value
+from django.db.models import DateTimeField, Exists, ExpressionWrapper, OuterRef, Q, Value
 from django.db.models.functions import Now
 from django.utils import timezone
 
@@ -111,6 +111,9 @@ class WaitGate(gates.Gate):
                     )
             closed.append(pk)
         return closed
+
+    def holding(self) -> Q:
+        return Q(Exists(Wait.objects.filter(execution=OuterRef("pk"), status=Wait.State.WAITING)))
 
     def pending(self, execution: Execution) -> gates.PendingGate | None:
         wait = Wait.objects.filter(execution=execution, status=Wait.State.WAITING).order_by("-id").first()

@@ -16,8 +16,8 @@ The measures (names in the rollup):
   is not a re-send); ``effect.duplicate``: effects the runtime found done already when
   it came back to them (a reconciliation that found it, or a provider that answered it
   had the key) — an averted duplicate;
-* ``approval.matched``: guarded effects sent after the approved version and hash were
-  checked; ``approval.refused``: effect steps the approval check refused;
+* ``approval.matched``: guarded effects (a gate's grant on their action: never a
+  notification or a webhook) sent after the approved version and hash were checked; ``approval.refused``: effect steps the approval check refused;
 * ``cancel.violation``: effects sent after their execution was cancelled;
 * ``recovery.settled`` / ``recovery.completed``: executions that had been taken over
   after a lost lease, reaching completed, failed or needs_attention / completed;
@@ -38,7 +38,7 @@ from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast, Coalesce
 
 from approvals.models import Decision
-from executions.models import ACTIVE, ExecutionEvent, Status, StepRun
+from executions.models import ACTIVE, Action, ExecutionEvent, Status, StepRun
 from executions.stuck import REASONS
 
 from .sql import Bucket, Seconds
@@ -111,11 +111,14 @@ def _flagged(events: QuerySet) -> Iterator[Observation]:
 
 def _sent(events: QuerySet) -> Iterator[Observation]:
     sent = events.filter(type="action.executing", payload__from__in=FIRST_SEND).annotate(
-        sent_from=KeyTextTransform("from", "payload")
+        sent_from=KeyTextTransform("from", "payload"), action_key=KeyTextTransform("key", "payload")
     )
-    for row in _by_minute(sent, "sent_from"):
+    # Guarded: an action a gate authorised (its grant recorded); never a notification or a
+    # webhook, which start approved because nothing gates them (Action.beside).
+    sent = sent.annotate(guarded=Exists(Action.objects.filter(key=OuterRef("action_key")).exclude(gate_ref="")))
+    for row in _by_minute(sent, "sent_from", "guarded"):
         yield Observation(row["minute"], row["wf"], "effect.sent", None, row["n"])
-        if row["sent_from"] == "approved":
+        if row["sent_from"] == "approved" and row["guarded"]:
             yield Observation(row["minute"], row["wf"], "approval.matched", None, row["n"])
 
 
@@ -131,8 +134,11 @@ def _earlier(type_: str, **match) -> Exists:
 
 
 def _after_cancel(events: QuerySet) -> QuerySet:
-    """Effects committed as executing after their execution was cancelled."""
-    return events.filter(type="action.executing").filter(_earlier("transition", to_status=Status.CANCELLED))
+    """The workflow's effects committed as executing after their execution was cancelled (a
+    notification or a webhook telling of the cancel is no violation: Action.beside)."""
+    executing = events.filter(type="action.executing").filter(_earlier("transition", to_status=Status.CANCELLED))
+    executing = executing.annotate(action_key=KeyTextTransform("key", "payload"))
+    return executing.exclude(Exists(Action.objects.filter(key=OuterRef("action_key"), beside=True)))
 
 
 def _recovered(events: QuerySet) -> Iterator[Observation]:

@@ -35,7 +35,9 @@ def execution_resume_preview(*, ref: str, user: AbstractBaseUser) -> dict[str, A
 def resume_preview(execution: Execution) -> dict[str, Any]:
     """The resume preview of DESIGN §6, for ``execution`` as it is now."""
     workflow = workflow_of(execution)
-    actions = list(execution.actions.order_by("id"))
+    # The workflow's own effects: a notification or a webhook (sent beside the steps, by its
+    # own task) is never sent again by a resume, so it is no part of what a resume would do.
+    actions = [a for a in execution.actions.order_by("id") if not a.beside]
     stale = gates.stale_of(execution)
     found = blockers(execution, actions=actions, stale=stale)
     blocked_by = [b.sentence for b in found]

@@ -16,11 +16,16 @@ Inside a replay:
   call a service keeps its recorded output), artifacts are hashed and never stored,
   and everything runs in a transaction rolled back at the end: a replay writes nothing.
 
+- agent and route steps run again with the journal as their model (every rebuilt
+  request compared), the record answering for their tools (executions.agent.replaying);
+  the current step as far as the record goes;
+- the step graph is compared with the record first (``structure``): the execution's
+  position gone, a step it ran removed or renamed, a step now before its position that
+  it never ran (inserted), or its position no longer on the code's path.
+
 A pinned version no longer registered is the verdict ``unregistered_version``
 (finding ``version``). ``against=N`` replays an execution pinned to an older version
-against version N's code, to see what moving it would break. Agent steps are not
-re-run (their calls are checked by the journal when they run); their recorded output
-stands.
+against version N's code, to see what moving it would break.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from django.db import transaction
 
 from approvals.models import ApprovalRequest
 from artifacts.models import ArtifactVersion
+from executions.agent import replaying
 from executions.authoring import notes as progress_notes
 from executions.authoring import registry
 from executions.authoring.http import offline
@@ -41,7 +47,7 @@ from executions.authoring.modelcalls import ModelRequest, canonical_json
 from executions.authoring.step_context import StepContext
 from executions.authoring.workflow import Step, StepKind, Workflow
 from executions.engine import journal
-from executions.models import TERMINAL, Action, Execution, ModelCall
+from executions.models import TERMINAL, Action, Execution, ModelCall, StepRun
 
 OK, DRIFT, UNREGISTERED = "ok", "drift", "unregistered_version"
 
@@ -105,28 +111,60 @@ class _Replay:
 
     def run(self) -> None:
         current = self.recorded.current_step
+        ref, flow = self.recorded.ref, f"{self.flow.name} v{self.flow.version}"
         if current and current not in self.names:
             raise Found(
-                "version",
+                "structure", current, "", f"{ref} is at step {current}, which {flow} doesn't have (removed or renamed)"
+            )
+        gone = next((name for name in self.state if name not in self.names), None)
+        if gone is not None:
+            raise Found("structure", gone, "", f"{ref} ran {gone}, which {flow} no longer has (removed or renamed)")
+        path = self.flow.path(self.state)  # the steps the code takes now, following the recorded choices
+        names = [step.name for step in path]
+        if current and current not in names:
+            raise Found(
+                "structure",
                 current,
                 "",
-                f"{self.recorded.ref} is at step {current}, which {self.flow.name} v{self.flow.version} doesn't have",
+                f"{ref} is at {current}, which the steps of {flow} no longer lead to ({' → '.join(names)})",
             )
-        upto = self.names.index(current) if current else len(self.names)
-        for index, step in enumerate(self.flow.steps[:upto]):
-            self._replay_step(index, step)
+        upto = names.index(current) if current else len(names)
+        for index, step in enumerate(path[:upto]):
+            if step.name not in self.state:
+                raise Found(
+                    "structure",
+                    step.name,
+                    "",
+                    f"{step.name} now comes before {current} in {flow}, but {ref} never ran it (a step inserted, "
+                    "or renamed): it would go on past it",
+                )
+            self._replay_step(names[:index], step)
         if current:
             step = self.flow.get_step(current)
+            earlier = names[:upto]
             if step.is_gate:  # parked there: what it is bound to, and the effects it guards
-                self._check_gate(upto, step)
-                for guarded in self.flow.steps[upto + 1 :]:
+                self._check_gate(earlier, step)
+                for guarded in self.flow.steps:
                     if guarded.kind == StepKind.EFFECT and guarded.guarded_by == step.name:
-                        self._check_effect(upto, guarded, planned=True)
+                        self._check_effect(earlier, guarded, planned=True)
+            elif step.kind in (StepKind.MODEL, StepKind.AGENT, StepKind.ROUTE):
+                self._replay_step(earlier, step, current=True)  # as far as the record goes
 
-    # --- the context as it was when step ``index`` ran
+    # --- the context as it was when a step ran, after the steps ``earlier``
 
-    def _context(self, index: int, step: Step) -> StepContext:
-        earlier = set(self.names[:index])
+    def _round_of(self, step: str) -> int:
+        """The round ``step`` last completed in (its model calls are keyed by it), else the current one."""
+        found = (
+            StepRun.objects.filter(execution_id=self.recorded.pk, step=step, outcome=StepRun.Outcome.SUCCEEDED)
+            .order_by("-id")
+            .values_list("round", flat=True)
+            .first()
+        )
+        return found or self.recorded.round
+
+    def _context(self, earlier_steps: list[str], step: Step, *, current: bool = False) -> StepContext:
+        earlier = set(earlier_steps)
+        self.execution.round = self.recorded.round if current else self._round_of(step.name)
         notes = dict(self.notes)
         notes["facts"] = [f for f in self.notes.get("facts", []) if f.get("step") in earlier]
         notes["hypotheses"] = [
@@ -136,7 +174,7 @@ class _Replay:
         if step.name in completed:
             completed = completed[: len(completed) - completed[::-1].index(step.name) - 1]
         notes["completed_steps"] = [s for s in completed if s in earlier]
-        notes["next_action"] = step.label if index else self.notes.get("next_action", "")
+        notes["next_action"] = step.label if earlier else ""  # the runner names the next step after each
         artifacts = {}
         for name, ref in self.latest_artifacts.items():
             version = ArtifactVersion.objects.filter(pk=ref.get("version_pk")).first()
@@ -152,23 +190,33 @@ class _Replay:
 
     # --- each kind of step
 
-    def _replay_step(self, index: int, step: Step) -> None:
+    def _replay_step(self, earlier: list[str], step: Step, *, current: bool = False) -> None:
         if step.is_gate:
-            self._check_gate(index, step)
+            self._check_gate(earlier, step)
         elif step.kind == StepKind.EFFECT:
-            self._check_effect(index, step)
-        elif step.kind == StepKind.MODEL:
-            ctx = self._context(index, step)
-            step.fn(ctx, JournalModel(self.recorded, step.name))
+            self._check_effect(earlier, step)
+        elif step.kind in (StepKind.MODEL, StepKind.AGENT, StepKind.ROUTE):
+            ctx = self._context(earlier, step, current=current)
+            model = JournalModel(self.execution, step.name, current=current)
+            try:
+                if step.kind == StepKind.MODEL:
+                    step.fn(ctx, model)
+                elif step.kind == StepKind.AGENT:
+                    replaying.replay_agent(ctx, self.flow, step, model=model, current=current)
+                else:
+                    replaying.replay_route(ctx, self.flow, step, model=model, current=current)
+            except replaying.Ended:
+                pass  # the current step got no further than this
+            except replaying.Drift as drift:
+                raise Found(drift.kind, step.name, drift.key, drift.detail) from None
         elif step.kind == StepKind.COMPUTE:
-            ctx = self._context(index, step)
+            ctx = self._context(earlier, step)
             # It would call a service, or depends on what a call returned: its record stands.
             with contextlib.suppress(Exception):
                 step.fn(ctx)
-        # agent steps: not re-run (module docstring)
 
-    def _check_effect(self, index: int, step: Step, *, planned: bool = False) -> None:
-        ctx = self._context(index, step)
+    def _check_effect(self, earlier: list[str], step: Step, *, planned: bool = False) -> None:
+        ctx = self._context(earlier, step)
         try:
             effect = step.fn(ctx)
         except Found:
@@ -198,7 +246,7 @@ class _Replay:
                 f"the arguments of {effect.key} differ from the ledger's in {', '.join(changed) or 'their form'}",
             )
 
-    def _check_gate(self, index: int, step: Step) -> None:
+    def _check_gate(self, earlier: list[str], step: Step) -> None:
         spec = step.spec
         artifact, action = getattr(spec, "artifact", None), getattr(spec, "action", None)
         if artifact is None:
@@ -262,9 +310,10 @@ class JournalModel:
 
     label = "journal (replay)"
 
-    def __init__(self, execution: Execution, step: str) -> None:
+    def __init__(self, execution: Execution, step: str, *, current: bool = False) -> None:
         self.execution = execution
         self.step = step
+        self.current = current  # the execution's current step: the record may simply end
         self.seq = 0
         self.keys: list[str] = []
         self.asked: list[str] = []
@@ -280,6 +329,8 @@ class JournalModel:
         self.keys.append(key)
         recorded = ModelCall.objects.filter(key=key).order_by("-revision").first()
         if recorded is None:
+            if self.current:
+                raise replaying.Ended()  # not asked yet: the execution stands before this call
             raise Found("model_call", self.step, key, f"the code now makes call {key}, which was never made")
         rebuilt = request.canonical(model=recorded.model)
         sha = hashlib.sha256(canonical_json(rebuilt)).hexdigest()

@@ -96,7 +96,9 @@ def restart_options(failed: Execution) -> list[RestartOption]:
     path = path_of(workflow, failed)  # the steps it took: a route's recorded choice, not every branch
     names = [s.name for s in path]
     last = names.index(failed.current_step) if failed.current_step in names else len(names) - 1
-    actions = [a for a in failed.actions.order_by("id") if not a.is_compensation]
+    # The workflow's own effects: never a compensation, a notification or a webhook (sent beside the
+    # steps, by their own task, whatever a restart does: notifications/).
+    actions = [a for a in failed.actions.order_by("id") if not a.is_compensation and not a.beside]
     resolved_failed = set(
         ExecutionEvent.objects.filter(execution=failed, type="action.failed", payload__resolved=True).values_list(
             "payload__key", flat=True

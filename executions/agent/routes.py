@@ -17,6 +17,7 @@ replayed from the journal and the model is never asked again.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from django.db import transaction
@@ -39,57 +40,71 @@ class RouteStep(kinds.StepHandler):
     kind = StepKind.ROUTE
 
     def run(self, lease: Lease, ctx: StepContext, workflow: Workflow, step: Step) -> kinds.Done:
-        spec = step.route
         model = JournaledModel(get_model_client(), lease=lease, execution=ctx.execution, step=step.name)
-        tool = spec.tool({name: workflow.label_for(name) for name in spec.to})
-        messages: list[JSON] = [{"role": "user", "content": spec.instruction(ctx)}]
-        refusals: list[str] = []
-        while True:
-            request = ModelRequest(
-                prompt_id=spec.prompt_id,
-                prompt_version=step.prompt_version,
-                system=ctx.prompt(
-                    f"Choose the next step with {ROUTE_TOOL}: one of {', '.join(spec.to)}.",
-                    tools=((tool.name, tool.description),),
-                ),
-                messages=tuple(messages),
-                tools=(tool,),
-                offline_policy=spec.offline_policy,
+
+        def refused(key: str, response: ModelResponse, reason: str) -> None:
+            _record_refusal(lease, step, key=key, response=response, reason=reason)
+
+        return kinds.Done(choose(ctx, workflow, step, model, refused=refused))
+
+
+def choose(
+    ctx: StepContext, workflow: Workflow, step: Step, model: Any, *, refused: Callable[[str, ModelResponse, str], None]
+) -> JSON:
+    """The route's choice, asked of ``model`` (the journal's: ``JournaledModel``, or a
+    replay's) until one is valid: its output ``{"route", "why", "model_calls"}``.
+    ``refused(key, response, reason)`` records each refused answer. Raises
+    BudgetExceeded past ``max_refusals``."""
+    spec = step.route
+    tool = spec.tool({name: workflow.label_for(name) for name in spec.to})
+    messages: list[JSON] = [{"role": "user", "content": spec.instruction(ctx)}]
+    refusals: list[str] = []
+    while True:
+        request = ModelRequest(
+            prompt_id=spec.prompt_id,
+            prompt_version=step.prompt_version,
+            system=ctx.prompt(
+                f"Choose the next step with {ROUTE_TOOL}: one of {', '.join(spec.to)}.",
+                tools=((tool.name, tool.description),),
+            ),
+            messages=tuple(messages),
+            tools=(tool,),
+            offline_policy=spec.offline_policy,
+        )
+        response = model.ask(request)
+        key = model.keys[-1]
+        failpoints.hit(f"after_route_choice:{step.name}:c{model.seq}")  # journalled, not yet checkpointed
+        chosen, why, refusal = _read(response, spec.to)
+        if refusal is None:
+            ctx.add_hypothesis(f"Route: {chosen}. {why}".strip(), source=key)
+            return {"route": chosen, "why": why, "model_calls": model.summary()}
+        refusals.append(refusal)
+        refused(key, response, refusal)
+        if len(refusals) > spec.max_refusals:
+            raise BudgetExceeded(
+                f"{len(refusals)} route choices refused (at most {spec.max_refusals}); last: {refusal}",
+                evidence={"refusals": refusals, "allowed": list(spec.to)},
             )
-            response = model.ask(request)
-            key = model.keys[-1]
-            failpoints.hit(f"after_route_choice:{step.name}:c{model.seq}")  # journalled, not yet checkpointed
-            chosen, why, refusal = _read(response, spec.to)
-            if refusal is None:
-                ctx.add_hypothesis(f"Route: {chosen}. {why}".strip(), source=key)
-                return kinds.Done({"route": chosen, "why": why, "model_calls": model.summary()})
-            refusals.append(refusal)
-            _record_refusal(lease, step, key=key, response=response, reason=refusal)
-            if len(refusals) > spec.max_refusals:
-                raise BudgetExceeded(
-                    f"{len(refusals)} route choices refused (at most {spec.max_refusals}); last: {refusal}",
-                    evidence={"refusals": refusals, "allowed": list(spec.to)},
-                )
-            call = response.tool_calls[0] if response.tool_calls else None
+        call = response.tool_calls[0] if response.tool_calls else None
+        messages.append(
+            {
+                "role": "assistant",
+                "content": response.text,
+                "tool_calls": [c.as_dict() for c in response.tool_calls],
+            }
+        )
+        if call is not None:
             messages.append(
                 {
-                    "role": "assistant",
-                    "content": response.text,
-                    "tool_calls": [c.as_dict() for c in response.tool_calls],
+                    "role": "tool",
+                    "tool_call_id": call.id,
+                    "name": call.name,
+                    "content": json.dumps({"error": f"refused: {refusal}"}, sort_keys=True),
+                    "is_error": True,
                 }
             )
-            if call is not None:
-                messages.append(
-                    {
-                        "role": "tool",
-                        "tool_call_id": call.id,
-                        "name": call.name,
-                        "content": json.dumps({"error": f"refused: {refusal}"}, sort_keys=True),
-                        "is_error": True,
-                    }
-                )
-            else:
-                messages.append({"role": "user", "content": f"Refused: {refusal}"})
+        else:
+            messages.append({"role": "user", "content": f"Refused: {refusal}"})
 
 
 def _read(response: ModelResponse, allowed: tuple[str, ...]) -> tuple[str, str, str | None]:

@@ -21,8 +21,12 @@ journal; then, for each proposed call:
   to that version and parks the execution (``executions.engine.parking``, as a gate
   step does). Back after the decision, the step runs again from its first call
   (every recorded call replays from the journal, every recorded result from the
-  context), the gate's outcome is checked, the sha256 of the arguments about to run
-  is compared with the approved one, and only then does the effect go out.
+  context); the approval of exactly these arguments is looked up by their document's
+  sha256, the gate's checks run, and only then does the effect go out — keyed by the
+  approval and the tool (``RUN_0001:approval:12:submit_replacement``), never by the
+  model call. So an approval is spent by one effect: the model proposing the same
+  call again (or a retry, a resume) gets the recorded receipt and the provider sees
+  one call; a different call needs an approval of its own (a new round).
 
 The visit ends with the model's final answer (``Done``; the workflow's ``done_when``
 must hold, else a person looks), or ``Parked``. A spent budget or too many refusals
@@ -35,6 +39,7 @@ import copy
 import hashlib
 import json
 import time
+from dataclasses import replace
 from typing import Any
 
 from django.db import transaction
@@ -93,6 +98,13 @@ def _shown(content: Any, limit: int = 2000) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def grant_key(ref: str, grant: str, tool: str) -> str:
+    """The ledger key of an approved tool call's effect: the execution, what authorised it
+    (``approval:12``) and the tool (``RUN_0001:approval:12:submit_replacement``) — never
+    the model call that proposed it, so an approval lets exactly one effect through."""
+    return f"{ref}:{grant}:{tool}"
+
+
 def tool_call_document(tool: str, args: JSON) -> bytes:
     """What a manager approves for a tool call: canonical JSON (sorted keys, no spaces, UTF-8)."""
     return canonical_json({"args": args, "tool": tool})
@@ -106,7 +118,10 @@ class _Park(Exception):
 
 
 class _Visit:
-    def __init__(self, lease: Lease, ctx: StepContext, workflow: Workflow, step: Step) -> None:
+    """One visit of an agent step under a lease (``executions.agent.replaying`` runs it
+    again, read only, for ``keel replay``)."""
+
+    def __init__(self, lease: Lease | None, ctx: StepContext, workflow: Workflow, step: Step, model=None) -> None:
         self.lease, self.ctx, self.workflow, self.step = lease, ctx, workflow, step
         self.spec = step.agent
         self.execution = ctx.execution
@@ -114,7 +129,7 @@ class _Visit:
         saved = self.execution.context.get("agents", {}).get(self.slot, {})
         self.results: dict[str, JSON] = dict(saved.get("results", {}))  # call id → {tool, content, is_error}
         self.unsaved: set[str] = set()
-        self.receipts: list[tuple[Action, JSON]] = []
+        self.performed: dict[str, JSON] = {}  # ledger key → receipt, of the effects this visit sent or found
         self.progress: dict[str, JSON] = {}
         self.messages: list[JSON] = [{"role": "user", "content": self.spec.instruction(ctx)}]
         self.proposals: list[JSON] = []
@@ -123,7 +138,7 @@ class _Visit:
         self.unsaved_compactions: list[JSON] = []
         self.call_keys: dict[str, str] = {}  # tool call id → the model call that proposed it
         self.started = time.monotonic()
-        self.model = JournaledModel(get_model_client(), lease=lease, execution=self.execution, step=step.name)
+        self.model = model or JournaledModel(get_model_client(), lease=lease, execution=self.execution, step=step.name)
 
     # --- the loop
 
@@ -289,14 +304,21 @@ class _Visit:
         recorded = self.results.get(call.id)  # a refusal by the provider, told to the model before
         if recorded is not None:
             return recorded["content"], recorded["is_error"]
-        effect_key = f"{key}:{tool.name}" + (f":{index}" if index else "")
-        effect = tool.run(args, self._progress(), effect_key)
+        effect = tool.run(args, self._progress(), f"{key}:{tool.name}" + (f":{index}" if index else ""))
+        grant = ""
         if tool.needs_approval:
-            self._approved(tool, call, effect)
+            effect, grant = self._approved(tool, call, args, effect)
+        if effect.key in self.performed:  # proposed again in this visit: the receipt just recorded
+            return self.performed[effect.key], False
+        return self._send(tool, call, args, effect, grant)
+
+    def _send(self, tool: Tool, call: ToolCall, args: JSON, effect: Effect, grant: str) -> tuple[JSON, bool]:
+        """Through the ledger (the recorded receipt when it is done already); the receipt,
+        or a provider's refusal told to the model."""
         try:
             with call_timeout(self.step.retry.timeout):
                 action, receipt = ledger.perform(
-                    lease=self.lease, step=self.step.name, action_type=tool.name, effect=effect
+                    lease=self.lease, step=self.step.name, action_type=tool.name, effect=effect, gate_ref=grant
                 )
         except StepFailure as failure:
             if failure.kind not in TOLD_TO_THE_MODEL:
@@ -309,30 +331,51 @@ class _Visit:
             }
             self.unsaved.add(call.id)
             return {"error": failure.message}, True
-        self.receipts.append((action, receipt))
+        self._record_receipt(action, receipt)
+        self.performed[effect.key] = receipt
         return receipt, False
 
-    def _approved(self, tool: Tool, call: ToolCall, effect: Effect) -> None:
-        """Pass only with an approval of exactly these arguments; else park (first
-        visit, or what was asked lapsed) or stop for a person."""
+    def _record_receipt(self, action: Action, receipt: JSON) -> None:
+        """The effect's outcome, committed with its ledger row at once (fenced): nothing after
+        it — a budget's stop, a crash before the next call — can leave the action
+        ``executing`` while the provider acted."""
+        with transaction.atomic():
+            fence(self.lease)
+            execution = Execution.objects.get(pk=self.lease.execution_id)
+            ledger.mark_succeeded(
+                Action.objects.get(pk=action.pk), receipt, execution=execution, actor_label=self.lease.owner
+            )
+
+    def _approved(self, tool: Tool, call: ToolCall, args: JSON, effect: Effect) -> tuple[Effect, str]:
+        """Pass only with an approval of exactly these arguments (found by their document's
+        sha256, in any round), else park (first ask, or this round asked about another call
+        or lapsed: a new round) or stop for a person. Returns the effect keyed by the
+        approval and the tool (``grant_key``) and the grant: every proposal of the approved
+        call — the model's repeat, a retry's, a resume's — is the same ledger action, so
+        the approval is spent by one effect and a repeat gets the recorded receipt."""
         gate_step = self._gate_step(tool)
         gate = gates.get(tool.approval.kind)
-        outcome = gate.visit(self.execution, gate_step)
+        subject = hashlib.sha256(tool_call_document(tool.name, effect.args)).hexdigest()
+        outcome = gate.visit_subject(self.execution, gate_step, subject)
         if outcome is None or isinstance(outcome, gates.Reopen):
             raise _Park(tool, call, effect, call.args, reopen=outcome is not None)
         if isinstance(outcome, gates.Attention):
             raise NeedsAttention(outcome.reason, code=outcome.code)
-        approved = outcome.output.get("content_sha256")
-        running = hashlib.sha256(tool_call_document(tool.name, effect.args)).hexdigest()
-        if running != approved:
-            raise StepFailure(
-                FailureKind.PERMISSION,
-                f"{tool.name}: the arguments about to run ({running[:12]}) are not the approved ones ({approved[:12]})",
-                evidence={"approved_sha256": approved, "running_sha256": running, "args": effect.args},
-            )
         view = copy.copy(self.execution)  # the gate reads its own outcome as the step's output
         view.show_outputs({**self.ctx.state, self.step.name: outcome.output})
-        gate.check_effect(view, self.workflow, gate_step, effect)
+        grant = gate.grant_ref(view, gate_step)
+        effect = tool.run(args, self._progress(), grant_key(self.execution.ref, grant, tool.name))
+        running = hashlib.sha256(tool_call_document(tool.name, effect.args)).hexdigest()
+        if running != subject:
+            raise StepFailure(
+                FailureKind.PERMISSION,
+                f"{tool.name}: the arguments about to run ({running[:12]}) are not the approved ones ({subject[:12]})",
+                evidence={"approved_sha256": subject, "running_sha256": running, "args": effect.args},
+            )
+        spent = effect.key in self.performed
+        if not spent and not Action.objects.filter(key=effect.key, status=Action.State.SUCCEEDED).exists():
+            gate.check_effect(view, self.workflow, gate_step, effect)  # nothing is sent for a spent one
+        return effect, grant
 
     def _gate_step(self, tool: Tool) -> Step:
         return Step(name=self.step.name, label=self.step.label, kind=tool.approval.kind, spec=tool.approval)
@@ -380,13 +423,8 @@ class _Visit:
     # --- commits
 
     def _save(self, execution: Execution) -> None:
-        """Inside the transaction that records a new model call: the results and receipts
-        gathered since the last one."""
-        for action, receipt in self.receipts:
-            ledger.mark_succeeded(
-                Action.objects.get(pk=action.pk), receipt, execution=execution, actor_label=self.lease.owner
-            )
-        self.receipts = []
+        """Inside the transaction that records a new model call: the tools' results and the
+        folds gathered since the last one (an effect's receipt is committed at once)."""
         if not self.unsaved and not self.unsaved_compactions:
             return
         state = execution.context
@@ -450,13 +488,14 @@ class _Visit:
             return ("context",)
 
         planned = Step(name=self.step.name, label=self.step.label, kind=StepKind.EFFECT, action=tool.name)
+        ref = self.execution.ref
         parking.park(
             self.lease,
             gate=gates.get(tool.approval.kind),
             step=self._gate_step(tool),
             workflow=self.workflow,
             reopen=park.reopen,
-            effects=[(planned, effect)],
+            effects=lambda grant: [(planned, replace(effect, key=grant_key(ref, grant, tool.name)))],
             prepare=prepare,
             payload={"tool": tool.name, "proposed_args": park.proposed, "effective_args": effect.args},
         )

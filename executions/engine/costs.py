@@ -7,8 +7,9 @@ without a price costs ``None`` (null), never a guess.
 A budget (``Execution.budget_usd``) covers the execution and every descendant
 (children started through ``Execution.parent``, their children…): a child's calls count
 against its parent's budget, and against its own when it has one. Before a call is
-asked, ``reserve`` takes its *worst case* — the request's tokens (estimated from its
-canonical JSON, an over-estimate) plus its ``max_tokens``, at the requested model's
+asked, ``reserve`` takes its *worst case* — the request's tokens (``request_tokens``: one
+per two UTF-8 bytes of its canonical JSON, an upper bound in every script) plus its
+``max_tokens`` (sent, so the provider answers no more), at the requested model's
 price — against every budget above it, in one fenced transaction serialised per
 budget holder:
 
@@ -22,8 +23,11 @@ by the journal: once the ModelCall row of that key and revision exists, its reco
 reserved or charged again; a call in flight when its worker died stays reserved until
 it is asked again under the same key (the reservation is reused, not added).
 
-When the requested model has no price, the worst case is unknown: no reservation, and
-the call's recorded cost is null (docs/agents.md, "Budgets").
+When the requested model has no price, the worst case is unknown: a budget is refused at
+the start (``budget_usd``: it could stop nothing), and a call's recorded cost is null.
+A provider reporting usage past the call's reservation (``overrun``) is recorded as it
+reported it (capped at what the column holds, ``COST_MAX``) and the execution stops for a
+person: a budget must never be passed silently (docs/agents.md, "Budgets").
 """
 
 from __future__ import annotations
@@ -36,7 +40,6 @@ from django.db import connection, transaction
 from django.db.models import Exists, OuterRef, Sum
 
 from ..authoring.modelcalls import canonical_json
-from ..authoring.notes import estimate_tokens
 from ..errors import NeedsAttention
 from ..models import CostReservation, Execution, ModelCall
 from ..reasons import StuckReason
@@ -82,14 +85,35 @@ def cost_usd(*, model: str, returned: str, input_tokens: int, output_tokens: int
     return price.of(input_tokens, output_tokens).quantize(MICRO, rounding=ROUND_HALF_UP)
 
 
+def request_tokens(canonical: dict) -> int:
+    """An upper bound of what a provider counts for a request, in any language: one token
+    per two bytes of its canonical JSON in UTF-8. A tokenizer gives about one token per
+    four bytes of English and one or two per CJK character (three bytes), so the bound
+    holds for every script; a provider also counts the framing of its messages and tool
+    schemas, which the JSON's punctuation covers. (A provider's own tokenizer would be
+    tighter; tiktoken needs its BPE files from the network, which a worker may not reach.)"""
+    return (len(canonical_json(canonical)) + 1) // 2
+
+
 def worst_case(*, model: str, canonical: dict, max_tokens: int) -> Decimal | None:
-    """The most the call can cost: every token of its request plus ``max_tokens`` out,
-    rounded up (None: the requested model has no price)."""
+    """The most the call can cost: every token of its request (``request_tokens``) plus
+    ``max_tokens`` out — the provider is asked for no more — rounded up (None: the
+    requested model has no price)."""
     price = price_for(model)
     if price is None:
         return None
-    prompt = estimate_tokens(canonical_json(canonical).decode())
-    return price.of(prompt, max_tokens).quantize(MICRO, rounding=ROUND_CEILING)
+    return price.of(request_tokens(canonical), max_tokens).quantize(MICRO, rounding=ROUND_CEILING)
+
+
+# What the journal's ``cost`` column holds (DecimalField(12, 6)).
+COST_MAX = Decimal("999999.999999")
+
+
+def overrun(reported: Decimal | None, reserved: Decimal | None) -> bool:
+    """Did the provider report usage past what the call reserved (its worst case)? A
+    budget then can't be trusted to hold: the call is recorded as reported and the
+    execution stops for a person (``journal``)."""
+    return reported is not None and reserved is not None and reported > reserved
 
 
 def holders(execution_id: int) -> list[tuple[int, Decimal]]:
@@ -186,17 +210,18 @@ def _serialise(holder_ids: list[int]) -> None:
             cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [LOCK_NAMESPACE, holder])
 
 
-def reserve(lease: Lease, *, execution: Execution, key: str, revision: int, amount: Decimal | None) -> None:
+def reserve(lease: Lease, *, execution: Execution, key: str, revision: int, amount: Decimal | None) -> bool:
     """Reserve ``amount`` (a call's worst case) for call ``key`` (``revision``) of
     ``execution`` against every budget above it, or raise BudgetExceeded (nothing written,
-    no call to be made). Its own fenced transaction; a no-op without a budget or a price."""
+    no call to be made). Its own fenced transaction; a no-op without a budget or a price.
+    Returns whether a budget holds the call (a reservation was taken)."""
     if amount is None or (execution.budget_usd is None and execution.parent_id is None):
-        return
+        return False
     with transaction.atomic():
         fence(lease)
         budgets = holders(execution.pk)
         if not budgets:
-            return
+            return False
         _serialise([holder for holder, _ in budgets])
         for holder, budget in budgets:
             ids = tree_ids(holder)
@@ -224,3 +249,4 @@ def reserve(lease: Lease, *, execution: Execution, key: str, revision: int, amou
         CostReservation.objects.update_or_create(
             key=key, revision=revision, defaults={"execution_id": execution.pk, "amount_usd": amount}
         )
+    return True

@@ -10,6 +10,8 @@ A workflow declares a gate step with a *spec* (``flow.gate(name, label=…, spec
 - ``visit`` answers ``None`` (nothing asked yet: open), ``Reopen`` (what was asked
   lapsed: open again in a new round), ``Passed`` (the step's output; go on) or
   ``Attention`` (a person must look).
+- ``visit_subject`` is ``visit`` for one exact subject (an agent's tool call, by the
+  sha256 of its document): the approval of exactly that call, in any round.
 - ``open`` runs inside the worker's fenced transaction, records what is asked and
   answers ``Opened``: the transition that parks the execution (no worker is held),
   its reference (``approval:12``) for the effects it guards, and an optional timer.
@@ -30,6 +32,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser
+    from django.db.models import Q
 
     from artifacts.models import ArtifactVersion
 
@@ -106,6 +109,18 @@ class Gate:
     def visit(self, execution: Execution, step: Step) -> Passed | Attention | Reopen | None:
         raise NotImplementedError
 
+    def visit_subject(
+        self, execution: Execution, step: Step, subject_sha256: str
+    ) -> Passed | Attention | Reopen | None:
+        """``visit`` for one exact subject (an agent's tool call: the sha256 of its
+        document): ``Passed`` when a decision on exactly that subject let it through (in
+        any round: what it authorised is spent by its one effect, so a repeat finds it and
+        gets the recorded receipt), ``None`` when nothing was asked this round, ``Reopen``
+        when it must be asked in a new round (what was asked lapsed, or this round's
+        request was about another subject), ``Attention`` otherwise. Only gates that can
+        guard a tool call implement it."""
+        raise NotImplementedError(f"a {self.kind} gate can't guard a tool call")
+
     def open(self, execution: Execution, step: Step, workflow: Workflow, *, actor_label: str) -> Opened:
         raise NotImplementedError
 
@@ -134,6 +149,13 @@ class Gate:
 
     def check_effect(self, execution: Execution, workflow: Workflow, gate_step: Step, effect: Effect) -> None:
         """Right before an effect this gate guards goes out: raise StepFailure if it may not."""
+
+    def holding(self) -> Q | None:
+        """The executions this gate holds open, as a condition on ``Execution`` rows (an
+        approval request pending, a wait open, children started at the current step), or
+        None. The sweeper flags a parked execution no gate holds and no timer wakes: it
+        would otherwise wait for nothing, forever (``unheld``)."""
+        return None
 
     def stale(self, execution: Execution) -> list[StaleGrant]:
         """What this gate let through for ``execution`` that ``check_effect`` would now
@@ -195,6 +217,18 @@ def pending_of(execution: Execution) -> PendingGate | None:
 def stale_of(execution: Execution) -> list[StaleGrant]:
     """Every gate's ``stale`` for ``execution``."""
     return [grant for gate in _gates.values() for grant in gate.stale(execution)]
+
+
+def held() -> Q:
+    """Executions some gate holds open (every gate's ``holding``)."""
+    from django.db.models import Q
+
+    condition = Q(pk__in=[])
+    for gate in _gates.values():
+        holds = gate.holding()
+        if holds is not None:
+            condition |= holds
+    return condition
 
 
 def pending_for(executions: list[Execution]) -> dict[int, PendingGate]:

@@ -51,7 +51,7 @@ from ..models import Execution, ExecutionEvent, ModelCall, Status
 from ..reasons import StuckReason
 from ..redaction import redact
 from ..storable import DB_INT_MAX, json_refusal, text_refusal
-from . import costs, failpoints
+from . import costs, failpoints, lifecycle
 from .leases import Lease, fence
 from .ledger import ExecutionStopped
 
@@ -159,13 +159,20 @@ class JournaledModel:
             revision, supersedes = recorded.revision + 1, recorded  # asked again, as the operator accepted
         # The worst case against every budget above (executions.engine.costs): BudgetExceeded, no call.
         worst = costs.worst_case(model=self.client.model, canonical=canonical, max_tokens=request.max_tokens)
-        costs.reserve(self.lease, execution=self.execution, key=key, revision=revision, amount=worst)
+        held = costs.reserve(self.lease, execution=self.execution, key=key, revision=revision, amount=worst)
         failpoints.hit(f"before_model_call:{self.step}:c{self.seq}")
         started = time.monotonic()
         sent_key = key if revision == 1 else f"{key}:rev{revision}"
         response = _checked(self.client, _redacted(self.client.complete(request, call_key=sent_key)))
         latency_ms = min(int((time.monotonic() - started) * 1000), DB_INT_MAX)
         failpoints.hit(f"after_model_call:{self.step}:c{self.seq}")  # answered, not yet recorded
+        reported = costs.cost_usd(
+            model=self.client.model,
+            returned=response.model,
+            input_tokens=response.input_tokens,
+            output_tokens=response.output_tokens,
+        )
+        overran = held and costs.overrun(reported, worst)
         with transaction.atomic():
             fence(self.lease)
             execution = Execution.objects.get(pk=self.lease.execution_id)
@@ -192,18 +199,35 @@ class JournaledModel:
                 input_tokens=response.input_tokens,
                 output_tokens=response.output_tokens,
                 latency_ms=latency_ms,
-                cost=costs.cost_usd(
-                    model=self.client.model,
-                    returned=response.model,
-                    input_tokens=response.input_tokens,
-                    output_tokens=response.output_tokens,
-                ),
+                cost=min(reported, costs.COST_MAX) if reported is not None else None,
                 response_id=response.response_id,
                 worker=self.lease.owner,
                 lease_token=self.lease.token,
             )
+            if overran or (reported is not None and reported > costs.COST_MAX):
+                lifecycle.record(
+                    execution,
+                    "model_call.overrun",
+                    step=self.step,
+                    actor_label=self.lease.owner,
+                    payload={
+                        "key": key,
+                        "reserved_usd": str(worst) if worst is not None else None,
+                        "reported_usd": str(reported),
+                        "input_tokens": response.input_tokens,
+                        "output_tokens": response.output_tokens,
+                    },
+                )
         self.asked.append(key)
         self.tokens += response.input_tokens + response.output_tokens
+        if overran:
+            raise costs.BudgetExceeded(
+                f"{self.client.provider} reported usage costing ${reported} for {key}, past the ${worst} its "
+                f"budget reserved for it ({response.input_tokens} tokens in, {response.output_tokens} out); the "
+                "call is recorded as reported and nothing more is asked — check the provider's usage, raise the "
+                "budget, then resume",
+                evidence={"key": key, "reserved_usd": str(worst), "reported_usd": str(reported)},
+            )
         if execution.status != Status.RUNNING:  # cancelled meanwhile: recorded, and no further step work
             raise ExecutionStopped(f"{execution.ref} is {execution.status}; not going on after {key}")
         return response

@@ -26,7 +26,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.db import transaction
-from django.db.models import DurationField, Value
+from django.db.models import DurationField, Q, Value
 from django.db.models.functions import Now
 
 from ..authoring.workflow import Effect
@@ -195,6 +195,7 @@ def _begin(
             },
         )
         if created:
+            _one_per_grant(action)
             _history(execution, action, "", Action.State.EXECUTING, lease.owner, attempt=1, **_gate(gate_ref))
             return action, None
         if action.execution_id != execution.pk:
@@ -202,6 +203,7 @@ def _begin(
         if action.status == Action.State.SUCCEEDED:
             return action, action.receipt
         if not _needs_reconciliation(action, effect):
+            _one_per_grant(action)
             _resend(action, execution, lease, honors_key=effect.honors_key)
             return action, None
     evidence = _lookup(action, effect)
@@ -339,6 +341,34 @@ def _running(lease: Lease) -> Execution:
     if execution.status != Status.RUNNING:
         raise ExecutionStopped(f"{execution.ref} is {execution.status}; no effect may start")
     return execution
+
+
+def _one_per_grant(action: Action) -> None:
+    """A decision lets exactly one effect of a step through: refuse to begin ``action``
+    when another action of its execution and step, under the same grant
+    (``approval:12``), went out or may have (executing, unknown, succeeded; failed at a
+    provider that doesn't de-duplicate). A repeat of the same key is the ledger's own
+    rule (the recorded receipt); this catches an effect whose key changed under one
+    decision. PERMISSION: the execution stops for a person, nothing sent."""
+    if not action.gate_ref:
+        return
+    spent = (
+        Action.objects.filter(execution_id=action.execution_id, step=action.step, gate_ref=action.gate_ref)
+        .exclude(pk=action.pk)
+        .filter(
+            Q(status__in=(Action.State.EXECUTING, Action.State.UNKNOWN, Action.State.SUCCEEDED))
+            | Q(status=Action.State.FAILED, honors_key=False)
+        )
+        .values_list("key", flat=True)
+        .first()
+    )
+    if spent is not None:
+        raise StepFailure(
+            FailureKind.PERMISSION,
+            f"{action.gate_ref} already let {spent} through; one decision authorises one effect, "
+            f"so {action.key} needs a decision of its own",
+            evidence={"approval_check": "refused", "grant": action.gate_ref, "spent_by": spent},
+        )
 
 
 def _needs_reconciliation(action: Action, effect: Effect) -> bool:

@@ -34,13 +34,15 @@ def park(
     step: Step,
     workflow: Workflow,
     reopen: bool,
-    effects: Sequence[tuple[Step, Effect]] = (),
+    effects: Sequence[tuple[Step, Effect]] | Callable[[str], Sequence[tuple[Step, Effect]]] = (),
     prepare: Callable[[Execution], Sequence[str]] | None = None,
     payload: dict[str, Any] | None = None,
 ) -> Opened:
     """Open ``gate`` at ``step`` and park the execution, under ``lease``; returns what
     the gate opened. ``reopen``: what was asked last lapsed (a new round). ``effects``:
-    the (effect step, Effect) pairs the gate guards, planned under its reference.
+    the (effect step, Effect) pairs the gate guards, planned under its reference — or a
+    function of that reference giving them, for effects keyed by what authorises them
+    (an agent's approved tool call: ``approval:12`` and the tool).
     ``prepare(execution)`` writes what belongs with the parking and returns the fields it
     changed on ``execution`` for the transition's UPDATE. ``payload``: more for the
     gate's event. Raises LeaseLost, ExecutionStopped (the execution no longer runs)."""
@@ -60,7 +62,7 @@ def park(
             actor_label=lease.owner,
             payload={**opened.payload, **(payload or {})},
         )
-        for effect_step, effect in effects:
+        for effect_step, effect in effects(opened.ref) if callable(effects) else effects:
             ledger.plan(execution, step=effect_step, effect=effect, gate_ref=opened.ref, actor_label=lease.owner)
         # The gate owns the timer it parks with: its own ``due_at``, or none — never what an
         # earlier state left (a retry's due time, read by the sweeper and the claim as a

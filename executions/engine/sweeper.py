@@ -4,6 +4,9 @@ It dispatches executions that are runnable but that nobody works on (pending or
 running with no live lease: a lost message, a dead worker; retry and wait timers
 that came due), fails or flags executions waiting past their deadline and runs
 every gate's sweep hook (approvals expire, waits time out; executions.engine.gates).
+``flag_unheld`` (its own beat task, every ``RUNTIME_HOUSEKEEPING_SECONDS``) is the safety
+net under "nothing hangs without a reason": a parked execution that no gate holds and
+no timer wakes needs attention, with a sentence saying so.
 Each execution is rung on its own queue (``executions.engine.routing``).
 A dispatch is repeated only after ``redispatch_after`` seconds, so a busy queue isn't
 flooded; duplicates are harmless anyway (the lease decides). It rings the doorbell
@@ -105,3 +108,50 @@ def _enforce_deadlines() -> tuple[int, ...]:
             )
         stopped.append(pk)
     return tuple(stopped)
+
+
+# Where an execution waits for something outside a worker (a gate holds it, or a timer).
+PARKED = (Status.WAITING, Status.AWAITING_APPROVAL)
+
+
+def unheld_query():
+    """Parked executions (``PARKED``, no ``due_at``) that no gate holds (``gates.held``: no
+    pending approval request, no open wait, no child at the current step) for longer
+    than a re-dispatch interval: nothing would ever wake them. Unordered: the planner
+    reads the (status, due_at) index and anti-joins each gate's few open rows."""
+    since = ExpressionWrapper(Now() - Value(redispatch_after()), output_field=DateTimeField())
+    return (
+        Execution.objects.filter(status__in=PARKED, due_at__isnull=True, status_changed_at__lt=since)
+        .exclude(gates.held())
+        .order_by()
+    )
+
+
+def flag_unheld() -> tuple[int, ...]:
+    """Every non-terminal execution has a live lease, a due time or a stuck reason: the
+    ones ``unheld_query`` finds get one (needs_attention ``step_error``, one transition each,
+    re-checked under the row's lock). A resume visits the step again."""
+    flagged = []
+    for pk in unheld_query().values_list("pk", flat=True)[:BATCH]:
+        with transaction.atomic():
+            execution = unheld_query().select_for_update(no_key=True).filter(pk=pk).first()
+            if execution is None:
+                continue
+            waiting_for = (
+                "an approval" if execution.status == Status.AWAITING_APPROVAL else "a signal, a timer or a child"
+            )
+            lifecycle.apply(
+                execution,
+                "flag",
+                actor_label="sweeper",
+                reason=(
+                    f"{execution.status} at {execution.current_step} with nothing to wait for: no {waiting_for} "
+                    "is open and no timer would wake it; resume to visit the step again, or cancel"
+                ),
+                code=StuckReason.STEP_ERROR,
+                step=execution.current_step,
+            )
+        flagged.append(pk)
+    if flagged:
+        log.warning("flagged %d parked execution(s) nothing holds: %s", len(flagged), flagged[:10])
+    return tuple(flagged)

@@ -70,7 +70,12 @@ def test_manager_watches_v1_then_requests_changes_and_approves_v2_without_reload
 
     expect(page.locator("#execution-status")).to_have_text("Completed", timeout=40_000)
     expect(page.locator("#ledger")).to_contain_text(f"{execution.ref}:publish:v2")
-    expect(page.locator("#timeline-card li").first).to_contain_text("Completed")  # newest first
+    # Newest first: the completion, then only what was told of it (a webhook, sent beside the steps).
+    newest = page.locator("#timeline-card li")
+    expect(newest.filter(has_text="Completed").first).to_be_visible()
+    texts = newest.all_inner_texts()
+    completed_at = next(i for i, text in enumerate(texts) if "Completed" in text)
+    assert all(":webhook:" in text or "notify" in text for text in texts[:completed_at]), texts[:completed_at]
     assert navigations == []
     decision = ApprovalRequest.objects.get(pk=v2.pk).decision
     assert (decision.artifact_version, decision.content_sha256) == (2, v2.content_sha256)

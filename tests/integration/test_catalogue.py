@@ -104,7 +104,8 @@ def test_the_list_links_a_start_form_for_every_workflow_and_the_workflows_page_s
     assert "Live executions" in page and "retrieve_figures" in page
 
 
-def test_the_start_form_takes_an_optional_cost_budget_and_refuses_a_bad_one_beside_it(people):
+def test_the_start_form_takes_an_optional_cost_budget_and_refuses_a_bad_one_beside_it(people, settings):
+    settings.RUNTIME_MODEL_PRICES = {"offline-deterministic-1": {"input_per_mtok": 1, "output_per_mtok": 2}}
     client = logged_in(people["requester"])
     assert 'id="start-budget"' in client.get("/executions/start/support_agent/").content.decode()
     for bad in ("0", "-1", "2000000", "lots"):

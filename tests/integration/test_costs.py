@@ -41,7 +41,28 @@ def test_prices_by_model_requested_then_returned(settings):
     assert costs.cost_usd(model="x", returned="b-2", input_tokens=1000, output_tokens=10) == Decimal("0.003")
     assert costs.cost_usd(model="x", returned="y", input_tokens=1000, output_tokens=10) is None
     assert costs.worst_case(model="x", canonical={}, max_tokens=10) is None
-    assert costs.worst_case(model="a", canonical={"m": "x" * 396}, max_tokens=1000) == Decimal("0.002101")
+    # One token per two UTF-8 bytes of the canonical JSON ({"m":"x…"}: 404 bytes), plus max_tokens out.
+    assert costs.worst_case(model="a", canonical={"m": "x" * 396}, max_tokens=1000) == Decimal("0.002202")
+
+
+def test_the_worst_case_never_counts_fewer_tokens_than_a_provider_in_any_script():
+    """CJK, Cyrillic, emoji-free Latin: at least one token per two UTF-8 bytes, so a tokenizer
+    (about one token per CJK character, one per four English characters) never counts more."""
+    for text, tokenizer_floor in [("库存不足，请退款。" * 50, 9 * 50), ("Пожалуйста, верните деньги. " * 40, 0)]:
+        canonical = {"messages": [{"role": "user", "content": text}]}
+        assert costs.request_tokens(canonical) >= len(text.encode()) // 2 >= tokenizer_floor
+    english = {"messages": [{"role": "user", "content": "please refund the broken mug " * 40}]}
+    assert costs.request_tokens(english) >= len("please refund the broken mug " * 40) // 4
+
+
+def test_a_budget_without_a_price_for_the_model_is_refused_naming_it(people, settings):
+    settings.RUNTIME_MODEL_PRICES = {}
+    with pytest.raises(InvalidInput) as refused:
+        start(people, budget_usd=5)
+    assert refused.value.field == "budget_usd" and OFFLINE in str(refused.value)
+    assert not Execution.objects.exists()
+    settings.RUNTIME_MODEL_PRICES = {OFFLINE: {"input_per_mtok": 1, "output_per_mtok": 1}}
+    assert start(people, budget_usd=5).budget_usd == Decimal(5)
 
 
 def test_usd_amounts_are_refused_naming_the_field():
@@ -130,7 +151,7 @@ def test_a_reservation_is_replaced_not_added_and_settled_by_the_journal(people, 
     assert (spend.spent_usd, spend.reserved_usd) == (Decimal("0.001"), Decimal("0.03"))
 
 
-def test_the_cli_starts_with_a_budget(people):
+def test_the_cli_starts_with_a_budget(people, priced):
     out = io.StringIO()
     call_command(
         "keel", "start", "monthly_report", "--input", '{"month": "2026-08"}', "--budget-usd", "2.5",

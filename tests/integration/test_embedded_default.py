@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.procs import Processes, approval_decision, http, keel_env, manage, wait_for
+from tests.support.stack import own_actions
 
 
 def embedded_env(var: Path) -> dict[str, str]:
@@ -101,7 +102,7 @@ def test_demo_execution_completes_on_sqlite_and_the_filesystem_broker(embedded, 
         )
         assert decided.status_code == 202, decided.text
         done = wait_for(lambda: status("completed"), timeout=60, what="the demo to complete")
-        assert {a["status"] for a in done["actions"]} == {"succeeded"}
+        assert {a["status"] for a in own_actions(done)} == {"succeeded"}
         stats = embedded.sandbox_stats()
         assert stats["keys"]["RUN_0001:publish:v1"]["effects"] == 1
 
@@ -163,7 +164,7 @@ def test_the_support_agent_runs_on_the_offline_model_as_make_run_starts_it(embed
         )
         assert decided.status_code == 202, decided.text
         done = wait_for(lambda: status("completed"), timeout=60, what="the agent to finish")
-        assert sorted(a["type"] for a in done["actions"]) == ["reply_to_customer", "submit_replacement"]
+        assert sorted(a["type"] for a in own_actions(done)) == ["reply_to_customer", "submit_replacement"]
         calls = requester.get(f"{base}/model-calls", timeout=5).json()["items"]
         assert {c["model"] for c in calls} == {"offline-deterministic-1"} and len(
             calls

@@ -149,9 +149,11 @@ def make_history(people, n: int) -> None:
 
 
 def _one(requester, manager, *, started, i: int) -> None:
-    execution, _, _ = approved_execution(requester, manager, i)
+    execution, request, _ = approved_execution(requester, manager, i)
     key = f"{execution.ref}:publish:v1"
-    Action.objects.create(key=key, execution=execution, step="publish", type="publish_report", attempts=1)
+    Action.objects.create(
+        key=key, execution=execution, step="publish", type="publish_report", attempts=1, gate_ref=request.gate_ref
+    )
     e = {"execution": execution}
     ExecutionEvent.objects.bulk_create(
         [

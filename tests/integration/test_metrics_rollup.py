@@ -103,7 +103,9 @@ def _one(requester, manager, began: datetime, i: int, rng: random.Random) -> Non
     ApprovalRequest.objects.filter(pk=request.pk).update(created_at=asked)
     Decision.objects.filter(pk=decision.pk).update(created_at=decided)
     key = f"{execution.ref}:publish:v1"
-    Action.objects.create(key=key, execution=execution, step="publish", type="publish_report", attempts=1)
+    Action.objects.create(
+        key=key, execution=execution, step="publish", type="publish_report", attempts=1, gate_ref=request.gate_ref
+    )
     taken_over = i % 4 == 0
     ending = Status.COMPLETED if i % 5 else Status.FAILED
     at = lambda seconds: began + timedelta(seconds=seconds)  # noqa: E731

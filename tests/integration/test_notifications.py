@@ -32,6 +32,7 @@ def up(stack, receiver):
     receiver.answers.clear()
     stack.up(
         KEEL_NOTIFICATIONS="on",
+        EMAIL_HOST="",  # the embedded default's file backend (make run), read below; SMTP is S39's
         KEEL_WEBHOOK_URL=receiver.url,
         KEEL_WEBHOOK_SECRET=SECRET,
         RUNTIME_APPROVAL_REMIND_SECONDS="2",

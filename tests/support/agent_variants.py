@@ -2,6 +2,7 @@
 RUNTIME_WORKFLOW_MODULES next to workflows.support_agent):
 
 - ``support_agent_tiny``: a budget of two model calls;
+- ``support_agent_four``: four model calls, the last one proposing the approved effect (S55);
 - ``support_agent_compact``: a conversation budget of 450 tokens (compaction, S37);
 - ``support_agent_strict``: ``check_stock`` takes only SKUs of the form SKU-ABC-123,
   so the model's ``{"sku": "SKU-MUG-01"}`` is malformed for it and must never run.
@@ -55,5 +56,8 @@ _variant(
     budget=Budget(),
     tools=[replace(t, args=StrictStockArgs) if t.name == "check_stock" else t for t in support_agent.TOOLS],
 )
+# Four model calls: the fourth proposes submit_replacement, so after the approval the step stops
+# on its budget right after that effect went out (S55: the receipt is committed with it).
+_variant("support_agent_four", budget=Budget(max_calls=4), tools=support_agent.TOOLS)
 # A small conversation budget: the round's earlier turns are folded into a progress note (S37).
 _variant("support_agent_compact", budget=Budget(conversation_tokens=450), tools=support_agent.TOOLS)

@@ -111,8 +111,8 @@ def keel_env(**values: str) -> dict[str, str]:
         "RUNTIME_HOUSEKEEPING_SECONDS": "2",  # the fold, tally, notifications, schedules (beat's other ticks)
         "RUNTIME_EFFECT_TIMEOUT_SECONDS": "3",
         "PYTHONUNBUFFERED": "1",
-        # Approvals are told by e-mail only in the tests of that (tests/integration/test_notifications.py):
-        # elsewhere the notify actions would join every execution's ledger.
+        # Off for a process outside the run's stacks (the sandbox, a fork's helper); every keel
+        # process of a stack tells people and systems, as production does (stack.app_env).
         "KEEL_NOTIFICATIONS": "off",
         **values,
     }

@@ -5,6 +5,8 @@ registered v1 in that process only, as ``REPLAY_EDIT`` says:
 - ``prompt``: the analysis prompt's instruction changed (a model call's request differs);
 - ``effect``: the publish key changed (an effect's key differs from the ledger's);
 - ``approval``: the review gate asks for another action (the approval's binding differs);
+- ``insert``: a step ``check_tone`` inserted before ``draft_report`` (structure);
+- ``remove``: ``analyze`` removed (structure);
 - anything else: no change.
 """
 
@@ -13,6 +15,7 @@ import os
 
 from approvals.gate import Approval
 from executions.authoring import Effect
+from executions.authoring.workflow import Step, StepKind
 from workflows import monthly_report
 
 EDIT = os.environ.get("REPLAY_EDIT", "")
@@ -41,3 +44,8 @@ elif EDIT == "effect":
     _replace("publish", fn=publish)
 elif EDIT == "approval":
     _replace("review", spec=Approval(artifact="report", action="publish_everywhere"))
+elif EDIT == "insert":
+    at = [s.name for s in flow.steps].index("draft_report")
+    flow.steps.insert(at, Step(name="check_tone", label="Checking the tone", kind=StepKind.COMPUTE, fn=lambda ctx: {}))
+elif EDIT == "remove":
+    flow.steps[:] = [s for s in flow.steps if s.name != "analyze"]

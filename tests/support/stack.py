@@ -38,6 +38,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from tests.support.procs import PgBouncer, Proc, Processes, http, keel_env, wait_for
+from tests.support.receivers import Mailbox, WebhookReceiver
 
 # The PostgreSQL role the application's processes run as (docs/operations.md, Security).
 APP_DB_ROLE = "keel_app"
@@ -119,11 +120,66 @@ class Spec:
         )
 
 
+# Production's defaults are the tested defaults (DESIGN §4, fourth round): every keel process
+# of the run tells people by e-mail and other systems by webhook, as production does once
+# EMAIL_HOST is set — to the run's own receivers (tests/support/receivers.py), started
+# once per pytest process. A test may still turn them off (KEEL_NOTIFICATIONS=off).
+WEBHOOK_SECRET = "run-webhook-secret"
+_outbox: tuple[Mailbox, WebhookReceiver] | None = None
+
+
+def outbox() -> tuple[Mailbox, WebhookReceiver]:
+    """The run's SMTP sink and webhook receiver (this pytest process's; started on first use)."""
+    global _outbox
+    if _outbox is None:
+        _outbox = (Mailbox(), WebhookReceiver(WEBHOOK_SECRET))
+    return _outbox
+
+
+def outbox_env() -> dict[str, str]:
+    mailbox, hooks = outbox()
+    return {
+        "KEEL_NOTIFICATIONS": "on",
+        "EMAIL_HOST": "127.0.0.1",
+        "EMAIL_PORT": str(mailbox.port),
+        "KEEL_WEBHOOK_URL": hooks.url,
+        "KEEL_WEBHOOK_SECRET": WEBHOOK_SECRET,
+    }
+
+
+# What the run's processes tell people and systems: actions beside the steps (notifications/).
+TOLD = ("notify_approver", "webhook")
+
+
+def own_actions(execution: dict) -> list[dict]:
+    """An execution's ``actions`` (the API's) without the e-mails and webhooks sent beside
+    its steps: the workflow's own effects."""
+    return [a for a in execution["actions"] if a["type"] not in TOLD]
+
+
+def untold(queryset):
+    """``queryset`` (actions or events) without what telling people and systems writes, in
+    its own time beside the steps: a test that says "nothing was written" by an operation
+    counts these, never the e-mails and webhooks the run sends meanwhile."""
+    from executions.models import Action, ExecutionEvent
+
+    if queryset.model is Action:
+        return queryset.filter(beside=False)
+    if queryset.model is not ExecutionEvent:
+        return queryset
+    from django.db.models.fields.json import KeyTextTransform
+
+    told = Action.objects.filter(beside=True).values("key")
+    about = queryset.annotate(action_key=KeyTextTransform("key", "payload"))
+    return about.exclude(type__startswith="action.", action_key__in=told)
+
+
 def app_env(tmp: Path, *, pooler: PgBouncer | None = None, **env: str) -> dict[str, str]:
     """The environment of a keel process of this test run: the test database as the
     application's role (through ``pooler``, a PgBouncer in transaction mode, when given),
     the run's Redis, the pytest process's secret key and artifact store, its var dir in
-    ``tmp``, then ``env`` (a ``manage.py`` command needs no more)."""
+    ``tmp``, e-mail and webhooks to the run's receivers (``outbox_env``), then ``env`` (a
+    ``manage.py`` command needs no more)."""
     db = connection.settings_dict
     url = f"postgres://{APP_DB_ROLE}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
     if pooler is not None:
@@ -136,7 +192,7 @@ def app_env(tmp: Path, *, pooler: PgBouncer | None = None, **env: str) -> dict[s
         # One key for this process and the stack's (each var dir would otherwise make its own).
         DJANGO_SECRET_KEY=settings.SECRET_KEY,
         KEEL_ARTIFACTS_ROOT=str(settings.ARTIFACTS_ROOT),
-        **env,
+        **{**outbox_env(), **env},
     )
 
 
