@@ -347,7 +347,9 @@ class ExecutionTombstone(models.Model):
     """What is left in the database of an execution archived and purged (issue 23,
     written by retention.purge in the purge's transaction): its id, when it ended, when
     it was archived and the manifest that holds it; its owner's idempotency key, so the
-    key is never silently reused. Never changed."""
+    key is never silently reused. Append-only (issue 38): the application's role may only
+    SELECT and INSERT it, so an archived execution can't turn from 410 into 404 nor its
+    key be freed; ``keel archive --verify`` checks each against the manifests."""
 
     id = models.BigIntegerField(primary_key=True)  # the execution's own pk (never reused)
     workflow = models.CharField(max_length=100)
@@ -366,6 +368,7 @@ class ExecutionTombstone(models.Model):
                 name="tombstone_idempotency_key",
             )
         ]
+        triggers = [pgtrigger.Protect(name="tombstone_append_only", operation=pgtrigger.Update | pgtrigger.Delete)]
 
     def __str__(self) -> str:
         return ref_for(self.pk)
@@ -391,7 +394,9 @@ def pk_from_ref(ref: str) -> int | None:
 class WorkflowSwitch(models.Model):
     """A workflow's kill switch thrown (``paused``) or lifted, by whom and why: append-only,
     one row per switch (the audit), the latest row of a workflow being its state
-    (executions.holds). No row: the workflow runs."""
+    (executions.holds). No row: the workflow runs. ``created_at`` is the database's clock
+    for every role but the owner (``keel_stamp_created_at``, as on the other append-only
+    tables)."""
 
     workflow = models.CharField(max_length=100)
     paused = models.BooleanField()

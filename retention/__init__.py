@@ -7,8 +7,10 @@ ones nothing names.
 
 Modules: ``policy`` (what may go), ``records`` (every row of an execution, found from
 the models' foreign keys), ``store`` (the archive's files and manifests), ``archiver``
-(archive, re-read, purge, tombstone; the one writer of the archive), ``blobs`` (the
+(archive, re-read, purge, tombstone; the one writer of the archive), ``anchor`` and
+``models`` (the chain's head anchored in the database, issue 38), ``blobs`` (the
 sweep of unreferenced artifact blobs; the one remover of blobs), ``verify`` (the
-chain, the hashes, approval integrity), ``reader`` (an archived execution read back),
-``holds`` (legal holds), ``api`` and ``tasks`` (the edges).
+chain and its anchor, the hashes, the tombstones, approval integrity), ``reader`` (an
+archived execution read back), ``holds`` (legal holds), ``api`` and ``tasks`` (the
+edges).
 """

@@ -9,14 +9,19 @@ For each batch of whole families (``retention.policy``), in this order:
 3. in one short transaction on the owner's connection (``DATABASE_OWNER_URL``, default
    ``DATABASE_URL``; the application role may not delete the append-only tables), the
    executions are locked, checked again (still terminal, not on hold, exactly the rows
-   that were archived), deleted with every row of theirs, and a tombstone written for
-   each. A crash anywhere leaves each execution either in the database or, purged, in
-   the archive: the transaction commits whole or not at all.
+   that were archived), deleted with every row of theirs, a tombstone written for
+   each and the manifest anchored (``retention.anchor``: its number, path and sha256).
+   A crash anywhere leaves each execution either in the database or, purged, in the
+   archive, and the manifest anchored exactly when its purge committed: the
+   transaction commits whole or not at all.
 
-A crash after step 2 leaves the newest manifest naming executions still in the
-database; the next pass first finishes that purge (``finish_pending``) from the
-archived file, so no execution is archived twice. One pass at a time (a PostgreSQL
-advisory lock); the storage unreachable → ``store.Unreachable`` and nothing deleted.
+A crash after step 2 leaves the newest manifest unanchored, naming executions still in
+the database; the next pass first finishes that purge (``finish_pending``) from the
+archived file, so no execution is archived twice. Before it writes anything a pass
+checks that the storage's chain ends where the database anchored it
+(``anchor.pending``): a newest manifest removed or changed → ``anchor.ChainCut``, and
+nothing is archived on top of the cut. One pass at a time (a PostgreSQL advisory lock);
+the storage unreachable → ``store.Unreachable`` and nothing deleted.
 
 After the last batch the pass sweeps the artifact store (``retention.blobs``): a blob
 no live version and no manifest names, older than the grace, is removed. The sweep
@@ -41,7 +46,7 @@ from executions.engine import failpoints
 from executions.models import TERMINAL, Execution, ExecutionTombstone, pk_from_ref, ref_for
 from triage import tallies
 
-from . import records, store
+from . import anchor, records, store
 from .blobs import Sweep, sweep
 from .policy import Member, Policy, families, on_hold
 
@@ -155,6 +160,8 @@ def _archive(members: list[Member], policy: Policy, using: str, outcome: Outcome
     ids = [m.pk for m in members]
     lines = list(records.rows(ids, using=using))
     head = store.head()
+    if anchor.pending(head, using=using):  # finish_pending ran first: a pending head here is not ours to build on
+        raise anchor.ChainCut(f"{head.path}, the newest manifest, is not anchored in the database; nothing archived")
     seq = head.manifest["seq"] + 1 if head else 1
     name = store.new_name(seq)
     data_path = f"{store.PREFIX}/{name}{store.DATA}"
@@ -180,35 +187,38 @@ def _archive(members: list[Member], policy: Policy, using: str, outcome: Outcome
     }
     manifest["body_sha256"] = store.body_sha256(manifest)
     manifest_path = f"{store.PREFIX}/{name}{store.MANIFEST}"
-    store.write(manifest_path, json.dumps(manifest, indent=1, sort_keys=True, ensure_ascii=False).encode())
+    sha256 = store.write(manifest_path, json.dumps(manifest, indent=1, sort_keys=True, ensure_ascii=False).encode())
     failpoints.hit("retention:before_purge")
-    outcome.archived += len(purge(manifest_path, manifest, lines, using=using))
+    outcome.archived += len(purge(manifest_path, manifest, lines, sha256=sha256, using=using))
     outcome.manifests.append(manifest_path)
 
 
 def finish_pending(*, using: str) -> int:
-    """Purge what the newest manifest holds and is still in the database (a pass that
-    crashed between writing it and committing its purge), from the archived file read
-    back and checked against the manifest. Returns how many were purged."""
+    """Purge what the newest manifest holds and is still in the database when it is not
+    anchored yet (a pass that crashed between writing it and committing its purge), from
+    the archived file read back and checked against the manifest, and anchor it.
+    Returns how many were purged; ChainCut when the storage's chain does not end where
+    the database anchored it."""
     head = store.head()
-    if head is None:
-        return 0
-    ids = [pk_from_ref(e["id"]) for e in head.manifest["executions"]]
-    if not Execution.objects.using(using).filter(pk__in=ids).exists():
+    if not anchor.pending(head, using=using):
         return 0
     lines = []
     for entry in head.manifest["files"]:
-        content = store.read(entry["name"])
+        try:
+            content = store.read(entry["name"])
+        except FileNotFoundError:
+            raise store.Unreachable(f"{entry['name']}, listed by {head.path}, is missing; nothing purged") from None
         if store.sha256(content) != entry["sha256"]:
             raise store.Unreachable(f"{entry['name']} does not match its manifest's sha256; nothing purged")
         lines.extend(store.data_lines(content))
-    return len(purge(head.path, head.manifest, lines, using=using))
+    return len(purge(head.path, head.manifest, lines, sha256=head.sha256, using=using))
 
 
-def purge(manifest_path: str, manifest: dict, lines: list[dict], *, using: str) -> list[int]:
+def purge(manifest_path: str, manifest: dict, lines: list[dict], *, sha256: str, using: str) -> list[int]:
     """In one transaction: delete the executions of ``lines`` that are still terminal,
-    not on hold and hold exactly the rows archived, with all their rows, and tombstone
-    them. Returns the pks purged (the rest stay in the database, whole)."""
+    not on hold and hold exactly the rows archived, with all their rows, tombstone them
+    and anchor the manifest (``sha256``: its bytes'), even when none could go. Returns
+    the pks purged (the rest stay in the database, whole)."""
     archived: dict[int, set[tuple[str, int]]] = defaultdict(set)
     heads: dict[int, dict] = {}
     for line in lines:
@@ -245,6 +255,7 @@ def purge(manifest_path: str, manifest: dict, lines: list[dict], *, using: str) 
                 for pk in purged
             ]
         )
+        anchor.record(seq=manifest["seq"], manifest=manifest_path, sha256=sha256, purged=len(purged), using=using)
     return purged
 
 

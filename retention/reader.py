@@ -1,7 +1,9 @@
 """An archived execution read back from the archive (``keel archive --show ID``): its
 row, events, ledger and approvals, so "who approved what, when" is answered after the
 purge. The manifest is the one its tombstone names, else the newest that lists it; the
-data file is checked against the manifest's sha256 before it is read."""
+data file is checked against the manifest's sha256 before it is read. A manifest or
+data file that the storage no longer has is a NotFound naming it (``keel archive
+--show``: one sentence, exit 2), never an exception of the storage's."""
 
 from __future__ import annotations
 
@@ -22,12 +24,12 @@ def archived_execution(ref: str) -> dict:
     path = tombstone.manifest if tombstone else _manifest_listing(ref)
     if path is None:
         raise NotFound(f"{ref} is not in the archive")
-    manifest = store.parsed(path, store.read(path))
+    manifest = store.parsed(path, _read(path, f"{ref} was archived into {path}"))
     rows: dict[str, list[dict]] = defaultdict(list)
     for entry in manifest["files"]:
         if ref not in entry["executions"]:
             continue
-        content = store.read(entry["name"])
+        content = _read(entry["name"], f"{ref}'s rows were archived into {entry['name']} (listed by {path})")
         if store.sha256(content) != entry["sha256"]:
             raise Conflict(f"{entry['name']} does not match its manifest's sha256; run keel archive --verify")
         for line in store.data_lines(content):
@@ -89,6 +91,13 @@ def lines_for_people(record: dict) -> list[str]:
             f"{approval['content_sha256']} {approval['status']}{decided}"
         )
     return lines
+
+
+def _read(path: str, what: str) -> bytes:
+    try:
+        return store.read(path)
+    except FileNotFoundError:
+        raise NotFound(f"{what}, which the archive storage no longer has; run keel archive --verify") from None
 
 
 def _manifest_listing(ref: str) -> str | None:

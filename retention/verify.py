@@ -6,7 +6,14 @@ Checks, naming the file of every failure:
 * the chain: manifests are numbered 1, 2, 3… with no gap, and each names the one before
   it with that file's sha256 (the first names none);
 * each data file a manifest lists exists, hashes to its sha256, and holds the rows and
-  the executions the manifest says;
+  the executions the manifest says (a missing one is named with the manifest that lists it);
+* the anchor (``retention.anchor``, issue 38): every manifest the database anchored is on
+  the storage and hashes to the anchored sha256, and none follows the newest anchored
+  one but the one a crashed pass left to finish (``pending``: its executions are still
+  in the database, none tombstoned). So removing the newest manifest, or one in the
+  middle, is named even when what is left still links;
+* the tombstones: every execution the database says was purged is in a data file that
+  verifies, of the manifest its tombstone names;
 * approval integrity, run on the archive as the metrics run it on the database: every
   archived effect an approval guarded that was sent (``executing``, ``succeeded`` or
   ``unknown``) was authorised by an archived approval request that was approved by a
@@ -21,7 +28,10 @@ import json
 import zlib
 from dataclasses import dataclass, field
 
+from executions.models import ExecutionTombstone, pk_from_ref, ref_for
+
 from . import store
+from .models import ArchiveAnchor
 
 SENT = {"executing", "succeeded", "unknown"}
 
@@ -42,6 +52,9 @@ class Report:
     files: int = 0
     executions: int = 0
     guarded_effects: int = 0
+    anchored: int = 0  # manifests the database anchored
+    tombstones: int = 0
+    pending: str | None = None  # the newest manifest, written by a pass that crashed before its purge
     findings: list[Finding] = field(default_factory=list)
     unreferenced: list[str] = field(default_factory=list)  # data files no manifest lists (a crashed pass)
 
@@ -56,6 +69,9 @@ class Report:
             "files": self.files,
             "executions": self.executions,
             "guarded_effects": self.guarded_effects,
+            "anchored": self.anchored,
+            "tombstones": self.tombstones,
+            "pending": self.pending,
             "failures": [{"file": f.file, "check": f.check, "detail": f.detail} for f in self.findings],
             "unreferenced": self.unreferenced,
         }
@@ -65,23 +81,29 @@ def verify() -> Report:
     report = Report()
     listed: set[str] = set()
     guarded = _Guarded()
+    digests: dict[str, str] = {}  # each manifest's sha256
+    held: dict[str, set[int]] = {}  # per readable manifest, the executions in its data files that verify
     previous: tuple[str, str] | None = None
     for n, path in enumerate(store.manifests(), start=1):
         report.manifests += 1
         content = store.read(path)
-        digest = store.sha256(content)
+        digest = digests[path] = store.sha256(content)
         manifest = _manifest(path, content, report)
         if manifest is not None:
             _chain(path, n, manifest, previous, report)
+            proven = held[path] = set()
             for entry in manifest.get("files", []):
                 listed.add(entry.get("name", ""))
-                lines = _data(entry, report)
+                lines = _data(path, entry, report)
                 if lines is not None:
                     guarded.read(entry["name"], lines)  # keeps only what the approval check needs
+                    proven.update(pk_from_ref(line.get("execution") or "") for line in lines)
             report.executions += len(manifest.get("executions", []))
         previous = (path, digest)
     report.unreferenced = [p for p in store.listing() if p.endswith(store.DATA) and p not in listed]
     guarded.check(report)
+    tombstoned = _tombstones(digests, held, report)
+    _anchors(digests, tombstoned, report)
     return report
 
 
@@ -114,13 +136,13 @@ def _chain(path: str, n: int, manifest: dict, previous: tuple[str, str] | None, 
         )
 
 
-def _data(entry: dict, report: Report) -> list[dict] | None:
+def _data(manifest: str, entry: dict, report: Report) -> list[dict] | None:
     name = entry.get("name", "?")
     report.files += 1
     try:
         content = store.read(name)
     except FileNotFoundError:
-        report.findings.append(Finding(name, "missing", "the manifest lists it but the storage has no such file"))
+        report.findings.append(Finding(name, "missing", f"{manifest} lists it but the storage has no such file"))
         return None
     actual = store.sha256(content)
     if actual != entry.get("sha256"):
@@ -137,6 +159,72 @@ def _data(entry: dict, report: Report) -> list[dict] | None:
     if held != sorted(entry.get("executions", [])):
         report.findings.append(Finding(name, "executions", "holds other executions than the manifest lists"))
     return lines
+
+
+def _anchors(digests: dict[str, str], tombstoned: set[str], report: Report) -> None:
+    """Every anchored manifest present with its anchored sha256; after the newest anchored
+    one, only a manifest a crashed pass left to finish (the newest, none of it tombstoned)."""
+    anchors = list(ArchiveAnchor.objects.order_by("seq").values_list("seq", "manifest", "sha256"))
+    report.anchored = len(anchors)
+    for seq, path, sha256 in anchors:
+        if path not in digests:
+            report.findings.append(
+                Finding(
+                    path,
+                    "anchor",
+                    f"the database anchored it as manifest {seq} when its batch was purged, "
+                    "but the storage has no such file: the chain was cut",
+                )
+            )
+        elif digests[path] != sha256:
+            report.findings.append(
+                Finding(path, "anchor", f"hashes to {digests[path]}, the database anchored {sha256}")
+            )
+    head = anchors[-1][1] if anchors else None
+    after = [path for path in digests if head is None or path > head]  # names sort by their number
+    if len(after) == 1 and after[0] not in tombstoned:
+        report.pending = after[0]  # its executions are still in the database; the next pass finishes it
+    elif after and head is None:
+        report.findings.append(
+            Finding(
+                after[-1],
+                "anchor",
+                "the database anchors no manifest (an archive written before the anchor existed, "
+                "or its anchors are gone); the next keel archive pass anchors the newest",
+            )
+        )
+    else:
+        for path in after:
+            report.findings.append(
+                Finding(
+                    path, "anchor", f"follows {head}, the newest manifest the database anchored, but is not anchored"
+                )
+            )
+
+
+def _tombstones(digests: dict[str, str], held: dict[str, set[int]], report: Report) -> set[str]:
+    """Every tombstone's execution in a data file that verifies, of the manifest the
+    tombstone names. Returns the manifests tombstones name."""
+    lost: dict[str, list[int]] = {}
+    named: set[str] = set()
+    rows = ExecutionTombstone.objects.order_by("pk").values_list("pk", "manifest")
+    for pk, manifest in rows.iterator(chunk_size=5000):
+        report.tombstones += 1
+        named.add(manifest)
+        if pk not in held.get(manifest, ()):
+            lost.setdefault(manifest, []).append(pk)
+    for manifest, pks in lost.items():
+        if manifest not in digests:
+            why = "the storage has no such manifest"
+        elif manifest not in held:
+            why = "it is not a manifest that can be read"
+        else:
+            why = "no data file it lists that verifies holds them"
+        shown = ", ".join(ref_for(pk) for pk in pks[:5]) + (f" and {len(pks) - 5} more" if len(pks) > 5 else "")
+        report.findings.append(
+            Finding(manifest, "tombstones", f"{len(pks)} purged executions ({shown}) were archived into it, but {why}")
+        )
+    return named
 
 
 class _Guarded:

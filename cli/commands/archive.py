@@ -4,9 +4,12 @@
   terminal executions that ended before the cut-off and are not on hold, then runs the
   blob sweep (``retention.blobs``; not in a dry run);
 * ``keel archive --blobs [--dry-run] [--json]`` runs the blob sweep alone;
-* ``keel archive --verify`` checks every manifest, file and chain link and approval
-  integrity on the archive: exit 0, or 1 naming each file and check that failed;
-* ``keel archive --show ID`` prints an archived execution from the archive.
+* ``keel archive --verify`` checks every manifest, file and chain link, the chain
+  against its anchor in the database, every tombstone against the manifests and
+  approval integrity on the archive: exit 0, or 1 naming each file and check that
+  failed (a missing manifest named as the database anchored it);
+* ``keel archive --show ID`` prints an archived execution from the archive; one whose
+  manifest or data file is missing: one sentence, exit 2.
 
 ``--json`` of a pass carries exactly DESIGN §6's keys; the sweep's counts are a line of
 the human output (and ``--blobs --json``). The storage unreachable, or the database
@@ -121,8 +124,11 @@ def _verify() -> Result:
         raise CommandError(f"the archive could not be read: {exc}", returncode=FAILED) from None
     lines = [f.sentence() for f in report.findings]
     lines += [f"{path}: not listed by any manifest (an interrupted pass; ignored)" for path in report.unreferenced]
+    if report.pending:
+        lines.append(f"{report.pending}: not anchored yet (an interrupted pass; the next pass finishes its purge)")
     lines.append(
-        f"{'ok' if report.ok else 'FAILED'}: {report.manifests} manifests, {report.files} files, "
-        f"{report.executions} executions, {report.guarded_effects} guarded effects checked"
+        f"{'ok' if report.ok else 'FAILED'}: {report.manifests} manifests ({report.anchored} anchored), "
+        f"{report.files} files, {report.executions} executions, {report.tombstones} tombstones, "
+        f"{report.guarded_effects} guarded effects checked"
     )
     return Result(report.as_json(), lines, exit=0 if report.ok else FAILED)

@@ -1,5 +1,6 @@
 """Audit rows nobody can rewrite (issue 11): the application's PostgreSQL role may only
-SELECT and INSERT the five append-only tables, whatever it knows about the triggers.
+SELECT and INSERT the append-only tables, whatever it knows about the triggers — the
+tombstones of archived executions and the archive chain's anchor among them (issue 38).
 
 Each attempt runs on a real connection that logs in as the application's role (the
 role the web server, workers and beat of tests/support/stack.py use), against the
@@ -32,9 +33,12 @@ APPEND_ONLY = [
     "approvals_decision",
     "artifacts_artifactversion",
     "executions_executionevent",
+    "executions_executiontombstone",
     "executions_modelcall",
     "executions_workflowswitch",
+    "retention_archiveanchor",
 ]
+PRIMARY_KEY = {"retention_archiveanchor": "seq"}  # the others' is id
 
 
 def dsn(user: str) -> str:
@@ -114,9 +118,19 @@ def insert_as_app(cur, rows: dict) -> None:
         " VALUES (%s, 'e1', 'approve', %s, 1, %s, '', 'running', now())",
         [rows["request"], rows["user"], "a" * 64],
     )
+    cur.execute(  # of an execution that never was: the owner's purge writes the real ones
+        "INSERT INTO executions_executiontombstone (id, workflow, created_by_id, ended_at, archived_at, manifest)"
+        " VALUES (987654, 'probe', %s, now(), now(), 'archive/probe.manifest.json')",
+        [rows["user"]],
+    )
+    cur.execute(
+        "INSERT INTO retention_archiveanchor (seq, manifest, sha256, purged, created_at)"
+        " VALUES (1, 'archive/probe.manifest.json', %s, 0, now())",
+        ["d" * 64],
+    )
 
 
-def test_the_append_only_tables_are_the_six_protected_models():
+def test_the_append_only_tables_are_the_protected_models():
     assert append_only_tables() == APPEND_ONLY
 
 
@@ -131,7 +145,7 @@ def test_app_role_inserts_and_reads_but_never_updates_deletes_or_truncates(rows)
                 assert cur.fetchone()[0] >= 1, table
 
         attempts = {
-            "UPDATE": "UPDATE {t} SET id = id",
+            "UPDATE": "UPDATE {t} SET {pk} = {pk}",
             "DELETE": "DELETE FROM {t}",
             "TRUNCATE": "TRUNCATE {t} CASCADE",
         }
@@ -142,8 +156,35 @@ def test_app_role_inserts_and_reads_but_never_updates_deletes_or_truncates(rows)
                     with pytest.raises(psycopg.errors.InsufficientPrivilege), app.transaction(), app.cursor() as cur:
                         if ignore:
                             cur.execute(f"SET LOCAL pgtrigger.ignore = '{{{protect_trigger(table)}}}'")
-                        cur.execute(statement.format(t=table))
+                        cur.execute(statement.format(t=table, pk=PRIMARY_KEY.get(table, "id")))
                     assert count(table) == before, (table, verb, ignore)
+
+
+def test_the_database_stamps_the_kill_switch_history_and_the_archive_anchors(rows):
+    """As keel_app, a kill switch (or an anchor) that names its created_at gets the
+    database's clock instead, as the other append-only tables do (issue 38); the owner
+    keeps what it writes."""
+    with psycopg.connect(dsn(APP_DB_ROLE), autocommit=True) as app, app.cursor() as cur:
+        cur.execute(
+            "INSERT INTO executions_workflowswitch (workflow, paused, reason, actor_id, created_at)"
+            " VALUES ('probe', true, 'backdated', %s, '2000-01-01') RETURNING created_at > now() - interval '1 minute'",
+            [rows["user"]],
+        )
+        assert cur.fetchone()[0] is True
+        cur.execute(
+            "INSERT INTO retention_archiveanchor (seq, manifest, sha256, purged, created_at)"
+            " VALUES (1, 'archive/x.manifest.json', %s, 0, '2000-01-01')"
+            " RETURNING created_at > now() - interval '1 minute'",
+            ["d" * 64],
+        )
+        assert cur.fetchone()[0] is True
+    with psycopg.connect(dsn(connection.settings_dict["USER"] or "postgres"), autocommit=True) as owner:
+        stamped = owner.execute(
+            "INSERT INTO executions_workflowswitch (workflow, paused, reason, actor_id, created_at)"
+            " VALUES ('fixture', true, 'owner', %s, '2000-01-01') RETURNING created_at",
+            [rows["user"]],
+        ).fetchone()[0]
+    assert stamped.year == 2000
 
 
 def test_the_bypass_is_real_for_a_role_with_table_rights(rows):
@@ -188,7 +229,7 @@ def test_grant_app_role_is_idempotent_and_refuses_unsafe_roles(transactional_db)
     out = io.StringIO()
     call_command("grant_app_role", APP_DB_ROLE, stdout=out)
     call_command("grant_app_role", APP_DB_ROLE, stdout=out)
-    assert f"Role {APP_DB_ROLE} exists: SELECT, INSERT on 6 append-only tables" in out.getvalue()
+    assert f"Role {APP_DB_ROLE} exists: SELECT, INSERT on {len(APPEND_ONLY)} append-only tables" in out.getvalue()
     owner = connection.settings_dict["USER"] or "postgres"
     with pytest.raises(CommandError, match="is the owner running this command"):
         call_command("grant_app_role", owner, stdout=out)
