@@ -371,6 +371,11 @@ RUNTIME_SWEEP_SECONDS = float(
 # the schedules' tick) run this often: by default with the sweeper; the tests sweep twice a
 # second but keep these at 2 s, where a tick costs more than it finds.
 RUNTIME_HOUSEKEEPING_SECONDS = float(os.environ.get("RUNTIME_HOUSEKEEPING_SECONDS", str(RUNTIME_SWEEP_SECONDS)))
+# A schedule may fire at most once every this many seconds: a cron expression whose firing
+# times come closer is refused (422 naming cron; schedules.services.check_frequency).
+RUNTIME_SCHEDULE_MIN_SECONDS = env_int("RUNTIME_SCHEDULE_MIN_SECONDS", 60)
+if RUNTIME_SCHEDULE_MIN_SECONDS < 1:
+    raise ImproperlyConfigured("RUNTIME_SCHEDULE_MIN_SECONDS must be at least 1 (seconds between two firings).")
 # A slice ends well inside the lease and far inside the broker's visibility timeout.
 RUNTIME_SLICE_SECONDS = env_int("RUNTIME_SLICE_SECONDS", max(1, RUNTIME_LEASE_SECONDS // 3))
 # --- Retention (issue 23; docs/operations.md, "Retention"): history is kept this many days after
