@@ -231,6 +231,7 @@ class ActOut(Schema):
     after: str
     subject: str
     batch: str | None
+    via: str | None = None  # "cli": by manage.py keel --as USER; null: the API or a screen
 
 
 class ActPage(Schema):
