@@ -7,7 +7,8 @@ module there. A command is thin, like an API endpoint: it parses its arguments t
 the API's own body schemas (so the CLI refuses exactly what the API refuses with 422),
 calls the service the API calls — never a second way — and prints the API's JSON shape
 (``--json``) or a few lines for people. ``--as USER`` acts with that user's authority and
-is recorded as that user, like an API call.
+is recorded as that user, like an API call, each event it wrote marked ``via.cli``
+(``cli.trace``).
 
 Exit status: 0 done; 2 bad input (usage, an unknown workflow, execution or user,
 malformed JSON, a field the API would refuse with 422); 3 refused by the execution's

@@ -152,14 +152,31 @@ TEMPLATES = [
     },
 ]
 
+# --- The web server (docs/operations.md, "The web server"; config/asgi.py, config/admission.py,
+# config/web_worker.py): how many requests of one web process are inside Django at once (each
+# holds a database connection while it runs), how long a request body may send nothing before
+# it is answered 408, how long a new connection may take to send a request's head.
+KEEL_WEB_CONCURRENCY = env_int("KEEL_WEB_CONCURRENCY", 4)
+KEEL_WEB_BODY_SECONDS = float(os.environ.get("KEEL_WEB_BODY_SECONDS") or 10)
+KEEL_WEB_IDLE_SECONDS = float(os.environ.get("KEEL_WEB_IDLE_SECONDS") or 10)
+if KEEL_WEB_CONCURRENCY < 1 or KEEL_WEB_BODY_SECONDS <= 0 or KEEL_WEB_IDLE_SECONDS <= 0:
+    raise ImproperlyConfigured(
+        "KEEL_WEB_CONCURRENCY must be at least 1, KEEL_WEB_BODY_SECONDS and KEEL_WEB_IDLE_SECONDS more than 0."
+    )
+
 # --- Database: PostgreSQL in production and tests, SQLite as the embedded default.
+# How long a process keeps a database connection after using it (docs/operations.md, "Database
+# connections"). Workers and beat keep theirs KEEL_DB_CONN_MAX_AGE seconds (default 600: a
+# worker serves many tasks on one), checked before reuse. The web server (ASGI, which says so
+# in config/asgi.py) closes each at the end of its request whatever that says: Django runs each
+# ASGI request in a thread of its own, so a kept connection is never used again and piles up.
+SERVES_ASGI = env_bool("KEEL_SERVES_ASGI", False)
+CONN_MAX_AGE = 0 if SERVES_ASGI else env_int("KEEL_DB_CONN_MAX_AGE", 600)
 if os.environ.get("DATABASE_URL"):
-    # Connections are kept (workers serve many tasks on one) and checked before reuse, so
-    # one that died with a database restart is replaced instead of failing a task.
+    # Checked before reuse, so a kept connection that died with a database restart is replaced
+    # instead of failing a task.
     DATABASES = {
-        "default": dj_database_url.parse(
-            os.environ["DATABASE_URL"], conn_max_age=env_int("KEEL_DB_CONN_MAX_AGE", 600), conn_health_checks=True
-        )
+        "default": dj_database_url.parse(os.environ["DATABASE_URL"], conn_max_age=CONN_MAX_AGE, conn_health_checks=True)
     }
     DATABASES["default"]["TEST"] = {"NAME": os.environ.get("KEEL_TEST_DB_NAME") or None}
     if os.environ.get("DATABASE_OWNER_URL"):
@@ -187,7 +204,7 @@ if os.environ.get("DATABASE_URL"):
     if os.environ.get("DATABASE_REPLICA_URL"):
         DATABASES["replica"] = dj_database_url.parse(
             os.environ["DATABASE_REPLICA_URL"],
-            conn_max_age=env_int("KEEL_DB_CONN_MAX_AGE", 600),
+            conn_max_age=CONN_MAX_AGE,
             conn_health_checks=True,
         )
         DATABASES["replica"].setdefault("OPTIONS", {})["connect_timeout"] = 2
@@ -372,6 +389,11 @@ RUNTIME_SWEEP_SECONDS = float(
 # the schedules' tick) run this often: by default with the sweeper; the tests sweep twice a
 # second but keep these at 2 s, where a tick costs more than it finds.
 RUNTIME_HOUSEKEEPING_SECONDS = float(os.environ.get("RUNTIME_HOUSEKEEPING_SECONDS", str(RUNTIME_SWEEP_SECONDS)))
+# A schedule may fire at most once every this many seconds: a cron expression whose firing
+# times come closer is refused (422 naming cron; schedules.services.check_frequency).
+RUNTIME_SCHEDULE_MIN_SECONDS = env_int("RUNTIME_SCHEDULE_MIN_SECONDS", 60)
+if RUNTIME_SCHEDULE_MIN_SECONDS < 1:
+    raise ImproperlyConfigured("RUNTIME_SCHEDULE_MIN_SECONDS must be at least 1 (seconds between two firings).")
 # A slice ends well inside the lease and far inside the broker's visibility timeout.
 RUNTIME_SLICE_SECONDS = env_int("RUNTIME_SLICE_SECONDS", max(1, RUNTIME_LEASE_SECONDS // 3))
 # --- Retention (issue 23; docs/operations.md, "Retention"): history is kept this many days after

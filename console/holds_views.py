@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 
+from django.conf import settings
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
@@ -30,6 +31,7 @@ def operations(request: HttpRequest) -> HttpResponse:
             "workflows": [catalogue.item(name) for name in registry.names()],
             "schedules": [schedules.schedule_payload(s, firings=5) for s in schedules.schedule_list(user=request.user)],
             "overlaps": schedules.Schedule.Overlap.choices,
+            "schedule_min_seconds": settings.RUNTIME_SCHEDULE_MIN_SECONDS,
         },
     )
 

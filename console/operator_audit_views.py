@@ -14,7 +14,7 @@ from accounts.roles import reads_operator_audit
 from approvals.listing import csv_export, page_of
 from triage import operator_audit
 
-CSV_HEADER = ["at", "execution", "actor", "action", "reason", "before", "after", "subject", "batch"]
+CSV_HEADER = ["at", "execution", "actor", "action", "reason", "before", "after", "subject", "batch", "via"]
 
 
 def readers_only(view):
@@ -55,7 +55,7 @@ def operator_audit_export(request: HttpRequest) -> HttpResponse:
         "operator-audit.csv",
         CSV_HEADER,
         (
-            (a.at.isoformat(), a.execution, a.actor, a.action, a.reason, a.before, a.after, a.subject, a.batch)
+            (a.at.isoformat(), a.execution, a.actor, a.action, a.reason, a.before, a.after, a.subject, a.batch, a.via)
             for a in acts
         ),
     )

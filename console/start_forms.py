@@ -9,10 +9,38 @@ Pure: no request, no database. The views are ``console.start_views``.
 
 from __future__ import annotations
 
+import math
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
 TEXT, INTEGER, NUMBER, CHECKBOX, SELECT, LIST = "text", "integer", "number", "checkbox", "select", "list"
+
+# What a person types as a number: ASCII digits with an optional sign (and, for a number, a
+# decimal point and an exponent). Python's int() and float() also take "1_0", other scripts'
+# digits ("٣") and, for float(), "nan" and "inf": a form takes none of them.
+_INTEGER = re.compile(r"[+-]?[0-9]+", re.ASCII)
+_NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?", re.ASCII)
+WHOLE_NUMBER = "a whole number: the digits 0-9, with an optional sign (e.g. 60)"
+A_NUMBER = "a number: the digits 0-9, with an optional sign and decimal point (e.g. 2.5)"
+
+
+def integer(text: str) -> int:
+    """``text`` as an integer, or ValueError: ASCII digits with an optional sign, nothing else."""
+    if not _INTEGER.fullmatch(text):
+        raise ValueError(WHOLE_NUMBER)
+    return int(text)
+
+
+def number(text: str) -> float:
+    """``text`` as a finite number, or ValueError: ASCII digits, an optional sign, decimal point
+    and exponent, nothing else."""
+    if not _NUMBER.fullmatch(text):
+        raise ValueError(A_NUMBER)
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(A_NUMBER + ", not one this large")
+    return value
 
 
 @dataclass
@@ -100,7 +128,8 @@ def _shown(value: Any) -> str:
 
 def read(drawn: list[FormField], post) -> tuple[dict[str, Any], dict[str, str]]:
     """The input the form says (as the API would take it), and the errors of values that
-    aren't even of their type (a number that isn't one). Each field keeps what was typed."""
+    aren't even of their type (a number that isn't one: ``integer``, ``number``). Each field
+    keeps what was typed."""
     data: dict[str, Any] = {}
     errors: dict[str, str] = {}
     for f in drawn:
@@ -121,9 +150,9 @@ def read(drawn: list[FormField], post) -> tuple[dict[str, Any], dict[str, str]]:
             continue
         if f.widget in (INTEGER, NUMBER):
             try:
-                data[f.name] = int(text) if f.widget == INTEGER else float(text)
-            except ValueError:
-                errors[f.name] = "a whole number" if f.widget == INTEGER else "a number"
+                data[f.name] = integer(text) if f.widget == INTEGER else number(text)
+            except ValueError as refused:
+                errors[f.name] = str(refused)
             continue
         data[f.name] = text
     return data, errors

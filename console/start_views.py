@@ -61,9 +61,9 @@ def start_form(request: HttpRequest, workflow: str) -> HttpResponse:
     body = {"workflow": item["name"], "input": data, "idempotency_key": key}
     if budget:
         try:
-            body["budget_usd"] = float(budget)
+            body["budget_usd"] = start_forms.number(budget)
         except ValueError:
-            budget_error = "must be a number of US dollars, e.g. 2.5"
+            budget_error = "must be a number of US dollars (the digits 0-9 and a decimal point), e.g. 2.5"
     if not errors and not budget_error:
         try:
             start = inputs.parse(inputs.StartIn, body)

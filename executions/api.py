@@ -146,7 +146,9 @@ class CostOut(Schema):
     budget_usd: float | None
 
 
-class HoldOut(Schema):
+class LegalHoldOut(Schema):
+    """A legal hold (retention): the execution is kept whatever its age (not a pause: triage's ``PauseHoldOut``)."""
+
     reason: str
     by: str
     at: datetime
@@ -179,7 +181,7 @@ class ExecutionOut(Schema):
     children: list[ChildOut]
     cost: CostOut
     paused_from: str | None = None  # paused: the status resume returns it to (issue 22)
-    hold: HoldOut | None = None
+    hold: LegalHoldOut | None = None
 
 
 class ExecutionPage(Schema):

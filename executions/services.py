@@ -92,6 +92,16 @@ MAX_USD = Decimal(1_000_000)
 CENT_MICRO = Decimal("0.000001")
 
 
+def _column_max(field: str) -> Decimal:
+    """The largest value the decimal column ``Execution.<field>`` holds (16 digits, 6 after the point)."""
+    column = Execution._meta.get_field(field)
+    return Decimal(10) ** (column.max_digits - column.decimal_places) - Decimal(10) ** -column.decimal_places
+
+
+# A budget raised past this can't be stored: the raise is refused (422 naming add_usd), not a 500.
+MAX_BUDGET_USD = _column_max("budget_usd")
+
+
 def usd_amount(field: str, value: Any) -> Decimal:
     """``value`` as a USD amount: a JSON number > 0 and at most 1e6 (to the millionth),
     else InvalidInput naming ``field``."""
@@ -109,7 +119,9 @@ def usd_amount(field: str, value: Any) -> Decimal:
 def execution_raise_budget(*, ref: str, user: AbstractBaseUser, add_usd: Any, reason: str) -> Execution:
     """Operators: add ``add_usd`` to a live execution's budget (one without a budget gets
     one of ``add_usd``), audited (``operator.raise_budget`` with the reason, before and
-    after). It doesn't resume a ``budget_exceeded`` execution: ``resume`` does."""
+    after). It doesn't resume a ``budget_exceeded`` execution: ``resume`` does. A raise
+    that would take the budget past ``MAX_BUDGET_USD`` is InvalidInput naming ``add_usd``,
+    nothing written."""
     if not user.has_perm(OPERATE):
         raise Forbidden("only operators may raise a budget")
     amount = usd_amount("add_usd", add_usd)
@@ -121,6 +133,11 @@ def execution_raise_budget(*, ref: str, user: AbstractBaseUser, add_usd: Any, re
         if execution.status in TERMINAL:
             raise Conflict(f"{execution.ref} is already {execution.status}", status=execution.status)
         before = execution.budget_usd
+        if (before or Decimal(0)) + amount > MAX_BUDGET_USD:
+            raise InvalidInput(
+                "add_usd",
+                f"would take the budget past {MAX_BUDGET_USD} US dollars, the most it can hold (it is {before} now)",
+            )
         execution.budget_usd = (before or Decimal(0)) + amount
         execution.save(update_fields=["budget_usd", "updated_at"])
         lifecycle.record(

@@ -1,6 +1,7 @@
 """The schedules' part of the Task API (operators): ``GET/POST /api/schedules``,
-``DELETE /api/schedules/{id}``. An invalid cron expression, time zone, workflow or
-overlap policy is a 422 naming it (``schedules.services``)."""
+``DELETE /api/schedules/{id}``. An invalid cron expression (or one firing more often than
+``RUNTIME_SCHEDULE_MIN_SECONDS``), time zone, workflow or overlap policy, or a field the body
+doesn't declare, is a 422 naming it (``schedules.services``)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from ninja import Status as Reply
 from pydantic import Field
 
 from executions.api import READ, WRITE, WRITE_ONE, ErrorOut
-from executions.inputs import DbInt, RequiredWorkflowName, SafeJsonObject
+from executions.inputs import Body, DbInt, RequiredWorkflowName, SafeJsonObject
 from executions.storable import Text
 
 from . import services
@@ -25,7 +26,9 @@ ZoneName = Text(min_length=1, max_length=64)
 OverlapName = Text(max_length=10)
 
 
-class ScheduleIn(Schema):
+class ScheduleIn(Body):
+    """A field it doesn't declare is a 422 naming it (``Body``), never dropped in silence."""
+
     workflow: RequiredWorkflowName
     cron: Cron
     timezone: ZoneName = "UTC"
@@ -48,6 +51,7 @@ class ScheduleOut(Schema):
     input: dict[str, Any]
     overlap: str
     created_by: str
+    creator_active: bool
     created_at: datetime
     next_fire_at: datetime | None
     deleted: bool

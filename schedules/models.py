@@ -41,7 +41,8 @@ class Schedule(models.Model):
 
 class Firing(models.Model):
     """One firing time of a schedule and what came of it: started (the execution),
-    skipped (overlap), or refused (the workflow refused the input: the reason)."""
+    skipped (overlap), or refused (the workflow refused the input, or the schedule's
+    creator is deactivated: the reason)."""
 
     class Outcome(models.TextChoices):
         STARTED = "started"

@@ -9,6 +9,12 @@ while no beat ticked is caught up once, at the next tick: the latest firing time
 after now fires (older missed ones are not started, so a day-long outage doesn't start
 a day's worth of executions). Overlap ``skip``: a firing while the schedule's previous
 execution is still live is recorded as skipped, nothing started.
+
+A schedule starts its executions as its creator, so it is only as good as that account:
+while the creator is deactivated (``is_active`` false) each firing is recorded as refused,
+naming them, and starts nothing; once they are active again it fires as before. A cron
+expression that would fire more often than once every ``RUNTIME_SCHEDULE_MIN_SECONDS``
+(default 60) is refused when the schedule is made (``check_frequency``).
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import CroniterError, croniter
+from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
 from django.utils import timezone
@@ -33,6 +40,7 @@ from .models import Firing, Schedule
 log = logging.getLogger(__name__)
 
 BATCH = 50  # schedules fired by one tick; the rest by the next
+CHECKED_FIRINGS = 1000  # how many firing times ahead check_frequency looks at
 
 
 def _operator(user: AbstractBaseUser) -> None:
@@ -61,6 +69,27 @@ def check_cron(expression: str) -> str:
     return expression
 
 
+def check_frequency(expression: str, *, start: datetime) -> None:
+    """InvalidInput naming ``cron`` when two of the expression's next ``CHECKED_FIRINGS``
+    firing times after ``start`` are less than ``RUNTIME_SCHEDULE_MIN_SECONDS`` apart (a
+    five-field expression fires at most once a minute, so it passes unlooked at while the
+    minimum is a minute or less). CroniterError for one that never fires."""
+    minimum = settings.RUNTIME_SCHEDULE_MIN_SECONDS
+    if len(expression.split(" ")) == 5 and minimum <= 60:
+        return
+    times = croniter(expression, start)
+    previous = times.get_next(float)
+    for _ in range(CHECKED_FIRINGS):
+        following = times.get_next(float)
+        if following - previous < minimum:
+            raise InvalidInput(
+                "cron",
+                f"{expression!r} fires {following - previous:g} s apart; a schedule fires at most once "
+                f"every {minimum} s (RUNTIME_SCHEDULE_MIN_SECONDS)",
+            )
+        previous = following
+
+
 def next_after(schedule: Schedule, moment: datetime) -> datetime:
     """The schedule's first firing time after ``moment``, in UTC."""
     local = moment.astimezone(zone(schedule.timezone))
@@ -82,7 +111,8 @@ def schedule_create(
     input: dict[str, Any] | None = None,
     overlap: str = Schedule.Overlap.SKIP,
 ) -> Schedule:
-    """Operators: a schedule of ``workflow``. InvalidInput naming ``workflow``, ``cron``,
+    """Operators: a schedule of ``workflow``. InvalidInput naming ``workflow``, ``cron`` (not
+    an expression, never firing, or firing more often than ``check_frequency`` allows),
     ``timezone``, ``overlap`` or ``input``; nothing written then."""
     _operator(user)
     try:
@@ -100,6 +130,7 @@ def schedule_create(
     )
     try:
         schedule.next_fire_at = next_after(schedule, timezone.now())
+        check_frequency(cron, start=schedule.next_fire_at)
     except CroniterError:  # valid fields that never match a date (the 31st of February)
         raise InvalidInput("cron", f"{cron!r} never fires: no date matches it") from None
     schedule.save()
@@ -157,6 +188,13 @@ def _fire(schedule: Schedule, fire_at: datetime) -> Firing:
     existing = Firing.objects.filter(schedule=schedule, fire_at=fire_at).first()
     if existing is not None:
         return existing
+    creator = schedule.created_by
+    if not creator.is_active:
+        detail = (
+            f"created_by: {creator.get_username()} is deactivated; a schedule starts its executions as its "
+            "creator, so it starts none while they are (delete it and add it again as an active operator)"
+        )
+        return Firing.objects.create(schedule=schedule, fire_at=fire_at, outcome=Firing.Outcome.REFUSED, detail=detail)
     if schedule.overlap == Schedule.Overlap.SKIP:
         previous = (
             Firing.objects.filter(schedule=schedule, outcome=Firing.Outcome.STARTED)
@@ -197,6 +235,7 @@ def schedule_payload(schedule: Schedule, *, firings: int = 10) -> dict[str, Any]
         "input": schedule.input,
         "overlap": schedule.overlap,
         "created_by": schedule.created_by.get_username(),
+        "creator_active": schedule.created_by.is_active,  # false: every firing is refused (fire_due)
         "created_at": schedule.created_at,
         "next_fire_at": schedule.next_fire_at if schedule.deleted_at is None else None,
         "deleted": schedule.deleted_at is not None,

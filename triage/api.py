@@ -120,7 +120,9 @@ class WorkflowVersionOut(Schema):
     latest: int
 
 
-class HoldOut(Schema):
+class PauseHoldOut(Schema):
+    """An operator's pause, as the resume preview shows it (not a legal hold: ``LegalHoldOut``)."""
+
     paused_from: str
     by: str
     reason: str
@@ -134,7 +136,7 @@ class ResumePreviewOut(Schema):
     effects: list[PreviewEffectOut]
     stale_approvals: list[StaleApprovalOut]
     workflow_version: WorkflowVersionOut
-    hold: HoldOut | None = None  # a paused execution: where resume returns it, and who held it (issue 22)
+    hold: PauseHoldOut | None = None  # a paused execution: where resume returns it, and who held it (issue 22)
 
 
 @router.get(
@@ -229,6 +231,7 @@ class ActOut(Schema):
     after: str
     subject: str
     batch: str | None
+    via: str | None = None  # "cli": by manage.py keel --as USER; null: the API or a screen
 
 
 class ActPage(Schema):

@@ -19,8 +19,11 @@ transitions (``resume_after_decision``, and the cancel that follows a rejection:
 approvals' audit trail has the decision), the ``wake`` after a signal (the signal's
 row), the ``resume``/``fail`` right after a resolve or an accepted model request
 (their own rows), and the
-``operator.bulk_item`` marker, which gives its batch to the act it follows. A new
-operator act shows up here when it is recorded as ``operator.<act>`` with an actor.
+``operator.bulk_item`` marker, which gives its batch to the act it follows, and the
+``via.cli`` marker (``VIA_CLI``), which says an event was written by ``manage.py keel …
+--as USER`` rather than the API or a screen (``cli.trace``): the act it names shows
+``via`` ``cli``. A new operator act shows up here when it is recorded as
+``operator.<act>`` with an actor.
 """
 
 from __future__ import annotations
@@ -56,6 +59,9 @@ ACTIONS = (
     "unpause",
 )
 PAGE_SIZE = 50
+# The marker ``cli.trace`` appends beside each event an act of the command line wrote:
+# payload ``{"event": <that event's id>, "command": <the keel command>}``.
+VIA_CLI = "via.cli"
 BATCH = re.compile(r"^BULK-[0-9A-F]{12}$")
 
 
@@ -154,6 +160,8 @@ def acts(filters: Filters | None = None) -> QuerySet[ExecutionEvent]:
     )
     marker = same_execution.filter(type=ITEM_EVENT).annotate(event=_payload("event"))
     marker = marker.filter(event=Cast(OuterRef("id"), CharField()))
+    from_cli = same_execution.filter(type=VIA_CLI).annotate(event=_payload("event"))
+    from_cli = from_cli.filter(event=Cast(OuterRef("id"), CharField()))
     transitions = Q(type="transition") & (
         ~Q(payload__transition__in=["resume_after_decision", "wake"]) | Q(payload__redraft=True)
     )
@@ -183,6 +191,7 @@ def acts(filters: Filters | None = None) -> QuerySet[ExecutionEvent]:
                 _payload("instruction"), _payload("reason"), _payload("evidence"), Value(""), output_field=CharField()
             ),
             batch=Subquery(marker.values(b=_payload("batch"))[:1]),
+            via=Case(When(Exists(from_cli), then=Value("cli")), default=Value(""), output_field=CharField()),
         )
         .exclude(Q(type="transition", payload__transition="cancel") & Exists(rejected))
         .exclude(Q(type="transition") & Exists(after_resolve))
@@ -217,6 +226,7 @@ class Act:
     after: str
     subject: str  # the action key resolved, the signal received
     batch: str
+    via: str = ""  # "cli": by manage.py keel --as (else the API or a screen)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -230,6 +240,7 @@ class Act:
             "after": self.after,
             "subject": self.subject,
             "batch": self.batch or None,
+            "via": self.via or None,
         }
 
 
@@ -262,4 +273,5 @@ def act_of(event: ExecutionEvent) -> Act:
         after=after,
         subject=subject,
         batch=event.batch or "",
+        via=getattr(event, "via", "") or "",
     )

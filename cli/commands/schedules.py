@@ -19,8 +19,9 @@ def schedules(args, user) -> Result:
     for item in items:
         last = item["firings"][0] if item["firings"] else None
         said = f"; last {last['fire_at']} {last['outcome']} {last['execution'] or last['detail']}" if last else ""
+        inactive = "" if item["creator_active"] else f" (its creator {item['created_by']} is deactivated: refused)"
         lines.append(
             f"#{item['id']} {item['workflow']} at {item['cron']!r} ({item['timezone']}, overlap {item['overlap']}): "
-            f"next {item['next_fire_at']}{said}"
+            f"next {item['next_fire_at']}{inactive}{said}"
         )
     return Result({"items": items}, lines or ["no schedules"])

@@ -134,7 +134,8 @@ def test_resume_retry_and_replay_succeed_as_the_operator(env, people):
         done = keel(env, command, execution.ref, "--reason", "checked by hand", "--as", "operator", "--json")
         assert done.returncode == 0, (command, done.stderr)
         assert json.loads(done.stdout)["status"] == status
-        event = ExecutionEvent.objects.filter(execution=execution).latest("pk")
+        event = ExecutionEvent.objects.filter(execution=execution).exclude(type="via.cli").latest("pk")
+        assert ExecutionEvent.objects.filter(execution=execution, type="via.cli", payload__event=event.pk).exists()
         assert event.actor == people["operator"].user
         assert event.type == event_type if event_type else event.to_status == Status.RUNNING
 

@@ -2,17 +2,25 @@
 naming the cron expression, the time zone, the workflow, the overlap policy), the
 workflow's own input from the firing time (monthly_report: the month before), one
 execution per firing however often the tick runs, the overlap policy, delete. Beat
-restarted across a firing on real processes: tests/scenarios/test_schedules.py (S42)."""
+restarted across a firing on real processes: tests/scenarios/test_schedules.py (S42).
+Issue 38: a field the body doesn't declare and a cron firing more often than
+RUNTIME_SCHEDULE_MIN_SECONDS are 422s naming them; a deactivated creator's schedule
+refuses each firing on beat's real tick, and says so."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
 from django.test import Client
+from django.utils import timezone
 
+from accounts.tokens import api_token_create
 from executions.models import Execution
 from schedules import services
-from schedules.models import Schedule
+from schedules.models import Firing, Schedule
+from tests.support.procs import http, wait_for
 from workflows.monthly_report import month_before
 
 
@@ -92,3 +100,80 @@ def test_one_execution_per_firing_however_often_it_ticks_and_the_overlap_policy(
     Schedule.objects.filter(pk=allow.pk).update(input={"month": "2026-07"})
     [started] = services.fire_due(now=t1 + timedelta(hours=1))
     assert started.outcome == "started" and started.execution.input["month"] == "2026-07"
+
+
+# --- issue 38 (item 9.4): unknown fields, crons firing too often, a deactivated creator
+
+
+def test_a_field_the_body_does_not_declare_is_a_422_naming_it(people):
+    for extra in ({"crn": "0 6 1 * *"}, {"created_by": "manager"}, {"next_fire_at": "2026-01-01T00:00:00Z"}):
+        status, answer = create(people["operator"], workflow="monthly_report", cron="0 6 1 * *", **extra)
+        [field] = extra
+        assert status == 422 and loc(answer) == ["body", field], (extra, answer)
+    assert not Schedule.objects.exists()
+
+
+def test_a_cron_firing_more_often_than_the_minimum_is_a_422_naming_cron(people, settings):
+    operator = people["operator"]
+    for cron in ("* * * * * *", "* * * * * */30", "0,30 * * * * *", "0 * * * * 0,59"):
+        status, answer = create(operator, workflow="monthly_report", cron=cron)
+        assert status == 422 and loc(answer) == ["body", "cron"], (cron, answer)
+        assert "at most once every 60 s" in answer["detail"][0]["msg"]
+    assert not Schedule.objects.exists()
+    for cron in ("* * * * *", "0 * * * * 0", "*/5 * * * *"):  # once a minute (five fields; six, second 0)
+        status, answer = create(operator, workflow="monthly_report", cron=cron)
+        assert status == 201, (cron, answer)
+    settings.RUNTIME_SCHEDULE_MIN_SECONDS = 300
+    status, answer = create(operator, workflow="monthly_report", cron="0,1 * * * *")  # a minute apart
+    assert status == 422 and loc(answer) == ["body", "cron"] and "60 s apart" in answer["detail"][0]["msg"]
+    assert create(operator, workflow="monthly_report", cron="*/5 * * * *")[0] == 201
+
+
+def started_after(schedule_id: int, moment: datetime) -> list:
+    return list(
+        Firing.objects.filter(schedule_id=schedule_id, created_at__gt=moment, outcome="started").order_by("fire_at")
+    )
+
+
+def test_a_schedule_of_a_deactivated_creator_stops_firing_on_the_real_tick_and_says_so(stack, people, settings):
+    """Beat's real tick (every 2 s here) on a real worker: the schedule fires as its creator;
+    deactivated, each firing is recorded as refused naming them and starts nothing (the API,
+    the CLI and the operations page say so); active again, it fires again."""
+    stack.up()
+    settings.RUNTIME_SCHEDULE_MIN_SECONDS = 1
+    creator = people["operator"].user
+    schedule = services.schedule_create(
+        user=creator, workflow="monthly_report", cron="* * * * * */2", input={"month": "2026-08"}, overlap="allow"
+    )
+    begun = timezone.now()
+    wait_for(lambda: started_after(schedule.pk, begun), timeout=30, what="a firing by the active creator")
+
+    creator.is_active = False
+    creator.save(update_fields=["is_active"])
+    deactivated = timezone.now()
+    refused = wait_for(
+        lambda: list(Firing.objects.filter(schedule=schedule, created_at__gt=deactivated, outcome="refused")[:2])[1:],
+        timeout=30,
+        what="two firings refused while the creator is deactivated",
+    )[0]
+    assert "created_by: operator is deactivated" in refused.detail
+    assert not started_after(schedule.pk, deactivated)  # nothing started since
+    assert not Execution.objects.filter(created_at__gt=deactivated).exists()
+
+    colleague = get_user_model().objects.create_user("operator2")
+    colleague.groups.add(Group.objects.get(name="operators"))
+    answer = http(api_token_create(user=colleague)).get(f"{stack.web_url}/api/schedules", timeout=15)
+    assert answer.status_code == 200, answer.text
+    [item] = answer.json()["items"]
+    assert item["creator_active"] is False and item["firings"][0]["outcome"] == "refused"
+    assert "is deactivated" in item["firings"][0]["detail"]
+    browser = Client()
+    browser.force_login(colleague)
+    page = browser.get("/operations/").content.decode()
+    assert "its creator operator is deactivated: each firing is refused" in page
+
+    creator.is_active = True
+    creator.save(update_fields=["is_active"])
+    reactivated = timezone.now()
+    wait_for(lambda: started_after(schedule.pk, reactivated), timeout=30, what="a firing once active again")
+    services.schedule_delete(user=colleague, schedule_id=schedule.pk)  # so the stack settles

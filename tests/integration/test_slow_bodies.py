@@ -8,34 +8,15 @@ a worker or a thread while its body trickles in, and the GET waits for them."""
 
 from __future__ import annotations
 
-import re
-import shlex
 import socket
 import time
 
 import pytest
 
-from tests.support.procs import BIN, ROOT, free_port, http, responds
+from tests.support.procs import free_port, http, responds
+from tests.support.web_command import documented_web_command, on_port, procfile_web_command
 
 SLOW_CONNECTIONS = 40
-
-
-def documented_web_command() -> list[str]:
-    table = (ROOT / "docs" / "operations.md").read_text()
-    found = re.search(r"^\| web \| `(gunicorn [^`]+)`", table, re.M)
-    assert found, "docs/operations.md names no web command"
-    return shlex.split(found.group(1))
-
-
-def procfile_web_command() -> list[str]:
-    line = next(line for line in (ROOT / "Procfile").read_text().splitlines() if line.startswith("web:"))
-    return shlex.split(line.removeprefix("web:"))
-
-
-def on_port(command: list[str], port: int) -> list[str]:
-    args = list(command)
-    args[args.index("--bind") + 1] = f"127.0.0.1:{port}"
-    return [str(BIN / args[0]), *args[1:]]
 
 
 def slow_body(port: int) -> socket.socket:

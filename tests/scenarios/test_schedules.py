@@ -24,7 +24,7 @@ def started_firings(schedule_id: int) -> list[Firing]:
 @pytest.mark.own_stack
 def test_s42_beat_restarted_across_a_firing_time_starts_one_execution_for_that_firing(stack, people, api_as):
     """S42: beat restarted across a schedule's firing time → one execution for that firing."""
-    up = stack.up()
+    up = stack.up(web_env={"RUNTIME_SCHEDULE_MIN_SECONDS": "1"})  # every EVERY seconds is allowed here
     operator = api_as(people["operator"])
     answer = operator.post(
         "/schedules",

@@ -291,14 +291,14 @@ class Processes:
 
     def web(self, *, workers: int = 1, **env: str) -> Proc:
         """gunicorn on a new port (``web_url``), listening, with production's worker class
-        (asgi: bodies are read by the event loop, docs/operations.md); static files come from
-        WhiteNoise."""
+        (gunicorn's asgi worker closing idle connections: bodies are read by the event loop,
+        docs/operations.md); static files come from WhiteNoise."""
         port = free_port()
         args = [
             str(BIN / "gunicorn"),
             "config.asgi",
             "--worker-class",
-            "asgi",
+            "config.web_worker.ASGIWorker",
             "--bind",
             f"127.0.0.1:{port}",
             "--workers",

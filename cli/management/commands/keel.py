@@ -12,6 +12,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import DatabaseError
 
 from cli import commands as command_modules
+from cli import trace
 from cli.registry import UsageError, as_json, commands, get
 from executions.errors import Conflict, Forbidden, InvalidInput, NotFound, ServiceError
 
@@ -80,8 +81,12 @@ class Command(BaseCommand):
     def handle(self, *args, **options):
         cmd = get(options["keel_command"])
         try:
-            user = _user(options["as_user"]) if cmd.acts else None
-            result = cmd.run(options, user) if cmd.acts else cmd.run(options)
+            if cmd.acts:
+                user = _user(options["as_user"])
+                with trace.acting(user=user, command=cmd.name):  # the act and its via.cli marks, together
+                    result = cmd.run(options, user)
+            else:
+                result = cmd.run(options)
         except UsageError as exc:
             raise CommandError(str(exc), returncode=BAD_INPUT) from None
         except ServiceError as exc:
