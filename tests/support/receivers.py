@@ -22,14 +22,16 @@ def free_port() -> int:
 
 
 class WebhookReceiver:
-    """Answers POSTs: the next codes in ``answers`` (then 200). Keeps every request, and
-    one *delivery* per ``Idempotency-Key`` (a receiver that honours the key)."""
+    """Answers POSTs: the next codes in ``answers`` (then 200), with ``echo`` in the answer
+    when set (a careless receiver quoting a secret). Keeps every request, and one
+    *delivery* per ``Idempotency-Key`` (a receiver that honours the key)."""
 
     def __init__(self, secret: str) -> None:
         self.secret = secret
         self.requests: list[dict] = []
         self.deliveries: dict[str, dict] = {}
         self.answers: list[int] = []
+        self.echo: str | None = None
         self.lock = threading.Lock()
         receiver = self
 
@@ -44,7 +46,8 @@ class WebhookReceiver:
                     receiver.requests.append(seen)
                     if code < 300:
                         receiver.deliveries.setdefault(key, seen)
-                answer = json.dumps({"ok": code < 300}).encode()
+                said = {"echo": receiver.echo} if receiver.echo else {}
+                answer = json.dumps({"ok": code < 300, **said}).encode()
                 self.send_response(code)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(answer)))

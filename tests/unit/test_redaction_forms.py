@@ -9,12 +9,13 @@ import base64
 import hashlib
 import json
 import secrets
-from urllib.parse import quote
 
 import pytest
 
 from executions.redaction import redact, redact_text
 from executions.redaction.forms import MIN_PIECE, Forms, piece_length
+from sandbox.echo import encodings
+from tests.support.leaks import leaks
 
 # No "sk-" (the credential shape would hide a miss of the secrets list) and both "-" and "_".
 KEY = "kq-" + secrets.token_urlsafe(33).replace("-", "A").replace("_", "B") + "-x_y"
@@ -22,37 +23,8 @@ MARK = "[redacted: OPENAI_API_KEY]"
 
 
 def encoded(key: str) -> dict[str, str]:
-    """Every form the probe found a provider echoing, and a few more."""
-    data, n = key.encode(), len(key)
-    return {
-        "base64": base64.b64encode(data).decode(),
-        "base64, no padding": base64.b64encode(data).decode().rstrip("="),
-        "base64, URL-safe": base64.urlsafe_b64encode(data).decode(),
-        "base64, URL-safe, no padding": base64.urlsafe_b64encode(data).decode().rstrip("="),
-        "base64 after 1 byte": base64.b64encode(b":" + data + b"!").decode(),
-        "base64 after 2 bytes": base64.b64encode(b"u:" + data + b"!?").decode(),
-        "base64 of a Basic credential": base64.b64encode(b"user:" + data).decode(),
-        "percent, every byte": "".join(f"%{b:02X}" for b in data),
-        "percent, every byte, lower case": "".join(f"%{b:02x}" for b in data),
-        "percent, partly": "".join(f"%{b:02X}" if i % 3 == 1 else chr(b) for i, b in enumerate(data)),
-        "percent, quote()": quote(key, safe=""),
-        "hex": data.hex(),
-        "HEX": data.hex().upper(),
-        "reversed": key[::-1],
-        "first half": key[: (n + 1) // 2],
-        "second half": key[n // 2 :],
-        "a middle half": key[n // 4 : n // 4 + (n + 1) // 2],
-        "all but the last character": key[:-1],
-    }
-
-
-def traces(text: str, key: str) -> list[str]:
-    """What of ``key`` is left in ``text``: a form, or a piece of half of it or more."""
-    n = len(key)
-    left = [name for name, form in encoded(key).items() if form in text]
-    half = (n + 1) // 2
-    left += [f"piece at {i}" for i in range(n - half + 1) if key[i : i + half] in text]
-    return left
+    """Every form the probe found a provider echoing, and a few more (sandbox/echo.py)."""
+    return encodings(key)
 
 
 @pytest.fixture
@@ -64,7 +36,7 @@ def configured(settings):
 def test_every_encoded_form_of_a_configured_secret_is_redacted(configured, form):
     text = f"upstream error for {encoded(KEY)[form]} (quoted)"
     out = redact_text(text)
-    assert not traces(out, KEY), (form, out)
+    assert not leaks(out, KEY), (form, out)
     assert MARK in out and out.startswith("upstream error for ") and out.endswith(" (quoted)")
 
 
@@ -111,7 +83,7 @@ def test_pieces_shorter_than_half_the_key_stay(configured):
 def test_json_values_are_redacted_in_every_form(configured):
     forms = encoded(KEY)
     out = redact({"error": {"message": forms["base64"], "detail": [forms["hex"], {"x": forms["reversed"]}]}})
-    assert not traces(json.dumps(out), KEY) and json.dumps(out).count(MARK) == 3
+    assert not leaks(json.dumps(out), KEY) and json.dumps(out).count(MARK) == 3
 
 
 def test_the_same_value_under_two_names_and_a_secret_inside_another():
