@@ -43,7 +43,8 @@ def signature(body: bytes, secret: str) -> str:
 
 def send(args: dict[str, Any], key: str) -> dict[str, Any]:
     """POST the event; 2xx → the receipt; failures sorted by ``executions.authoring.http``
-    (4xx refused for good, 5xx and timeouts worth another attempt with the same key)."""
+    (4xx and redirects refused for good — never followed —, 5xx, timeouts and an answer
+    over its size limit worth another attempt with the same key)."""
     body = json.dumps({**args["body"], "sent_at": timezone.now().isoformat()}, separators=(",", ":")).encode()
     url = settings.KEEL_WEBHOOK_URL or args["url"]  # where it goes now, if that was changed since
     answer = post_bytes(url, body, key=key, headers={"X-Keel-Signature": signature(body, settings.KEEL_WEBHOOK_SECRET)})

@@ -436,6 +436,17 @@ OBEDIENT_PREFIX = "/obedient"
 PROVIDERS.update({OBEDIENT_PREFIX + route: provider for route, provider in list(PROVIDERS.items())})
 
 
+def append_text(provider: Provider, body: dict[str, Any], text: str) -> dict[str, Any]:
+    """A well-formed response with ``text`` added to what the model says (the ``echo_secret``
+    fault): the tool call it proposes, if any, stays."""
+    if provider is OPENAI:
+        message = body["choices"][0]["message"]
+        message["content"] = " ".join(filter(None, [message.get("content"), text]))
+    else:
+        body["content"][0]["text"] = " ".join(filter(None, [body["content"][0]["text"], text]))
+    return body
+
+
 def garble(provider: Provider, body: dict[str, Any], variant: str) -> dict[str, Any]:
     """A well-formed response made into garbage the client can still parse (the ``garbage``
     fault): ``nul`` or ``surrogate`` in the text, ``tokens`` out of any integer column's

@@ -53,7 +53,11 @@ route step's request, offering ``choose_next_step``, leaves it queued;
 (providers) answers 500 with a message quoting every request header, API key
 included, as a careless gateway does; ``garbage`` (providers, ``"variant"``:
 ``nul``, ``surrogate``, ``tokens``, ``long_fields``) answers a parseable
-response with that garbage in it.
+response with that garbage in it. ``echo_secret`` (any endpoint; ``"status"``, default
+200; ``"secret"``, default the request's ``Authorization``/``x-api-key`` credential)
+echoes that secret in every encoding of ``sandbox/echo.py`` — added to the answer
+(a provider's text, a service's JSON as ``"echo"``) or, with an error status, as the
+error's message — as a careless service echoes a key it knows.
 
 ``/obedient/v1/chat/completions`` and ``/obedient/v1/messages`` speak the same
 wire formats, played by a model that obeys every ``call TOOL with {json}`` it
@@ -80,8 +84,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from sandbox import agent_policy, support_data
-from sandbox.providers import OBEDIENT_PREFIX, PROVIDERS, ProviderError, garble, request_digest
+from sandbox import agent_policy, echo, support_data
+from sandbox.providers import OBEDIENT_PREFIX, PROVIDERS, ProviderError, append_text, garble, request_digest
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 MODEL_CALL_HEADER = "X-Model-Call-Key"
@@ -159,7 +163,9 @@ def _is_route_request(body: Any) -> bool:
 
 
 GARBAGE_VARIANTS = ("nul", "surrogate", "tokens", "long_fields")
-FAULT_NAMES = tuple(IMMEDIATE_FAULTS) + HANG_FAULTS + PROVIDER_FAULTS
+# Any endpoint: a secret echoed back in every encoding (sandbox/echo.py).
+ECHO_FAULTS = ("echo_secret",)
+FAULT_NAMES = tuple(IMMEDIATE_FAULTS) + HANG_FAULTS + PROVIDER_FAULTS + ECHO_FAULTS
 
 
 def _now() -> str:
@@ -614,11 +620,30 @@ class Sandbox:
         if name == "garbage":
             request.garbage = fault["variant"]
             return handler(request)
+        if name == "echo_secret":
+            return self._echo(request, handler, fault)
         try:  # commit_then_hang: real work (counted above), then a late answer
             reply = handler(request)
         except HttpError as exc:
             reply = self.error(request.route, exc.status, exc.message, param=exc.param)
         reply.delay = fault["hang_seconds"]
+        return reply
+
+    def _echo(self, request: Request, handler: Callable[[Request], Reply], fault: dict[str, Any]) -> Reply:
+        """The ``echo_secret`` fault: the answer (or, with an error status, the error) carries
+        the fault's secret, or the request's credential, in every encoding."""
+        secret = fault["secret"] or echo.credential(request.headers)
+        if not secret:
+            raise HttpError(400, "echo_secret: the request carried no credential and the fault names no secret")
+        said = echo.echo(secret)
+        if fault["status"] >= 400:
+            return self.error(request.route, fault["status"], f"upstream error ({said})", fault="echo_secret")
+        reply = handler(request)
+        provider = PROVIDERS.get(request.route)
+        if provider is not None and reply.status < 300:
+            reply.body = append_text(provider, reply.body, said)
+        else:
+            reply.body["echo"] = said
         return reply
 
     @staticmethod
@@ -815,7 +840,8 @@ class Sandbox:
 
     def add_fault(self, request: Request) -> Reply:
         """POST /_faults {"endpoint", "fault", "count"=1, "retry_after"=1,
-        "hang_seconds"=30, "method"=POST if the endpoint accepts POST else GET}.
+        "hang_seconds"=30, "variant" (garbage), "status"=200 and "secret" (echo_secret),
+        "method"=POST if the endpoint accepts POST else GET}.
         ``endpoint`` is a service route (``/orders``, ``/tickets/{id}``) or a
         path one of its patterns matches (``/tickets/TCK-1001``).
         Answers 201 with the added fault and the whole queue; 400 if invalid."""
@@ -848,9 +874,16 @@ class Sandbox:
             "retry_after": _number(body, "retry_after", 1),
             "hang_seconds": _number(body, "hang_seconds", 30),
             "variant": body.get("variant", GARBAGE_VARIANTS[0]),
+            "status": body.get("status", 200),
+            "secret": body.get("secret"),
         }
         if entry["variant"] not in GARBAGE_VARIANTS:
             raise HttpError(400, f"variant must be one of {list(GARBAGE_VARIANTS)}")
+        status = entry["status"]
+        if isinstance(status, bool) or not isinstance(status, int) or not (status == 200 or 400 <= status <= 599):
+            raise HttpError(400, "status must be 200 or an error status (400-599)")
+        if entry["secret"] is not None and not (isinstance(entry["secret"], str) and entry["secret"]):
+            raise HttpError(400, "secret must be a non-empty string")
         self.faults.add(entry)
         return Reply(201, {"fault": dict(entry), "faults": self.faults.list()})
 

@@ -49,6 +49,8 @@ from executions.authoring.workflow import Step, StepKind, Workflow
 from executions.engine import journal
 from executions.models import TERMINAL, Action, Execution, ModelCall, StepRun
 
+from .network_guard import guarded
+
 OK, DRIFT, UNREGISTERED = "ok", "drift", "unregistered_version"
 
 
@@ -78,6 +80,7 @@ def replay(refs: list[str] | None = None, *, workflow: str | None = None, agains
     return {"checked": len(items), "drifted": sum(1 for i in items if i["verdict"] != OK), "items": items}
 
 
+@guarded  # no outbound network: a step that reaches for it is refused at the socket, and reported
 def replay_one(execution: Execution, *, against: int | None = None) -> dict:
     version = against or execution.workflow_version
     item = {"id": execution.ref, "workflow": execution.workflow, "workflow_version": execution.workflow_version}

@@ -39,5 +39,6 @@ def replay(args) -> Result:
     for item in answer["items"]:
         said = f"{item['id']}  {item['workflow']} v{item['workflow_version']}  {item['verdict']}"
         lines += [said] + [f"  {f['kind']} at {f['step'] or '—'} {f['key']}: {f['detail']}" for f in item["findings"]]
+        lines += [f"  refused at {r['step'] or '—'}: {r['detail']}" for r in item.get("refused", [])]  # network
     lines.append(f"{answer['checked']} checked, {answer['drifted']} drifted")
     return Result(answer, lines, exit=1 if answer["drifted"] else 0)

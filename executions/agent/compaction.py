@@ -20,9 +20,10 @@ conversation — and its request hash — is identical, and it is never folded t
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
-from ..authoring.notes import estimate_tokens
+from ..authoring.notes import estimate_tokens, quoted
 
 JSON = dict[str, Any]
 NOTE_HEADING = "Progress so far (earlier turns compacted by the runtime; sources are model-call keys):"
@@ -34,6 +35,12 @@ RESULT_CHARS = 500
 
 def _clipped(text: str) -> str:
     return text if len(text) <= RESULT_CHARS else text[: RESULT_CHARS - 1] + "…"
+
+
+def _name(name: str) -> str:
+    """A tool's name as the model proposed it: as it is when it looks like one, else quoted
+    (a name is model-written: it must not start a line of the note)."""
+    return name if re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", name) else quoted(name)
 
 
 def tokens(messages: list[JSON]) -> int:
@@ -68,11 +75,12 @@ def fold(messages: list[JSON], *, keys: dict[str, str], before_call: int) -> JSO
         args = json.dumps(call.get("args"), sort_keys=True, ensure_ascii=False)
         source = keys.get(message["tool_call_id"], "?")
         content = _clipped(message["content"])
+        name = _name(message["name"])
         if message.get("is_error"):
-            lines.append(f"- tried {message['name']} {args} {FAILED} {content} (source: {source})")
-            questions.append(f"{message['name']} was refused or failed: {content} (source: {source}); what instead?")
+            lines.append(f"- tried {name} {args} {FAILED} {content} (source: {source})")
+            questions.append(f"{name} was refused or failed: {content} (source: {source}); what instead?")
         else:
-            lines.append(f"- tried {message['name']} {args} {DONE} {content} (source: {source})")
+            lines.append(f"- tried {name} {args} {DONE} {content} (source: {source})")
     note = "\n".join([NOTE_HEADING, *lines])
     return {"before_call": before_call, "folded": cut - 1, "note": note, "open_questions": questions}
 

@@ -28,8 +28,9 @@ class OfflineModelClient:
     same answer, so tests and demos are repeatable.
 
     With tools and an ``offline_policy``, the policy (the workflow's) proposes the next
-    tool call. Otherwise it writes a short narrative from the verified facts and
-    constraints in the prompt: it only restates facts it was given, never invents numbers.
+    tool call. Otherwise it writes a short narrative from the verified facts and the
+    mandatory constraints in the prompt (those of its ``Mandatory constraints:`` block
+    only): it only restates facts it was given, never invents numbers.
     """
 
     provider = "offline"
@@ -61,7 +62,7 @@ class OfflineModelClient:
     @staticmethod
     def _narrative(prompt: str) -> str:
         facts = re.findall(r"^- \[(F\d+)\] (.+?) \(source: [^)]*\)$", prompt, flags=re.MULTILINE)
-        constraints = re.findall(r"^- MUST: (.+)$", prompt, flags=re.MULTILINE)
+        constraints = _constraints(prompt)
         if facts:
             lead = facts[0][1]
             rest = " ".join(statement for _, statement in facts[1:4])
@@ -75,6 +76,21 @@ class OfflineModelClient:
                 "instructions out): " + "; ".join(c.rstrip(".") for c in constraints) + "."
             )
         return text
+
+
+def _constraints(prompt: str) -> list[str]:
+    """The runtime's mandatory constraints: the ``- MUST:`` lines right under the first
+    line that reads ``Mandatory constraints:`` (where ``notes.render`` puts them), and no
+    line that looks like one anywhere else."""
+    lines = prompt.splitlines()
+    if "Mandatory constraints:" not in lines:
+        return []
+    found = []
+    for line in lines[lines.index("Mandatory constraints:") + 1 :]:
+        if not line.startswith("- MUST: "):
+            break
+        found.append(line.removeprefix("- MUST: "))
+    return found
 
 
 CLIENTS = {

@@ -3,10 +3,24 @@
 The distinction that matters: a request that never left (connection refused) is
 ``transient``; one that may have arrived (read timeout, connection dropped after
 sending) is ``outcome_unknown`` and must be reconciled, never blindly repeated.
+
+What comes back is bounded (docs/operations.md, "Security"):
+
+- a redirect is never followed (a signed webhook or an effect's body goes only where it
+  was configured): a 3xx is a failure of the call, the ``Location`` in its evidence —
+  ``outcome_unknown`` when the request could have acted before redirecting (a 301, 302
+  or 303 to a POST, PUT, PATCH or DELETE: reconcile by lookup), else ``invalid_input``
+  (a GET, or a 307/308, which say nothing was done: the same request can't succeed);
+- at most ``ANSWER_LIMIT`` bytes of an answer are read (decoded). A larger 2xx answer
+  is never stored: ``invalid_input`` for a GET or HEAD (asking again gets the same),
+  ``outcome_unknown`` for anything else (it was accepted, its receipt can't be read:
+  reconcile by lookup); a larger error answer is classified by its status as usual,
+  with the first ``ANSWER_LIMIT`` bytes read and at most 500 characters kept.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -50,6 +64,9 @@ def offline() -> Iterator[None]:
 
 
 _NOT_SENT_MARKERS = ("NewConnectionError", "Failed to establish", "ConnectTimeout", "Connection refused")
+ANSWER_LIMIT = 256 * 1024  # bytes of an answer read at most (decoded)
+_SAFE = ("GET", "HEAD")  # methods that change nothing at the other end
+_MAY_HAVE_ACTED = (301, 302, 303)  # redirects a service may send after acting (post/redirect/get)
 
 
 def _session() -> requests.Session:
@@ -75,7 +92,9 @@ def _send(method: str, url: str, *, key: str | None, headers: dict[str, str] | N
     headers = {**(headers or {}), **({"Idempotency-Key": key} if key else {})}
     timeout = (3.0, _timeout.get() or settings.RUNTIME_EFFECT_TIMEOUT_SECONDS)
     try:
-        response = _session().request(method, url, headers=headers, timeout=timeout, **body)
+        response = _session().request(
+            method, url, headers=headers, timeout=timeout, allow_redirects=False, stream=True, **body
+        )
     except requests.ConnectTimeout as exc:
         raise StepFailure(FailureKind.TRANSIENT, f"could not connect to {url}: {exc}") from None
     except requests.ReadTimeout:
@@ -86,19 +105,55 @@ def _send(method: str, url: str, *, key: str | None, headers: dict[str, str] | N
         if any(marker in str(exc) for marker in _NOT_SENT_MARKERS):
             raise StepFailure(FailureKind.TRANSIENT, f"could not connect to {url}") from None
         raise StepFailure(FailureKind.OUTCOME_UNKNOWN, f"connection to {url} dropped after sending: {exc}") from None
-    return _classify(response, url)
+    try:
+        with response:
+            data, whole = _read(response)
+    except requests.RequestException as exc:
+        raise StepFailure(
+            FailureKind.OUTCOME_UNKNOWN, f"the answer of {url} was cut off after sending: {exc}"
+        ) from None
+    return _classify(response, url, method, data, whole)
 
 
-def _classify(response: requests.Response, url: str) -> dict[str, Any]:
+def _read(response: requests.Response) -> tuple[bytes, bool]:
+    """At most ``ANSWER_LIMIT`` bytes of the answer, and whether that was all of it."""
+    chunks, size = [], 0
+    for chunk in response.iter_content(chunk_size=64 * 1024):
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > ANSWER_LIMIT:
+            return b"".join(chunks)[:ANSWER_LIMIT], False
+    return b"".join(chunks), True
+
+
+def _payload(response: requests.Response, data: bytes, whole: bool) -> Any:
+    """The answer as JSON (or ``{"body": its first 500 characters}``), redacted."""
+    if whole:
+        try:
+            return redact(json.loads(data))
+        except (ValueError, RecursionError):
+            pass
+    text = data[:2000].decode(response.encoding or "utf-8", errors="replace")
+    return {"body": redact(text)[:500]}
+
+
+def _classify(response: requests.Response, url: str, method: str, data: bytes, whole: bool) -> dict[str, Any]:
     """The answer, redacted (executions.redaction) before anyone stores it: a receipt, a
     tool's result or an error body may quote what it was sent."""
-    try:
-        payload = redact(response.json())
-    except ValueError:
-        payload = {"body": redact(response.text)[:500]}
+    payload = _payload(response, data, whole)
     code = response.status_code
-    if 200 <= code < 300:
+    if 200 <= code < 300 and whole:
         return payload
+    if 200 <= code < 300:
+        kind = FailureKind.INVALID_INPUT if method in _SAFE else FailureKind.OUTCOME_UNKNOWN
+        message = f"{url} answered {code} with more than {ANSWER_LIMIT} bytes: not read, not stored"
+        raise StepFailure(kind, message, evidence={"status": code, "limit_bytes": ANSWER_LIMIT, "answer": payload})
+    if 300 <= code < 400:
+        location = redact(response.headers.get("Location", ""))
+        acted = code in _MAY_HAVE_ACTED and method not in _SAFE
+        message = f"{url} answered {code} redirecting to {location or '(no Location)'}: redirects are not followed"
+        kind = FailureKind.OUTCOME_UNKNOWN if acted else FailureKind.INVALID_INPUT
+        raise StepFailure(kind, message, evidence={"status": code, "location": location, "answer": payload})
     reason = payload.get("error") if isinstance(payload, dict) else None
     message = f"{url} answered {code}" + (f": {reason}" if reason else "")
     if code == 429:

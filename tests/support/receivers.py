@@ -22,14 +22,17 @@ def free_port() -> int:
 
 
 class WebhookReceiver:
-    """Answers POSTs: the next codes in ``answers`` (then 200). Keeps every request, and
-    one *delivery* per ``Idempotency-Key`` (a receiver that honours the key)."""
+    """Answers POSTs: the next of ``answers`` (then 200) — a code, or ``(code, headers,
+    body)`` for a redirect or an answer of any size — with ``echo`` in the answer when set
+    (a careless receiver quoting a secret). Keeps every request (GETs too, answered 404),
+    and one *delivery* per ``Idempotency-Key`` (a receiver that honours the key)."""
 
     def __init__(self, secret: str) -> None:
         self.secret = secret
         self.requests: list[dict] = []
         self.deliveries: dict[str, dict] = {}
-        self.answers: list[int] = []
+        self.answers: list[int | tuple[int, dict[str, str], bytes]] = []
+        self.echo: str | None = None
         self.lock = threading.Lock()
         receiver = self
 
@@ -39,17 +42,31 @@ class WebhookReceiver:
                 key = self.headers.get("Idempotency-Key", "")
                 signed = self.headers.get("X-Keel-Signature", "")
                 with receiver.lock:
-                    code = receiver.answers.pop(0) if receiver.answers else 200
-                    seen = {"key": key, "signature": signed, "body": body, "code": code}
+                    answer = receiver.answers.pop(0) if receiver.answers else 200
+                    code, headers, payload = (answer, {}, None) if isinstance(answer, int) else answer
+                    seen = {"key": key, "signature": signed, "body": body, "code": code, "method": "POST"}
                     receiver.requests.append(seen)
                     if code < 300:
                         receiver.deliveries.setdefault(key, seen)
-                answer = json.dumps({"ok": code < 300}).encode()
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(answer)))
-                self.end_headers()
-                self.wfile.write(answer)
+                said = {"echo": receiver.echo} if receiver.echo else {}
+                self._answer(code, headers, payload or json.dumps({"ok": code < 300, **said}).encode())
+
+            def do_GET(self) -> None:
+                with receiver.lock:
+                    receiver.requests.append({"key": "", "body": b"", "code": 404, "method": "GET", "path": self.path})
+                self._answer(404, {}, b'{"error": "not found"}')
+
+            def _answer(self, code: int, headers: dict[str, str], payload: bytes) -> None:
+                try:
+                    self.send_response(code)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(payload)))
+                    for name, value in headers.items():
+                        self.send_header(name, value)
+                    self.end_headers()
+                    self.wfile.write(payload)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client read what it wanted (a bounded read) and left
 
             def log_message(self, *args) -> None:
                 pass

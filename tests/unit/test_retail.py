@@ -308,7 +308,8 @@ def test_a_requested_change_is_never_claimed_as_done(august: dict, august_facts:
     report = _render(august, august_facts, constraints=["Add a store ranking"])
     assert "- Add a store ranking" in report and "not a claim that it was done" in report
     assert "honoured" not in report.lower() and "followed" not in report.lower()
-    prompt = "- [F1] Revenue rose. (source: x)\n- MUST: Add a store ranking"
+    # The offline model reads the constraints of the prompt's own block (notes.render's shape).
+    prompt = "- [F1] Revenue rose. (source: x)\n\nMandatory constraints:\n- MUST: Add a store ranking"
     answer = OfflineModelClient().complete(
         ModelRequest(prompt_id="p", prompt_version="v", system="", messages=({"role": "user", "content": prompt},)),
         call_key="k",

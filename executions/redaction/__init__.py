@@ -23,15 +23,17 @@ What is replaced:
 
 1. every value of ``settings.SECRETS`` (the one list of configured secrets, kept where
    settings are read: provider keys, the metrics token, e-mail and webhook passwords,
-   the passwords in the database and broker URLs…), and its URL-encoded form, by
-   ``[redacted: NAME]``;
+   the passwords in the database and broker URLs…), in every form something outside
+   may echo it back — verbatim, percent-encoded (fully or partly), base64 (either
+   alphabet, any alignment, so inside a longer base64 string too), hex, reversed, or a
+   piece of half of it or more (``executions.redaction.forms``) — by ``[redacted: NAME]``;
 2. credential shapes, whoever's they are: an ``Authorization:`` / ``Proxy-Authorization:``
    / ``X-Api-Key:`` / ``Api-Key:`` header line's value, a ``Bearer …`` or ``Basic …``
    token (8+ characters with a digit, or 20+), an ``sk-…`` key (OpenAI's and Anthropic's shape), and a URL's password
    (``scheme://user:…@host``).
 
-Pure and cheap: the patterns are compiled once per set of secrets; a string with no
-match comes back as it was.
+Pure and cheap: the patterns are compiled once per set of secrets (one pattern for every
+form of every secret); a string with no match comes back as it was.
 """
 
 from __future__ import annotations
@@ -40,9 +42,10 @@ import logging
 import re
 from functools import cache
 from typing import Any
-from urllib.parse import quote
 
 from django.conf import settings
+
+from .forms import Forms
 
 # Credential shapes, most specific first. Each keeps what names the credential and
 # replaces the credential itself.
@@ -58,20 +61,12 @@ MARKER = "[redacted: {}]"
 
 
 @cache
-def _secrets(items: tuple[tuple[str, str], ...]) -> tuple[re.Pattern[str] | None, dict[str, str]]:
-    """One alternation of every secret (longest first, so a secret inside another is not
-    half-replaced) and the name of each form."""
-    names: dict[str, str] = {}
-    for name, value in items:
-        for form in {value, quote(value, safe="")}:
-            names.setdefault(form, name)
-    if not names:
-        return None, names
-    ordered = sorted(names, key=len, reverse=True)
-    return re.compile("|".join(re.escape(form) for form in ordered)), names
+def _secrets(items: tuple[tuple[str, str], ...]) -> Forms:
+    """Every form of every configured secret, compiled once per set of secrets."""
+    return Forms(items)
 
 
-def _configured() -> tuple[re.Pattern[str] | None, dict[str, str]]:
+def _configured() -> Forms:
     secrets = getattr(settings, "SECRETS", {}) or {}
     return _secrets(tuple(sorted(secrets.items())))
 
@@ -80,9 +75,7 @@ def redact_text(text: str) -> str:
     """``text`` without configured secrets or credential shapes (see the module docstring)."""
     if not text:
         return text
-    pattern, names = _configured()
-    if pattern is not None:
-        text = pattern.sub(lambda m: MARKER.format(names[m.group()]), text)
+    text = _configured().sub(text, MARKER.format)
     text = _HEADER.sub(lambda m: m.group(1) + m.group(2) + _keep(m.group(3), "credential"), text)
     text = _TOKEN.sub(lambda m: m.group(1) + m.group(2) + _keep(m.group(3), f"{m.group(1).lower()} token"), text)
     text = _SK_KEY.sub(MARKER.format("key"), text)
