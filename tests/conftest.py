@@ -31,6 +31,9 @@ PROCESS_FIXTURES = {"stack", "sandbox", "run_sandbox", "shared_stacks", "world",
 THROUGH_PGBOUNCER = bool(os.environ.get("KEEL_TEST_PGBOUNCER"))
 
 
+# An author's project, run in a pytest of its own by tests/integration/test_authoring_kit.py.
+collect_ignore = ["support/kit_project"]
+
 # What a test file not in tests/file_weights.txt is taken to weigh (new files: most are small).
 UNLISTED_FILE_SECONDS = 3.0
 
