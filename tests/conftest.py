@@ -24,11 +24,15 @@ from tests.support.procs import PgBouncer, http
 from tests.support.stack import APP_DB_ROLE, Sandbox, SharedStack, SharedStacks, Stack
 
 # Fixtures that start keel's processes (or need them): their tests are marked ``processes``.
-PROCESS_FIXTURES = {"stack", "sandbox", "run_sandbox", "shared_stacks", "world", "web_stack", "run_pgbouncer"}
+# ``keel`` is the author's kit as docs/authoring.md names its fixture (tests/examples).
+PROCESS_FIXTURES = {"stack", "sandbox", "run_sandbox", "shared_stacks", "world", "web_stack", "run_pgbouncer", "keel"}
 # KEEL_TEST_PGBOUNCER=1: every stack's processes connect through the run's PgBouncer in
 # transaction mode (issue 24; S46 runs the worker-killing scenarios so in every run).
 THROUGH_PGBOUNCER = bool(os.environ.get("KEEL_TEST_PGBOUNCER"))
 
+
+# An author's project, run in a pytest of its own by tests/integration/test_authoring_kit.py.
+collect_ignore = ["support/kit_project"]
 
 # What a test file not in tests/file_weights.txt is taken to weigh (new files: most are small).
 UNLISTED_FILE_SECONDS = 3.0

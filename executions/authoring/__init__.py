@@ -28,7 +28,9 @@ agent step's offline policy, ``END`` for a step after which the workflow complet
 
 Who imports this package: workflow modules, and every room of the runtime (the engine
 runs what is declared here). It imports nothing of the API (ninja), the engine or the
-agent runtime — an import-linter contract in pyproject.toml keeps it so.
+agent runtime — an import-linter contract in pyproject.toml keeps it so. Its subpackage
+``testing`` (the author's test kit) is no part of the surface: only tests import it, and
+importing this package doesn't load it.
 """
 
 from ..errors import FailureKind, InvalidInput, StepFailure

@@ -1,7 +1,7 @@
 """The authoring surface (DESIGN §4): a workflow module that imports only
 ``executions.authoring`` — and ``approvals.gate`` for an approval — registers and runs
 end to end on real processes; the surface itself pulls in neither the API (ninja) nor
-the engine nor the agent runtime."""
+the engine nor the agent runtime, nor the author's test kit."""
 
 from __future__ import annotations
 
@@ -50,10 +50,12 @@ def test_the_surface_is_one_module_with_all_it_promises():
 
 
 def test_importing_the_surface_loads_neither_the_api_nor_the_engine_nor_the_agent_runtime():
+    """Nor the author's test kit (``executions.authoring.testing``): only tests import it."""
     probe = (
         "import json, sys; import executions.authoring; "
         "print(json.dumps(sorted(m for m in sys.modules if m == 'ninja' or m == 'celery' "
-        "or m.startswith(('executions.engine', 'executions.agent', 'executions.api', 'executions.inputs')))))"
+        "or m.startswith(('executions.engine', 'executions.agent', 'executions.api', 'executions.inputs', "
+        "'executions.authoring.testing')))))"
     )
     done = subprocess.run(
         [sys.executable, "-c", probe],

@@ -1,21 +1,27 @@
-"""The example's own tests (docs/authoring.md, "Writing tests for it"). keel's test run
-collects them through tests/examples/test_expense_approval.py, under keel's fixtures
-(``stack``, ``people``, ``api_as``) and the author's helper (tests/support/authoring.py).
-A workflow outside keel's packages, registered by KEEL_WORKFLOW_MODULES alone, runs
-end to end through the API and the CLI."""
+"""The example's own tests (docs/authoring.md, "Testing it"), written as its author would:
+with keel's test kit (``executions.authoring.testing``) and pytest-django alone. A
+workflow outside keel's packages, registered by KEEL_WORKFLOW_MODULES alone, runs end to
+end on real processes, through the API and the CLI. keel's test run collects them through
+tests/examples/test_expense_approval.py."""
 
 import json
 import subprocess
+import sys
 
 import pytest
 
 from examples.expense_approval import workflow
-from executions.errors import InvalidInput
-from tests.support.authoring import Author
-from tests.support.procs import BIN, ROOT
+from executions.authoring import InvalidInput
+from executions.authoring.testing import Keel
 
 MODULE = "examples.expense_approval.workflow"
 CLAIM = {"employee": "ana", "email": "ana@example.com", "amount_usd": 120, "category": "travel", "receipts": ["R-1"]}
+
+
+@pytest.fixture
+def keel(transactional_db, tmp_path):
+    with Keel(modules=MODULE, web=True, sandbox=True, tmp=tmp_path) as keel:
+        yield keel
 
 
 def test_the_claim_is_checked_at_start():
@@ -28,22 +34,20 @@ def test_the_claim_is_checked_at_start():
         workflow.flow.parse_input({**CLAIM, "email": "ana"})
 
 
-def test_an_approved_claim_is_paid_once_through_the_api_and_the_cli(stack, people, api_as):
-    author = Author(stack, people, api_as, modules=MODULE)
-    listed = author.requester.get("/workflows/expense_approval").json()
+def test_an_approved_claim_is_paid_once_through_the_api_and_the_cli(keel):
+    listed = keel.api().get("/workflows/expense_approval").json()
     assert listed["input_schema"]["properties"]["category"]["enum"] == ["travel", "meals", "equipment"]
 
-    done = author.run("expense_approval", CLAIM)
+    done = keel.run("expense_approval", CLAIM)
     assert done["status"] == "completed", done
     key = f"{done['id']}:pay:v1"
     assert done["actions"] == [{"key": key, "type": "pay_expense", "status": "succeeded", "attempts": 1}]
-    assert author.provider_calls(key) == {"calls": 1, "effects": 1}  # paid exactly once
+    assert keel.provider_calls(key) == {"calls": 1, "effects": 1}  # paid exactly once
 
     cli = subprocess.run(
-        [str(BIN / "python"), "manage.py", "keel", "start", "expense_approval", "--input", json.dumps(CLAIM)]
-        + ["--as", "requester"],
-        cwd=ROOT,
-        env={**stack.env, "KEEL_WORKFLOW_MODULES": MODULE},
+        [sys.executable, "-m", "django", "keel", "start", "expense_approval", "--input", json.dumps(CLAIM)]
+        + ["--as", keel.requester.get_username()],
+        env=keel.env,
         capture_output=True,
         text=True,
         timeout=120,
@@ -51,4 +55,4 @@ def test_an_approved_claim_is_paid_once_through_the_api_and_the_cli(stack, peopl
     )
     assert cli.returncode == 0, cli.stderr
     ref = cli.stdout.strip().splitlines()[-1]
-    assert author.requester.get(f"/executions/{ref}").json()["workflow"] == "expense_approval"
+    assert keel.execution(ref)["workflow"] == "expense_approval"
