@@ -458,6 +458,25 @@ def _model_prices(raw: str) -> dict[str, dict[str, float]]:
 
 
 RUNTIME_MODEL_PRICES = _model_prices(os.environ.get("RUNTIME_MODEL_PRICES", ""))
+
+
+# Each model's context window in tokens (JSON {"<model>": n}, n >= 1000; a model not named:
+# RUNTIME_MODEL_CONTEXT_WINDOW). An agent round's conversation past half its model's window
+# is compacted before the next call (executions.agent.compaction, docs/agents.md).
+def _context_windows(raw: str) -> dict[str, int]:
+    try:
+        windows = json.loads(raw or "{}")
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"RUNTIME_MODEL_CONTEXT_WINDOWS is not JSON: {exc}") from None
+    if not isinstance(windows, dict) or not all(
+        isinstance(n, int) and not isinstance(n, bool) and n >= 1000 for n in windows.values()
+    ):
+        raise ImproperlyConfigured('RUNTIME_MODEL_CONTEXT_WINDOWS must be {"<model>": tokens} with tokens >= 1000.')
+    return windows
+
+
+RUNTIME_MODEL_CONTEXT_WINDOWS = _context_windows(os.environ.get("RUNTIME_MODEL_CONTEXT_WINDOWS", ""))
+RUNTIME_MODEL_CONTEXT_WINDOW = env_int("RUNTIME_MODEL_CONTEXT_WINDOW", 128_000)
 SANDBOX_URL = os.environ.get("SANDBOX_URL", "http://127.0.0.1:8765")
 # How long an approval request stays open before it expires (the workflow decides what then).
 APPROVAL_TTL_SECONDS = env_int("APPROVAL_TTL_SECONDS", 7 * 24 * 3600)

@@ -324,7 +324,14 @@ class JournalModel:
 
     @property
     def name(self) -> str:
-        return "journal"
+        """The model the step's calls were asked of (its context window decides when a round
+        is compacted, as it did for the worker), "journal" when it made none."""
+        model = (
+            ModelCall.objects.filter(execution_id=self.execution.pk, step=self.step)
+            .values_list("model", flat=True)
+            .first()
+        )
+        return model or "journal"
 
     def ask(self, request: ModelRequest, **_ignored):
         self.seq += 1

@@ -3,8 +3,9 @@
 An agent step's request is the system text built from the execution's notes (the goal,
 every mandatory constraint verbatim, the verified facts with their sources —
 ``executions.authoring.notes``) plus the round's messages: the task, then each tool
-call and its result. With ``Budget(conversation_tokens=n)``, when those messages would
-pass ``n`` tokens before a call, the runtime *folds* the earlier turns — every message
+call and its result. When those messages would pass ``threshold`` tokens before a call —
+half the model's context window by default (``RUNTIME_MODEL_CONTEXT_WINDOWS``), or the
+step's ``Budget(conversation_tokens=n)`` — the runtime *folds* the earlier turns — every message
 between the task and the latest turn — into one progress note: what was tried, each
 line with its call key as the source, and the open questions (proposals refused or
 failed). The goal and constraints are never in the folded part (they are the system
@@ -22,6 +23,8 @@ from __future__ import annotations
 import json
 import re
 from typing import Any
+
+from django.conf import settings
 
 from ..authoring.notes import estimate_tokens, quoted
 
@@ -41,6 +44,17 @@ def _name(name: str) -> str:
     """A tool's name as the model proposed it: as it is when it looks like one, else quoted
     (a name is model-written: it must not start a line of the note)."""
     return name if re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", name) else quoted(name)
+
+
+def threshold(model: str, configured: int | None) -> int | None:
+    """How many tokens a round's conversation may reach before it is folded: the step's
+    ``Budget(conversation_tokens=…)`` when it sets one (0: never), else half the model's
+    context window (``RUNTIME_MODEL_CONTEXT_WINDOWS``, else ``RUNTIME_MODEL_CONTEXT_WINDOW``):
+    the other half holds the notes, the tools and the answer."""
+    if configured is not None:
+        return configured or None
+    window = settings.RUNTIME_MODEL_CONTEXT_WINDOWS.get(model, settings.RUNTIME_MODEL_CONTEXT_WINDOW)
+    return window // 2
 
 
 def tokens(messages: list[JSON]) -> int:

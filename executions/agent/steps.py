@@ -177,7 +177,7 @@ class _Visit:
     def _compact(self) -> None:
         """Before the next call: apply the fold journalled for it, or fold now when the
         round's conversation passes its budget (executions.agent.compaction)."""
-        budget = self.spec.budget.conversation_tokens
+        budget = compaction.threshold(self.model.name, self.spec.budget.conversation_tokens)
         if budget is None:
             return
         before = self.model.seq + 1

@@ -127,7 +127,8 @@ class Budget:
     refused proposals, and the context's token budget (None: RUNTIME_CONTEXT_TOKENS).
     ``conversation_tokens``: the round's conversation (the task, the tool calls and their
     results) past it is compacted into a progress note before the next call
-    (executions.agent.compaction); None: never compacted."""
+    (executions.agent.compaction); None (the default): half the model's context window
+    (``RUNTIME_MODEL_CONTEXT_WINDOWS``); 0: never compacted."""
 
     max_calls: int = 12
     max_tokens: int = 60_000

@@ -9,7 +9,7 @@ from django.test import Client
 
 from executions.models import ExecutionEvent, ModelCall
 from tests.scenarios.test_agents import VARIANTS
-from tests.support.procs import wait_for
+from tests.support.procs import run_manage, wait_for
 from tests.support.stack import pk, wait_status
 
 REQUESTED = "Mention the ticket number in every message."
@@ -61,3 +61,29 @@ def test_s37_an_agent_round_past_its_budget_is_compacted_once_and_replayed_ident
     shown = page.get(f"/executions/{ref}/").content.decode()
     assert 'id="compaction-1"' in shown and 'id="open-questions"' in shown
     assert "Never send more items than were ordered or are in stock." in shown and REQUESTED in shown
+
+
+def test_the_shipped_support_agent_compacts_where_users_run_by_its_models_window(stack, people, api_as):
+    """Compaction is on by default: with no Budget(conversation_tokens=…) the shipped support
+    agent folds its round once the conversation passes half its model's context window
+    (RUNTIME_MODEL_CONTEXT_WINDOWS, here the offline model's 1,000 tokens), so a long round
+    goes on instead of stopping for a person; it completes, and a replay of a parked one,
+    folding where the worker did, finds nothing."""
+    stack.up(RUNTIME_MODEL_CONTEXT_WINDOWS='{"offline-deterministic-1": 1000}')
+    requester, manager = api_as(people["requester"]), api_as(people["manager"])
+    ref = requester.post("/executions", {"workflow": "support_agent", "input": {"ticket": "TCK-1001"}}).json()["id"]
+    waiting = wait_status(requester, ref, "awaiting_approval", timeout=60)
+    folds = ExecutionEvent.objects.filter(execution_id=pk(ref), type="context.compacted")
+    assert folds.exists() and all(f.step == "resolve" for f in folds)
+
+    replayed = run_manage(
+        "keel",
+        "replay",
+        "--json",
+        env={**stack.env, "RUNTIME_MODEL_CONTEXT_WINDOWS": '{"offline-deterministic-1": 1000}'},
+    )
+    assert replayed.returncode == 0, replayed.stdout + replayed.stderr
+
+    assert manager.decide(ref, waiting["pending_approval"]).status_code == 202
+    wait_status(requester, ref, "completed")
+    assert all(c.revision == 1 for c in ModelCall.objects.filter(execution_id=pk(ref)))
