@@ -212,7 +212,13 @@ def family(snap: Snapshot) -> dict[str, Any] | None:
 def execution_stamps(snap: Snapshot) -> dict[str, str]:
     e = snap.execution
     pending = snap.pending
-    unresolved = [(a.key, a.status, a.attempts) for a in snap.actions if a.status in _UNRESOLVED]
+    # The unresolved actions as their last move left them (with its evidence): never every event of
+    # the execution, or a webhook sent beside it would redraw the form an operator is filling in.
+    unresolved = [
+        (a.key, a.status, a.attempts, a.updated_at)
+        for a in snap.actions
+        if a.status == Action.State.UNKNOWN or (a.status in _UNRESOLVED and not a.beside)
+    ]
     return {
         "head": digest(
             e.status,
@@ -229,7 +235,7 @@ def execution_stamps(snap: Snapshot) -> dict[str, str]:
             [(c.pk, c.status, c.current_step, c.stuck_reason) for c in snap.children],
         ),
         "approval": digest(pending.pk if pending else None, e.status, e.current_step),
-        "operate": digest(e.status, e.due_at, unresolved, snap.last_event_id if unresolved else 0, snap.restarted_as),
+        "operate": digest(e.status, e.due_at, unresolved, snap.restarted_as),
         "artifact": digest(snap.latest_version_id),
         "timeline": digest(snap.last_event_id, snap.last_run_id),
         "steps": digest(snap.last_run_id, snap.last_model_call_id, e.status, e.current_step),

@@ -20,7 +20,7 @@ from approvals.models import ApprovalRequest, AuditEntry
 from executions.engine import gates
 from executions.models import Action, Execution, ExecutionEvent, StepRun, Wait
 from tests.support.procs import stop_together
-from tests.support.stack import pk, wait_for, wait_status
+from tests.support.stack import pk, untold, wait_for, wait_status
 
 SIGNAL = "shipment_confirmed"
 V1_ONLY = {"RUNTIME_WORKFLOW_MODULES": "workflows.monthly_report,workflows.replacement_order"}
@@ -112,12 +112,12 @@ def test_a_signal_it_is_not_waiting_for_is_a_409_and_changes_nothing(stack, peop
     started = requester.post("/executions", {"workflow": "replacement_order", "input": {"original_order": "ORD-1002"}})
     ref = started.json()["id"]
     wait_status(requester, ref, "awaiting_approval")
-    events = ExecutionEvent.objects.filter(execution_id=pk(ref)).count()
+    events = untold(ExecutionEvent.objects.filter(execution_id=pk(ref))).count()
     not_waiting = operator.signal(ref, SIGNAL)
     assert not_waiting.status_code == 409 and "awaiting_approval" in not_waiting.json()["detail"]
 
     ref = to_the_wait(people, api_as)
-    events = ExecutionEvent.objects.filter(execution_id=pk(ref)).count()
+    events = untold(ExecutionEvent.objects.filter(execution_id=pk(ref))).count()
     wrong = operator.signal(ref, "payment_received")
     assert wrong.status_code == 409 and "it waits for shipment_confirmed" in wrong.json()["detail"]
     outsider = api_as(people["outsider"]).signal(ref, SIGNAL)
@@ -126,7 +126,7 @@ def test_a_signal_it_is_not_waiting_for_is_a_409_and_changes_nothing(stack, peop
     assert missing.status_code == 404
     malformed = operator.post(f"/executions/{ref}/events", {"type": "signal", "name": "", "event_id": "x"})
     assert malformed.status_code == 422 and malformed.json()["detail"][0]["loc"] == ["body", "name"]
-    assert ExecutionEvent.objects.filter(execution_id=pk(ref)).count() == events
+    assert untold(ExecutionEvent.objects.filter(execution_id=pk(ref))).count() == events
     assert Execution.objects.get(pk=pk(ref)).status == "waiting"
 
 
@@ -201,7 +201,7 @@ def test_cancel_while_awaiting_approval_writes_the_withdrawn_audit_entry(stack, 
     [entry] = AuditEntry.objects.filter(request=request, kind=AuditEntry.Kind.WITHDRAWN)
     assert entry.actor.get_username() == "requester" and "wrong month" in entry.detail["reason"]
     assert entry.artifact_version == request.version and entry.content_sha256 == request.content_sha256
-    [planned] = Action.objects.filter(execution_id=pk(ref))
+    [planned] = untold(Action.objects.filter(execution_id=pk(ref)))
     assert planned.status == Action.State.FAILED and planned.attempts == 0 and "withdrawn" in planned.last_error
 
 
