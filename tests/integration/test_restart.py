@@ -19,10 +19,10 @@ from artifacts import store
 from artifacts.models import Artifact, ArtifactVersion
 from executions.engine import lifecycle
 from executions.errors import InvalidInput
-from executions.models import Execution, ExecutionEvent, Status, StepRun
+from executions.models import Action, Execution, ExecutionEvent, Status, StepRun
 from tests.scenarios.test_replacement_order import add_fault
 from tests.scenarios.test_resume_preview import approved, up
-from tests.support.procs import http
+from tests.support.procs import http, wait_for
 from tests.support.stack import pk, wait_status
 from triage.restart import execution_restart
 
@@ -38,6 +38,15 @@ def test_a_failed_report_restarted_from_publish_reuses_what_was_done_and_complet
     failed = wait_status(operator, ref, "failed", timeout=90)
     assert failed["stuck"]["reason"] == "retries_exhausted" and failed["restarted_as"] is None
     assert http().delete(f"{stack.sandbox_url}/_faults", timeout=5).status_code == 200
+    # Production's defaults: its failure was told by webhook, an action of this execution recorded at
+    # publish; a restart from publish never counts that as an effect it would send again.
+    told = Action.objects.filter(execution_id=pk(ref), key__contains=":webhook:execution.failed:", status="succeeded")
+    webhook = wait_for(lambda: told.first(), timeout=30, what="the failure's webhook")
+    assert webhook.step == "publish"
+    [option] = [
+        o for o in operator.get(f"/executions/{ref}/restart-options").json()["options"] if o["step"] == "publish"
+    ]
+    assert option["works"] and option["would_repeat"] == [], option
     old = Execution.objects.get(pk=pk(ref))
     runs_before = list(StepRun.objects.filter(execution=old).values_list("step", "outcome"))
 
