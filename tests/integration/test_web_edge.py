@@ -170,8 +170,9 @@ def test_the_documented_web_command_under_load_holds_a_bounded_number_of_connect
         ("read", 200): MIX["read"],
         ("start", 201): MIX["start"],
     }, answers
-    # Released, not kept: once the load is over the web holds none.
-    wait_for(lambda: count.now() == 0, timeout=10, what="the web's connections to be closed after the load")
+    # Released, not kept: once the load is over the web holds none (30 s: on a loaded machine the last
+    # connections of the load close a few seconds after its answers arrive).
+    wait_for(lambda: count.now() == 0, timeout=30, what="the web's connections to be closed after the load")
     print(f"{len(work)} requests from {CLIENTS} clients in {took:.1f} s; at most {count.most} connections")
 
 
