@@ -41,12 +41,12 @@ def execution_start(
     Raises InvalidInput naming the field for an unknown workflow, bad input or budget.
     """
     budget = usd_amount("budget_usd", budget_usd) if budget_usd is not None else None
-    if budget is not None:
-        _priced_model("budget_usd")
     try:
         flow = registry.latest(workflow)
     except registry.UnknownWorkflow as exc:
         raise InvalidInput("workflow", str(exc)) from None
+    if budget is not None:
+        _budgetable(flow, "budget_usd")
     if not isinstance(input, dict):
         raise InvalidInput("input", "must be a JSON object")
     parsed = flow.parse_input(input)
@@ -76,9 +76,18 @@ def execution_start(
     return execution, True
 
 
-def _priced_model(field: str) -> None:
-    """A budget needs the model's price, or it could stop nothing: InvalidInput naming
-    ``field`` when ``RUNTIME_MODEL_PRICES`` has none for the model calls are asked of."""
+# The steps that ask a model, or start children that may: what a budget can stop.
+ASKS_A_MODEL = ("model", "agent", "route", "children")
+
+
+def _budgetable(flow, field: str) -> None:
+    """A budget must be able to stop something: InvalidInput naming ``field`` when ``flow``
+    asks no model (no model, agent, route or children step), or when ``RUNTIME_MODEL_PRICES``
+    has no price for the model calls are asked of."""
+    if not any(step.kind in ASKS_A_MODEL for step in flow.steps):
+        raise InvalidInput(
+            field, f"{flow.name} asks no model (no model, agent, route or children step): a budget would stop nothing"
+        )
     model = get_model_client().model
     if costs.price_for(model) is None:
         raise InvalidInput(

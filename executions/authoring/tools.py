@@ -86,7 +86,7 @@ class Tool:
         if free:
             raise ValueError(
                 f"tool {self.name} sends text to a third party without an approval, so its arguments must be "
-                f"bounded (an enum, or a pattern of at most {FREE_TEXT_CHARS} characters): {', '.join(free)} "
+                f"bounded (an enum, or a pattern with max_length at most {FREE_TEXT_CHARS}): {', '.join(free)} "
                 "is free text"
             )
 

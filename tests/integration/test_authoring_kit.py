@@ -113,6 +113,10 @@ def test_a_wait_that_runs_out_names_the_time_it_waited(authors_run):
     passed(authors_run, "parcels/test_parcels.py::test_a_wait_that_runs_out_names_the_time_it_waited")
 
 
+def test_a_crash_a_retried_decision_and_a_budget(authors_run):
+    passed(authors_run, "parcels/test_parcels.py::test_a_crash_a_retried_decision_and_a_budget")
+
+
 def test_the_guides_example_runs_as_printed(authors_run):
     guide = [name for name in authors_run if name.startswith("myflows/test_expense.py::")]
     assert len(guide) >= 2, authors_run["(the run)"]

@@ -63,6 +63,14 @@ def test_a_budget_without_a_price_for_the_model_is_refused_naming_it(people, set
     assert not Execution.objects.exists()
     settings.RUNTIME_MODEL_PRICES = {OFFLINE: {"input_per_mtok": 1, "output_per_mtok": 1}}
     assert start(people, budget_usd=5).budget_usd == Decimal(5)
+    with pytest.raises(InvalidInput) as refused:  # priced, but this workflow asks no model at all
+        services.execution_start(
+            user=people["requester"].user,
+            workflow="replacement_order",
+            input={"original_order": "ORD-1001"},
+            budget_usd=5,
+        )
+    assert refused.value.field == "budget_usd" and "replacement_order asks no model" in str(refused.value)
 
 
 def test_usd_amounts_are_refused_naming_the_field():

@@ -43,6 +43,8 @@ from .waiting import checked_timeout, poll
 JSON = dict[str, Any]
 REQUESTER = "kit-requester"  # starts executions and sends signals (the user who started it may)
 APPROVER = "kit-approver"  # a manager: decides approvals (never the requester)
+OPERATOR = "kit-operator"  # an operator: resumes, cancels, resolves
+ROLES = ("managers", "operators", "auditors")
 
 
 class Api:
@@ -95,6 +97,7 @@ class Keel:
         self.tmp = Path(tmp) if tmp is not None else Path(tempfile.mkdtemp(prefix="keel-kit-"))
         self.tmp.mkdir(parents=True, exist_ok=True)
         extra = {**(env or {}), **({"RUNTIME_FAILPOINTS": failpoints} if failpoints else {})}
+        self._decided: dict[tuple[str, str], JSON] = {}  # (execution, event_id) → the decision sent
         self.processes = Processes(
             self.tmp, environment(tmp=self.tmp, modules=",".join(names), db_url=database_url, extra=extra)
         )
@@ -133,6 +136,17 @@ class Keel:
         """The end of every process's log: print it when a test fails."""
         return self.processes.logs()
 
+    def crash_workers(self, *, failpoints: str = "") -> None:
+        """SIGKILL every worker (beat runs inside the first) and start one new worker with
+        beat, as a deploy or a crash followed by a restart would; ``failpoints`` (default:
+        none) is its ``RUNTIME_FAILPOINTS``, so a pause the test set for the first run is not
+        inherited. Returns once the new worker is ready."""
+        for child in self.processes.children:
+            if child.name.startswith("worker-"):
+                child.kill()
+        self.processes.env["RUNTIME_FAILPOINTS"] = failpoints
+        self.processes.worker(f"r{len(self.processes.children)}", beat=True)
+
     def failpoint_reached(self, name: str) -> bool:
         """Whether a ``pause`` failpoint (``before_step:draft=pause``) was reached."""
         return (self.tmp / "failpoints" / name.replace(":", "__")).exists()
@@ -148,6 +162,18 @@ class Keel:
     def approver(self) -> AbstractBaseUser:
         """A manager (``kit-approver``), who decides approvals; never the requester."""
         return self._user(APPROVER, group="managers")
+
+    @property
+    def operator(self) -> AbstractBaseUser:
+        """An operator (``kit-operator``): resumes, cancels, resolves, raises budgets."""
+        return self._user(OPERATOR, group="operators")
+
+    def user(self, name: str, *, group: str | None = None) -> AbstractBaseUser:
+        """The user ``name`` (made on first use), in ``group`` (``managers``, ``operators``,
+        ``auditors``) when given: for a second approver, an outsider, a separation of duties."""
+        if group is not None and group not in ROLES:
+            raise ValueError(f"group must be one of {', '.join(ROLES)}, not {group!r}")
+        return self._user(name, group=group)
 
     def _user(self, name: str, *, group: str | None = None) -> AbstractBaseUser:
         user = get_user_model().objects.filter(username=name).first()  # a flushed database drops them
@@ -167,14 +193,24 @@ class Keel:
     # --- executions
 
     def start(
-        self, workflow: str, input: JSON, *, by: AbstractBaseUser | None = None, idempotency_key: str | None = None
+        self,
+        workflow: str,
+        input: JSON,
+        *,
+        by: AbstractBaseUser | None = None,
+        idempotency_key: str | None = None,
+        budget_usd: float | None = None,
     ) -> str:
-        """Start ``workflow`` with ``input`` as the API's start does; its id (``RUN_0001``).
-        A bad input raises InvalidInput naming the field (the API's 422)."""
+        """Start ``workflow`` with ``input`` (and ``budget_usd``) as the API's start does; its
+        id (``RUN_0001``). A bad input raises InvalidInput naming the field (the API's 422)."""
         refuse_inside_a_transaction("start an execution the workers can see")
         with transaction.atomic():
             execution, _ = services.execution_start(
-                user=by or self.requester, workflow=workflow, input=input, idempotency_key=idempotency_key
+                user=by or self.requester,
+                workflow=workflow,
+                input=input,
+                idempotency_key=idempotency_key,
+                budget_usd=budget_usd,
             )
         return execution.ref
 
@@ -236,7 +272,11 @@ class Keel:
         """Decide the approval ``ref`` awaits (approve, reject or request_changes, the last
         with a ``comment``) as ``POST …/events`` ``type: "approval.decision"`` does, as ``by``
         (default: the approver), on the exact version and sha256 it shows unless told others;
-        its 202 body. Conflict for a stale version or hash, Forbidden without authority."""
+        its 202 body. Conflict for a stale version or hash, Forbidden without authority. The
+        same ``event_id`` again sends the same decision again (the API's retry: its 202 body
+        again, nothing changed), also once the approval is no longer pending."""
+        if event_id is not None and (ref, event_id) in self._decided:  # a retry: the same body again
+            return self._deliver(ref, by or self.approver, self._decided[(ref, event_id)])
         pending = self.execution(ref)["pending_approval"]
         if pending is None:
             raise AssertionError(f"{ref} awaits no approval: it is {_where(self.execution(ref))}")
@@ -249,6 +289,7 @@ class Keel:
             "comment": comment,
             "event_id": event_id or uuid.uuid4().hex,
         }
+        self._decided[(ref, body["event_id"])] = body
         return self._deliver(ref, by or self.approver, body)
 
     def _deliver(self, ref: str, user: AbstractBaseUser, body: JSON) -> JSON:

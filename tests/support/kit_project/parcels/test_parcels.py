@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from executions.authoring.testing import Conflict, Keel, WaitTimedOut
+from executions.authoring.testing import Conflict, InvalidInput, Keel, WaitTimedOut
 
 DELIVERED = {"at": "2026-12-01T10:00:00Z"}
 
@@ -84,3 +84,18 @@ def test_a_wait_that_runs_out_names_the_time_it_waited(keel):
     waited = time.monotonic() - began
     assert 4 <= said_seconds(timed_out.value) <= waited + 0.05, (str(timed_out.value), waited)
     assert waited - said_seconds(timed_out.value) < 0.5, (str(timed_out.value), waited)
+
+
+def test_a_crash_a_retried_decision_and_a_budget(keel):
+    ref = keel.start("kit_parcel", {"item": "clock"})
+    keel.wait(ref, "awaiting_approval")
+    first = keel.decide(ref, "approve", event_id="approve-clock")
+    assert keel.decide(ref, "approve", event_id="approve-clock") == first  # the API's retry: the same answer
+    keel.wait(ref, "waiting")
+    keel.crash_workers()  # SIGKILLed, and a new worker (with the sweeper) started
+    keel.signal(ref, "parcel_delivered", DELIVERED)
+    keel.wait(ref, "completed")
+    assert keel.provider_calls(f"{ref}:ship:v1") == {"calls": 1, "effects": 1}
+    assert keel.user("kit-auditor", group="auditors").groups.filter(name="auditors").exists()
+    with pytest.raises(InvalidInput, match="budget_usd"):  # this workflow asks no model
+        keel.start("kit_parcel", {"item": "pen"}, budget_usd=1)
