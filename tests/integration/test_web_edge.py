@@ -91,6 +91,15 @@ class ConnectionCount:
         with psycopg.connect(self.url, autocommit=True) as own:
             return own.execute(query, [APP_DB_ROLE]).fetchone()[0]
 
+    def held(self) -> list[tuple]:
+        """What the application role's connections are doing (state, since, query): a failure's evidence."""
+        query = (
+            "SELECT state, now() - state_change, backend_start, left(query, 120) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND usename = %s"
+        )
+        with psycopg.connect(self.url, autocommit=True) as own:
+            return own.execute(query, [APP_DB_ROLE]).fetchall()
+
     def _sample(self) -> None:
         with psycopg.connect(self.url, autocommit=True) as conn:
             while not self.done.is_set():
@@ -172,7 +181,10 @@ def test_the_documented_web_command_under_load_holds_a_bounded_number_of_connect
     }, answers
     # Released, not kept: once the load is over the web holds none (30 s: on a loaded machine the last
     # connections of the load close a few seconds after its answers arrive).
-    wait_for(lambda: count.now() == 0, timeout=30, what="the web's connections to be closed after the load")
+    try:
+        wait_for(lambda: count.now() == 0, timeout=30, what="the web's connections to be closed after the load")
+    except AssertionError:
+        raise AssertionError(f"still held after the load: {count.held()}") from None
     print(f"{len(work)} requests from {CLIENTS} clients in {took:.1f} s; at most {count.most} connections")
 
 
