@@ -39,7 +39,7 @@ def _schedule_sweeper(sender: Celery, **kwargs: object) -> None:
         name="runtime sweeper",
     )
     sender.add_periodic_task(  # nothing hangs without a reason (executions.engine.sweeper.flag_unheld)
-        float(settings.RUNTIME_HOUSEKEEPING_SECONDS),
+        float(settings.RUNTIME_UNHELD_SECONDS),
         sender.signature("executions.unheld"),
         name="unheld executions",
     )

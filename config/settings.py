@@ -484,6 +484,10 @@ APPROVAL_TTL_SECONDS = env_int("APPROVAL_TTL_SECONDS", 7 * 24 * 3600)
 APPROVAL_SLA_SECONDS = env_int("APPROVAL_SLA_SECONDS", 24 * 3600)
 # Runnable but unclaimed for longer than this: no_worker (DESIGN §4).
 RUNTIME_STUCK_SECONDS = env_int("RUNTIME_STUCK_SECONDS", 60)
+# How often beat's unheld check runs (executions.engine.sweeper.flag_unheld): it reads every
+# parked row without a due time (80–150 ms at a million executions with 50,000 parked), so
+# once a stuck-reason interval, not at every sweep.
+RUNTIME_UNHELD_SECONDS = float(os.environ.get("RUNTIME_UNHELD_SECONDS", str(RUNTIME_STUCK_SECONDS)))
 # The worker registry (fleet): a heartbeat row per worker process every this many seconds
 # (one write), alive while seen within RUNTIME_WORKER_STALE_SECONDS, listed until
 # RUNTIME_WORKER_FORGET_SECONDS (DESIGN §6, Workers).

@@ -4,7 +4,7 @@ It dispatches executions that are runnable but that nobody works on (pending or
 running with no live lease: a lost message, a dead worker; retry and wait timers
 that came due), fails or flags executions waiting past their deadline and runs
 every gate's sweep hook (approvals expire, waits time out; executions.engine.gates).
-``flag_unheld`` (its own beat task, every ``RUNTIME_HOUSEKEEPING_SECONDS``) is the safety
+``flag_unheld`` (its own beat task, every ``RUNTIME_UNHELD_SECONDS``, 60) is the safety
 net under "nothing hangs without a reason": a parked execution that no gate holds and
 no timer wakes needs attention, with a sentence saying so.
 Each execution is rung on its own queue (``executions.engine.routing``).

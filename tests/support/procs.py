@@ -109,6 +109,7 @@ def keel_env(**values: str) -> dict[str, str]:
         "RUNTIME_LEASE_SECONDS": "3",
         "RUNTIME_SWEEP_SECONDS": "0.5",
         "RUNTIME_HOUSEKEEPING_SECONDS": "2",  # the fold, tally, notifications, schedules (beat's other ticks)
+        "RUNTIME_UNHELD_SECONDS": "2",  # the "nothing hangs without a reason" check
         "RUNTIME_EFFECT_TIMEOUT_SECONDS": "3",
         "PYTHONUNBUFFERED": "1",
         # Off for a process outside the run's stacks (the sandbox, a fork's helper); every keel
