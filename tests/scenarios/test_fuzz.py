@@ -48,6 +48,8 @@ def test_s60_generated_workflows_keep_every_invariant_under_kills_and_duplicates
         played = fuzzer.play(case)
         figures.add(played)
         violations = check(played)
+        if SECONDS:
+            print(f"fuzz: {played.line()}{' — VIOLATED' if violations else ''}", flush=True)
         if violations:
             failing.append(played.name)
             text = report(played, violations)

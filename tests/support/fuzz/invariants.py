@@ -14,10 +14,11 @@ one sentence per violation (none: the case passed):
   terminal; and none is still moving when the case's time is up (stalled);
 - **no 5xx**: every answer of the web server over the case, and every request answered;
   a decision or a signal answered 202 or 409 (a repeat under the same event id: 202, the
-  first answer again; under a new one: 409);
+  first answer again; under a new one: 409, or 429 past a burst of refused decisions);
 - **the counts add up**: a succeeded action is exactly one effect at its provider and a
   failed one none; every effect the provider counted has its ledger action; a completed
-  execution has one succeeded action per effect step and its children completed; one
+  execution has one succeeded action per effect step, one per agent step whose tool call
+  was approved (however often the model proposed it again), and its children completed; one
   execution per idempotency key; ``/api/executions/summary`` counts what the list shows;
 - and no worker died but those the schedule killed.
 """
@@ -34,7 +35,7 @@ from executions.models import Action
 
 from .render import child_name
 from .runner import TERMINAL, Played
-from .specs import Children, steps_of
+from .specs import Agent, Children, steps_of
 
 # What the ledger says went out, or may have.
 SENT = (Action.State.SUCCEEDED, Action.State.EXECUTING, Action.State.UNKNOWN)
@@ -53,7 +54,9 @@ def check(played: Played) -> list[str]:
 
 def server_answers(played: Played) -> list[str]:
     found = [f"the web server: {bad}" for bad in played.answers.bad]
-    expected = {"first": {202, 409}, "same": {202}, "new": {409}}
+    # A repeat under a new event id is refused (409), or, past a burst of refusals, limited (429:
+    # approvals.throttle); a valid first decision is never limited.
+    expected = {"first": {202, 409}, "same": {202}, "new": {409, 429}}
     for what, ref, code, how in played.deliveries:
         if code and code not in expected[how]:
             again = "" if how == "first" else f" again under the {how} event id"
@@ -152,6 +155,12 @@ def _completed(played: Played, actions: list[Action]) -> list[str]:
         for step in steps_of(flow, prefix):
             if step.kind == "effect" and succeeded[(ref, step.name)] != 1:
                 found.append(f"{ref} completed with {succeeded[(ref, step.name)]} succeeded actions at {step.name}")
+            if (
+                isinstance(step.block, Agent)
+                and step.block.decisions[-1] == "approve"
+                and succeeded[(ref, step.name)] != 1
+            ):
+                found.append(f"{ref} completed with {succeeded[(ref, step.name)]} approved tool effects at {step.name}")
             if isinstance(step.block, Children):
                 kids = [c for c in item["children"] if c["step"] == step.name]
                 if len(kids) != step.block.count or any(c["status"] != "completed" for c in kids):
@@ -182,7 +191,12 @@ def report(played: Played, violations: list[str]) -> str:
         + (f"; not reached: {', '.join(played.unreached)}" if played.unreached else "")
         + f"; duplicated advance messages: {played.duplicate_messages}.",
         "Executions at the end: "
-        + ", ".join(f"{r} {e['status']} at {e['current_step']}" for r, e in sorted(played.executions.items())),
+        + ", ".join(f"{r} {e['status']} at {e['current_step'] or '-'}" for r, e in sorted(played.executions.items())),
+        "The ledger (key, step, status, authorised by; the provider's effects):",
+        *(
+            f"  {a.key} {a.step} {a.status} {a.gate_ref or '-'}; {played.stats.get('keys', {}).get(a.key, {}).get('effects', 0)}"
+            for a in _actions(played).order_by("id")
+        ),
         "",
         f"The workflow module ({played.module}), as every process imported it:",
         "",

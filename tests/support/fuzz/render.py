@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import textwrap
 
-from .specs import ENDPOINTS, Act, Approve, Case, Children, Compute, Flow, Wait, describe
+from .specs import ENDPOINTS, Act, Agent, Approve, Case, Children, Compute, Flow, Wait, describe
 
 # Effects retry briefly (a run is seconds long): the provider's transient failures, the
 # reconciliation of an unknown outcome.
@@ -78,20 +78,29 @@ def render(case: Case, name: str) -> str:
     flows.append(("flow", name, case.main, "s"))
     blocks = [b for _, _, flow, _ in flows for b in flow.blocks]
     acts = [b for b in blocks if isinstance(b, Act)] + [a for b in blocks if isinstance(b, Approve) for a in b.effects]
-    providers = sorted({a.provider for a in acts})
+    agents = [b for b in blocks if isinstance(b, Agent)]
+    providers = sorted({a.provider for a in [*acts, *agents]})
     surface = {"Workflow", "WorkflowInput", "register"}
-    if acts:
+    if acts or agents:
         surface |= {"Effect", "RetryPolicy", "request_json"}
+    if agents:
+        surface |= {"Decision", "ModelRequest", "Tool", "ToolArgs"}
     if case.has_children:
         surface.add("Child")
     parts: list[str] = []
-    imports = ["import os", ""] if acts else []
-    if any(isinstance(b, Approve) for b in blocks):
+    imports = ["import os", ""] if acts or agents else []
+    if any(isinstance(b, Approve | Agent) for b in blocks):
         imports.append("from approvals.gate import Approval")
-    imports.append(f"from executions.authoring import {', '.join(sorted(surface, key=_isort))}")
+    names = sorted(surface, key=_isort)
+    line = f"from executions.authoring import {', '.join(names)}"
+    imports.append(
+        line
+        if len(line) <= 120
+        else "from executions.authoring import (\n" + "".join(f"    {n},\n" for n in names) + ")"
+    )
     parts.append("\n".join(imports))
     parts.append('class Input(WorkflowInput):\n    tag: str = "e1"')
-    if acts:
+    if acts or agents:
         parts.append(
             "def _sandbox(path: str) -> str:\n"
             '    return os.environ["SANDBOX_URL"].rstrip("/") + path\n\n\n' + f"RETRY = {RETRY}"
@@ -120,7 +129,7 @@ def _header(case: Case, name: str) -> str:
         + "\n\n"
         + f"To run it: save this file as myflows/{name}.py (beside an empty myflows/__init__.py, on\n"
         + f"PYTHONPATH), set KEEL_WORKFLOW_MODULES=myflows.{name} and start {name} with\n"
-        + '{"tag": "e1"} (make run, or tests/support/authoring.py\'s Author); its effects go to the\n'
+        + '{"tag": "e1"} (make run, then the dashboard or `keel start`); its effects go to the\n'
         + "sandbox at SANDBOX_URL. The schedule above is what the fuzzer played against it.\n"
         + '"""'
     )
@@ -146,6 +155,8 @@ def _steps(var: str, flow: Flow, prefix: str, child: str) -> list[str]:
                     out.append(
                         _effect(var, f"{base}_apply{j}", act, action=f"{base}_apply", gate=f"{base}_review", doc=doc)
                     )
+            case Agent():
+                out += _agent(var, f"{base}_agent", base, block)
             case Wait(signal=signal, timeout=timeout):
                 name = f"{base}_wait"
                 if signal:
@@ -205,3 +216,47 @@ def _effect(var: str, name: str, act: Act, *, action: str, gate: str = "", doc: 
         f'@{var}.effect("{name}", label="Calling {ENDPOINTS[act.provider]}", action="{action}"{guard}, retry=RETRY)'
     )
     return decorator + "\n" + "\n".join(lines)
+
+
+# What an agent's tool sends: its arguments only, never the key (the approval binds the
+# arguments' hash; the runtime keys the effect by that approval).
+AGENT_ARGS = {
+    "notify": '{"channel": "email", "to": ["fuzz@example.com"], "subject": "%(tool)s " + args["item"], "body": "%(tool)s"}',
+    "publish": '{"artifact_id": "%(tool)s-" + args["item"], "version": 1, "sha256": "", "title": "%(tool)s"}',
+}
+
+
+def _agent(var: str, name: str, base: str, agent: Agent) -> list[str]:
+    tool, cls = f"{base}_do", f"{base.upper()}Args"
+    _, call, lookup, _ = PROVIDERS[agent.provider]
+    calls = 1 + agent.repeats
+    return [
+        f"class {cls}(ToolArgs):\n    item: str",
+        f"def {tool}(args: dict, progress, key: str) -> Effect:\n"
+        f"    body = {AGENT_ARGS[agent.provider] % {'tool': tool}}\n"
+        f"    return Effect(key=key, args=body, call={call}, lookup={lookup})",
+        f"def {base}_model(request: ModelRequest) -> Decision:\n"
+        f'    """The offline model: call {tool}, then propose the very same call {agent.repeats} more time(s)."""\n'
+        f'    results = [m for m in request.messages if m["role"] == "tool" and m["name"] == "{tool}" and not m["is_error"]]\n'
+        f"    if len(results) < {calls}:\n"
+        f'        return Decision(text="Calling {tool}.", tool="{tool}", args={{"item": "one"}})\n'
+        f'    return Decision(text="Done.")',
+        f"{var}.agent(\n"
+        f'    "{name}",\n'
+        f'    label="An agent calling {tool}",\n'
+        f'    prompt_id="fuzz-{base}",\n'
+        f'    prompt_version="fuzz-{base}-v1",\n'
+        f'    instruction=lambda ctx: "Call {tool} for item one.",\n'
+        f"    tools=[\n"
+        f"        Tool(\n"
+        f'            name="{tool}",\n'
+        f'            description="Does an item (a manager approves its arguments first).",\n'
+        f"            args={cls},\n"
+        f"            run={tool},\n"
+        f"            effect=True,\n"
+        f'            approval=Approval(artifact="{base}_call", action="{tool}"),\n'
+        f"        )\n"
+        f"    ],\n"
+        f"    offline_policy={base}_model,\n"
+        f")",
+    ]

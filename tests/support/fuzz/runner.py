@@ -36,7 +36,7 @@ from tests.support.procs import http
 from .api import Answers, Api, event_id
 from .crew import Crew
 from .render import child_name, render
-from .specs import ENDPOINTS, Approve, Case, StepInfo, Wait, steps_of
+from .specs import ENDPOINTS, Agent, Approve, Case, StepInfo, Wait, steps_of
 
 # A case that hasn't settled by then is stalled (a violation).
 CASE_SECONDS = 90
@@ -69,6 +69,12 @@ class Played:
     stats: dict[str, Any] = field(default_factory=dict)  # the sandbox's /_stats at the end
     summary: dict[str, dict] = field(default_factory=dict)  # workflow → /api/executions/summary?workflow=
     seconds: float = 0.0
+
+    def line(self) -> str:
+        """One line for a long run's log."""
+        statuses = Counter(e["status"] for e in self.executions.values())
+        shown = ", ".join(f"{n} {s}" for s, n in statuses.most_common())
+        return f"{self.name} {self.seconds:.1f} s: {len(self.executions)} executions ({shown}), {len(self.kills)} kills"
 
     @property
     def workflows(self) -> list[str]:
@@ -254,14 +260,18 @@ class _Play:
         step = self.steps[item["workflow"]].get(item["current_step"] or "")
         if step is None:
             return
-        if item["status"] == "awaiting_approval" and item["pending_approval"] and isinstance(step.block, Approve):
+        if (
+            item["status"] == "awaiting_approval"
+            and item["pending_approval"]
+            and isinstance(step.block, Approve | Agent)
+        ):
             self._decide(item, step.block)
         gate = item.get("pending_gate") or {}
         signalled = isinstance(step.block, Wait) and step.block.signal and step.block.send
         if item["status"] == "waiting" and gate.get("kind") == "wait" and signalled:
             self._signal(item, step, gate)
 
-    def _decide(self, item: dict, block: Approve) -> None:
+    def _decide(self, item: dict, block: Approve | Agent) -> None:
         approval = item["pending_approval"]
         if approval["id"] in self.decided:
             return

@@ -24,7 +24,16 @@ from typing import Literal
 Provider = Literal["notify", "orders", "publish"]
 Verdict = Literal["approve", "reject", "request_changes"]
 # Where a worker may be SIGKILLed (executions/engine/failpoints.py), or "timer": after a while.
-Point = Literal["before_step", "after_step", "before_effect_call", "after_effect_call", "before_parent_wake", "timer"]
+Point = Literal[
+    "before_step",
+    "after_step",
+    "before_effect_call",
+    "after_effect_call",
+    "before_model_call",
+    "after_model_call",
+    "before_parent_wake",
+    "timer",
+]
 Fault = Literal["error_500", "rate_limit", "commit_then_hang", "timeout"]
 
 ENDPOINTS: dict[str, str] = {"notify": "/notify", "orders": "/orders", "publish": "/reports/publish"}
@@ -72,13 +81,27 @@ class Wait:
 
 
 @dataclass(frozen=True)
+class Agent:
+    """An agent step whose (offline) model calls one effect tool that needs an approval of
+    its arguments, then proposes the same call ``repeats`` more times before answering
+    (S49). ``provider``: where the tool's effect goes (one that de-duplicates on the key,
+    the approval's: ``<ref>:approval:<n>:<tool>``). ``decisions`` etc. as ``Approve``'s."""
+
+    provider: Literal["notify", "publish"] = "notify"
+    repeats: int = 0
+    decisions: tuple[Verdict, ...] = ("approve",)
+    duplicates: int = 0
+    same_event: bool = True
+
+
+@dataclass(frozen=True)
 class Children:
     """A children step starting ``count`` executions of the case's child workflow."""
 
     count: int = 1
 
 
-Block = Compute | Act | Approve | Wait | Children
+Block = Compute | Act | Approve | Agent | Wait | Children
 
 
 @dataclass(frozen=True)
@@ -92,7 +115,7 @@ class Kill:
     for ``timer``, ``seconds`` after the previous kill (or the start)."""
 
     point: Point = "timer"
-    step: str = ""
+    step: str = ""  # for a model call: "<step>:c<n>", its n-th call
     seconds: float = 1.0
 
     @property
@@ -154,6 +177,8 @@ def steps_of(flow: Flow, prefix: str) -> list[StepInfo]:
                 found.append(StepInfo(f"{base}_draft", "compute", block))
                 found.append(StepInfo(f"{base}_review", "approval", block))
                 found += [StepInfo(f"{base}_apply{j}", "effect", act) for j, act in enumerate(effects, start=1)]
+            case Agent():
+                found.append(StepInfo(f"{base}_agent", "agent", block))
             case Wait():
                 found.append(StepInfo(f"{base}_wait", "wait", block))
             case Children():
@@ -185,6 +210,12 @@ def _block(block: Block) -> str:
         case Approve(effects=effects, decisions=decisions, duplicates=dups, same_event=same):
             again = f", each sent {1 + dups}× ({'same' if same else 'new'} event id)" if dups else ""
             return f"approval [{' → '.join(decisions)}{again}] guarding {len(effects)} effect(s)"
+        case Agent(provider=provider, repeats=repeats, decisions=decisions, duplicates=dups, same_event=same):
+            again = f", each sent {1 + dups}× ({'same' if same else 'new'} event id)" if dups else ""
+            return (
+                f"agent calling an approved tool at {ENDPOINTS[provider]} [{' → '.join(decisions)}{again}], "
+                f"then proposing it {repeats} more time(s)"
+            )
         case Wait(signal=signal, timeout=timeout, send=send, duplicates=dups, same_event=same):
             if not signal:
                 return f"timer {timeout:g} s"

@@ -13,7 +13,7 @@ from dataclasses import replace
 
 from hypothesis import strategies as st
 
-from .specs import Act, Approve, Case, Children, Compute, Flow, Kill, Schedule, Wait, steps_of
+from .specs import Act, Agent, Approve, Case, Children, Compute, Flow, Kill, Schedule, Wait, steps_of
 
 MAX_MAIN_BLOCKS = 5
 MAX_CHILD_BLOCKS = 3
@@ -29,15 +29,26 @@ def acts(orders_dedupe: bool) -> st.SearchStrategy[Act]:
     return act.map(lambda a: a if a.provider != "orders" or orders_dedupe else replace(a, honors_key=False))
 
 
+# The manager's answers, round by round: requested changes, then the last answer.
+verdicts = st.tuples(st.sampled_from([0, 0, 1, 2]), st.sampled_from(["approve", "approve", "reject"])).map(
+    lambda d: ("request_changes",) * d[0] + (d[1],)
+)
+
+agents = st.builds(
+    Agent,
+    provider=st.sampled_from(["notify", "publish"]),
+    repeats=st.sampled_from([0, 1, 3]),
+    decisions=verdicts,
+    duplicates=st.sampled_from([0, 1, 2]),
+    same_event=st.booleans(),
+)
+
+
 def approvals(orders_dedupe: bool) -> st.SearchStrategy[Approve]:
-    decisions = st.tuples(
-        st.sampled_from([0, 0, 1, 2]),  # requested changes before the last answer
-        st.sampled_from(["approve", "approve", "reject"]),
-    ).map(lambda d: ("request_changes",) * d[0] + (d[1],))
     return st.builds(
         Approve,
         effects=st.lists(acts(orders_dedupe), min_size=1, max_size=2).map(tuple),
-        decisions=decisions,
+        decisions=verdicts,
         duplicates=st.sampled_from([0, 1, 2]),
         same_event=st.booleans(),
     )
@@ -59,7 +70,7 @@ children = st.builds(Children, count=st.sampled_from([1, 0, 2]))
 
 
 def flows(orders_dedupe: bool, *, with_children: bool) -> st.SearchStrategy[Flow]:
-    kinds = [computes, acts(orders_dedupe), approvals(orders_dedupe), waits]
+    kinds = [computes, acts(orders_dedupe), approvals(orders_dedupe), waits, agents]
     if with_children:
         kinds.append(children)
     most = MAX_MAIN_BLOCKS if with_children else MAX_CHILD_BLOCKS
@@ -72,9 +83,15 @@ def failpoints(case: Case) -> list[Kill]:
     found = []
     for step in steps:
         points = ["before_step", "after_step"]
-        if step.kind == "effect":
+        if step.kind in ("effect", "agent"):
             points += ["before_effect_call", "after_effect_call"]
         found += [Kill(point=p, step=step.name) for p in points]
+        if step.kind == "agent":  # its first call (then parked for the approval) and the one after
+            found += [
+                Kill(point=p, step=f"{step.name}:c{n}")
+                for n in (1, 2)
+                for p in ("before_model_call", "after_model_call")
+            ]
     if case.has_children:
         found.append(Kill(point="before_parent_wake"))
     return found
@@ -89,7 +106,7 @@ def cases(draw) -> Case:
     timers = st.builds(Kill, point=st.just("timer"), seconds=st.sampled_from([1.0, 0.5, 2.0, 3.0]))
     kills = draw(st.lists(st.one_of(st.sampled_from(failpoints(case)), timers), max_size=MAX_KILLS))
     rendered = steps_of(main, "s") + (steps_of(child, "c") if case.has_children else [])
-    used = sorted({s.block.provider for s in rendered if isinstance(s.block, Act)})
+    used = sorted({s.block.provider for s in rendered if isinstance(s.block, Act | Agent)})
     faults = (
         draw(
             st.lists(
