@@ -7,9 +7,9 @@ real workers, web server, beat and sandbox, and is checked against the invariant
 (tests/support/fuzz/invariants.py). A failing case is shrunk and printed as the
 workflow module it ran, with its schedule (docs/testing.md, "The workflow fuzzer").
 
-``make test`` runs one seed (``FUZZ_SEED``, default 60) for ``FUZZ_EXAMPLES`` cases,
-without shrinking; ``make fuzz`` runs seed after seed for ``FUZZ_SECONDS``, shrinks a
-failure and prints its figures.
+``make test`` runs one seed (``FUZZ_SEED``, default 60) of ``FUZZ_EXAMPLES`` cases, without
+shrinking; ``make fuzz`` runs seed after seed (each whole) until ``FUZZ_SECONDS`` have
+passed, shrinks a failure and prints its figures.
 """
 
 from __future__ import annotations
@@ -30,6 +30,8 @@ EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "4"))  # cases per seed
 SECONDS = float(os.environ.get("FUZZ_SECONDS", "0"))  # 0: one seed (make test); else seeds until then (make fuzz)
 SHRINK = os.environ.get("FUZZ_SHRINK", "1" if SECONDS else "0") == "1"
 FAILURES = Path(os.environ.get("FUZZ_FAILURES", "var/fuzz"))
+# Shapes left out while the bug they find is known and being fixed (strategies.AVOIDABLE); none by default.
+AVOID = frozenset(filter(None, os.environ.get("FUZZ_AVOID", "").split(",")))
 
 
 @pytest.mark.own_stack
@@ -40,18 +42,14 @@ def test_s60_generated_workflows_keep_every_invariant_under_kills_and_duplicates
     fuzzer = Fuzzer(stack, people, tmp_path)
     figures = Figures()
     ends = time.monotonic() + SECONDS
-    failing = []  # once a case failed, every later call is hypothesis shrinking it: no budget then
 
     def one(case) -> None:
-        if SECONDS and time.monotonic() > ends and not failing:
-            return
         played = fuzzer.play(case)
         figures.add(played)
         violations = check(played)
         if SECONDS:
             print(f"fuzz: {played.line()}{' — VIOLATED' if violations else ''}", flush=True)
         if violations:
-            failing.append(played.name)
             text = report(played, violations)
             FAILURES.mkdir(parents=True, exist_ok=True)
             (FAILURES / f"seed{current}-{played.name}.txt").write_text(text)
@@ -67,7 +65,7 @@ def test_s60_generated_workflows_keep_every_invariant_under_kills_and_duplicates
                 deadline=None,
                 phases=phases,
                 suppress_health_check=list(HealthCheck),
-            )(given(cases())(one))
+            )(given(cases(AVOID))(one))
             seed(current)(run)()
             print(f"fuzz: seed {current} done; so far {figures}", flush=True)
             if not SECONDS or time.monotonic() > ends:

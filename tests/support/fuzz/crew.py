@@ -6,7 +6,8 @@ itself there); while it is a timer, the crew SIGKILLs a worker that many seconds
 the previous kill, if anything is still moving. A dead worker is replaced at once by
 one armed with the next kill (or none). A worker armed earlier keeps its failpoint, so
 a takeover that runs the same step again dies there too — one more real kill. A worker
-that dies without reaching its failpoint died on its own: that is reported.
+SIGKILLed by something else on the machine is one more kill too; one that exits any other
+way died on its own, and that is reported.
 """
 
 from __future__ import annotations
@@ -63,6 +64,8 @@ class Crew:
                 self.kills.append(f"{hand.armed} ({hand.proc.name})")
                 if self.pending and self.pending[0] == hand.armed:
                     self.pending.pop(0)
+            elif hand.proc.popen.returncode == -signal.SIGKILL:  # not by us: the machine's (OOM, a stray kill)
+                self.kills.append(f"SIGKILL from outside ({hand.proc.name})")
             else:
                 self.died.append(f"{hand.proc.name} exited {hand.proc.popen.returncode}:\n{hand.proc.output()[-2000:]}")
             self.last_kill = time.monotonic()

@@ -6,7 +6,8 @@ one sentence per violation (none: the case passed):
   ``Idempotency-Key`` (a provider that doesn't de-duplicate counts every order);
 - **each approval, at most one guarded effect**: the ledger's actions grouped by what
   authorised them (``gate_ref``) and step, counting those that went out or may have
-  (succeeded, executing, unknown);
+  (succeeded, executing, unknown); and no effect of a tool that needs an approval goes
+  out without one (the model proposing an approved call again);
 - **nothing hangs without a reason**: every execution not terminal has a live lease, a
   due time or a stuck reason, or waits for something that exists — a pending approval a
   manager can decide, a signal until its timeout (the wait gate's ``until``: a signal
@@ -20,7 +21,7 @@ one sentence per violation (none: the case passed):
   execution has one succeeded action per effect step, one per agent step whose tool call
   was approved (however often the model proposed it again), and its children completed; one
   execution per idempotency key; ``/api/executions/summary`` counts what the list shows;
-- and no worker died but those the schedule killed.
+- and no worker exited on its own (a SIGKILL is a kill, whoever sent it).
 """
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ def server_answers(played: Played) -> list[str]:
 
 
 def processes(played: Played) -> list[str]:
-    return [f"a worker died that no kill was aimed at: {died}" for died in played.died]
+    return [f"a worker exited on its own: {died}" for died in played.died]
 
 
 def effect_keys(played: Played) -> list[str]:
@@ -89,7 +90,12 @@ def approvals_spent_once(played: Played) -> list[str]:
         .annotate(n=Count("id"))
         .filter(n__gt=1)
     )
-    return [f"{row['gate_ref']} let {row['n']} effects of step {row['step']} through" for row in spent]
+    found = [f"{row['gate_ref']} let {row['n']} effects of step {row['step']} through" for row in spent]
+    # Every tool of an agent block needs an approval: none of its effects may go out unauthorised.
+    agents = {s.name for s in steps_of(played.case.main, "s") + steps_of(played.case.child, "c") if s.kind == "agent"}
+    unauthorised = _actions(played).filter(step__in=agents, gate_ref="", status__in=SENT)
+    found += [f"{a.key} ({a.status}) went out at {a.step} without the approval its tool needs" for a in unauthorised]
+    return found
 
 
 def nothing_hangs(played: Played) -> list[str]:

@@ -70,9 +70,15 @@ class Played:
     summary: dict[str, dict] = field(default_factory=dict)  # workflow → /api/executions/summary?workflow=
     seconds: float = 0.0
 
+    def ends(self) -> Counter:
+        """How the executions ended: status, and the stuck reason of those not terminal."""
+        return Counter(
+            e["status"] + (f" ({e['stuck']['reason']})" if e.get("stuck") else "") for e in self.executions.values()
+        )
+
     def line(self) -> str:
         """One line for a long run's log."""
-        statuses = Counter(e["status"] for e in self.executions.values())
+        statuses = self.ends()
         shown = ", ".join(f"{n} {s}" for s, n in statuses.most_common())
         return f"{self.name} {self.seconds:.1f} s: {len(self.executions)} executions ({shown}), {len(self.kills)} kills"
 
@@ -109,7 +115,7 @@ class Figures:
         self.signals += sum(1 for what, *_, how in played.deliveries if what.startswith("signal") and how == "first")
         self.effects += sum(v["effects"] for v in played.stats.get("keys", {}).values())
         self.requests += sum(played.answers.codes.values())
-        self.statuses.update(e["status"] for e in played.executions.values())
+        self.statuses.update(played.ends())
         self.seconds += played.seconds
 
     def __str__(self) -> str:
@@ -159,6 +165,8 @@ class Fuzzer:
             crew.stop()
             self._cancel_what_is_left(played)
             web.kill()
+            # Forget the case's processes: all are dead, and a long run starts thousands.
+            self.stack.procs = [p for p in self.stack.procs if p.alive()]
         return played
 
     def _prepare_sandbox(self, case: Case) -> None:
