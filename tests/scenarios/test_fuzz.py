@@ -7,7 +7,7 @@ real workers, web server, beat and sandbox, and is checked against the invariant
 (tests/support/fuzz/invariants.py). A failing case is shrunk and printed as the
 workflow module it ran, with its schedule (docs/testing.md, "The workflow fuzzer").
 
-``make test`` runs one seed (``FUZZ_SEED``, default 60) of ``FUZZ_EXAMPLES`` cases, without
+``make test`` runs one seed (``FUZZ_SEED``, default 61) of ``FUZZ_EXAMPLES`` cases, without
 shrinking; ``make fuzz`` runs seed after seed (each whole) until ``FUZZ_SECONDS`` have
 passed, shrinks a failure and prints its figures.
 """
@@ -25,8 +25,8 @@ from tests.support.fuzz.invariants import check, report
 from tests.support.fuzz.runner import Figures, Fuzzer
 from tests.support.fuzz.strategies import cases
 
-SEED = int(os.environ.get("FUZZ_SEED", "60"))
-EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "4"))  # cases per seed
+SEED = int(os.environ.get("FUZZ_SEED", "61"))
+EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "6"))  # cases per seed
 SECONDS = float(os.environ.get("FUZZ_SECONDS", "0"))  # 0: one seed (make test); else seeds until then (make fuzz)
 SHRINK = os.environ.get("FUZZ_SHRINK", "1" if SECONDS else "0") == "1"
 FAILURES = Path(os.environ.get("FUZZ_FAILURES", "var/fuzz"))
