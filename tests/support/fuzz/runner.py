@@ -165,8 +165,6 @@ class Fuzzer:
             crew.stop()
             self._cancel_what_is_left(played)
             web.kill()
-            # Forget the case's processes: all are dead, and a long run starts thousands.
-            self.stack.procs = [p for p in self.stack.procs if p.alive()]
         return played
 
     def _prepare_sandbox(self, case: Case) -> None:
