@@ -15,7 +15,7 @@ TEST_BROKER_URL ?= redis://127.0.0.1:6379/15,redis://127.0.0.1:6379/14,redis://1
 # again (~0.2 s of CPU a process) and each pytest process re-rewrites every test module.
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: run run-web run-worker run-beat run-sandbox prepare test test-fast lint install install-test services bench bench-peers chaos clean
+.PHONY: run run-web run-worker run-beat run-sandbox prepare test test-fast lint install install-test services bench bench-peers chaos fuzz clean
 
 install: $(VENV)/.installed
 install-test: $(VENV)/.installed-test
@@ -110,6 +110,17 @@ bench-peers: install-test services
 # messages under N executions (CHAOS_ARGS="--executions 500 --seed 1"; CHAOS_PG=… uses a shared server, not restarted).
 chaos: install-test services
 	$(BIN)/python scripts/chaos.py $(CHAOS_ARGS)
+
+# The workflow fuzzer (S60; docs/testing.md, "The workflow fuzzer"): seed after seed from FUZZ_SEED,
+# FUZZ_EXAMPLES generated workflows each, for FUZZ_SECONDS, on real processes; a failing case is shrunk
+# and printed as its workflow module (and kept under var/fuzz/). `make test` runs one seed of it.
+FUZZ_SECONDS ?= 600
+FUZZ_SEED ?= 1
+FUZZ_EXAMPLES ?= 10
+fuzz: install-test services
+	FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_SEED=$(FUZZ_SEED) FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) DATABASE_URL=$(TEST_DATABASE_URL) \
+		CELERY_BROKER_URL=$(TEST_BROKER_URL) $(BIN)/python -m pytest -n 0 -s -q -p no:cacheprovider \
+		tests/scenarios/test_fuzz.py $(PYTEST_ARGS)
 
 clean:
 	rm -rf var .pytest_cache

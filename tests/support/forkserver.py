@@ -249,7 +249,10 @@ class _Server:
         )
         self.owner = os.getpid()
         self.dead = False
-        self.exits: dict[int, int] = {}
+        # Exits by (pid, birth): pids wrap (at 32768 here), so a pid names a child only together
+        # with how many children had it before.
+        self.exits: dict[tuple[int, int], int] = {}
+        self.births: dict[int, int] = {}
         self.changed = threading.Condition()
         self._pids: list[int] = []
         self._lock = threading.Lock()
@@ -262,15 +265,19 @@ class _Server:
             kind, *values = line.decode().split()
             with self.changed:
                 if kind == "pid":
-                    self._pids.append(int(values[0]))
+                    pid = int(values[0])
+                    self.births[pid] = self.births.get(pid, 0) + 1
+                    self._pids.append(pid)
                 elif kind == "exit":
-                    self.exits[int(values[0])] = int(values[1])
+                    pid = int(values[0])
+                    self.exits[(pid, self.births.get(pid, 0))] = int(values[1])
                 self.changed.notify_all()
         with self.changed:  # the server died: its children died with it (PR_SET_PDEATHSIG)
             self.dead = True
             self.changed.notify_all()
 
-    def spawn(self, argv: list[str], *, env: dict[str, str], cwd: Path, stdout: Path, stderr: Path) -> int:
+    def spawn(self, argv: list[str], *, env: dict[str, str], cwd: Path, stdout: Path, stderr: Path) -> tuple[int, int]:
+        """The new child's (pid, birth)."""
         request = {"argv": argv, "env": env, "cwd": str(cwd), "stdout": str(stdout), "stderr": str(stderr)}
         with self._lock:
             self.popen.stdin.write(json.dumps(request).encode() + b"\n")
@@ -278,7 +285,8 @@ class _Server:
             with self.changed:
                 if not self.changed.wait_for(lambda: self._pids or self.dead, timeout=30) or not self._pids:
                     raise RuntimeError("the fork server did not answer")
-                return self._pids.pop(0)
+                pid = self._pids.pop(0)
+                return pid, self.births[pid]
 
 
 _server: _Server | None = None
@@ -299,19 +307,21 @@ class Forked:
     def __init__(self, argv: list[str], *, env: dict[str, str], cwd: Path, stdout: Path, stderr: Path) -> None:
         self.args = argv
         self._server = _the_server()
-        self.pid = self._server.spawn(argv, env=env, cwd=cwd, stdout=stdout, stderr=stderr)
+        self.pid, self._birth = self._server.spawn(argv, env=env, cwd=cwd, stdout=stdout, stderr=stderr)
         self.returncode: int | None = None
 
     def poll(self) -> int | None:
         if self.returncode is None:
             with self._server.changed:
-                self.returncode = self._server.exits.get(self.pid, -signal.SIGKILL if self._server.dead else None)
+                self.returncode = self._server.exits.get(
+                    (self.pid, self._birth), -signal.SIGKILL if self._server.dead else None
+                )
         return self.returncode
 
     def wait(self, timeout: float | None = None) -> int:
         with self._server.changed:
             done = self._server.changed.wait_for(
-                lambda: self.pid in self._server.exits or self._server.dead, timeout=timeout
+                lambda: (self.pid, self._birth) in self._server.exits or self._server.dead, timeout=timeout
             )
         if not done:
             raise subprocess.TimeoutExpired(self.args, timeout)

@@ -185,8 +185,11 @@ class Proc:
         """SIGKILL to the process and everything it started: no cleanup, no goodbye,
         exactly like a crashed machine."""
         self.killed = True
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.popen.pid, signal.SIGKILL)  # its group: gunicorn's workers die with it
+        # Never once it has exited: its pid (and group id) may already be another process's
+        # (pids wrap at 32768 on these machines, and a run starts thousands of processes).
+        if self.popen.poll() is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.popen.pid, signal.SIGKILL)  # its group: gunicorn's workers die with it
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.popen.wait(timeout=10)
         if self._out is not None:
