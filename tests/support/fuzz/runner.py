@@ -346,7 +346,10 @@ class _Play:
         step = self.steps[item["workflow"]].get(gate["step"])
         if step is None or not isinstance(step.block, Wait) or not step.block.signal or step.block.send:
             return True  # a timer, or a signal this run sends
-        due = parse_datetime(item["due_at"]) if item.get("due_at") else None
+        # A signal that won't come: moving until its timeout is near past (the wait gate keeps that
+        # time, ``pending_gate.until``; the sweeper then flags it), so the case never ends mid-timeout.
+        until = item.get("due_at") or gate.get("until")
+        due = parse_datetime(until) if until else None
         return due is not None and due - dt.datetime.now(dt.UTC) < dt.timedelta(seconds=10)
 
 
