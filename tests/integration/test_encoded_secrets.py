@@ -19,7 +19,6 @@ from pathlib import Path
 
 import pytest
 from django.apps import apps
-from django.conf import settings
 from django.test import Client
 
 from executions.models import Action, ExecutionEvent, ModelCall, StepRun
@@ -63,7 +62,7 @@ def nothing_of_the_keys(text: str, where: str) -> None:
     assert not leaks(text, HOOK_SECRET), (where, leaks(text, HOOK_SECRET))
 
 
-def test_a_provider_echoing_the_key_encoded_leaks_it_nowhere(stack, people, api_as, receiver, tmp_path):
+def test_a_provider_echoing_the_key_encoded_leaks_it_nowhere(stack, people, api_as, receiver, tmp_path, settings):
     receiver.echo = echo(HOOK_SECRET)  # the receiver quotes the webhook secret in its answers
     up = stack.up(
         KEEL_WEBHOOK_URL=receiver.url,
@@ -118,7 +117,7 @@ def test_a_provider_echoing_the_key_encoded_leaks_it_nowhere(stack, people, api_
     assert any(MARK in b for b in bodies)  # the needs_attention hook's stuck detail
 
     assert operator.post(f"/executions/{ref}/cancel", {"reason": "done with the echo"}).status_code == 200
-    root = archive.archive_storage(settings, tmp_path / "store")
+    root = archive.archive_storage(settings, tmp_path / "store")  # pytest-django's settings: restored after
     done = archive.keel_archive(tmp_path, root, "--older-than", "0d", "--json")
     assert done.returncode == 0 and json.loads(done.stdout)["archived"] == 1, done.stdout + done.stderr
     files = sorted(Path(root, "archive").iterdir())
