@@ -75,7 +75,8 @@ def cancel_preview(execution: Execution) -> dict[str, Any]:
     resolved once it is cancelled (``unknown``: resolve first if it matters)."""
     workflow = workflow_of(execution)
     compensated = set(workflow.compensations) if workflow is not None else set()
-    actions = [a for a in execution.actions.order_by("id") if not a.is_compensation]
+    # Cancel never touches what is sent beside the steps (notifications, webhooks).
+    actions = [a for a in execution.actions.order_by("id") if not a.is_compensation and not a.beside]
     pending = gates.pending_of(execution) if not execution.is_terminal else None
 
     def keys(*states: str) -> list[str]:

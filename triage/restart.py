@@ -233,7 +233,8 @@ def _check_restartable(failed: Execution) -> None:
         )
     if (restart := failed.restart) is not None:
         raise Conflict(f"{failed.ref} was already restarted as {restart.ref}", restarted_as=restart.ref)
-    unknown = failed.actions.filter(status__in=[Action.State.UNKNOWN, Action.State.EXECUTING]).first()
+    # A notification sent beside the steps (say, the mail that told of this failure) never holds it up.
+    unknown = failed.actions.filter(status__in=[Action.State.UNKNOWN, Action.State.EXECUTING], beside=False).first()
     if unknown is not None:
         raise Conflict(
             f"the outcome of {unknown.key} is unknown: a restart sends its effects under new keys, so establish "
