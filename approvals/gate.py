@@ -70,6 +70,9 @@ class Approval(GateSpec):
     # Where "request changes" (or a redraft) sends the execution back to, in a new round
     # with the comment as a mandatory constraint: "" for the step that produced the version.
     redraft_from: str = ""
+    # The step a reject continues at (its ``ctx.state[gate]``: the decision, the comment and
+    # who decided); None: a reject ends the execution (cancelled).
+    on_reject: str | None = None
 
 
 # A visit's read (the step's request this round, with its decision and who decided), compiled
@@ -86,6 +89,7 @@ _OUTCOME = CompiledRead(
         "decision__decision",
         "decision__decided_by_username",
         f"decision__decided_by__{get_user_model().USERNAME_FIELD}",
+        "decision__comment",
     ),
     args=(int, str, int),
 )
@@ -98,9 +102,20 @@ class ApprovalGate(gates.Gate):
         found = _OUTCOME.get(execution.pk, step.name, execution.round)
         if found is None:
             return None
-        pk, status, version, sha256, action, decision, decided_by_then, decided_by_now = found
+        pk, status, version, sha256, action, decision, decided_by_then, decided_by_now, comment = found
         if status in LAPSED:  # resumed after the request lapsed: ask again
             return gates.Reopen()
+        if status == ApprovalRequest.State.REJECTED and step.spec.on_reject:
+            return gates.Passed(
+                {
+                    "approval_id": pk,
+                    "decision": "reject",
+                    "comment": comment or "",
+                    "decided_by": decided_by_then or decided_by_now,
+                    "artifact_version": version,
+                    "content_sha256": sha256,
+                }
+            )
         if status != ApprovalRequest.State.APPROVED:
             # e.g. resumed by an operator while nothing approves it: a person decides.
             return gates.Attention(

@@ -75,7 +75,7 @@ class ApprovalRequest(ConcurrentTransitionMixin, models.Model):
 
     @transition(field=status, source=State.PENDING, target=State.REJECTED)
     def reject(self) -> None:
-        """The approver rejected it; the execution is cancelled."""
+        """The approver rejected it: the execution is cancelled, or continues at the gate's ``on_reject``."""
 
     @transition(field=status, source=State.PENDING, target=State.CHANGES_REQUESTED)
     def request_changes(self) -> None:

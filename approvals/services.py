@@ -258,6 +258,8 @@ def _decide(*, user, execution_ref, approval_id, decision, artifact_version, con
         _back_to_drafting(
             execution, request, user=user, instruction=comment, transition_payload={"approval_id": request.pk}
         )
+    elif _on_reject(execution, request):  # the workflow goes on at the step it declared for a reject
+        runtime.execution_continue(execution, actor=user, payload={"approval_id": request.pk, "decision": decision})
     else:
         runtime.cancel_locked(execution, actor=user, reason=f"rejected: {comment}".strip(": "))
     made.execution_status = execution.status
@@ -318,11 +320,21 @@ def _back_to_drafting(
 
 def _redraft_step(execution: Execution, request: ApprovalRequest) -> str:
     """The gate's ``redraft_from`` step, else the step that produced the version."""
+    return getattr(_spec(execution, request), "redraft_from", "") or request.artifact_version.produced_by_step
+
+
+def _on_reject(execution: Execution, request: ApprovalRequest) -> str:
+    """The step the gate's ``on_reject`` continues at after a reject, or "" (the execution ends)."""
+    return getattr(_spec(execution, request), "on_reject", None) or ""
+
+
+def _spec(execution: Execution, request: ApprovalRequest):
+    """The spec of the gate step ``request`` was asked at, in the pinned version (None when
+    this process doesn't have it)."""
     try:
-        spec = registry.get(execution.workflow, execution.workflow_version).get_step(request.step).spec
+        return registry.get(execution.workflow, execution.workflow_version).get_step(request.step).spec
     except (registry.UnknownWorkflow, KeyError):
-        spec = None
-    return getattr(spec, "redraft_from", "") or request.artifact_version.produced_by_step
+        return None
 
 
 def approval_supersede(request: ApprovalRequest, *, actor_label: str, reason: str, actor=None) -> None:

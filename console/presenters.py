@@ -383,10 +383,11 @@ def timeline_rows(
                 # one the execution pinned for the step (it can't have used another).
                 version = call.get("prompt_version") or pinned_prompts.get(run.step) or "?"
                 details.append(Item("model", f"{call.get('model', '?')} · prompt {version}"))
+        skipped = run.kind == "effect" and output.get("skipped") is True
         rows.append(
             TimelineRow(
                 at=run.finished_at,
-                title=f"Step completed: {label_for(run.step)}",
+                title=f"Step completed{' (skipped: it acted on nothing)' if skipped else ''}: {label_for(run.step)}",
                 kind="step",
                 actor=actor_name(run.worker),
                 details=details,

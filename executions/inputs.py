@@ -57,6 +57,10 @@ UsdAmount = Annotated[
 # --- bodies (the API's and the screens')
 
 
+# A registered version of a workflow, to start instead of the latest.
+WorkflowVersion = Annotated[int, Field(ge=1, le=DB_INT_MAX, strict=True, description="a registered version")]
+
+
 class Body(Schema):
     """Base of every API body: a field it doesn't declare is a 422 naming it (a typo in an
     optional field would otherwise be dropped in silence). Screen forms accept the
@@ -74,6 +78,7 @@ class StartIn(Body):
     input: SafeJsonObject = Field(default_factory=dict)
     idempotency_key: IdempotencyKey | None = None
     budget_usd: UsdAmount | None = None
+    version: WorkflowVersion | None = None
 
 
 class BudgetIn(Body):

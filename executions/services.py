@@ -30,21 +30,25 @@ def execution_start(
     input: dict[str, Any],
     idempotency_key: str | None = None,
     budget_usd: Any = None,
+    version: Any = None,
 ) -> tuple[Execution, bool]:
-    """Start an execution of the latest deployed version of ``workflow``.
+    """Start an execution of the latest deployed version of ``workflow`` (or of ``version``,
+    one of its registered versions).
 
     Returns (execution, created). The idempotency key is scoped to the user: the same
     key with the same input returns the original execution; with other input, Conflict.
     ``budget_usd`` (optional, USD, > 0 and at most 1e6): no model call of it or of its
     descendants starts unless its worst case fits (executions.engine.costs); not part of
     the input's identity (a replayed key returns the original with its budget).
-    Raises InvalidInput naming the field for an unknown workflow, bad input or budget.
+    Raises InvalidInput naming the field for an unknown workflow or version, bad input or budget.
     """
     budget = usd_amount("budget_usd", budget_usd) if budget_usd is not None else None
     try:
         flow = registry.latest(workflow)
     except registry.UnknownWorkflow as exc:
         raise InvalidInput("workflow", str(exc)) from None
+    if version is not None:
+        flow = _version_of(workflow, version)
     if budget is not None:
         _budgetable(flow, "budget_usd")
     if not isinstance(input, dict):
@@ -74,6 +78,19 @@ def execution_start(
         existing = Execution.objects.get(created_by=user, idempotency_key=idempotency_key)
         return _replay(existing, digest), False
     return execution, True
+
+
+def _version_of(workflow: str, version: Any) -> Any:
+    """Registered version ``version`` of ``workflow``; InvalidInput naming ``version``."""
+    if isinstance(version, bool) or not isinstance(version, int):
+        raise InvalidInput("version", f"must be an integer, not {version!r}")
+    try:
+        return registry.get(workflow, version)
+    except registry.UnknownWorkflow:
+        deployed = ", ".join(str(v) for v in registry.versions(workflow))
+        raise InvalidInput(
+            "version", f"{workflow} has no registered version {version} (registered: {deployed})"
+        ) from None
 
 
 # The steps that ask a model, or start children that may: what a budget can stop.

@@ -8,7 +8,10 @@ for, or a wait that already timed out, is a Conflict (signals are never buffered
 The payload must meet the schema the wait declares (``flow.wait(…, payload=Model)``;
 none declared: no payload), else InvalidInput naming ``payload.<field>`` and nothing
 changes; what the schema read becomes the step's output. Past the timeout the sweeper closes the wait:
-a signal wait needs attention (``waiting_overdue``), a timer goes on.
+a signal wait needs attention (``waiting_overdue``), a timer (``flow.sleep``) goes on, and a
+wait with ``on_timeout`` continues at that step (its output ``timed_out: true``). What goes on
+by itself parks with the execution's ``due_at``, so a worker may wake it first: its visit
+closes the wait then (``_close_if_due``).
 
 ``Wait.status`` changes only in ``_close``, with its event, in the caller's transaction.
 The gate registers itself (``gates.register``) and its event type, the ``signal``
@@ -29,6 +32,7 @@ from django.utils import timezone
 
 from .authoring import registry
 from .authoring.specs import WaitFor
+from .authoring.step_context import StepContext
 from .authoring.workflow import Step, Workflow
 from .engine import dispatch, events, gates, lifecycle
 from .errors import Conflict, Forbidden
@@ -43,17 +47,28 @@ class WaitGate(gates.Gate):
     kind = WaitFor.kind
 
     def visit(self, execution: Execution, step: Step):
+        spec: WaitFor = step.spec
         wait = Wait.objects.filter(execution=execution, step=step.name, round=execution.round).first()
         if wait is None:
             return None
+        if wait.status == Wait.State.WAITING and spec.goes_on_by_itself:
+            wait = _close_if_due(wait, spec, execution)  # woken at its due time, before the sweep closed it
         if wait.status == Wait.State.RECEIVED:
+            output = {
+                "signal": wait.signal,
+                "payload": wait.payload,
+                "event_id": wait.event_id,
+                "sent_by": wait.sent_by.get_username() if wait.sent_by else "",
+                "received_at": wait.closed_at.isoformat() if wait.closed_at else None,
+            }
+            return gates.Passed({**output, "timed_out": False} if spec.on_timeout else output)
+        if wait.status == Wait.State.TIMED_OUT and spec.on_timeout:
             return gates.Passed(
                 {
                     "signal": wait.signal,
-                    "payload": wait.payload,
-                    "event_id": wait.event_id,
-                    "sent_by": wait.sent_by.get_username() if wait.sent_by else "",
-                    "received_at": wait.closed_at.isoformat() if wait.closed_at else None,
+                    "payload": None,
+                    "timed_out": True,
+                    "timed_out_at": wait.closed_at.isoformat() if wait.closed_at else None,
                 }
             )
         # Timed out, withdrawn, or left open by a deadline, and an operator resumed it: wait again.
@@ -61,7 +76,7 @@ class WaitGate(gates.Gate):
 
     def open(self, execution: Execution, step: Step, workflow: Workflow, *, actor_label: str) -> gates.Opened:
         spec: WaitFor = step.spec
-        seconds = spec.timeout_seconds(execution.input)
+        seconds = spec.timeout_seconds(execution.input, StepContext(execution=execution, workflow=workflow))
         for stale in Wait.objects.select_for_update().filter(execution=execution, status=Wait.State.WAITING):
             _close(stale, "withdraw", execution, actor_label=actor_label, reason="a new wait replaced it")
         wait = Wait.objects.create(
@@ -75,7 +90,15 @@ class WaitGate(gates.Gate):
             transition="wait",
             ref=f"wait:{wait.pk}",
             event="wait.opened",
-            payload={"wait_id": wait.pk, "signal": spec.signal, "timeout_seconds": seconds},
+            payload={
+                "wait_id": wait.pk,
+                "signal": spec.signal,
+                "timeout_seconds": seconds,
+                **({"on_timeout": spec.on_timeout} if spec.on_timeout else {}),
+            },
+            # What goes on by itself (a sleep, a timeout that continues) is due then: the
+            # execution shows ``due_at`` and is woken at it, like a retry.
+            due_at=wait.due_at if spec.goes_on_by_itself else None,
         )
 
     def withdraw(self, execution: Execution, *, actor, actor_label: str, reason: str) -> dict:
@@ -96,14 +119,15 @@ class WaitGate(gates.Gate):
                 if wait.status != Wait.State.WAITING:
                     continue
                 here = execution.status == Status.WAITING and execution.current_step == wait.step
-                if not wait.signal:
-                    _close(wait, "receive", execution, actor_label="sweeper", payload={"timer": True})
+                spec = _spec_of(execution, wait)
+                if not wait.signal or (spec is not None and spec.on_timeout):
+                    _close_due(wait, spec, execution, actor_label="sweeper")
                     if here:
                         lifecycle.apply(execution, "wake", actor_label="sweeper", payload={"wait_id": wait.pk})
                         dispatch.dispatch_on_commit(execution.pk)
                     closed.append(pk)
                     continue
-                reason = f"no signal {wait.signal} by {wait.due_at:%Y-%m-%d %H:%M:%S} UTC (the wait's timeout)"
+                reason = _timeout_reason(wait)
                 _close(wait, "time_out", execution, actor_label="sweeper", reason=reason)
                 if here:
                     lifecycle.apply(
@@ -185,6 +209,40 @@ def signal_deliver(
         wait.save(update_fields=["execution_status"])
         dispatch.dispatch_on_commit(execution.pk)
     return {"event_id": event_id, "execution_status": execution.status}
+
+
+def _timeout_reason(wait: Wait) -> str:
+    return f"no signal {wait.signal} by {wait.due_at:%Y-%m-%d %H:%M:%S} UTC (the wait's timeout)"
+
+
+def _close_due(wait: Wait, spec: WaitFor | None, execution: Execution, *, actor_label: str) -> None:
+    """Close a wait that goes on by itself at its due time: a timer is received, a signal
+    wait with ``on_timeout`` timed out (the step then continues there)."""
+    if not wait.signal:
+        _close(wait, "receive", execution, actor_label=actor_label, payload={"timer": True})
+    else:
+        reason = _timeout_reason(wait) + (f"; continues at {spec.on_timeout}" if spec and spec.on_timeout else "")
+        _close(wait, "time_out", execution, actor_label=actor_label, reason=reason)
+
+
+def _close_if_due(wait: Wait, spec: WaitFor, execution: Execution) -> Wait:
+    """The wait, closed now if it is still open and due (database clock): the worker woke
+    the execution at its due time before the sweeper closed it. Either closes it once
+    (the row is locked); the other finds it closed."""
+    with transaction.atomic():
+        locked = Wait.objects.select_for_update().filter(pk=wait.pk, due_at__lte=Now()).first()
+        if locked is not None and locked.status == Wait.State.WAITING:
+            _close_due(locked, spec, execution, actor_label=execution.lease_owner or "worker")
+        return locked or wait
+
+
+def _spec_of(execution: Execution, wait: Wait) -> WaitFor | None:
+    """The wait's spec in the execution's pinned version, or None when this process
+    doesn't have that version (then a signal wait past its timeout needs a person)."""
+    try:
+        return _declared(execution, wait)
+    except (registry.UnknownWorkflow, KeyError):
+        return None
 
 
 def _declared(execution: Execution, wait: Wait) -> WaitFor:

@@ -217,6 +217,23 @@ class _Replay:
             # It would call a service, or depends on what a call returned: its record stands.
             with contextlib.suppress(Exception):
                 step.fn(ctx)
+        elif step.kind == StepKind.BRANCH:
+            self._check_branch(earlier, step)
+
+    def _check_branch(self, earlier: list[str], step: Step) -> None:
+        """A branch's code, run again on what it saw, must choose what the record says:
+        otherwise the execution would go on along another path."""
+        ctx = self._context(earlier, step)
+        recorded = (self.state.get(step.name) or {}).get("next")
+        try:
+            chosen = step.fn(ctx)
+        except Exception:  # it depends on what a call returned: its record stands
+            return
+        if chosen != recorded:
+            now, was = chosen or "the end", recorded or "the end"
+            raise Found(
+                "structure", step.name, "", f"{step.name} now chooses {now!r} where {self.recorded.ref} chose {was!r}"
+            )
 
     def _check_effect(self, earlier: list[str], step: Step, *, planned: bool = False) -> None:
         ctx = self._context(earlier, step)
@@ -229,6 +246,13 @@ class _Replay:
                 "effect", step.name, "", f"the effect can't be built any more: {type(exc).__name__}: {exc}"
             ) from None
         rows = Action.objects.filter(execution_id=self.recorded.pk, step=step.name).order_by("-created_at")
+        if effect is None:  # it decides not to act
+            acted = rows.exclude(status=Action.State.PLANNED).first() if not planned else None
+            if acted is not None:
+                raise Found(
+                    "effect", step.name, acted.key, f"the effect now acts on nothing; the ledger has {acted.key}"
+                )
+            return
         same = next((row for row in rows if row.key == effect.key), None)
         if same is None:
             recorded = rows.first()

@@ -32,6 +32,7 @@ def _start_arguments(parser):
     parser.add_argument(
         "--budget-usd", type=float, help="a cost budget in US dollars (> 0, at most 1e6) for its model calls"
     )
+    parser.add_argument("--version", type=int, help="a registered version to start (default: the latest)")
 
 
 @command(
@@ -45,6 +46,7 @@ def start(args, user) -> Result:
             "input": json_argument(args["input"], field_name="input"),
             "idempotency_key": args["idempotency_key"],
             **({"budget_usd": args["budget_usd"]} if args.get("budget_usd") is not None else {}),
+            **({"version": args["version"]} if args.get("version") is not None else {}),
         },
     )
     execution, created = services.execution_start(
@@ -53,6 +55,7 @@ def start(args, user) -> Result:
         input=body.input,
         idempotency_key=body.idempotency_key,
         budget_usd=body.budget_usd,
+        version=body.version,
     )
     payload = execution_json(execution)
     said = "started" if created else "already started with this idempotency key"

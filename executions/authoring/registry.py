@@ -25,9 +25,17 @@ def register(workflow: Workflow) -> Workflow:
     existing = _workflows.get(key)
     if existing is not None and existing is not workflow:
         raise ValueError(f"workflow {workflow.name} v{workflow.version} registered twice")
-    workflow.check_edges()
-    _workflows[key] = workflow
+    if workflow.steps:  # declared before registering: checked now
+        workflow.check_edges()
+    _workflows[key] = workflow  # else its steps come after this: checked once its module imported (check_all)
     return workflow
+
+
+def check_all() -> None:
+    """Refuse what can't run, in every registered workflow (``Workflow.check_edges``):
+    ValueError with one sentence naming the workflow and the step."""
+    for workflow in _workflows.values():
+        workflow.check_edges()
 
 
 def get(name: str, version: int) -> Workflow:
@@ -68,11 +76,13 @@ def load_configured_workflows() -> None:
     fails to import raises WorkflowModuleError naming it and the error, in one sentence."""
     for module in settings.RUNTIME_WORKFLOW_MODULES:
         import_module(module)
+    check_all()
     for module in settings.KEEL_WORKFLOW_MODULES:
         if module in settings.RUNTIME_WORKFLOW_MODULES:
             continue
         try:
             import_module(module)
+            check_all()
         except Exception as exc:  # any failure of the team's code: named, never a traceback
             why = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
             raise WorkflowModuleError(

@@ -39,14 +39,24 @@ class SignalPayload(pydantic.BaseModel):
 class WaitFor(GateSpec):
     """A wait gate's spec: the signal ``signal`` (or, with ``signal=""``, only a timer),
     for at most ``timeout`` seconds: a number, or a function of the execution's input.
-    Past the timeout, a signal wait needs attention (``waiting_overdue``); a timer
-    simply goes on. ``payload``: the schema the signal's payload must meet (a pydantic
+    Past the timeout, a signal wait needs attention (``waiting_overdue``), or continues
+    at ``on_timeout`` when it names a step; a timer simply goes on. ``payload``: the schema the signal's payload must meet (a pydantic
     model, strict, unknown fields refused); without one the signal carries none."""
 
     kind: ClassVar[str] = "wait"
     signal: str
-    timeout: float | Callable[[JSON], float]
+    timeout: float | Callable[[Any], float]
     payload: type[pydantic.BaseModel] | None = None
+    # The step to continue at when the timeout passes without the signal (its output says
+    # ``timed_out``); None: a signal wait past its timeout needs a person.
+    on_timeout: str | None = None
+    # ``timeout`` is a function of the step context (``flow.sleep``), not of the input.
+    timeout_of_context: bool = False
+
+    @property
+    def goes_on_by_itself(self) -> bool:
+        """Past its timeout it continues without anyone: a timer, or ``on_timeout``."""
+        return not self.signal or bool(self.on_timeout)
 
     def parse_payload(self, raw: Any) -> JSON:
         """The payload as the schema reads it; InvalidInput naming ``payload.<field>``."""
@@ -69,8 +79,13 @@ class WaitFor(GateSpec):
                 reason = error["msg"].removeprefix("Value error, ")
             raise InvalidInput(field, reason) from None
 
-    def timeout_seconds(self, input: JSON) -> float:
-        seconds = self.timeout(input) if callable(self.timeout) else self.timeout
-        if not seconds or seconds <= 0:
-            raise ValueError(f"a wait's timeout must be positive (got {seconds!r})")
+    def timeout_seconds(self, input: JSON, ctx: Any = None) -> float:
+        """The timeout in seconds: the number, or the function of the input (of the step
+        context, for a sleep). Raises ValueError unless positive."""
+        if callable(self.timeout):
+            seconds = self.timeout(ctx if self.timeout_of_context else input)
+        else:
+            seconds = self.timeout
+        if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not seconds > 0:
+            raise ValueError(f"a wait's timeout must be a positive number of seconds (got {seconds!r})")
         return float(seconds)

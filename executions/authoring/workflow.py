@@ -56,6 +56,7 @@ class StepKind(StrEnum):
     EFFECT = "effect"  # an external side effect, only through the ledger
     AGENT = "agent"  # a model proposes tool calls; the runtime decides (executions.agent.steps)
     ROUTE = "route"  # the model chooses the next step among declared successors (executions.agent.routes)
+    BRANCH = "branch"  # code chooses the next step among declared successors; rerun until checkpointed
     # Gates (executions.engine.gates): the execution stops until something outside happens.
     APPROVAL = "approval"  # a person decides on one artifact version (approvals.gate)
     WAIT = "wait"  # a named signal, or a timer (executions.waits)
@@ -194,6 +195,7 @@ class Step:
     # this step checks: a restart that runs this step must run them again too.
     restart_with: tuple[str, ...] = ()
     route: RouteSpec | None = None  # route: the successors the model chooses among
+    to: tuple[str, ...] = ()  # branch: the successors its code chooses among (or END)
     # The edge out of this step: None, the next declared step; END, the workflow completes;
     # a step's name, that step. A route's edges are its ``route.to``.
     then: str | None = None
@@ -202,9 +204,41 @@ class Step:
     def is_gate(self) -> bool:
         return self.spec is not None
 
+    @property
+    def chooses(self) -> bool:
+        """Its next step depends on its recorded output: a route, a branch, a wait with
+        ``on_timeout``, an approval with ``on_reject``."""
+        return self.route is not None or self.kind == StepKind.BRANCH or bool(self.alternatives)
+
+    @property
+    def alternatives(self) -> dict[str, str]:
+        """A gate's declared other way on, by what its output says: ``{"timed_out":
+        step}`` (a wait's ``on_timeout``), ``{"reject": step}`` (an approval's ``on_reject``)."""
+        found = {}
+        if getattr(self.spec, "on_timeout", None):
+            found["timed_out"] = self.spec.on_timeout
+        if getattr(self.spec, "on_reject", None):
+            found["reject"] = self.spec.on_reject
+        return found
+
+    def alternative(self, output: JSON) -> str | None:
+        """The step its recorded ``output`` leads to instead of the usual edge, or None."""
+        alternatives = self.alternatives
+        if "timed_out" in alternatives and output.get("timed_out") is True:
+            return alternatives["timed_out"]
+        if "reject" in alternatives and output.get("decision") == "reject":
+            return alternatives["reject"]
+        return None
+
 
 def _anything(raw: JSON) -> JSON:
     return raw
+
+
+def _positive(workflow: Workflow, step: str, name: str, value: Any) -> None:
+    """A declared number of seconds: a positive number, else refused at import naming it."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+        raise ValueError(f"{workflow.name} v{workflow.version}: {step}'s {name} must be a positive number of seconds")
 
 
 @dataclass(kw_only=True)
@@ -372,6 +406,21 @@ class Workflow:
             )
         )
 
+    def branch(self, name: str, *, label: str, to: list[str], retry: RetryPolicy = DEFAULT_RETRY) -> Callable:
+        """A branch: the decorated ``fn(ctx)`` returns the next step, one of ``to`` (steps
+        declared before or after it) or ``END``. The choice is its output (``{"next":
+        name}``), recorded and replayed; any other answer needs attention, naming it."""
+        if len(to) < 2 or len(set(to)) != len(to):
+            raise ValueError(f"{self.name} v{self.version}: branch {name} needs at least two distinct steps in to=")
+        return self._decorator(name=name, label=label, kind=StepKind.BRANCH, retry=retry, to=tuple(to))
+
+    def sleep(self, name: str, *, label: str, seconds: float | Callable[[Any], float]) -> None:
+        """A durable sleep: the execution waits ``seconds`` (a number, or ``fn(ctx)``)
+        without a worker, with its ``due_at`` shown, then goes on by itself."""
+        if not callable(seconds):
+            _positive(self, name, "seconds", seconds)
+        self.gate(name, label=label, spec=WaitFor(signal="", timeout=seconds, timeout_of_context=callable(seconds)))
+
     def effect(
         self,
         name: str,
@@ -420,11 +469,18 @@ class Workflow:
         signal: str,
         timeout: float | Callable[[JSON], float],
         payload: type[pydantic.BaseModel] | None = None,
+        on_timeout: str | None = None,
     ) -> None:
         """Wait for the signal ``signal`` (``POST …/events`` with ``type: "signal"``) for
         at most ``timeout`` seconds (a function of the input, or a number). ``payload``:
-        the schema its payload must meet (none: it carries none)."""
-        self.gate(name, label=label, spec=WaitFor(signal=signal, timeout=timeout, payload=payload))
+        the schema its payload must meet (none: it carries none). ``on_timeout``: the
+        step the execution continues at when no signal came in time (a business outcome;
+        its output says ``timed_out``); without it, a timeout needs a person
+        (``waiting_overdue``)."""
+        if not callable(timeout):
+            _positive(self, name, "timeout", timeout)
+        spec = WaitFor(signal=signal, timeout=timeout, payload=payload, on_timeout=on_timeout or None)
+        self.gate(name, label=label, spec=spec)
 
     def children(self, name: str, *, label: str) -> Callable:
         """A step that starts child executions and waits, without a worker, until every
@@ -489,9 +545,18 @@ class Workflow:
 
     def next_step(self, name: str, output: JSON | None = None) -> str:
         """The step after ``name`` given its ``output`` ("" when the workflow completes):
-        a route's chosen step (``output["route"]``), the step's ``then``, else the next
-        declared step."""
+        a route's chosen step (``output["route"]``), a branch's (``output["next"]``), a
+        gate's declared alternative (``on_timeout``, ``on_reject``), the step's ``then``,
+        else the next declared step."""
         step = self.get_step(name)
+        if step.kind == StepKind.BRANCH:
+            chosen = (output or {}).get("next")
+            if chosen != END and chosen not in step.to:
+                raise KeyError(f"{self.name} v{self.version}: branch {name} chose {chosen!r}, not one of {step.to}")
+            return chosen
+        alternative = step.alternative(output or {})
+        if alternative:
+            return alternative
         if step.route is not None:
             chosen = (output or {}).get("route")
             if chosen not in step.route.to:
@@ -510,8 +575,10 @@ class Workflow:
         step = self.get_step(name)
         if step.route is not None:
             return step.route.to
+        if step.kind == StepKind.BRANCH:
+            return step.to
         following = self.next_step(name)
-        return (following,) if following else ()
+        return tuple(dict.fromkeys([*((following,) if following else ()), *step.alternatives.values()]))
 
     def path(self, state: JSON) -> list[Step]:
         """The steps this execution takes, in order, from the first: each step's edge is
@@ -526,7 +593,7 @@ class Workflow:
             step = self.get_step(name)
             path.append(step)
             seen.add(name)
-            if step.route is not None and name not in state:
+            if step.chooses and name not in state:
                 break
             try:
                 name = self.next_step(name, state.get(name))
@@ -535,13 +602,42 @@ class Workflow:
         return path
 
     def check_edges(self) -> None:
-        """Every edge names a declared step (raises ValueError); called by ``register``."""
+        """What can't run is refused at registration (raises ValueError, one sentence
+        naming the workflow and the step): an edge to an undeclared step, a step nothing
+        reaches from the first, an effect reachable without passing the gate guarding it."""
+        if not self.steps:
+            raise ValueError(f"{self.name} v{self.version} declares no step")
         names = {s.name for s in self.steps}
         for step in self.steps:
-            targets = step.route.to if step.route is not None else (step.then,) if step.then else ()
-            unknown = [t for t in targets if t not in names]
+            targets = [*(step.route.to if step.route is not None else ()), *step.to, *step.alternatives.values()]
+            targets += [step.then] if step.then else []
+            unknown = [t for t in targets if t != END and t not in names]
             if unknown:
                 raise ValueError(f"{self.name} v{self.version}: {step.name} leads to {unknown}, not steps of it")
+        reached = self._reachable(avoiding="")
+        unreached = [s.name for s in self.steps if s.name not in reached]
+        if unreached:
+            raise ValueError(
+                f"{self.name} v{self.version}: nothing leads to {', '.join(unreached)} from {self.first_step}"
+            )
+        for step in self.steps:
+            if step.guarded_by and step.name in self._reachable(avoiding=step.guarded_by):
+                raise ValueError(
+                    f"{self.name} v{self.version}: {step.name} is guarded by {step.guarded_by}, but a path "
+                    f"from {self.first_step} reaches it without passing {step.guarded_by}"
+                )
+
+    def _reachable(self, *, avoiding: str) -> set[str]:
+        """The steps reached from the first by the declared edges, never through ``avoiding``."""
+        seen: set[str] = set()
+        todo = [self.first_step] if self.first_step != avoiding else []
+        while todo:
+            name = todo.pop()
+            if name in seen:
+                continue
+            seen.add(name)
+            todo += [t for t in self.successors(name) if t and t != avoiding and t not in seen]
+        return seen
 
     def timeout_for(self, name: str) -> float | None:
         """How long one attempt of step ``name`` may run (None for a gate: it waits by design)."""

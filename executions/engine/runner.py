@@ -34,7 +34,7 @@ from ..authoring import notes as progress_notes
 from ..authoring import registry, retry
 from ..authoring.http import call_timeout
 from ..authoring.step_context import StepContext
-from ..authoring.workflow import Step, StepKind, Workflow
+from ..authoring.workflow import END, Effect, Step, StepKind, Workflow
 from ..errors import FailureKind, NeedsAttention, StepFailure
 from ..models import Action, Execution, Status, StepRun, ref_for
 from ..reasons import StuckReason
@@ -163,6 +163,8 @@ def _run_step(lease: Lease, execution: Execution, workflow: Workflow, step: Step
             return _effect(lease, ctx, workflow, step, started)
         if step.kind == StepKind.COMPUTE:
             output = step.fn(ctx) or {}
+        elif step.kind == StepKind.BRANCH:
+            output = _branch(ctx, step)
         else:  # a kind that plugs in (model, agent: executions.agent)
             outcome = kinds.get(step.kind).run(lease, ctx, workflow, step)
             if isinstance(outcome, kinds.Parked):
@@ -183,6 +185,16 @@ def _run_step(lease: Lease, execution: Execution, workflow: Workflow, step: Step
         )
         return _step_failed(lease, step, failure, started, unexpected=True)
     return _checkpoint(lease, ctx, workflow, step, output, started)
+
+
+def _branch(ctx: StepContext, step: Step) -> dict[str, Any]:
+    """A branch's choice as its output; an undeclared answer needs a person (NeedsAttention
+    naming it and the declared ones: the code, not the world, is wrong)."""
+    chosen = step.fn(ctx)
+    if chosen != END and chosen not in step.to:
+        declared = ", ".join(step.to)
+        raise NeedsAttention(f"chose {chosen!r}, which is not one of its steps ({declared}, or END)")
+    return {"next": chosen}
 
 
 def _checkpoint(
@@ -412,14 +424,26 @@ def _plan_guarded_effects(execution: Execution, workflow: Workflow, gate: Step) 
     for effect_step in workflow.steps:
         if effect_step.kind == StepKind.EFFECT and effect_step.guarded_by == gate.name:
             try:
-                planned.append((effect_step, effect_step.fn(ctx)))
+                effect = effect_step.fn(ctx)
             except Exception:  # describing it early is a courtesy; the step itself decides later
                 log.exception("%s: could not plan %s", execution.ref, effect_step.name)
+                continue
+            if effect is not None:  # None: it decides, when it runs, not to act
+                planned.append((effect_step, effect))
     return planned
+
+
+# An effect step whose function returns None acts on nothing: no ledger action, this output.
+SKIPPED = {"skipped": True}
 
 
 def _effect(lease: Lease, ctx: StepContext, workflow: Workflow, step: Step, started) -> str:
     effect = step.fn(ctx)
+    if effect is None:
+        log.info("%s: %s decided not to act", ctx.execution.ref, step.name)
+        return _checkpoint(lease, ctx, workflow, step, dict(SKIPPED), started)
+    if not isinstance(effect, Effect):
+        raise TypeError(f"{step.name} returned {type(effect).__name__}: an effect step returns an Effect, or None")
     grant = ""
     if step.guarded_by:
         gate_step = workflow.get_step(step.guarded_by)

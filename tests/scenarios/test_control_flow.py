@@ -1,0 +1,146 @@
+"""Control flow people write (DESIGN §4 and §6, fourth round; issue 40): branches, a
+durable sleep (S52), a timeout and a reject that continue at a declared step (S53), an
+effect that decides not to act, a chosen version — on workflows keel doesn't ship
+(tests/support/control_flows.py), on real processes."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from executions.models import Action, ExecutionEvent, StepRun, Wait
+from tests.support.procs import wait_for
+from tests.support.stack import pk, wait_status
+
+ENV = {
+    "RUNTIME_WORKFLOW_MODULES": "workflows.replacement_order,workflows.replacement_order_v2,tests.support.control_flows"
+}
+
+
+def start(api, workflow: str, **input) -> str:
+    answer = api.post("/executions", {"workflow": workflow, "input": input})
+    assert answer.status_code == 201, answer.text
+    return answer.json()["id"]
+
+
+def output(ref: str, step: str) -> dict:
+    return StepRun.objects.get(execution_id=pk(ref), step=step, outcome="succeeded").output
+
+
+def ran(ref: str) -> list[str]:
+    return list(
+        StepRun.objects.filter(execution_id=pk(ref), outcome="succeeded").order_by("id").values_list("step", flat=True)
+    )
+
+
+def test_s53_a_reject_continues_at_on_reject_and_completes_with_nothing_paid(stack, people, api_as):
+    """S53: the manager rejects the claim: the execution goes on at ``record_rejection``
+    (the decision readable there), completes, and the effect the decision guarded never
+    goes out; an approved claim is paid once."""
+    stack.up(**ENV)
+    requester, manager = api_as(people["requester"]), api_as(people["manager"])
+    rejected, approved = start(requester, "expense", amount=40), start(requester, "expense", amount=12)
+
+    pending = wait_status(requester, rejected, "awaiting_approval")["pending_approval"]
+    assert manager.decide(rejected, pending, "reject", comment="not a business trip").status_code == 202
+    wait_status(requester, rejected, "completed")
+    assert ran(rejected) == ["draft", "decision", "record_rejection"]
+    assert output(rejected, "decision")["decision"] == "reject"
+    assert output(rejected, "record_rejection") == {"rejected_by": "manager", "comment": "not a business trip"}
+    [voided] = Action.objects.filter(execution_id=pk(rejected))
+    assert (voided.key, voided.status, voided.attempts) == (f"{rejected}:pay", "failed", 0)
+
+    pending = wait_status(requester, approved, "awaiting_approval")["pending_approval"]
+    assert manager.decide(approved, pending).status_code == 202
+    wait_status(requester, approved, "completed")
+    assert ran(approved) == ["draft", "decision", "pay"]
+    keys = stack.sandbox_stats()["keys"]
+    assert keys[f"{approved}:pay"]["effects"] == 1 and f"{rejected}:pay" not in keys
+
+
+def test_s53_a_wait_that_times_out_continues_at_on_timeout(stack, people, api_as):
+    """S53: no signal within the wait's timeout: it continues at ``gave_up`` with
+    ``timed_out: true``, nobody asked; a signal in time goes on to ``went`` (``timed_out:
+    false``). While it waits for what goes on by itself, it shows its ``due_at``."""
+    stack.up(**ENV)
+    requester = api_as(people["requester"])
+    late, prompt = start(requester, "patient", wait_seconds=1.5), start(requester, "patient", wait_seconds=600)
+
+    waiting = wait_status(requester, prompt, "waiting")
+    assert waiting["due_at"] is not None and waiting["stuck"] is None
+    assert requester.signal(prompt, "go").status_code == 202
+    wait_status(requester, prompt, "completed")
+    assert ran(prompt) == ["hold", "went"] and output(prompt, "went") == {"went": True, "timed_out": False}
+
+    wait_status(requester, late, "completed")
+    assert ran(late) == ["hold", "gave_up"] and output(late, "gave_up") == {"went": False, "timed_out": True}
+    assert output(late, "hold")["timed_out"] is True
+    assert Wait.objects.get(execution_id=pk(late)).status == "timed_out"
+    flagged = ExecutionEvent.objects.filter(execution_id=pk(late), to_status="needs_attention")
+    assert not flagged.exists(), "a timeout with on_timeout is a business outcome, not a person's problem"
+
+
+@pytest.mark.own_stack
+def test_s52_a_sleep_across_a_dead_worker_wakes_on_time_once_a_worker_runs(stack, people, api_as):
+    """S52: SIGKILL the only worker while an execution sleeps: no worker is held meanwhile
+    (``due_at`` shown, no lease, not stuck); once a worker runs again it wakes, sleeps no
+    second time, and completes."""
+    doomed = stack.up(workers=("doomed",), **ENV).worker
+    requester = api_as(people["requester"])
+    ref = start(requester, "napper", seconds=3)
+    sleeping = wait_status(requester, ref, "waiting")
+    assert sleeping["due_at"] is not None and sleeping["lease"] is None and sleeping["stuck"] is None
+    doomed.kill()
+    wait_for(lambda: not doomed.alive(), what="the worker to die")
+
+    time.sleep(3.5)  # past its due time, with no worker alive: nothing can move it
+    stack.worker("after", **ENV)
+    done = wait_status(requester, ref, "completed")
+    assert ran(ref) == ["nap", "wake"] and output(ref, "wake") == {"slept": {"timer": True}}
+    [nap] = Wait.objects.filter(execution_id=pk(ref))
+    assert nap.status == "received" and nap.closed_at >= nap.due_at
+    assert done["status"] == "completed"
+
+
+def test_a_branch_chooses_and_an_effect_may_act_on_nothing(stack, people, api_as):
+    """A branch's choice is its recorded output and leads there; END completes; an
+    undeclared answer needs attention naming it and the declared ones. An effect that
+    returns None completes its step ``skipped`` with no ledger action; an even n acts once."""
+    stack.up(**ENV)
+    requester = api_as(people["requester"])
+    odd, even, zero, wrong = (start(requester, "sorter", n=n) for n in (3, 12, 0, -1))
+
+    wait_status(requester, odd, "completed")
+    assert ran(odd) == ["size", "small", "notify"]
+    assert output(odd, "size") == {"next": "small"} and output(odd, "notify") == {"skipped": True}
+    assert not Action.objects.filter(execution_id=pk(odd)).exclude(beside=True).exists()
+
+    wait_status(requester, even, "completed")
+    assert ran(even) == ["size", "big", "notify"]
+    [sent] = Action.objects.filter(execution_id=pk(even), beside=False)
+    assert (sent.key, sent.status) == (f"{even}:notify", "succeeded")
+    assert stack.sandbox_stats()["keys"][sent.key]["effects"] == 1
+
+    wait_status(requester, zero, "completed")
+    assert ran(zero) == ["size"] and output(zero, "size") == {"next": ""}
+
+    stuck = wait_status(requester, wrong, "needs_attention")
+    assert stuck["stuck"]["reason"] == "step_error"
+    assert "'negative'" in stuck["status_reason"] and "small, big" in stuck["status_reason"]
+
+
+def test_a_chosen_registered_version_starts_and_anything_else_is_refused_naming_version(stack, people, api_as):
+    """``version`` on start: a registered one starts it (not the latest); an unknown one or
+    not an integer → 422 naming ``version``, nothing started."""
+    stack.up(**ENV)
+    requester = api_as(people["requester"])
+    body = {"workflow": "replacement_order", "input": {"original_order": "ORD-1001"}}
+    started = requester.post("/executions", {**body, "version": 1})
+    assert started.status_code == 201, started.text
+    assert started.json()["workflow_version"] == 1
+    assert requester.post("/executions", body).json()["workflow_version"] == 2
+    for bad in (99, "1", 1.5, True, 0):
+        refused = requester.post("/executions", {**body, "version": bad})
+        assert refused.status_code == 422, (bad, refused.text)
+        assert any("version" in [str(part) for part in e["loc"]] for e in refused.json()["detail"]), refused.text

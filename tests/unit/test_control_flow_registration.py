@@ -1,0 +1,94 @@
+"""Registration refuses what can't run (DESIGN §6, control flow; issue 40 item 7): at
+import, one sentence naming the workflow and the step. And the edges the new control
+flow adds (branch, on_timeout, on_reject) lead where their recorded output says."""
+
+from __future__ import annotations
+
+import pytest
+
+from approvals.gate import Approval
+from executions.authoring import END, Effect, Workflow
+
+
+def flow() -> Workflow:
+    return Workflow(name="w", version=1, title="W")
+
+
+def refused(workflow: Workflow) -> str:
+    with pytest.raises(ValueError) as caught:
+        workflow.check_edges()
+    return str(caught.value)
+
+
+def test_an_edge_to_an_undeclared_step_is_refused_naming_it():
+    w = flow()
+    w.step("a", label="A", then="nowhere")(lambda ctx: {})
+    assert refused(w) == "w v1: a leads to ['nowhere'], not steps of it"
+
+
+def test_a_step_nothing_reaches_is_refused():
+    w = flow()
+    w.step("a", label="A", then=END)(lambda ctx: {})
+    w.step("orphan", label="Orphan")(lambda ctx: {})
+    assert refused(w) == "w v1: nothing leads to orphan from a"
+
+
+def test_a_guarded_effect_a_branch_reaches_around_its_gate_is_refused():
+    w = flow()
+    w.step("draft", label="Draft")(lambda ctx: {})
+    w.branch("how", label="How", to=["review", "pay"])(lambda ctx: "pay")
+    w.gate("review", label="Review", spec=Approval(artifact="doc", action="pay"))
+    w.effect("pay", label="Pay", action="pay", guarded_by="review")(lambda ctx: None)
+    assert refused(w) == "w v1: pay is guarded by review, but a path from draft reaches it without passing review"
+
+
+def test_a_reject_or_timeout_to_an_undeclared_step_is_refused():
+    w = flow()
+    w.step("draft", label="Draft")(lambda ctx: {})
+    w.gate("review", label="Review", spec=Approval(artifact="doc", action="pay", on_reject="rejected"))
+    assert refused(w) == "w v1: review leads to ['rejected'], not steps of it"
+    w = flow()
+    w.wait("hold", label="Hold", signal="go", timeout=5, on_timeout="later")
+    assert refused(w) == "w v1: hold leads to ['later'], not steps of it"
+
+
+@pytest.mark.parametrize("seconds", [0, -1, "5", None, True])
+def test_a_sleep_or_wait_of_no_positive_seconds_is_refused_naming_it(seconds):
+    with pytest.raises(ValueError, match="nap's seconds must be a positive number of seconds"):
+        flow().sleep("nap", label="Nap", seconds=seconds)
+    with pytest.raises(ValueError, match="hold's timeout must be a positive number of seconds"):
+        flow().wait("hold", label="Hold", signal="go", timeout=seconds)
+
+
+@pytest.mark.parametrize("to", [["one"], ["a", "a"], []])
+def test_a_branch_needs_two_distinct_targets(to):
+    with pytest.raises(ValueError, match="branch how needs at least two distinct steps"):
+        flow().branch("how", label="How", to=to)
+
+
+def test_the_new_edges_follow_the_recorded_output():
+    w = flow()
+    w.branch("how", label="How", to=["wait", "review"])(lambda ctx: "wait")
+    w.wait("wait", label="Wait", signal="go", timeout=5, on_timeout="late")
+    w.step("went", label="Went", then=END)(lambda ctx: {})
+    w.step("late", label="Late", then=END)(lambda ctx: {})
+    w.step("draft", label="Draft")(lambda ctx: {})
+    w.gate("review", label="Review", spec=Approval(artifact="doc", action="send", on_reject="rejected"))
+    w.effect("send", label="Send", action="send", guarded_by="review", then=END)(
+        lambda ctx: Effect(key="k", args={}, call=lambda a, k: {})
+    )
+    w.step("rejected", label="Rejected")(lambda ctx: {})
+    with pytest.raises(ValueError, match="nothing leads to draft"):
+        w.check_edges()
+
+    assert w.next_step("how", {"next": "review"}) == "review"
+    assert w.next_step("how", {"next": END}) == END
+    with pytest.raises(KeyError, match="branch how chose 'elsewhere'"):
+        w.next_step("how", {"next": "elsewhere"})
+    assert w.next_step("wait", {"timed_out": True}) == "late"
+    assert w.next_step("wait", {"timed_out": False, "payload": {}}) == "went"
+    assert w.next_step("review", {"decision": "reject"}) == "rejected"
+    assert w.next_step("review", {"decision": "approve"}) == "send"
+    assert set(w.successors("wait")) == {"went", "late"}
+    # The path stops where a choice isn't recorded yet.
+    assert [s.name for s in w.path({"how": {"next": "wait"}})] == ["how", "wait"]
