@@ -185,7 +185,7 @@ def step_states(flow: Workflow, progress: Progress) -> dict[str, StepState]:
         rounds = progress.succeeded.get(step.name, frozenset())
         visits = len(rounds)
         carried = step.name in progress.outputs and not rounds
-        notes = list(_notes(step, progress, chosen, carried))
+        notes = list(_notes(flow, step, progress, chosen, carried))
         if step.name == current:
             state, words = _AT_CURRENT.get(progress.status, (NodeState.CURRENT, str(progress.status)))
             if step.kind == StepKind.CHILDREN and progress.status == Status.WAITING:
@@ -229,11 +229,11 @@ def _skipped_because(name: str, flow: Workflow, chosen: Mapping[str, str]) -> st
     return "not on the path taken"
 
 
-def _notes(step: Step, progress: Progress, chosen: Mapping[str, str], carried: bool) -> Iterable[str]:
+def _notes(flow: Workflow, step: Step, progress: Progress, chosen: Mapping[str, str], carried: bool) -> Iterable[str]:
     if carried:
         yield "output reused from the execution it restarts"
     if step.name in chosen:
-        yield f"chose {chosen[step.name]}"
+        yield f"chose {flow.label_for(chosen[step.name])}"
     statuses = progress.children.get(step.name)
     if statuses:
         yield _children_sentence(statuses)

@@ -122,7 +122,7 @@ def test_a_route_shows_its_choice_and_the_branches_not_taken_as_skipped():
         "refund": (NodeState.SKIPPED, 0),
         "answer": (NodeState.DONE, 1),
     }
-    assert g.nodes[0].marker == "diamond" and "chose answer" in g.nodes[0].notes
+    assert g.nodes[0].marker == "diamond" and "chose Answering the customer" in g.nodes[0].notes
     assert "Choosing how to handle the ticket chose Answering the customer" in g.nodes[1].notes
     by = edges(g)
     assert by[("route", "answer")].taken and by[("route", "answer")].label == "chosen"
