@@ -35,7 +35,7 @@ from executions.engine import gates
 from executions.models import HOLDABLE, Action, Execution, ExecutionEvent, ModelCall, Status, StepRun, ref_for
 from triage import drift
 
-from . import presenters
+from . import graph, presenters
 
 EXECUTION_PANELS = (
     "head",
@@ -238,7 +238,14 @@ def execution_stamps(snap: Snapshot) -> dict[str, str]:
         "operate": digest(e.status, e.due_at, unresolved, snap.restarted_as),
         "artifact": digest(snap.latest_version_id),
         "timeline": digest(snap.last_event_id, snap.last_run_id),
-        "steps": digest(snap.last_run_id, snap.last_model_call_id, e.status, e.current_step),
+        "steps": digest(
+            snap.last_run_id,
+            snap.last_model_call_id,
+            e.status,
+            e.current_step,
+            e.round,  # the workflow graph's visits
+            [(c.pk, c.status) for c in snap.children],  # its children step's count
+        ),
         "model_calls": digest(snap.last_model_call_id),
         "ledger": digest(
             e.status,
@@ -384,6 +391,8 @@ def panel_context(
         ctx["attempts"] = presenters.attempt_rows(execution, runs)
         calls = ModelCall.objects.filter(execution=execution, step=execution.current_step, round=execution.round)
         ctx["step_in_progress"] = presenters.step_in_progress(execution, runs, calls.count())
+        succeeded = [(r.step, r.round) for r in runs if r.outcome == StepRun.Outcome.SUCCEEDED]
+        ctx["graph"] = graph.graph_for(execution, children=snap.children, requests=snap.requests, runs=succeeded)
     if "model_calls" in panels:
         calls = ModelCall.objects.filter(execution=execution).order_by("id")
         ctx["model_calls"] = presenters.model_call_rows(calls)
