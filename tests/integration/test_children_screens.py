@@ -12,6 +12,7 @@ from console import page
 from executions import selectors
 from executions.models import Execution
 from executions.reasons import StuckReason
+from triage import bulk
 from triage.preview import resume_preview
 
 
@@ -192,3 +193,39 @@ def test_the_children_table_follows_a_childs_restart(people):
         'id="child-restart-'
         not in shown[shown.index(f'id="child-{done.ref}"') : shown.index(f'id="child-{failed.ref}"')]
     )
+
+
+def test_the_bulk_cancel_dry_run_says_that_cancelling_a_child_stops_its_live_parent(people):
+    """Issue 39 item 13: the dry run of a bulk cancel listed the children of a live parent
+    as plainly eligible; it now says, for each, that cancelling it stops that parent and
+    leaves only its cancel (API ``notes`` and the console's dry run), and nothing for others."""
+    parent, kids = _family(people, ["awaiting_approval", "awaiting_approval"])
+    Execution.objects.filter(pk=parent.pk).update(status="waiting", reason_code="", status_reason="")
+    alone = Execution.objects.create(
+        workflow="monthly_report",
+        workflow_version=1,
+        input={"month": "2026-01"},
+        input_digest="a",
+        created_by=parent.created_by,
+    )
+    operator = people["operator"].user
+    dry = bulk.bulk_dry_run(user=operator, operation="cancel", ids=[k.ref for k in kids] + [alone.ref])
+    assert dry.eligible == [kids[0].ref, kids[1].ref, alone.ref]
+    for kid in kids:
+        assert dry.as_dict()["notes"][kid.ref].startswith(
+            f"a child of {parent.ref}, which is still live: cancelling it stops {parent.ref} (child_failed)"
+        )
+    assert alone.ref not in dry.notes
+    # With the parent in the batch, its children go with it: said so instead.
+    together = bulk.bulk_dry_run(user=operator, operation="cancel", ids=[parent.ref, kids[0].ref])
+    assert together.notes == {
+        kids[0].ref: f"a child of {parent.ref}, which this batch cancels too (with its live children)"
+    }
+
+    shown = page_as(people["operator"]).get("/bulk/?operation=cancel&workflow=monthly_report").content.decode()
+    row = shown[
+        shown.index(f'data-ref="{kids[0].ref}"') : shown.index("</tr>", shown.index(f'data-ref="{kids[0].ref}"'))
+    ]
+    assert "Note: a child of" in row and "can then only be cancelled" in row
+    other = shown[shown.index(f'data-ref="{alone.ref}"') : shown.index("</tr>", shown.index(f'data-ref="{alone.ref}"'))]
+    assert "Note:" not in other
