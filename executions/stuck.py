@@ -307,8 +307,12 @@ def _detail(e: Execution, reason: str, max_attempts: int | None) -> str:
     why = e.status_reason
     if reason in (R.RETRYING, R.RATE_LIMITED):
         # The attempt that failed, then the one that comes (the list's and the page's "attempt n").
+        # Due at due_at; the sweeper rings it on its first pass after that (one every RUNTIME_SWEEP_SECONDS).
+        by = e.due_at + timedelta(seconds=settings.RUNTIME_SWEEP_SECONDS) if e.due_at else None
         return (
-            f"attempt {e.failed_attempts}{of} failed: {why}; next try (attempt {e.failed_attempts + 1}) {_at(e.due_at)}"
+            f"attempt {e.failed_attempts}{of} failed: {why}; next try (attempt {e.failed_attempts + 1}) due "
+            f"{_at(e.due_at)}, started by {_at(by)} (the sweeper rings a due retry every "
+            f"{settings.RUNTIME_SWEEP_SECONDS:g} s)"
         )
     if reason == R.NO_WORKER:
         return _no_worker(e)
