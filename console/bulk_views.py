@@ -90,6 +90,7 @@ def _render_choose(
             "operation": operation,
             "verb": WORDS[operation][0] if operation else "",
             "dry": dry,
+            "eligible_rows": [(ref, dry.notes.get(ref, "")) for ref in dry.eligible] if dry else [],
             "max_items": bulk.MAX_ITEMS,
             "statuses": Status.choices,
             "reasons": stuck.REASONS,

@@ -129,6 +129,8 @@ class Snapshot:
     reused: list[ApprovalRequest] = field(default_factory=list)
     # The children it started (issue 21), annotated with their stuck reasons.
     children: list[Execution] = field(default_factory=list)
+    # A failed child's restart, as the parent waits on it (the last of the chain), by the child's pk.
+    child_restarts: dict[int, Execution] = field(default_factory=dict)
 
     @property
     def authorisers(self) -> dict[str, ApprovalRequest]:
@@ -183,8 +185,28 @@ def snapshot(execution: Execution) -> Snapshot:
             .select_related("artifact_version__artifact", "requested_by", "decision__decided_by", "execution")
             .order_by("id")
         ),
-        children=list(stuck.annotated().filter(parent=execution).order_by("id")) if has_children else [],
+        children=(children := list(stuck.annotated().filter(parent=execution).order_by("id")) if has_children else []),
+        child_restarts=_restarts_of(children),
     )
+
+
+def _restarts_of(children: list[Execution]) -> dict[int, Execution]:
+    """Each failed child's restart, followed to the last of its chain (a restart that
+    failed and was restarted again), annotated with its stuck reason: one query a link,
+    none when no child failed."""
+    found: dict[int, Execution] = {}
+    following = {c.pk: c.pk for c in children if c.status == Status.FAILED}  # the latest pk → the child's
+    for _ in range(20):  # a restart chain is short; never loop on a bad record
+        if not following:
+            break
+        later = {}
+        for restart in stuck.annotated().filter(restarted_from__in=list(following)):
+            child = following[restart.restarted_from_id]
+            found[child] = restart
+            if restart.status == Status.FAILED:
+                later[restart.pk] = child
+        following = later
+    return found
 
 
 def family(snap: Snapshot) -> dict[str, Any] | None:
@@ -203,10 +225,17 @@ def family(snap: Snapshot) -> dict[str, Any] | None:
                 "workflow": c.workflow,
                 "execution": c,
                 "stuck": stuck.describe(c),
+                "restart": _restart_row(snap.child_restarts.get(c.pk)),
             }
             for c in snap.children
         ],
     }
+
+
+def _restart_row(restart: Execution | None) -> dict[str, Any] | None:
+    if restart is None:
+        return None
+    return {"ref": restart.ref, "execution": restart, "stuck": stuck.describe(restart)}
 
 
 def execution_stamps(snap: Snapshot) -> dict[str, str]:
@@ -233,6 +262,7 @@ def execution_stamps(snap: Snapshot) -> dict[str, str]:
             e.restarted_from_id,
             snap.restarted_as,
             [(c.pk, c.status, c.current_step, c.stuck_reason) for c in snap.children],
+            [(r.pk, r.status, r.current_step, r.stuck_reason) for r in snap.child_restarts.values()],
         ),
         "approval": digest(pending.pk if pending else None, e.status, e.current_step),
         "operate": digest(e.status, e.due_at, unresolved, snap.restarted_as),
@@ -381,6 +411,9 @@ def panel_context(
         ctx["now"] = timezone.now()
         ctx["lease_beat"] = max(1, settings.RUNTIME_LEASE_SECONDS // 3)
         ctx["stuck"] = triage["stuck"]
+        # restart_child: the children to restart, linked from the suggestion.
+        described = stuck.describe(execution) if (triage["stuck"] or {}).get("action") == "restart_child" else None
+        ctx["stuck_targets"] = described.targets if described else ()
         ctx["family"] = family(snap)
         ctx["cost"] = selectors.cost_payload(execution)
         ctx["notes"] = presenters.notes_view(execution)

@@ -123,7 +123,16 @@ class StuckOut(Schema):
     since: datetime | None
     detail: str
     action: Literal[
-        "wait", "check_workers", "resolve", "escalate", "resume", "retry", "cancel", "restart", "compensate"
+        "wait",
+        "check_workers",
+        "resolve",
+        "escalate",
+        "resume",
+        "retry",
+        "cancel",
+        "restart",
+        "restart_child",
+        "compensate",
     ]
 
 

@@ -64,15 +64,9 @@ def blockers(
             found.append(Blocker(f"{grant.step} no longer lets {guarded[0]} through: {grant.why}", step=guarded[0]))
     if execution.status == Status.NEEDS_ATTENTION and execution.current_step:
         found += [
-            Blocker(
-                f"child {c.ref} ({c.workflow}, key {c.child_key}) is {c.status}: "
-                + (
-                    "restart it first, or cancel this execution"
-                    if c.status == Status.FAILED
-                    else "cancel this execution"
-                ),
-                step=execution.current_step,
-            )
+            Blocker(f"{children.broken_sentence(c)}; no resume is needed", step=execution.current_step)
+            if c.status == Status.FAILED
+            else Blocker(children.broken_sentence(c), step=execution.current_step)
             for c in children.children_of(execution, execution.current_step)
             if c.status in children.BROKEN
         ]

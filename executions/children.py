@@ -15,14 +15,17 @@ A child that becomes terminal wakes its parent once its transaction commits
 as one failed or was cancelled. The sweeper's pass over this gate (``sweep``) is the
 safety net for a wake lost with its worker. Back at the step: all completed → the
 step's output, each child's by key; one failed or cancelled → needs_attention
-``child_failed`` naming it. An operator restarts the failed child (``triage.restart``:
-the parent follows the restart) and resumes the parent, or cancels it — a cancel
-cascades to every live child (``executions.services.cancel_locked``).
+``child_failed`` naming every such child and what leads on (``way_forward``): an
+operator restarts a failed child (``triage.restart``; the parent is resumed with it and
+waits for the restart, ``services.parent_follow_restart``), or cancels the parent — the
+only act left by a cancelled (or rejected) child. A cancel cascades to every live child
+(``executions.services.cancel_locked``).
 """
 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 from django.db import transaction
@@ -101,9 +104,54 @@ def output_of(child: Execution) -> dict[str, Any]:
     }
 
 
-def _broken_sentence(child: Execution) -> str:
+def broken_sentence(child: Execution) -> str:
+    """What happened to a failed or cancelled child and the one act that leads on from it:
+    a failed child is restarted from the step it failed at (its parent then follows the
+    restart by itself, ``follow_restart``); a cancelled one can't be restarted, so only
+    cancelling the parent leads on."""
     why = f": {child.status_reason}" if child.status_reason else ""
-    return f"child {child.ref} ({child.workflow}, key {child.child_key}) {child.status}{why}"
+    named = f"child {child.ref} ({child.workflow}, key {child.child_key})"
+    if child.status == Status.FAILED:
+        at = child.current_step or "the step it failed at"
+        return (
+            f"{named} failed at {at}{why} — restart it from {at} (POST /api/executions/{child.ref}/restart, or "
+            "its page): this execution then waits for the restart by itself"
+        )
+    return f"{named} was {child.status}{why} — a {child.status} execution can't be restarted: cancel this execution"
+
+
+@dataclass(frozen=True)
+class WayForward:
+    """What leads a parent stopped by its children (``child_failed``) on: ``action`` of
+    the stuck vocabulary (``restart_child``: restart each failed child; ``cancel``: a child
+    was cancelled, nothing else leads on; ``resume``: every broken child was restarted),
+    the sentence naming every broken child, and the children to act on."""
+
+    action: str
+    detail: str
+    children: tuple[str, ...]
+
+
+def way_forward(parent: Execution, step: str | None = None) -> WayForward:
+    """For ``parent`` at its children step (``step``, else its current one), as its
+    children stand now — never the sentence recorded when it stopped: a child may have
+    failed, or been restarted, since."""
+    step = step or parent.current_step
+    children = children_of(parent, step) if step else []
+    broken = [c for c in children if c.status in BROKEN]
+    if not broken:
+        restarted = [c for c in children if getattr(c, "original", None) is not None]
+        named = ", ".join(f"{c.original.ref} as {c.ref}" for c in restarted) or "none"
+        return WayForward(
+            "resume", f"every child that failed was restarted ({named}): resume it to wait for the restarts", ()
+        )
+    cancelled = any(c.status != Status.FAILED for c in broken)
+    detail = f"{len(broken)} of {len(children)} children can't complete: " + "; ".join(
+        broken_sentence(c) for c in broken
+    )
+    if cancelled:
+        return WayForward("cancel", detail, (parent.ref,))
+    return WayForward("restart_child", detail, tuple(c.ref for c in broken))
 
 
 # --- the declared children, checked before anything is written
@@ -206,11 +254,7 @@ class ChildrenGate(gates.Gate):
             return None
         broken = [c for c in children if c.status in BROKEN]
         if broken:
-            return gates.Attention(
-                reason="; ".join(_broken_sentence(c) for c in broken)
-                + ": restart it (or resolve it) and resume, or cancel",
-                code=StuckReason.CHILD_FAILED,
-            )
+            return gates.Attention(reason=way_forward(execution, step.name).detail, code=StuckReason.CHILD_FAILED)
         if any(c.status not in TERMINAL for c in children):
             return None  # woken early (a restarted child still runs): wait again
         return gates.Passed({c.child_key: output_of(c) for c in children})

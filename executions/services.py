@@ -19,6 +19,7 @@ from .authoring import registry
 from .engine import costs, dispatch, gates, ledger, lifecycle, starting
 from .errors import Conflict, Forbidden, InvalidInput, NotFound
 from .models import OPERATE, TERMINAL, Action, Execution, ExecutionTombstone, Status, execution_for
+from .reasons import StuckReason
 
 input_digest = starting.input_digest
 
@@ -312,16 +313,44 @@ def execution_resume(*, ref: str, user: AbstractBaseUser, reason: str) -> Execut
                 raise Conflict(f"{execution.ref} can't be resumed: {refused}", blocked_by=[refused])
             holds.unpause_locked(execution, actor=user, reason=reason)
             return execution
-        blocked = blockers.blockers(execution)
-        if blocked:
-            raise Conflict(
-                f"{execution.ref} can't be resumed: " + "; ".join(b.sentence for b in blocked),
-                blocked_by=[b.sentence for b in blocked],
-                keys=[b.key for b in blocked if b.key],
-            )
-        lifecycle.apply(execution, "resume", actor=user, reason=reason)
-        dispatch.dispatch_on_commit(execution.pk)
+        resume_locked(execution, actor=user, reason=reason)
     return execution
+
+
+def resume_locked(execution: Execution, *, actor: AbstractBaseUser, reason: str) -> None:
+    """Send ``execution`` (needs_attention, its row locked, a transaction open) back to
+    work at its current step: one audited ``resume`` and its message after commit.
+    Conflict naming each blocker (``executions.blockers``) instead, writing nothing."""
+    blocked = blockers.blockers(execution)
+    if blocked:
+        raise Conflict(
+            f"{execution.ref} can't be resumed: " + "; ".join(b.sentence for b in blocked),
+            blocked_by=[b.sentence for b in blocked],
+            keys=[b.key for b in blocked if b.key],
+        )
+    lifecycle.apply(execution, "resume", actor=actor, reason=reason)
+    dispatch.dispatch_on_commit(execution.pk)
+
+
+def parent_follow_restart(*, failed: Execution, restarted: Execution, actor: AbstractBaseUser) -> Execution | None:
+    """In the transaction that restarted child ``failed`` as ``restarted``: the parent that
+    needs attention because of it (``child_failed``, at the step that started it) goes
+    back to work by the same operator's resume, so its children step waits for
+    ``restarted`` and is woken by it (``executions.children``) — no second act needed.
+    Left as it is (None) when another child of that step still can't complete (the
+    parent's ``stuck`` names it) or anything else blocks a resume. Locks the parent
+    after the child (the restart's order; a parent's cancel locks only live children)."""
+    parent = children_module.parent_of(failed)
+    if parent is None:
+        return None
+    parent = Execution.objects.select_for_update(no_key=True).get(pk=parent.pk)
+    if parent.status != Status.NEEDS_ATTENTION or parent.reason_code != StuckReason.CHILD_FAILED:
+        return None
+    at_step = children_module.children_of(parent, parent.current_step)
+    if restarted.pk not in {c.pk for c in at_step} or blockers.blockers(parent):
+        return None
+    resume_locked(parent, actor=actor, reason=f"follows {restarted.ref}, the restart of its child {failed.ref}")
+    return parent
 
 
 def execution_retry_now(*, ref: str, user: AbstractBaseUser, reason: str) -> Execution:

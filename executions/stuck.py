@@ -41,6 +41,7 @@ from django.db.models import (
 )
 from django.db.models.functions import Now
 
+from . import children
 from .authoring import registry
 from .engine import holds, routing
 from .models import ACTIVE, COMPENSATION_SUFFIX, Action, Execution, Status
@@ -68,7 +69,7 @@ ACTION = {
     R.BUDGET_EXCEEDED: "escalate",
     R.DEADLINE_PASSED: "cancel",
     R.COMPENSATION_PENDING: "compensate",
-    R.CHILD_FAILED: "resume",  # after the operator restarted (or resolved) the child; or cancel
+    R.CHILD_FAILED: "restart_child",  # as the children stand now: children.way_forward
     R.PAUSED: "resume",
 }
 
@@ -273,6 +274,7 @@ class Stuck:
     since: datetime | None
     detail: str
     action: str
+    targets: tuple[str, ...] = ()  # the executions the action is done to, when not this one (restart_child)
 
     def as_dict(self) -> dict[str, Any]:
         return {"reason": self.reason, "since": self.since, "detail": self.detail, "action": self.action}
@@ -283,6 +285,11 @@ def describe(execution: Execution, *, max_attempts: int | None = None) -> Stuck 
     reason = getattr(execution, "stuck_reason", None)
     if not reason:
         return None
+    if reason == R.CHILD_FAILED and execution.status == Status.NEEDS_ATTENTION:
+        # Read off the children as they stand now: the sentence recorded at the stop may
+        # name fewer of them (more failed since) or a child restarted since.
+        way = children.way_forward(execution)
+        return Stuck(reason, execution.stuck_since, way.detail, way.action, way.children)
     return Stuck(
         reason=reason,
         since=execution.stuck_since,
@@ -300,8 +307,12 @@ def _detail(e: Execution, reason: str, max_attempts: int | None) -> str:
     why = e.status_reason
     if reason in (R.RETRYING, R.RATE_LIMITED):
         # The attempt that failed, then the one that comes (the list's and the page's "attempt n").
+        # Due at due_at; the sweeper rings it on its first pass after that (one every RUNTIME_SWEEP_SECONDS).
+        by = e.due_at + timedelta(seconds=settings.RUNTIME_SWEEP_SECONDS) if e.due_at else None
         return (
-            f"attempt {e.failed_attempts}{of} failed: {why}; next try (attempt {e.failed_attempts + 1}) {_at(e.due_at)}"
+            f"attempt {e.failed_attempts}{of} failed: {why}; next try (attempt {e.failed_attempts + 1}) due "
+            f"{_at(e.due_at)}, started by {_at(by)} (the sweeper rings a due retry every "
+            f"{settings.RUNTIME_SWEEP_SECONDS:g} s)"
         )
     if reason == R.NO_WORKER:
         return _no_worker(e)

@@ -53,6 +53,7 @@ class BulkDryRunOut(Schema):
     ineligible: list[IneligibleOut]
     truncated: bool
     token: str
+    notes: dict[str, str]
 
 
 class BulkResultOut(Schema):

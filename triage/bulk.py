@@ -25,7 +25,7 @@ import hashlib
 import logging
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
@@ -95,6 +95,7 @@ class DryRun:
     ineligible: list[Ineligible]
     truncated: bool = False  # a filter matched more than MAX_ITEMS eligible (or ineligible) executions
     token: str = ""  # binds a run to exactly ``eligible`` (``check_token``)
+    notes: dict[str, str] = field(default_factory=dict)  # an eligible id → what else the operation does
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -103,7 +104,36 @@ class DryRun:
             "ineligible": [{"id": i.id, "why": i.why} for i in self.ineligible],
             "truncated": self.truncated,
             "token": self.token,
+            "notes": self.notes,
         }
+
+    def with_notes(self) -> DryRun:
+        return replace(self, notes=_notes(self.operation, self.eligible))
+
+
+def _notes(operation: str, eligible: Sequence[str]) -> dict[str, str]:
+    """What cancelling an eligible execution does beyond it: a child (or a child's restart)
+    of a live parent stops that parent (``child_failed``), and a cancelled child can't be
+    restarted, so the parent can then only be cancelled (``executions.children``)."""
+    if operation != "cancel" or not eligible:
+        return {}
+    pks = [pk_from_ref(ref) for ref in eligible]
+    rows = (
+        Execution.objects.filter(pk__in=pks)
+        .filter(Q(parent__status__in=ACTIVE) | Q(restarted_from__parent__status__in=ACTIVE))
+        .values_list("pk", "parent_id", "restarted_from__parent_id")
+    )
+    listed, notes = set(pks), {}
+    for pk, parent, via in rows:
+        parent = parent or via
+        if parent in listed:
+            notes[ref_for(pk)] = f"a child of {ref_for(parent)}, which this batch cancels too (with its live children)"
+        else:
+            notes[ref_for(pk)] = (
+                f"a child of {ref_for(parent)}, which is still live: cancelling it stops {ref_for(parent)} "
+                "(child_failed), and a cancelled child can't be restarted, so its parent can then only be cancelled"
+            )
+    return notes
 
 
 TOKEN_SALT = "keel.bulk.dry-run"
@@ -207,7 +237,8 @@ def bulk_dry_run(
     With ``ids``: each id in the order given (an id that names no execution is
     ineligible). With ``filter`` (``status``, ``reason``, ``workflow``, as the list
     filters): the newest MAX_ITEMS eligible matches and the newest MAX_ITEMS ineligible
-    ones; ``truncated`` says more matched. Raises Forbidden, InvalidInput.
+    ones; ``truncated`` says more matched. ``notes``: what the operation does beyond an
+    eligible execution (cancelling a child stops its live parent). Raises Forbidden, InvalidInput.
     """
     op = _operation(user, operation)
     if (ids is None) == (filter is None):
@@ -225,7 +256,7 @@ def bulk_dry_run(
                 eligible.append(ref_for(pk))
         return DryRun(
             op.name, eligible, ineligible, token=dry_run_token(user=user, operation=op.name, eligible=eligible)
-        )
+        ).with_notes()
     rows = _with_unknown_action(_matching(filter)).order_by("-id")
     yes = list(rows.filter(op.eligible()).values_list("pk", flat=True)[: MAX_ITEMS + 1])
     no = list(rows.exclude(op.eligible()).values_list("pk", "status", "unknown_action")[: MAX_ITEMS + 1])
@@ -236,7 +267,7 @@ def bulk_dry_run(
         [Ineligible(ref_for(pk), op.why_not(status, unknown) or "") for pk, status, unknown in no[:MAX_ITEMS]],
         truncated=len(yes) > MAX_ITEMS or len(no) > MAX_ITEMS,
         token=dry_run_token(user=user, operation=op.name, eligible=eligible),
-    )
+    ).with_notes()
 
 
 def _matching(filter: dict[str, str | None]) -> QuerySet[Execution]:

@@ -8,7 +8,9 @@ produced (copied over the same stored bytes), the progress notes (the constraint
 the facts those steps verified, the steps completed). Those steps never run in the
 new execution; ``from_step`` and everything after it do, with the new execution's
 keys. The two are linked both ways (``restarted_from`` / ``Execution.restart``) and each
-gets an event naming the other, with the operator and the reason.
+gets an event naming the other, with the operator and the reason. A failed child's
+restart takes its parent along: a parent stopped by that failure (``child_failed``) is
+resumed in the same transaction and waits for the restart (``services.parent_follow_restart``).
 
 An approval recorded before ``from_step`` still authorises exactly the bytes it was
 bound to (the effect re-checks version, sha256 and the approver's authority); restart
@@ -44,7 +46,7 @@ from executions.blockers import path_of
 from executions.engine import dispatch, lifecycle
 from executions.errors import Conflict, Forbidden, InvalidInput
 from executions.models import Action, Execution, ExecutionEvent, Status
-from executions.services import OPERATE, execution_for
+from executions.services import OPERATE, execution_for, parent_follow_restart
 
 from . import preview
 
@@ -223,6 +225,8 @@ def execution_restart(
             failed, "execution.restarted", step=from_step, actor=user, payload={"restarted_as": restarted.ref, **common}
         )
         dispatch.dispatch_on_commit(restarted.pk)
+        # A child's restart: its parent, stopped by the failure, waits for the restart instead.
+        parent_follow_restart(failed=failed, restarted=restarted, actor=user)
     return restarted
 
 

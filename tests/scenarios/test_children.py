@@ -137,29 +137,63 @@ def test_s35_cancel_a_parent_with_three_live_children_cancels_every_one_and_no_c
     assert stats["endpoints"].get("/reports/publish", {"effects": 0})["effects"] == 0
 
 
-def test_a_failed_child_needs_attention_naming_it_then_restart_it_and_resume(stack, people, api_as):
+def test_a_failed_child_suggests_its_restart_and_the_parent_follows_it_without_a_resume(stack, people, api_as):
+    """Issue 39 item 1: a parent stopped by a failed child suggests what works —
+    restart that child (``restart_child``), as the list, the API and the resume preview
+    say — never a resume the API refuses; restarting the child takes the parent along
+    (resumed in the restart's transaction, it waits for the restart and is woken by
+    it), so the parent completes with no further act."""
     stack.up(**ENV)
     requester, operator = api_as(people["requester"]), api_as(people["operator"])
     ref = start(requester, "family_parent", labels=["a", "b"], fail=["b"])
     stuck = wait_status(requester, ref, "needs_attention")
     failed = Execution.objects.get(parent_id=pk(ref), child_key="b")
     assert failed.status == "failed"
-    assert stuck["stuck"]["reason"] == "child_failed" and stuck["stuck"]["action"] == "resume"
+    assert stuck["stuck"]["reason"] == "child_failed" and stuck["stuck"]["action"] == "restart_child"
+    assert f"child {failed.ref} (family_child, key b) failed at work" in stuck["stuck"]["detail"]
+    assert f"restart it from work (POST /api/executions/{failed.ref}/restart" in stuck["stuck"]["detail"]
     assert failed.ref in stuck["status_reason"] and "key b" in stuck["status_reason"]
-    assert requester.get("/executions?reason=child_failed").json()["items"][0]["id"] == ref
+    listed = requester.get("/executions?reason=child_failed").json()["items"][0]
+    assert listed["id"] == ref and listed["stuck"]["action"] == "restart_child"
 
-    # A resume before anyone handled the child is refused, naming it (as the resume preview says).
+    # A resume is refused, and the refusal and the preview name the act that works instead.
     refused = operator.post(f"/executions/{ref}/resume", {"reason": "try again"})
-    assert refused.status_code == 409 and f"child {failed.ref} (family_child, key b) is failed" in refused.text
+    assert refused.status_code == 409 and f"restart it from work (POST /api/executions/{failed.ref}/restart" in (
+        refused.text
+    )
     preview = operator.get(f"/executions/{ref}/resume-preview").json()
-    assert preview["can_resume"] is False and failed.ref in str(preview)
-    # The operator restarts the child; it fails once only (a restart passes), the parent goes on.
+    assert preview["can_resume"] is False and "this execution then waits for the restart by itself" in str(preview)
+    # The suggested act, and nothing else: restart the child from the step it failed at.
     restarted = operator.post(f"/executions/{failed.ref}/restart", {"from_step": "work", "reason": "fixed"})
     assert restarted.status_code == 201, restarted.text
-    wait_status(requester, restarted.json()["id"], "completed")
-    assert operator.post(f"/executions/{ref}/resume", {"reason": "the child was restarted"}).status_code == 200
     wait_status(requester, ref, "completed")
     assert StepRun.objects.get(execution_id=pk(ref), step="sum_up").output == {"heard": {"a": "A", "b": "B"}}
+    [follow] = ExecutionEvent.objects.filter(execution_id=pk(ref), type="transition", payload__transition="resume")
+    assert follow.actor.get_username() == "operator"
+    assert follow.payload["reason"] == f"follows {restarted.json()['id']}, the restart of its child {failed.ref}"
+
+
+def test_a_rejected_child_suggests_cancelling_the_parent_and_the_cancel_works(stack, people, api_as):
+    """Issue 39 item 1: a monthly report rejected by its manager is cancelled, which no
+    restart continues: the quarterly report suggests (and says) cancel, and cancelling it works."""
+    stack.up(**ENV)
+    requester, manager, operator = api_as(people["requester"]), api_as(people["manager"]), api_as(people["operator"])
+    ref = start(requester, "quarterly_report", quarter="2026-Q3")
+    kids = wait_for(
+        lambda: len(k := children_of(ref)) == 3 and all(c.status == "awaiting_approval" for c in k) and k,
+        what="three monthly reports awaiting approval",
+    )
+    rejected = kids[1]
+    approval = requester.execution(rejected.ref)["pending_approval"]
+    assert manager.decide(rejected.ref, approval, "reject", comment="wrong figures").status_code in (200, 202)
+    stuck = wait_status(requester, ref, "needs_attention")["stuck"]
+    assert stuck["reason"] == "child_failed" and stuck["action"] == "cancel", stuck
+    assert f"child {rejected.ref} (monthly_report, key 2026-08) was cancelled" in stuck["detail"]
+    assert "can't be restarted: cancel this execution" in stuck["detail"]
+    assert operator.post(f"/executions/{ref}/resume", {"reason": "go on"}).status_code == 409
+    cancelled = operator.post(f"/executions/{ref}/cancel", {"reason": "a month was rejected"})
+    assert cancelled.status_code == 200 and cancelled.json()["status"] == "cancelled"
+    assert {c["status"] for c in cancelled.json()["children"]} == {"cancelled"}
 
 
 @pytest.mark.parametrize(

@@ -3,10 +3,13 @@ API's ``reason`` filter and the counts; retry now; the triage list."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
+from django.conf import settings
 from django.test import Client
 
-from executions.models import Action, Execution, ExecutionEvent, WorkflowSwitch
+from executions.models import Action, Execution, ExecutionEvent, StepRun, WorkflowSwitch
 from executions.stuck import REASONS
 from tests.support.procs import http
 from tests.support.stack import pk, wait_for, wait_status
@@ -391,3 +394,24 @@ def test_the_pages_annotated_base_follows_the_kill_switch_and_the_threshold(peop
     assert reason() == "no_worker"
     settings.RUNTIME_STUCK_SECONDS = 3600
     assert reason() is None  # ten minutes unclaimed is not stuck under an hour's threshold
+
+
+def test_a_retry_starts_by_the_next_try_time_it_shows(stack, people, api_as):
+    """Issue 39 item 15: the "next try" shown for a retrying step was its due time, seconds
+    before any worker starts it (the sweeper rings a due retry on its next pass). The
+    detail now says when it is due and by when it starts, and the real start is no later."""
+    stack.up(**ENV)
+    operator = api_as(people["operator"])
+    ref = api_as(people["requester"]).start("2026-06")["id"]
+    fault(stack, endpoint="/reports/publish", fault="error_500", count=1)
+    approved(api_as, people, ref)
+    body = found(operator, ref, "retrying")
+    detail = body["stuck"]["detail"]
+    assert "next try (attempt 2) due" in detail and "started by" in detail
+    wait_status(operator, ref, "completed", timeout=60)
+    [_, second] = StepRun.objects.filter(execution_id=pk(ref), step="publish").order_by("id")
+    due = ExecutionEvent.objects.get(execution_id=pk(ref), type="transition", to_status="retry_pending")
+    due_at = due.created_at + timedelta(seconds=due.payload["delay_seconds"])
+    promised = due_at + timedelta(seconds=settings.RUNTIME_SWEEP_SECONDS)
+    # One sweep period, plus a second for the claim on a loaded machine: not the 6–11 s late it was.
+    assert second.started_at <= promised + timedelta(seconds=1), (second.started_at - due_at).total_seconds()
