@@ -411,8 +411,9 @@ def panel_context(
         ctx["now"] = timezone.now()
         ctx["lease_beat"] = max(1, settings.RUNTIME_LEASE_SECONDS // 3)
         ctx["stuck"] = triage["stuck"]
-        # restart_child: the children to restart, linked from the suggestion.
-        described = stuck.describe(execution) if (triage["stuck"] or {}).get("action") == "restart_child" else None
+        # child_failed with action restart: the children to restart, linked from the suggestion.
+        children_to_restart = (triage["stuck"] or {}).get("reason") == "child_failed"
+        described = stuck.describe(execution) if children_to_restart else None
         ctx["stuck_targets"] = described.targets if described else ()
         ctx["family"] = family(snap)
         ctx["cost"] = selectors.cost_payload(execution)

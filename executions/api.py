@@ -131,7 +131,6 @@ class StuckOut(Schema):
         "retry",
         "cancel",
         "restart",
-        "restart_child",
         "compensate",
     ]
 

@@ -123,7 +123,7 @@ def broken_sentence(child: Execution) -> str:
 @dataclass(frozen=True)
 class WayForward:
     """What leads a parent stopped by its children (``child_failed``) on: ``action`` of
-    the stuck vocabulary (``restart_child``: restart each failed child; ``cancel``: a child
+    the stuck vocabulary (``restart``: restart each failed child; ``cancel``: a child
     was cancelled, nothing else leads on; ``resume``: every broken child was restarted),
     the sentence naming every broken child, and the children to act on."""
 
@@ -151,7 +151,7 @@ def way_forward(parent: Execution, step: str | None = None) -> WayForward:
     )
     if cancelled:
         return WayForward("cancel", detail, (parent.ref,))
-    return WayForward("restart_child", detail, tuple(c.ref for c in broken))
+    return WayForward("restart", detail, tuple(c.ref for c in broken))
 
 
 # --- the declared children, checked before anything is written

@@ -69,7 +69,7 @@ ACTION = {
     R.BUDGET_EXCEEDED: "escalate",
     R.DEADLINE_PASSED: "cancel",
     R.COMPENSATION_PENDING: "compensate",
-    R.CHILD_FAILED: "restart_child",  # as the children stand now: children.way_forward
+    R.CHILD_FAILED: "restart",  # as the children stand now: children.way_forward
     R.PAUSED: "resume",
 }
 
@@ -274,7 +274,7 @@ class Stuck:
     since: datetime | None
     detail: str
     action: str
-    targets: tuple[str, ...] = ()  # the executions the action is done to, when not this one (restart_child)
+    targets: tuple[str, ...] = ()  # the executions the action is done to, when not this one (restart)
 
     def as_dict(self) -> dict[str, Any]:
         return {"reason": self.reason, "since": self.since, "detail": self.detail, "action": self.action}

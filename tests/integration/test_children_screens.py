@@ -128,11 +128,11 @@ def _stuck(parent: Execution) -> dict:
 
 def test_a_parent_whose_children_failed_names_every_one_and_suggests_restarting_them(people):
     """Issue 39 items 1 and 15: a parent stopped by failed children suggests restarting
-    them (``restart_child``, never a resume the API refuses), and its reason names every
+    them (``restart``, never a resume the API refuses), and its reason names every
     failed child as they stand now — not the 1 of 3 recorded when it stopped."""
     parent, kids = _family(people, ["failed", "failed", "failed"])
     stuck = _stuck(parent)
-    assert stuck["reason"] == "child_failed" and stuck["action"] == "restart_child"
+    assert stuck["reason"] == "child_failed" and stuck["action"] == "restart"
     assert stuck["detail"].startswith("3 of 3 children can't complete")
     for kid in kids:
         assert f"child {kid.ref} (monthly_report, key {kid.child_key}) failed at draft" in stuck["detail"]

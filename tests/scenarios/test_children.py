@@ -139,7 +139,7 @@ def test_s35_cancel_a_parent_with_three_live_children_cancels_every_one_and_no_c
 
 def test_a_failed_child_suggests_its_restart_and_the_parent_follows_it_without_a_resume(stack, people, api_as):
     """Issue 39 item 1: a parent stopped by a failed child suggests what works —
-    restart that child (``restart_child``), as the list, the API and the resume preview
+    restart that child (``restart``), as the list, the API and the resume preview
     say — never a resume the API refuses; restarting the child takes the parent along
     (resumed in the restart's transaction, it waits for the restart and is woken by
     it), so the parent completes with no further act."""
@@ -149,12 +149,12 @@ def test_a_failed_child_suggests_its_restart_and_the_parent_follows_it_without_a
     stuck = wait_status(requester, ref, "needs_attention")
     failed = Execution.objects.get(parent_id=pk(ref), child_key="b")
     assert failed.status == "failed"
-    assert stuck["stuck"]["reason"] == "child_failed" and stuck["stuck"]["action"] == "restart_child"
+    assert stuck["stuck"]["reason"] == "child_failed" and stuck["stuck"]["action"] == "restart"
     assert f"child {failed.ref} (family_child, key b) failed at work" in stuck["stuck"]["detail"]
     assert f"restart it from work (POST /api/executions/{failed.ref}/restart" in stuck["stuck"]["detail"]
     assert failed.ref in stuck["status_reason"] and "key b" in stuck["status_reason"]
     listed = requester.get("/executions?reason=child_failed").json()["items"][0]
-    assert listed["id"] == ref and listed["stuck"]["action"] == "restart_child"
+    assert listed["id"] == ref and listed["stuck"]["action"] == "restart"
 
     # A resume is refused, and the refusal and the preview name the act that works instead.
     refused = operator.post(f"/executions/{ref}/resume", {"reason": "try again"})
