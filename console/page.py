@@ -409,6 +409,7 @@ def approval_context(user: AbstractBaseUser, snap: Snapshot, *, record_view: boo
     return {
         "approval": approval,
         "approval_open": is_open,
+        "approval_closed_why": approval_selectors.not_open_because(approval) if approval and not is_open else "",
         "can_decide": can_decide,
         "can_redraft": approval is not None and (user.has_perm(services.OPERATE) or execution.created_by_id == user.pk),
         "event_id": event_id,
