@@ -33,6 +33,7 @@ from artifacts.models import ArtifactVersion
 from executions import selectors, services, stuck
 from executions.engine import gates
 from executions.models import HOLDABLE, Action, Execution, ExecutionEvent, ModelCall, Status, StepRun, ref_for
+from retention import holds as legal_holds
 from triage import drift
 
 from . import presenters
@@ -232,10 +233,12 @@ def execution_stamps(snap: Snapshot) -> dict[str, str]:
             getattr(e, "stuck_reason", None),
             e.restarted_from_id,
             snap.restarted_as,
+            e.hold_at,
+            e.budget_usd,
             [(c.pk, c.status, c.current_step, c.stuck_reason) for c in snap.children],
         ),
         "approval": digest(pending.pk if pending else None, e.status, e.current_step),
-        "operate": digest(e.status, e.due_at, unresolved, snap.restarted_as),
+        "operate": digest(e.status, e.due_at, unresolved, snap.restarted_as, e.budget_usd, e.hold_at),
         "artifact": digest(snap.latest_version_id),
         "timeline": digest(snap.last_event_id, snap.last_run_id),
         "steps": digest(snap.last_run_id, snap.last_model_call_id, e.status, e.current_step),
@@ -362,6 +365,10 @@ def panel_context(
     ctx["restarted_from"] = ref_for(execution.restarted_from_id) if execution.restarted_from_id else ""
     ctx["restarted_as"] = ref_for(snap.restarted_as) if snap.restarted_as else ""
     ctx["signal_event_id"] = uuid.uuid4().hex
+    # Raise the budget of a live execution that has one (on one without, the service would
+    # set a cap, not raise one); place or release a legal hold (auditors), whatever its status.
+    ctx["can_budget"] = operator and not execution.is_terminal and execution.budget_usd is not None
+    ctx["can_hold"] = user.has_perm(legal_holds.HOLD)
     ledger_rows = None
     if {"ledger", "operate"} & set(panels):
         ledger_rows = presenters.ledger_rows(execution, snap.actions, _action_events(execution), snap.authorisers)

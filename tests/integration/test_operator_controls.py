@@ -111,3 +111,100 @@ def test_a_paused_executions_card_says_who_paused_it_and_that_resume_makes_it_de
         assert "expired" not in closed and "operator" in closed and "audit of the figures" in closed, closed
         assert "can be decided once an operator resumes it" in closed, closed
     assert ApprovalRequest.objects.get(pk=request.pk).status == ApprovalRequest.State.PENDING
+
+
+# --- item 8: budget and legal-hold forms on the execution page
+
+
+@pytest.fixture
+def over_budget(people):
+    """An execution its budget stopped (needs_attention budget_exceeded), as the cost guard leaves it."""
+    from django.db import transaction
+
+    from executions.engine import lifecycle
+    from executions.reasons import StuckReason
+
+    execution = Execution.objects.create(
+        workflow="support_agent",
+        workflow_version=1,
+        input={"ticket": "TCK-1001"},
+        input_digest="b",
+        created_by=people["requester"].user,
+        current_step="agent",
+        budget_usd="0.010000",
+    )
+    with transaction.atomic():
+        lifecycle.apply(execution, "start")
+        lifecycle.apply(
+            execution,
+            "flag",
+            reason="no call was made — raise the budget, then resume",
+            code=StuckReason.BUDGET_EXCEEDED,
+        )
+    return execution
+
+
+def test_an_operator_raises_the_budget_from_the_page_audited(people, over_budget):
+    """Issue 39 item 8: the page told the operator to "raise the budget" and offered only
+    Resume/Cancel; it has a budget form now, calling the API's service (audited in the
+    operator audit), and bad amounts are a message on the page, never a 500."""
+    from triage import operator_audit
+
+    ref = over_budget.ref
+    operator = logged_in(people["operator"])
+    page = operator.get(f"/executions/{ref}/").content.decode()
+    assert 'id="budget-form"' in page and f'action="/executions/{ref}/budget/"' in page
+    assert 'id="budget-form"' not in logged_in(people["requester"]).get(f"/executions/{ref}/").content.decode()
+
+    for amount, said in [("abc", "must be a number"), ("-1", "more than 0"), ("NaN", "at most"), ("2e9", "at most")]:
+        answer = operator.post(f"/executions/{ref}/budget/", {"add_usd": amount, "reason": "more calls"}, follow=True)
+        body = answer.content.decode()
+        assert answer.status_code == 200 and "The budget was not raised: add_usd" in body and said in body, amount
+    answer = operator.post(f"/executions/{ref}/budget/", {"add_usd": "0.5", "reason": ""}, follow=True)
+    assert "The budget was not raised: reason" in answer.content.decode()
+    assert float(Execution.objects.get(pk=over_budget.pk).budget_usd) == pytest.approx(0.01)
+
+    answer = operator.post(
+        f"/executions/{ref}/budget/", {"add_usd": "$0.5", "reason": "the ticket is long"}, follow=True
+    )
+    assert "Raised the budget of" in answer.content.decode() and "Resume it to go on" in answer.content.decode()
+    assert float(Execution.objects.get(pk=over_budget.pk).budget_usd) == pytest.approx(0.51)
+    acts = [operator_audit.act_of(e) for e in operator_audit.acts(operator_audit.Filters(execution=ref))]
+    assert [(a.action, a.actor, a.reason) for a in acts] == [("raise_budget", "operator", "the ticket is long")]
+
+    refused = logged_in(people["manager"]).post(
+        f"/executions/{ref}/budget/", {"add_usd": "1", "reason": "x"}, follow=True
+    )
+    assert "only operators may raise a budget" in refused.content.decode()
+
+
+def test_an_auditor_places_and_releases_a_legal_hold_from_the_page(people, over_budget):
+    """Issue 39 item 8: a legal hold had no control on the page; an auditor places it
+    (reason required, a message without one) and releases it there, through the service
+    the API and the CLI use (its history records both)."""
+    from executions.models import ExecutionEvent
+
+    ref = over_budget.ref
+    auditor = logged_in(people["auditor"])
+    page = auditor.get(f"/executions/{ref}/").content.decode()
+    assert 'id="hold-form"' in page and "Place legal hold" in page
+    assert 'id="hold-form"' not in logged_in(people["operator"]).get(f"/executions/{ref}/").content.decode()
+
+    answer = auditor.post(f"/executions/{ref}/hold/", {"hold": "place", "reason": " "}, follow=True)
+    assert "The legal hold was not placed: reason" in answer.content.decode()
+    answer = auditor.post(f"/executions/{ref}/hold/", {"hold": "place", "reason": "litigation 2026-17"}, follow=True)
+    body = answer.content.decode()
+    assert "is on legal hold" in body and "Release the legal hold" in body and "litigation 2026-17" in body
+    assert Execution.objects.get(pk=over_budget.pk).hold_by == people["auditor"].user
+
+    answer = auditor.post(f"/executions/{ref}/hold/", {"hold": "release"}, follow=True)
+    assert "Released the legal hold" in answer.content.decode()
+    assert Execution.objects.get(pk=over_budget.pk).hold_at is None
+    types = list(
+        ExecutionEvent.objects.filter(execution=over_budget, type__startswith="hold.").values_list("type", "actor")
+    )
+    assert types == [("hold.placed", people["auditor"].user.pk), ("hold.released", people["auditor"].user.pk)]
+    refused = logged_in(people["operator"]).post(
+        f"/executions/{ref}/hold/", {"hold": "place", "reason": "x"}, follow=True
+    )
+    assert "only auditors may place or release legal holds" in refused.content.decode()
