@@ -18,6 +18,7 @@ from executions import inputs, selectors, services
 from executions.errors import Forbidden, InvalidInput, NotFound, ServiceError
 from executions.inputs import ReasonIn
 from executions.models import Status
+from notifications import remind
 from retention import holds
 from triage import compensations, drift, restart
 from triage.inputs import AcceptRequestIn, CloseFormIn, RestartIn
@@ -143,6 +144,28 @@ def execution_hold(request: HttpRequest, ref: str) -> HttpResponse:
             if placing
             else f"Released the legal hold of {ref}: retention may archive it once it is old enough.",
         )
+    return redirect("executions:detail", ref=ref)
+
+
+@login_required
+@require_POST
+def approval_remind(request: HttpRequest, ref: str) -> HttpResponse:
+    """Remind the managers who may decide the pending request (operators): one e-mail each
+    through the ledger, audited; a second press within the window sends nothing again."""
+    try:
+        reminded = remind.approval_remind(ref=ref, user=request.user, reason=request.POST.get("reason", ""))
+    except ServiceError as exc:
+        messages.error(request, f"Nobody was reminded: {exc.message}")
+    else:
+        if reminded.fresh:
+            messages.success(request, f"Reminded {', '.join(reminded.to)} by e-mail to decide on {ref}.")
+        else:
+            messages.info(
+                request,
+                f"The managers ({', '.join(reminded.to) or 'those who may decide'}) were reminded at "
+                f"{reminded.at:%H:%M:%S} UTC{f' by {reminded.by}' if reminded.by else ''}: nothing sent again. "
+                f"The next reminder can go at {reminded.again_at:%Y-%m-%d %H:%M:%S} UTC.",
+            )
     return redirect("executions:detail", ref=ref)
 
 

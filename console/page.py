@@ -418,6 +418,8 @@ def approval_context(user: AbstractBaseUser, snap: Snapshot, *, record_view: boo
         "approval_open": is_open,
         "approval_closed_why": approval_selectors.not_open_because(approval) if approval and not is_open else "",
         "can_decide": can_decide,
+        # Operators who can't decide it remind those who can (notifications.remind).
+        "can_remind": is_open and not can_decide and user.has_perm(services.OPERATE) and settings.KEEL_NOTIFICATIONS,
         "can_redraft": approval is not None and (user.has_perm(services.OPERATE) or execution.created_by_id == user.pk),
         "event_id": event_id,
         # Shown to a person who may decide it, the card says it was seen (approvals' viewed

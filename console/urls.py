@@ -27,6 +27,7 @@ urlpatterns = [
     path("executions/<str:ref>/compensations/close/", operate.compensation_close, name="close_compensation"),
     path("executions/<str:ref>/budget/", operate.execution_budget, name="budget"),
     path("executions/<str:ref>/hold/", operate.execution_hold, name="hold"),
+    path("executions/<str:ref>/remind/", operate.approval_remind, name="remind"),
 ]
 
 # Bulk operations and the operator audit (issue 12): their own block, at the root of the

@@ -208,3 +208,73 @@ def test_an_auditor_places_and_releases_a_legal_hold_from_the_page(people, over_
         f"/executions/{ref}/hold/", {"hold": "place", "reason": "x"}, follow=True
     )
     assert "only auditors may place or release legal holds" in refused.content.decode()
+
+
+# --- item 11: the overdue mail, and the remind control
+
+
+def _mails(execution) -> dict[str, dict]:
+    """The e-mails recorded in the ledger for ``execution``, by key (their stored arguments)."""
+    from executions.models import Action
+
+    return {a.key: a.args for a in Action.objects.filter(execution=execution, type="notify_approver").order_by("id")}
+
+
+def test_at_the_sla_the_managers_get_the_decide_link_and_operators_what_they_can_do(people, awaiting, settings):
+    """Issue 39 item 11: the approval-overdue mail went to the operators only, with a
+    "Decide here" link they can't use; at the SLA the managers who may decide get it
+    with the decide link, and an operator's says how to remind them from the page."""
+    from django.utils import timezone
+
+    from notifications import planning
+
+    settings.KEEL_NOTIFICATIONS = True
+    settings.RUNTIME_APPROVAL_REMIND_SECONDS = 10**6
+    execution, request = awaiting
+    Execution.objects.filter(pk=execution.pk).update(gate_sla_at=timezone.now() - timezone.timedelta(seconds=1))
+    planning.plan()
+    overdue = {k.split(":")[3]: v for k, v in _mails(execution).items() if k.endswith(":approval_overdue")}
+    assert set(overdue) == {"manager", "manager2", "operator"}
+    link = f"/approvals/{request.pk}/"
+    for manager in ("manager", "manager2"):
+        assert "Decide here: " in overdue[manager]["text"] and link in overdue[manager]["text"]
+    operator = overdue["operator"]
+    assert "Decide here" not in operator["text"] and link not in operator["text"] and link not in operator["html"]
+    assert "Remind the managers" in operator["text"] and f"/executions/{execution.ref}/" in operator["text"]
+
+
+def test_an_operator_reminds_the_managers_from_the_card_once_per_window(people, awaiting, settings):
+    """Issue 39 item 11: the page had no remind control; an operator's "Remind the
+    managers" records one e-mail per manager who may decide (a beside action in the
+    ledger, with the decide link, who asked and why) and an audited ``operator.remind``;
+    a second press within the window sends nothing again and says when the first went."""
+    from triage import operator_audit
+
+    settings.KEEL_NOTIFICATIONS = True
+    settings.RUNTIME_APPROVAL_REMIND_SECONDS = 10**6
+    execution, request = awaiting
+    ref = execution.ref
+    operator = logged_in(people["operator"])
+    page = operator.get(f"/executions/{ref}/").content.decode()
+    assert 'id="remind-form"' in page and "Remind the managers" in page
+    assert 'id="remind-form"' not in logged_in(people["manager"]).get(f"/executions/{ref}/").content.decode()
+
+    no_reason = operator.post(f"/executions/{ref}/remind/", {"reason": ""}, follow=True).content.decode()
+    assert "Nobody was reminded: reason" in no_reason and not _mails(execution)
+    done = operator.post(f"/executions/{ref}/remind/", {"reason": "the customer calls daily"}, follow=True)
+    assert "Reminded manager, manager2 by e-mail" in done.content.decode()
+    sent = _mails(execution)
+    assert set(sent) == {f"{request.gate_ref}:notify:manager:remind1", f"{request.gate_ref}:notify:manager2:remind1"}
+    for args in sent.values():
+        text = args["text"]
+        assert f"/approvals/{request.pk}/" in text and "operator (an operator) asks you to decide" in text
+        assert "the customer calls daily" in text and "operator" in args["subject"]
+
+    again = operator.post(f"/executions/{ref}/remind/", {"reason": "still nothing"}, follow=True).content.decode()
+    assert "were reminded at" in again and "by operator" in again and "nothing sent again" in again
+    assert len(_mails(execution)) == 2
+    acts = [operator_audit.act_of(e) for e in operator_audit.acts(operator_audit.Filters(execution=ref))]
+    assert [(a.action, a.actor, a.reason) for a in acts] == [("remind", "operator", "the customer calls daily")]
+
+    refused = logged_in(people["outsider"]).post(f"/executions/{ref}/remind/", {"reason": "x"}, follow=True)
+    assert "only operators may remind the managers" in refused.content.decode()
