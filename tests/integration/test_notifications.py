@@ -130,7 +130,7 @@ def test_approvers_told_once_reminded_once_operators_at_the_sla(up, people, api_
     wait_status(requester, ref, "completed")
     wait_for(lambda: any(e["event"] == "execution.completed" for e in receiver.events(ref)), what="the completed hook")
     up.wait_sweeps(3)
-    assert len(mails_about(up, ref)) == 5  # decided: nothing more
+    assert len(mails_about(up, ref)) == 7  # decided: nothing more
 
 
 def test_opt_out_and_a_replaced_version(up, people, api_as):

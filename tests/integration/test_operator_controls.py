@@ -278,3 +278,75 @@ def test_an_operator_reminds_the_managers_from_the_card_once_per_window(people, 
 
     refused = logged_in(people["outsider"]).post(f"/executions/{ref}/remind/", {"reason": "x"}, follow=True)
     assert "only operators may remind the managers" in refused.content.decode()
+
+
+# --- item 15 (parts): wording and confirmations
+
+
+def test_an_action_voided_by_changes_requested_is_not_said_to_be_authorised(people, awaiting):
+    """Issue 39 item 15: the ledger said "authorised by … request_changes" of an action
+    that decision voided; only an approval authorises, and the row says what happened."""
+    from approvals.services import approval_decide
+    from executions.models import Action
+
+    execution, request = awaiting
+    Action.objects.create(
+        key=f"{execution.ref}:publish:v1",
+        execution=execution,
+        step="publish",
+        type="publish_report",
+        gate_ref=request.gate_ref,
+    )
+    approval_decide(
+        user=people["manager"].user,
+        execution_ref=execution.ref,
+        approval_id=request.pk,
+        decision="request_changes",
+        artifact_version=request.version,
+        content_sha256=request.content_sha256,
+        event_id=uuid.uuid4().hex,
+        comment="use the August figures",
+    )
+    page = logged_in(people["operator"]).get(f"/executions/{execution.ref}/").content.decode()
+    ledger = page[page.index('id="ledger"') : page.index("</table>", page.index('id="ledger"'))]
+    assert "authorised by" not in ledger and "request_changes" not in ledger, ledger
+    assert f"not authorised: approval #{request.pk}: V1" in ledger and "changes requested by manager" in ledger
+
+
+def test_a_bad_signal_payload_is_a_sentence_not_a_regex():
+    """Issue 39 item 15: a payload field that doesn't match its pattern showed the raw
+    regex ("String should match pattern '^[A-Za-z0-9]…'"); it names the form expected."""
+    from executions.authoring import registry
+    from executions.errors import InvalidInput
+
+    flow = registry.get("replacement_order", 2)
+    wait = next(s for s in flow.steps if getattr(getattr(s, "spec", None), "signal", "") == "shipment_confirmed")
+    with pytest.raises(InvalidInput) as refused:
+        wait.spec.parse_payload({"tracking": "<script>"})
+    assert refused.value.field == "payload.tracking"
+    assert "pattern" not in refused.value.reason and "^" not in refused.value.reason
+    assert "is not in the expected form (the carrier's tracking reference, e.g. TRK-123456" in refused.value.reason
+
+
+def test_schedules_show_their_input_as_json_and_delete_asks_first(people):
+    """Issue 39 item 15: the operations page showed a schedule's input as a Python dict
+    ({'month': …}) and deleted it on one click; it shows JSON and asks to confirm."""
+    from schedules import services as schedules
+    from schedules.models import Schedule
+
+    made = schedules.schedule_create(
+        user=people["operator"].user,
+        workflow="monthly_report",
+        cron="0 6 1 * *",
+        timezone_name="UTC",
+        input={"month": "2026-08", "constraints": ["no tables"]},
+        overlap="skip",
+    )
+    browser = logged_in(people["operator"])
+    page = browser.get("/operations/").content.decode()
+    assert "{&quot;month&quot;: &quot;2026-08&quot;" in page and "{&#x27;month&#x27;" not in page
+    asked = browser.post(f"/operations/schedules/{made.pk}/delete/")
+    assert asked.status_code == 200 and 'id="confirm-delete"' in asked.content.decode()
+    assert Schedule.objects.get().deleted_at is None
+    done = browser.post(f"/operations/schedules/{made.pk}/delete/", {"confirm": "delete"}, follow=True)
+    assert "it will not fire again" in done.content.decode() and Schedule.objects.get().deleted_at is not None

@@ -57,6 +57,11 @@ def awaiting_execution(requester, *, workflow: str = "monthly_report", expires_a
             input_digest="d",
             created_by=requester,
             current_step="review",
+            context={
+                "artifacts": {},
+                "notes": {"goal": "", "next_action": "", "constraints": [], "facts": [], "completed_steps": []}
+                | {"open_questions": []},
+            },
         )
         version = artifact_version_create(
             execution=execution,
