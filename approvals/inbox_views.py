@@ -62,6 +62,7 @@ def approval_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "artifact_html": render_artifact(version),
         "refusal": refusal,
         "is_open": is_open,
+        "closed_why": "" if is_open else selectors.not_open_because(approval),
         "show_form": show_form,
         "expires_soon": selectors.expires_soon(approval),
         "event_id": event_id,
@@ -109,5 +110,11 @@ def approval_state(request: HttpRequest, pk: int) -> HttpResponse:
     approval = selectors.approval_for(pk)
     if approval is None:
         raise Http404(f"no approval request {pk}")
-    context = {"approval": approval, "execution": approval.execution, "is_open": selectors.is_open(approval)}
+    is_open = selectors.is_open(approval)
+    context = {
+        "approval": approval,
+        "execution": approval.execution,
+        "is_open": is_open,
+        "closed_why": "" if is_open else selectors.not_open_because(approval),
+    }
     return render(request, "approvals/detail.html#approval_state", context)

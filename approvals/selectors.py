@@ -48,6 +48,45 @@ def is_open(request: ApprovalRequest, *, now: dt.datetime | None = None) -> bool
     )
 
 
+def not_open_because(request: ApprovalRequest, *, now: dt.datetime | None = None) -> str:
+    """Why a pending ``request`` can't be decided now, as the sentence the pages show
+    (empty when it is open). A paused execution keeps its request pending: resume
+    returns it to awaiting_approval, where the request is decidable again unless its
+    expiry (which keeps running) passed meanwhile."""
+    now = now or timezone.now()
+    execution = request.execution
+    expires = request.expires_at
+    if expires is not None and expires <= now:
+        return f"it expired at {expires:%Y-%m-%d %H:%M:%S} UTC"
+    if execution.status == Status.PAUSED and execution.paused_from == Status.AWAITING_APPROVAL:
+        paused = (
+            ExecutionEvent.objects.filter(execution=execution, type="transition", to_status=Status.PAUSED)
+            .select_related("actor")
+            .order_by("-id")
+            .first()
+        )
+        if execution.paused_by_workflow:
+            who = f"its workflow's kill switch ({execution.workflow})"
+        elif paused is not None and paused.actor is not None:
+            who = paused.actor.get_username()
+        else:
+            who = "an operator"
+        when = f" at {paused.created_at:%Y-%m-%d %H:%M:%S} UTC" if paused is not None else ""
+        why = f": “{execution.status_reason}”" if execution.status_reason else ""
+        lapse = (
+            f" (if it is still paused at {expires:%Y-%m-%d %H:%M:%S} UTC, the request expires and resume asks again)"
+            if expires is not None
+            else ""
+        )
+        return (
+            f"{execution.ref} was paused by {who}{when}{why}. The request stays pending and can be decided "
+            f"once an operator resumes it{lapse}"
+        )
+    if execution.status != Status.AWAITING_APPROVAL or execution.current_step != request.step:
+        return f"{execution.ref} is {execution.get_status_display().lower()}, no longer waiting for this decision"
+    return ""
+
+
 def expires_soon(request: ApprovalRequest, *, now: dt.datetime | None = None) -> bool:
     if request.expires_at is None:
         return False

@@ -551,6 +551,9 @@ if KEEL_WEBHOOK_URL:
         )
 # One reminder, this long after a request opened, while it is still pending.
 RUNTIME_APPROVAL_REMIND_SECONDS = env_int("RUNTIME_APPROVAL_REMIND_SECONDS", 24 * 3600)
+# An operator's "Remind the managers": at most one per request in this long (a second
+# press within it sends nothing and says when the first went).
+RUNTIME_APPROVAL_REMIND_AGAIN_SECONDS = env_int("RUNTIME_APPROVAL_REMIND_AGAIN_SECONDS", 3600)
 # Whether approvals are told by e-mail at all (tests of other features turn it off).
 KEEL_NOTIFICATIONS = env_bool("KEEL_NOTIFICATIONS", True)
 # A send still `executing` after this long lost its sender (killed mid-call): an e-mail

@@ -11,7 +11,7 @@ from django.conf import settings
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from executions import catalogue, holds
 from executions.authoring import registry
@@ -29,7 +29,9 @@ def operations(request: HttpRequest) -> HttpResponse:
         "executions/operations.html",
         {
             "workflows": [catalogue.item(name) for name in registry.names()],
-            "schedules": [schedules.schedule_payload(s, firings=5) for s in schedules.schedule_list(user=request.user)],
+            "schedules": [
+                _shown(schedules.schedule_payload(s, firings=5)) for s in schedules.schedule_list(user=request.user)
+            ],
             "overlaps": schedules.Schedule.Overlap.choices,
             "schedule_min_seconds": settings.RUNTIME_SCHEDULE_MIN_SECONDS,
         },
@@ -77,9 +79,26 @@ def schedule_add(request: HttpRequest) -> HttpResponse:
     return redirect("executions:operations")
 
 
+def _shown(schedule: dict) -> dict:
+    """A schedule as the page shows it: its input as JSON, as it was typed (not a Python dict)."""
+    return {**schedule, "input_json": json.dumps(schedule["input"], ensure_ascii=False) if schedule["input"] else ""}
+
+
+CONFIRM_DELETE = "delete"
+
+
 @operators_only
-@require_POST
+@require_http_methods(["GET", "POST"])
 def schedule_delete(request: HttpRequest, schedule_id: int) -> HttpResponse:
+    """GET (or a POST without ``confirm=delete``): what deleting the schedule means, and the
+    button that confirms it; the confirmed POST deletes it."""
+    if request.method == "GET" or request.POST.get("confirm") != CONFIRM_DELETE:
+        found = [s for s in schedules.schedule_list(user=request.user) if s.pk == schedule_id]
+        if not found:
+            messages.error(request, f"There is no schedule #{schedule_id}.")
+            return redirect("executions:operations")
+        context = {"schedule": _shown(schedules.schedule_payload(found[0], firings=0))}
+        return render(request, "executions/schedule_delete.html", context)
     try:
         schedules.schedule_delete(user=request.user, schedule_id=schedule_id)
     except ServiceError as exc:

@@ -1,8 +1,11 @@
 """Operator screens of the triage console: the resume preview (the Resume button's
-confirmation page), restart from a step, closing a compensation. Thin: one service
-call each; a refusal is a message on the execution page, never a 500."""
+confirmation page), restart from a step, closing a compensation, raising a budget and
+placing or releasing a legal hold. Thin: one service call each (the API's and the
+CLI's); a refusal is a message on the execution page, never a 500."""
 
 from __future__ import annotations
+
+from decimal import Decimal, InvalidOperation
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -11,8 +14,12 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
-from executions import inputs, selectors
-from executions.errors import Forbidden, NotFound, ServiceError
+from executions import inputs, selectors, services
+from executions.errors import Forbidden, InvalidInput, NotFound, ServiceError
+from executions.inputs import ReasonIn
+from executions.models import Status
+from notifications import remind
+from retention import holds
 from triage import compensations, drift, restart
 from triage.inputs import AcceptRequestIn, CloseFormIn, RestartIn
 from triage.preview import execution_resume_preview
@@ -92,6 +99,82 @@ def compensation_close(request: HttpRequest, ref: str) -> HttpResponse:
     else:
         messages.success(request, f"Closed {action.key} as {action.status}.")
     return redirect("executions:detail", ref=ref)
+
+
+@login_required
+@require_POST
+def execution_budget(request: HttpRequest, ref: str) -> HttpResponse:
+    """Raise the budget (operators) by the amount typed, with the reason: the service the
+    API's ``POST …/budget`` and ``keel budget`` call, audited as ``raise_budget``."""
+    try:
+        execution = services.execution_raise_budget(
+            ref=ref,
+            user=request.user,
+            add_usd=_usd(request.POST.get("add_usd", "")),
+            reason=request.POST.get("reason", "").strip(),
+        )
+    except ServiceError as exc:
+        messages.error(request, f"The budget was not raised: {exc.message}")
+    else:
+        messages.success(
+            request,
+            f"Raised the budget of {ref} to ${execution.budget_usd}."
+            + (" Resume it to go on." if execution.status == Status.NEEDS_ATTENTION else ""),
+        )
+    return redirect("executions:detail", ref=ref)
+
+
+@login_required
+@require_POST
+def execution_hold(request: HttpRequest, ref: str) -> HttpResponse:
+    """Place (``hold=place``, with the reason) or release a legal hold (auditors): the
+    service the API's ``POST``/``DELETE …/hold`` and ``keel hold|unhold`` call."""
+    placing = request.POST.get("hold") == "place"
+    try:
+        if placing:
+            holds.hold_place(ref=ref, user=request.user, reason=_form(request, ReasonIn).reason)
+        else:
+            holds.hold_release(ref=ref, user=request.user)
+    except ServiceError as exc:
+        messages.error(request, f"The legal hold was not {'placed' if placing else 'released'}: {exc.message}")
+    else:
+        messages.success(
+            request,
+            f"{ref} is on legal hold: it is never archived while the hold stands."
+            if placing
+            else f"Released the legal hold of {ref}: retention may archive it once it is old enough.",
+        )
+    return redirect("executions:detail", ref=ref)
+
+
+@login_required
+@require_POST
+def approval_remind(request: HttpRequest, ref: str) -> HttpResponse:
+    """Remind the managers who may decide the pending request (operators): one e-mail each
+    through the ledger, audited; a second press within the window sends nothing again."""
+    try:
+        reminded = remind.approval_remind(ref=ref, user=request.user, reason=request.POST.get("reason", ""))
+    except ServiceError as exc:
+        messages.error(request, f"Nobody was reminded: {exc.message}")
+    else:
+        if reminded.fresh:
+            messages.success(request, f"Reminded {', '.join(reminded.to)} by e-mail to decide on {ref}.")
+        else:
+            messages.info(
+                request,
+                f"The managers ({', '.join(reminded.to) or 'those who may decide'}) were reminded at "
+                f"{reminded.at:%H:%M:%S} UTC{f' by {reminded.by}' if reminded.by else ''}: nothing sent again. "
+                f"The next reminder can go at {reminded.again_at:%Y-%m-%d %H:%M:%S} UTC.",
+            )
+    return redirect("executions:detail", ref=ref)
+
+
+def _usd(raw: str) -> Decimal:
+    """A form's amount of US dollars as a number for ``usd_amount``, or InvalidInput naming ``add_usd``."""
+    try:
+        return Decimal(raw.strip().removeprefix("$").strip())
+    except InvalidOperation:
+        raise InvalidInput("add_usd", "must be a number of US dollars, e.g. 2.5") from None
 
 
 def _form(request: HttpRequest, schema: type[inputs.S]) -> inputs.S:

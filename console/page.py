@@ -33,6 +33,7 @@ from artifacts.models import ArtifactVersion
 from executions import selectors, services, stuck
 from executions.engine import gates
 from executions.models import HOLDABLE, Action, Execution, ExecutionEvent, ModelCall, Status, StepRun, ref_for
+from retention import holds as legal_holds
 from triage import drift
 
 from . import graph, presenters
@@ -261,11 +262,13 @@ def execution_stamps(snap: Snapshot) -> dict[str, str]:
             getattr(e, "stuck_reason", None),
             e.restarted_from_id,
             snap.restarted_as,
+            e.hold_at,
+            e.budget_usd,
             [(c.pk, c.status, c.current_step, c.stuck_reason) for c in snap.children],
             [(r.pk, r.status, r.current_step, r.stuck_reason) for r in snap.child_restarts.values()],
         ),
         "approval": digest(pending.pk if pending else None, e.status, e.current_step),
-        "operate": digest(e.status, e.due_at, unresolved, snap.restarted_as),
+        "operate": digest(e.status, e.due_at, unresolved, snap.restarted_as, e.budget_usd, e.hold_at),
         "artifact": digest(snap.latest_version_id),
         "timeline": digest(snap.last_event_id, snap.last_run_id),
         "steps": digest(
@@ -399,6 +402,10 @@ def panel_context(
     ctx["restarted_from"] = ref_for(execution.restarted_from_id) if execution.restarted_from_id else ""
     ctx["restarted_as"] = ref_for(snap.restarted_as) if snap.restarted_as else ""
     ctx["signal_event_id"] = uuid.uuid4().hex
+    # Raise the budget of a live execution that has one (on one without, the service would
+    # set a cap, not raise one); place or release a legal hold (auditors), whatever its status.
+    ctx["can_budget"] = operator and not execution.is_terminal and execution.budget_usd is not None
+    ctx["can_hold"] = user.has_perm(legal_holds.HOLD)
     ledger_rows = None
     if {"ledger", "operate"} & set(panels):
         ledger_rows = presenters.ledger_rows(execution, snap.actions, _action_events(execution), snap.authorisers)
@@ -452,7 +459,10 @@ def approval_context(user: AbstractBaseUser, snap: Snapshot, *, record_view: boo
     return {
         "approval": approval,
         "approval_open": is_open,
+        "approval_closed_why": approval_selectors.not_open_because(approval) if approval and not is_open else "",
         "can_decide": can_decide,
+        # Operators who can't decide it remind those who can (notifications.remind).
+        "can_remind": is_open and not can_decide and user.has_perm(services.OPERATE) and settings.KEEL_NOTIFICATIONS,
         "can_redraft": approval is not None and (user.has_perm(services.OPERATE) or execution.created_by_id == user.pk),
         "event_id": event_id,
         # Shown to a person who may decide it, the card says it was seen (approvals' viewed

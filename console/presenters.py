@@ -167,15 +167,17 @@ def ledger_rows(
 
 def _authorised_by(request: Any, execution: Execution) -> str:
     """Which decision authorises an action: an approval request (approvals), named with
-    the execution it belongs to when that is another one (a restart reused it)."""
+    the execution it belongs to when that is another one (a restart reused it). Only an
+    approval authorises; changes requested or a reject voided the action, and says so."""
     if request is None or getattr(request, "decision", None) is None:
         return ""
     decision = request.decision
     where = f" in {request.execution.ref}" if request.execution_id != execution.pk else ""
-    return (
-        f"authorised by approval #{request.pk}{where}: V{request.version} ({request.content_sha256[:12]}), "
-        f"{decision.decision} by {decision.approver}"
-    )
+    subject = f"approval #{request.pk}{where}: V{request.version} ({request.content_sha256[:12]})"
+    if decision.decision == "approve":
+        return f"authorised by {subject}, approved by {decision.approver}"
+    verdict = {"request_changes": "changes requested", "reject": "rejected"}.get(decision.decision, decision.decision)
+    return f"not authorised: {subject}, {verdict} by {decision.approver}"
 
 
 def receipt_fields_by_step(execution: Execution) -> dict[str, tuple]:

@@ -25,6 +25,9 @@ urlpatterns = [
     path("executions/<str:ref>/restart/", operate.execution_restart, name="restart"),
     path("executions/<str:ref>/accept-request/", operate.accept_request, name="accept_request"),
     path("executions/<str:ref>/compensations/close/", operate.compensation_close, name="close_compensation"),
+    path("executions/<str:ref>/budget/", operate.execution_budget, name="budget"),
+    path("executions/<str:ref>/hold/", operate.execution_hold, name="hold"),
+    path("executions/<str:ref>/remind/", operate.approval_remind, name="remind"),
 ]
 
 # Bulk operations and the operator audit (issue 12): their own block, at the root of the

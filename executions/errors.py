@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import StrEnum
 from typing import Any
 
@@ -99,3 +100,14 @@ class NeedsAttention(Exception):
         self.evidence = evidence
         if code:
             self.code = code
+
+
+def readable(error: Mapping[str, Any], model: Any = None) -> str:
+    """A pydantic error's reason as a sentence for a person. A pattern mismatch names the
+    form expected (the field's description, when ``model`` declares one), never the regex."""
+    if error.get("type") == "string_pattern_mismatch":
+        loc = error.get("loc") or ()
+        fields = getattr(model, "model_fields", {})
+        described = fields[loc[-1]].description if loc and loc[-1] in fields else None
+        return f"is not in the expected form ({described})" if described else "is not in the expected form"
+    return str(error.get("msg", "")).removeprefix("Value error, ")

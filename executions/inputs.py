@@ -20,7 +20,7 @@ from ninja import Schema
 from pydantic import AfterValidator, Field
 
 from .engine.events import EventId
-from .errors import InvalidInput
+from .errors import InvalidInput, readable
 from .storable import DB_INT_MAX, Text, storable_json
 from .waits import SignalName
 
@@ -138,4 +138,4 @@ def parse(schema: type[S], data: Mapping[str, Any]) -> S:
     except pydantic.ValidationError as exc:
         first = exc.errors(include_url=False)[0]
         field = ".".join(str(part) for part in first["loc"]) or schema.__name__
-        raise InvalidInput(field, first["msg"].removeprefix("Value error, ")) from None
+        raise InvalidInput(field, readable(first, schema)) from None

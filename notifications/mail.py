@@ -34,11 +34,24 @@ SUBJECTS = {
     "reminder": "[keel] Reminder: {ref}: {action} of {artifact} V{version} still awaits a decision",
     "approval_overdue": "[keel] Overdue: {ref}: {action} of {artifact} V{version} passed its SLA undecided",
     "superseded": "[keel] {ref}: V{version} of {artifact} was replaced by V{newer}",
+    "remind": "[keel] {asked_by} asks you to decide: {ref}: {action} of {artifact} V{version}",
 }
 
 
-def compose(request: ApprovalRequest, *, kind: str, to: str, key: str) -> dict[str, Any]:
-    """The message for ``kind`` about ``request``, as the action's arguments."""
+def compose(
+    request: ApprovalRequest,
+    *,
+    kind: str,
+    to: str,
+    key: str,
+    may_decide: bool = True,
+    asked_by: str = "",
+    note: str = "",
+) -> dict[str, Any]:
+    """The message for ``kind`` about ``request``, as the action's arguments. ``may_decide``:
+    the recipient may decide it (the decide link), else an operator told what they can do
+    (remind the managers from the execution page, or escalate). ``asked_by`` and ``note``:
+    the operator who sent a ``remind`` and why."""
     artifact = request.artifact_version.artifact
     newest = ArtifactVersion.objects.filter(artifact=artifact).order_by("-number").values_list("number", flat=True)
     facts = {
@@ -55,6 +68,9 @@ def compose(request: ApprovalRequest, *, kind: str, to: str, key: str) -> dict[s
         "execution_link": f"{settings.KEEL_BASE_URL}/executions/{request.execution.ref}/",
         "account_link": f"{settings.KEEL_BASE_URL}/account/",
         "expires_at": request.expires_at.isoformat() if request.expires_at else "",
+        "may_decide": may_decide,
+        "asked_by": asked_by,
+        "note": note,
     }
     return {
         "to": to,

@@ -7,7 +7,11 @@ kind), so a sweep that runs twice, or dies half-way, plans each exactly once:
 - opened: a pending request without its ``opened`` occasion → an e-mail to each
   decider (``recipients.deciders``) and the ``approval.requested`` webhook;
 - reminder: pending ``RUNTIME_APPROVAL_REMIND_SECONDS`` after it opened → once;
-- approval_overdue: its execution still awaits it past the gate's SLA → the operators;
+- approval_overdue: its execution still awaits it past the gate's SLA → the deciders
+  (the decide link) and the operators who can't decide it (a message leading to what
+  they can do: remind the managers from the execution page, escalate, cancel);
+- remind: an operator's "Remind the managers" (``remind.approval_remind``, at most one
+  per ``RUNTIME_APPROVAL_REMIND_AGAIN_SECONDS``) → the deciders, with who asked and why;
 - superseded: superseded after its ``opened`` went out → those who were told about it.
 
 Webhooks for ``execution.needs_attention|failed|completed`` come from the event log
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 import logging
 from datetime import timedelta
+from typing import Any
 
 from celery import current_app
 from django.conf import settings
@@ -112,20 +117,7 @@ def plan_occasion(request_id: int, kind: str) -> int:
             return 0
         made = 0
         if settings.KEEL_NOTIFICATIONS:
-            for user in _audience(request, kind):
-                key = notify_key(request, user.get_username(), kind)
-                args = mail.compose(request, kind=kind, to=user.email, key=key)
-                made += _record(
-                    request.execution,
-                    key,
-                    NOTIFY,
-                    args,
-                    honors_key=False,
-                    channel=Delivery.Channel.EMAIL,
-                    kind=kind,
-                    request=request,
-                    recipient=user,
-                )
+            made += mail_locked(request, kind=kind, audience=_audience(request, kind))
         if kind == "opened" and settings.KEEL_WEBHOOK_URL:
             key = f"{request.gate_ref}:webhook:approval.requested"
             args = webhooks.describe(request.execution, event="approval.requested", status=Status.AWAITING_APPROVAL)
@@ -142,15 +134,43 @@ def plan_occasion(request_id: int, kind: str) -> int:
         return made
 
 
-def _audience(request: ApprovalRequest, kind: str):
+def mail_locked(
+    request: ApprovalRequest, *, kind: str, audience: list[tuple[Any, bool]], occasion: str = "", **facts: str
+) -> int:
+    """Inside a transaction, ``request`` locked: one e-mail of ``kind`` to each of
+    ``audience`` (user, may decide it), each a beside action keyed by the user and
+    ``occasion`` (default: ``kind``); ``facts`` as ``mail.compose``'s. Returns how many
+    were recorded (an action already recorded under its key is not recorded again)."""
+    made = 0
+    for user, may_decide in audience:
+        key = notify_key(request, user.get_username(), occasion or kind)
+        args = mail.compose(request, kind=kind, to=user.email, key=key, may_decide=may_decide, **facts)
+        made += _record(
+            request.execution,
+            key,
+            NOTIFY,
+            args,
+            honors_key=False,
+            channel=Delivery.Channel.EMAIL,
+            kind=kind,
+            request=request,
+            recipient=user,
+        )
+    return made
+
+
+def _audience(request: ApprovalRequest, kind: str) -> list[tuple[Any, bool]]:
+    """Who is told of ``kind``, each with whether they may decide ``request``."""
     if kind in ("opened", "reminder"):
-        return recipients.deciders(request)
+        return [(u, True) for u in recipients.deciders(request)]
     if kind == "approval_overdue":
-        return recipients.operators()
+        deciders = recipients.deciders(request)
+        told = {u.pk for u in deciders}
+        return [(u, True) for u in deciders] + [(u, False) for u in recipients.operators() if u.pk not in told]
     # superseded: those an ``opened`` message was recorded for
     told = Delivery.objects.filter(request=request, kind="opened", channel=Delivery.Channel.EMAIL)
     return [
-        d.recipient
+        (d.recipient, True)
         for d in told.select_related("recipient").order_by("id")
         if recipients.wants_email(d.recipient) is None
     ]

@@ -2,7 +2,9 @@
 
 An opened request and its reminder go to every user who may decide it (approvals'
 own rule, ``approvals.policy``: the permission, the group, active, never the requester)
-and has an address; ``approval_overdue`` to the operators. Nobody who turned e-mails
+and has an address; ``approval_overdue`` to them and to the operators (who can't
+decide: their message leads to what they can do); an operator's ``remind`` to them.
+Nobody who turned e-mails
 off on their account page. ``superseded`` to those told about the old version.
 """
 

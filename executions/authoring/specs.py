@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 
 import pydantic
 
-from ..errors import InvalidInput
+from ..errors import InvalidInput, readable
 
 JSON = dict[str, Any]
 
@@ -76,7 +76,7 @@ class WaitFor(GateSpec):
             if error["type"] == "extra_forbidden":
                 reason = f"unknown field (allowed: {', '.join(self.payload.model_fields)})"
             else:
-                reason = error["msg"].removeprefix("Value error, ")
+                reason = readable(error, self.payload)
             raise InvalidInput(field, reason) from None
 
     def timeout_seconds(self, input: JSON, ctx: Any = None) -> float:

@@ -32,7 +32,7 @@ from typing import Any
 import pydantic
 from django.conf import settings
 
-from ..errors import InvalidInput
+from ..errors import InvalidInput, readable
 from ..storable import text_refusal
 from .children import StartChildren
 from .outbound import Template
@@ -126,7 +126,7 @@ def _refusal(model: type[WorkflowInput], error: dict[str, Any]) -> InvalidInput:
     if error["type"] == "missing" and loc and loc[0] in model.model_fields:
         examples = model.model_fields[loc[0]].examples
         return InvalidInput(field, f"required, e.g. {examples[0]!r}".replace("'", '"') if examples else "required")
-    return InvalidInput(field, error["msg"].removeprefix("Value error, "))
+    return InvalidInput(field, readable(error, model))
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -333,6 +333,8 @@ def test_deciding_from_the_approval_page_lands_on_the_next_item_of_the_inbox(peo
 
     action, fields = decide_form(landed)
     response = manager.post(action, {**fields, "decision": "reject", "comment": "no"})
+    assert response.status_code == 200 and 'id="confirm-reject"' in response.content.decode()  # asks first
+    response = manager.post(action, {**fields, "decision": "reject", "comment": "no", "confirm": "reject"})
     assert response.status_code == 302 and response.url == f"/approvals/{first.pk}/"
 
     action, fields = decide_form(manager.get(response.url).content.decode())

@@ -169,6 +169,8 @@ def test_operations_page_switches_a_workflow_and_manages_schedules(people):
     made = Schedule.objects.get()
     assert f'data-schedule="{made.pk}"'.encode() in answer.content
     browser.post(f"/operations/schedules/{made.pk}/delete/")
+    assert Schedule.objects.get().deleted_at is None  # issue 39 item 15: it asks first
+    browser.post(f"/operations/schedules/{made.pk}/delete/", {"confirm": "delete"})
     assert Schedule.objects.get().deleted_at is not None
 
 

@@ -79,6 +79,8 @@ def test_approvers_told_once_reminded_once_operators_at_the_sla(up, people, api_
         f"{gate}:notify:manager2:opened",
         f"{gate}:notify:manager:reminder",
         f"{gate}:notify:manager2:reminder",
+        f"{gate}:notify:manager:approval_overdue",
+        f"{gate}:notify:manager2:approval_overdue",
         f"{gate}:notify:operator:approval_overdue",
     }
     wait_for(
@@ -90,13 +92,15 @@ def test_approvers_told_once_reminded_once_operators_at_the_sla(up, people, api_
     by = sorted((m["To"], m["Subject"].split(" ")[1]) for m in got)
     assert by == sorted(
         [
+            ("manager2@example.com", "Overdue:"),
             ("manager2@example.com", "Reminder:"),
             ("manager2@example.com", ref + ":"),
+            ("manager@example.com", "Overdue:"),
             ("manager@example.com", "Reminder:"),
             ("manager@example.com", ref + ":"),
             ("operator@example.com", "Overdue:"),
         ]
-    ), by  # never the requester, the auditor or the outsider; each exactly once
+    ), by  # never the requester, the auditor or the outsider; each exactly once (issue 39 item 11: managers at the SLA)
     [opened] = [m for m in got if m["To"] == "manager@example.com" and "awaits your decision" in m["Subject"]]
     assert "V1" in opened["Subject"]
     text, html = text_of(opened)
@@ -126,7 +130,7 @@ def test_approvers_told_once_reminded_once_operators_at_the_sla(up, people, api_
     wait_status(requester, ref, "completed")
     wait_for(lambda: any(e["event"] == "execution.completed" for e in receiver.events(ref)), what="the completed hook")
     up.wait_sweeps(3)
-    assert len(mails_about(up, ref)) == 5  # decided: nothing more
+    assert len(mails_about(up, ref)) == 7  # decided: nothing more
 
 
 def test_opt_out_and_a_replaced_version(up, people, api_as):
