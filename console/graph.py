@@ -511,12 +511,13 @@ def graph_for(
     runs: Iterable[tuple[str, int]] | None = None,
 ) -> Graph | None:
     """The execution page's graph: its pinned version laid out with its progress
-    (``progress_of``'s arguments); None when that version is not deployed here."""
+    (``progress_of``'s arguments); None when that version is not deployed here, or the
+    record names a step it doesn't have (the page still shows the steps as recorded)."""
     try:
         flow = registry.get(execution.workflow, execution.workflow_version)
-    except registry.UnknownWorkflow:
+        return layout(flow, progress_of(execution, children=children, requests=requests, runs=runs))
+    except (registry.UnknownWorkflow, KeyError):
         return None
-    return layout(flow, progress_of(execution, children=children, requests=requests, runs=runs))
 
 
 __all__ = ["END", "Edge", "Graph", "Node", "NodeState", "Progress", "graph_for", "layout", "progress_of", "step_states"]
