@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from itertools import islice
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_required, permission_required
@@ -36,6 +37,7 @@ CSV_HEADER = [
     "comment",
     "refused_attempts",
     "views",
+    "outcome",  # what the decision unlocked and how each ended, as the page words it (issue 39 item 15)
 ]
 
 
@@ -105,11 +107,24 @@ def audit_story(request: HttpRequest, pk: int) -> HttpResponse:
 def audit_export(request: HttpRequest) -> HttpResponse:
     filters = selectors.history_filters(request.GET)
     return csv_export(
-        "approval-history.csv", CSV_HEADER, map(_row, selectors.approval_history(filters).iterator(chunk_size=500))
+        "approval-history.csv", CSV_HEADER, _rows(selectors.approval_history(filters).iterator(chunk_size=500))
     )
 
 
-def _row(r) -> tuple:
+def _rows(requests):
+    """The CSV rows, with each request's outcome read for 500 at a time (``outcomes.authorised_effects``)."""
+    while chunk := list(islice(requests, 500)):
+        effects = outcomes.authorised_effects(chunk)
+        for r in chunk:
+            yield _row(r, effects.get(r.pk, []))
+
+
+def _outcome(effects) -> str:
+    """The page's Outcome cell as text: each effect's wording and receipt, ``; `` between them."""
+    return "; ".join(" ".join([e.wording, *(f"{name}={value}" for name, value in e.receipt)]) for e in effects)
+
+
+def _row(r, effects) -> tuple:
     d = selectors.decision_of(r)
     return (
         r.pk,
@@ -129,4 +144,5 @@ def _row(r) -> tuple:
         d.comment if d else "",
         r.refused_count,
         r.viewed_count,
+        _outcome(effects),
     )
