@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from django.db.models import Case, CharField, F, QuerySet, Value, When
 
-from executions.models import ExecutionEvent, WorkflowSwitch
+from executions.models import ExecutionEvent, ExecutionTombstone, WorkflowSwitch, pk_from_ref
 from schedules.models import Schedule
-from triage.operator_audit import ACTIONS, KILL_SWITCH, Act, Filters, act_of, acts
+from triage.operator_audit import ACTIONS, ARCHIVE, KILL_SWITCH, Act, Filters, act_of, acts
 
 EVENT = "event"
 
@@ -39,6 +39,12 @@ def feed(filters: Filters | None = None) -> QuerySet:
         gone = Schedule.objects.filter(deleted_at__isnull=False)
         gone = gone.annotate(source=Value("schedule_delete"), at=F("deleted_at"))
         parts.append(_other(gone, filters, actor="deleted_by__username"))
+    if not (filters.batch or filters.actor) and filters.action in ("", ARCHIVE):
+        # An archived execution's acts went with it into the archive (issue 39 item 10): a row says where.
+        gone = ExecutionTombstone.objects.annotate(source=Value(ARCHIVE), at=F("archived_at"))
+        if filters.execution:
+            gone = gone.filter(pk=pk_from_ref(filters.execution))
+        parts.append(_other(gone, filters, actor=""))
     parts = [p.values_list("source", "id", "at") for p in parts]
     if not parts:
         return ExecutionEvent.objects.none().values_list("id")
@@ -48,7 +54,7 @@ def feed(filters: Filters | None = None) -> QuerySet:
 def _other(rows: QuerySet, filters: Filters, *, actor: str) -> QuerySet:
     if filters.action:
         rows = rows.filter(source=filters.action)
-    if filters.actor:
+    if filters.actor and actor:
         rows = rows.filter(**{f"{actor}__iexact": filters.actor})
     if filters.date_from:
         rows = rows.filter(at__date__gte=filters.date_from)
@@ -75,7 +81,24 @@ def acts_in(rows) -> list[Act]:
         for source in ("schedule_create", "schedule_delete"):
             if schedule.pk in wanted.get(source, []):
                 found[(source, schedule.pk)] = _schedule_act(schedule, source)
+    for tombstone in ExecutionTombstone.objects.filter(id__in=wanted.get(ARCHIVE, [])):
+        found[(ARCHIVE, tombstone.pk)] = _archive_act(tombstone)
     return [found[(source, pk)] for source, pk, _at in rows if (source, pk) in found]
+
+
+def _archive_act(tombstone: ExecutionTombstone) -> Act:
+    return Act(
+        id=tombstone.pk,
+        at=tombstone.archived_at,
+        execution=str(tombstone),
+        actor="keel archive",
+        action=ARCHIVE,
+        reason=f"its acts are in the archive: keel archive --show {tombstone}",
+        before="",
+        after="archived",
+        subject=tombstone.manifest,
+        batch="",
+    )
 
 
 def _switch_act(switch: WorkflowSwitch) -> Act:

@@ -23,6 +23,7 @@ Acts on no one execution come from their own records and are listed beside them 
 |---|---|---|
 | workflow_pause, workflow_resume (the kill switch) | a ``WorkflowSwitch`` row (append-only) | ``executions.holds`` |
 | schedule_create, schedule_delete | the ``Schedule`` row's ``created_*`` / ``deleted_*`` | ``schedules.services`` |
+| archive (its acts went into the archive with it) | the ``ExecutionTombstone`` | ``retention.archiver`` |
 
 Left out, because another row or another audit already tells them: a decision's
 transitions (``resume_after_decision``, and the cancel that follows a rejection:
@@ -71,7 +72,8 @@ ACTIONS = (
     "release_hold",
 )
 # Acts of the page and the CSV that are not execution events (``console.audit_feed``).
-OTHER_ACTIONS = ("workflow_pause", "workflow_resume", "schedule_create", "schedule_delete")
+ARCHIVE = "archive"  # an archived execution: its acts went with it (issue 39 item 10)
+OTHER_ACTIONS = ("workflow_pause", "workflow_resume", "schedule_create", "schedule_delete", ARCHIVE)
 HOLD_EVENTS = {"hold.placed": "hold", "hold.released": "release_hold"}
 KILL_SWITCH = "kill switch"
 PAGE_SIZE = 50
