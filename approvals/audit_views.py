@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from itertools import islice
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_required, permission_required
@@ -15,6 +16,7 @@ from executions.models import ExecutionTombstone
 
 from . import outcomes, selectors
 from .listing import csv_export, page_of
+from .models import ApprovalTombstone
 
 VIEW_AUDIT = "approvals.view_audit"
 
@@ -36,6 +38,7 @@ CSV_HEADER = [
     "comment",
     "refused_attempts",
     "views",
+    "outcome",  # what the decision unlocked and how each ended, as the page words it (issue 39 item 15)
 ]
 
 
@@ -48,14 +51,15 @@ def auditors_only(view):
 @require_GET
 def audit_list(request: HttpRequest) -> HttpResponse:
     filters = selectors.history_filters(request.GET)
-    page, query = page_of(request, selectors.approval_history(filters), filters, size=selectors.HISTORY_PAGE_SIZE)
-    effects = outcomes.authorised_effects(page.object_list)
+    page, query = page_of(request, selectors.history_feed(filters), filters, size=selectors.HISTORY_PAGE_SIZE)
+    rows = selectors.history_rows(page.object_list)
+    effects = outcomes.authorised_effects(r for r in rows if not isinstance(r, ApprovalTombstone))
     return render(
         request,
         "approvals/audit_list.html",
         {
             "page": page,
-            "rows": [(r, effects.get(r.pk, [])) for r in page.object_list],
+            "rows": [(r, effects.get(r.pk, [])) for r in rows],
             "filters": filters,
             "query": query,
             "workflows": selectors.history_workflows(),
@@ -87,7 +91,10 @@ def _retention_note(filters) -> dict:
 def audit_story(request: HttpRequest, pk: int) -> HttpResponse:
     approval = selectors.approval_for(pk)
     if approval is None:
-        raise Http404(f"no approval request {pk}")
+        archived = selectors.archived_approval(pk)
+        if archived is None:
+            raise Http404(f"no approval request {pk}")
+        return render(request, "approvals/audit_archived.html", {"approval": archived})
     return render(
         request,
         "approvals/audit_story.html",
@@ -105,11 +112,50 @@ def audit_story(request: HttpRequest, pk: int) -> HttpResponse:
 def audit_export(request: HttpRequest) -> HttpResponse:
     filters = selectors.history_filters(request.GET)
     return csv_export(
-        "approval-history.csv", CSV_HEADER, map(_row, selectors.approval_history(filters).iterator(chunk_size=500))
+        "approval-history.csv", CSV_HEADER, _rows(selectors.history_feed(filters).iterator(chunk_size=500))
     )
 
 
-def _row(r) -> tuple:
+def _rows(feed):
+    """The CSV rows, 500 at a time: the requests with their outcome (``outcomes.authorised_effects``),
+    an archived one from its tombstone."""
+    while chunk := selectors.history_rows(islice(feed, 500)):
+        effects = outcomes.authorised_effects(r for r in chunk if not isinstance(r, ApprovalTombstone))
+        for r in chunk:
+            yield _archived_row(r) if isinstance(r, ApprovalTombstone) else _row(r, effects.get(r.pk, []))
+
+
+def _archived_row(t: ApprovalTombstone) -> tuple:
+    """An archived request's row: what its tombstone keeps; the rest is in the archive."""
+    return (
+        t.pk,
+        str(t.execution),
+        t.execution.workflow,
+        "",
+        t.version,
+        t.content_sha256,
+        t.action,
+        t.step,
+        t.requested_by,
+        t.requested_at.isoformat(),
+        f"archived ({t.status})",
+        t.decided_by,
+        t.decision,
+        t.decided_at.isoformat() if t.decided_at else "",
+        "",
+        "",
+        "",
+        f"archived {t.execution.archived_at:%Y-%m-%d %H:%M:%S} UTC in {t.execution.manifest}: "
+        f"keel archive --show {t.execution}",
+    )
+
+
+def _outcome(effects) -> str:
+    """The page's Outcome cell as text: each effect's wording and receipt, ``; `` between them."""
+    return "; ".join(" ".join([e.wording, *(f"{name}={value}" for name, value in e.receipt)]) for e in effects)
+
+
+def _row(r, effects) -> tuple:
     d = selectors.decision_of(r)
     return (
         r.pk,
@@ -129,4 +175,5 @@ def _row(r) -> tuple:
         d.comment if d else "",
         r.refused_count,
         r.viewed_count,
+        _outcome(effects),
     )

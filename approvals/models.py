@@ -192,3 +192,39 @@ class RefusalWindow(models.Model):
 
     def __str__(self) -> str:
         return f"refusals of user {self.user_id} since {self.started_at:%H:%M:%S}"
+
+
+class ApprovalTombstone(models.Model):
+    """What is left in the database of an approval request whose execution was archived
+    and purged (issue 39 item 10), written by ``retention.archiver.purge`` in the purge's
+    transaction beside the execution's tombstone: enough for the approval history to keep
+    its row, marked archived, and for its story to say when it was archived, where its
+    record is and how to read it back (``keel archive --show``). Append-only, like the
+    execution's tombstone: the application's role may only SELECT and INSERT it."""
+
+    id = models.BigIntegerField(primary_key=True)  # the request's own pk (never reused)
+    execution = models.ForeignKey(
+        "executions.ExecutionTombstone", on_delete=models.PROTECT, related_name="approvals", db_index=True
+    )
+    action = models.CharField(max_length=60)
+    step = models.CharField(max_length=100)
+    version = models.PositiveIntegerField()
+    content_sha256 = models.CharField(max_length=64)
+    status = models.CharField(max_length=20)
+    requested_by = models.CharField(max_length=150, blank=True, default="")  # the username at the purge
+    requested_at = models.DateTimeField()
+    decision = models.CharField(max_length=20, blank=True, default="")  # "": never decided
+    decided_by = models.CharField(max_length=150, blank=True, default="")
+    decided_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["id"]
+        indexes = [models.Index(fields=["-requested_at", "-id"], name="approval_tombstone_requested")]
+        triggers = [
+            pgtrigger.Protect(name="approval_tombstone_append_only", operation=pgtrigger.Update | pgtrigger.Delete)
+        ]
+
+    is_archived = True  # the history's row and the story say so (a live request has no such attribute)
+
+    def __str__(self) -> str:
+        return f"approval {self.pk} (archived)"

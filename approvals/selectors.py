@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.db.models import Count, F, Q, QuerySet
+from django.db.models import Count, F, Q, QuerySet, Value
 from django.utils import timezone
 
 from executions.agent.steps import TOOL_CALL_ARTIFACT_KIND, recorded_results
@@ -24,7 +24,7 @@ from executions.models import ExecutionEvent, Status
 from executions.storable import text_refusal
 
 from . import policy
-from .models import ApprovalRequest, AuditEntry, Decision
+from .models import ApprovalRequest, ApprovalTombstone, AuditEntry, Decision
 from .outcomes import receipt_fields
 
 HISTORY_PAGE_SIZE = 50
@@ -232,11 +232,15 @@ def history_filters(params: Any) -> HistoryFilters:
 
 def approval_history(filters: HistoryFilters | None = None) -> QuerySet[ApprovalRequest]:
     """One row per request with its decision (if any) and counts of refusals and views; newest first."""
-    filters = filters or HistoryFilters()
-    rows = _with_relations(ApprovalRequest.objects.all()).annotate(
+    rows = _with_relations(_history_matching(filters or HistoryFilters())).annotate(
         refused_count=Count("audit", filter=Q(audit__kind=AuditEntry.Kind.REFUSED)),
         viewed_count=Count("audit", filter=Q(audit__kind=AuditEntry.Kind.VIEWED)),
     )
+    return rows.order_by("-created_at", "-id")
+
+
+def _history_matching(filters: HistoryFilters) -> QuerySet[ApprovalRequest]:
+    rows = ApprovalRequest.objects.all()
     if filters.approver:
         # By the name at decision time (rows older than that column: the name now, as shown).
         rows = rows.filter(
@@ -253,14 +257,66 @@ def approval_history(filters: HistoryFilters | None = None) -> QuerySet[Approval
         rows = rows.filter(created_at__date__gte=filters.date_from)
     if filters.date_to:
         rows = rows.filter(created_at__date__lte=filters.date_to)
-    return rows.order_by("-created_at", "-id")
+    return rows
+
+
+def archived_history(filters: HistoryFilters | None = None) -> QuerySet[ApprovalTombstone]:
+    """The requests of archived executions matching ``filters`` (their tombstones), newest first."""
+    filters = filters or HistoryFilters()
+    rows = ApprovalTombstone.objects.select_related("execution")
+    if filters.approver:
+        rows = rows.filter(decided_by__iexact=filters.approver)
+    if filters.workflow:
+        rows = rows.filter(execution__workflow=filters.workflow)
+    if filters.decision == NO_DECISION:
+        rows = rows.filter(decision="")
+    elif filters.decision:
+        rows = rows.filter(decision=filters.decision)
+    if filters.date_from:
+        rows = rows.filter(requested_at__date__gte=filters.date_from)
+    if filters.date_to:
+        rows = rows.filter(requested_at__date__lte=filters.date_to)
+    return rows.order_by("-requested_at", "-id")
+
+
+LIVE, ARCHIVED = "live", "archived"
+
+
+def history_feed(filters: HistoryFilters | None = None) -> QuerySet:
+    """The approval history as ``(kind, id, at)`` rows, newest first: the requests in the
+    database (``approval_history``) and those of archived executions (``archived_history``,
+    issue 39 item 10). Read a slice of it with ``history_rows``."""
+    live = _history_matching(filters or HistoryFilters()).annotate(kind=Value(LIVE), at=F("created_at"))
+    live = live.order_by().values_list("kind", "id", "at")
+    gone = archived_history(filters).annotate(kind=Value(ARCHIVED), at=F("requested_at"))
+    gone = gone.order_by().values_list("kind", "id", "at")
+    return live.union(gone, all=True).order_by("-at", "-id")
+
+
+def history_rows(rows) -> list[ApprovalRequest | ApprovalTombstone]:
+    """The ``(kind, id, at)`` rows of ``history_feed`` as requests (annotated as
+    ``approval_history`` makes them) and tombstones, in their order (a query per kind)."""
+    rows = list(rows)
+    live = [pk for kind, pk, _at in rows if kind == LIVE]
+    gone = [pk for kind, pk, _at in rows if kind == ARCHIVED]
+    found = {(LIVE, r.pk): r for r in approval_history().filter(pk__in=live)} if live else {}
+    if gone:
+        found |= {
+            (ARCHIVED, t.pk): t for t in ApprovalTombstone.objects.filter(pk__in=gone).select_related("execution")
+        }
+    return [found[(kind, pk)] for kind, pk, _at in rows if (kind, pk) in found]
+
+
+def archived_approval(pk: int) -> ApprovalTombstone | None:
+    """What stays of request ``pk`` if its execution was archived and purged."""
+    return ApprovalTombstone.objects.filter(pk=pk).select_related("execution").first()
 
 
 def history_workflows() -> list[str]:
-    """Workflow names that have approval requests (the filter's choices)."""
-    return list(
-        ApprovalRequest.objects.order_by("execution__workflow").values_list("execution__workflow", flat=True).distinct()
-    )
+    """Workflow names that have approval requests, archived ones' included (the filter's choices)."""
+    live = ApprovalRequest.objects.order_by().values_list("execution__workflow", flat=True).distinct()
+    gone = ApprovalTombstone.objects.order_by().values_list("execution__workflow", flat=True).distinct()
+    return sorted(set(live) | set(gone))
 
 
 # --- One request's story ----------------------------------------------------------

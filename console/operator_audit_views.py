@@ -1,8 +1,11 @@
 """The operator audit (operators and auditors): every act a person took on executions,
-filtered by actor, action, execution and dates, paged, and as CSV. The query is
-``triage.operator_audit``; these views only parse, read and render."""
+and on workflows' kill switches and schedules, filtered by actor, action, execution
+and dates, paged, and as CSV. The query is ``console.audit_feed.feed``; these views
+only parse, read and render."""
 
 from __future__ import annotations
+
+from itertools import islice
 
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
@@ -13,6 +16,8 @@ from django.views.decorators.http import require_GET
 from accounts.roles import reads_operator_audit
 from approvals.listing import csv_export, page_of
 from triage import operator_audit
+
+from . import audit_feed
 
 CSV_HEADER = ["at", "execution", "actor", "action", "reason", "before", "after", "subject", "batch", "via"]
 
@@ -32,16 +37,16 @@ def readers_only(view):
 @require_GET
 def operator_audit_list(request: HttpRequest) -> HttpResponse:
     filters = operator_audit.filters_from(request.GET)
-    page, query = page_of(request, operator_audit.acts(filters), filters, size=operator_audit.PAGE_SIZE)
+    page, query = page_of(request, audit_feed.feed(filters), filters, size=operator_audit.PAGE_SIZE)
     return render(
         request,
         "executions/operator_audit.html",
         {
             "page": page,
-            "acts": [operator_audit.act_of(event) for event in page.object_list],
+            "acts": audit_feed.acts_in(page.object_list),
             "filters": filters,
             "query": query,
-            "actions": operator_audit.ACTIONS,
+            "actions": operator_audit.ACTIONS + operator_audit.OTHER_ACTIONS,
         },
     )
 
@@ -50,7 +55,7 @@ def operator_audit_list(request: HttpRequest) -> HttpResponse:
 @require_GET
 def operator_audit_export(request: HttpRequest) -> HttpResponse:
     filters = operator_audit.filters_from(request.GET)
-    acts = (operator_audit.act_of(event) for event in operator_audit.acts(filters).iterator(chunk_size=500))
+    acts = _chunked(audit_feed.feed(filters).iterator(chunk_size=500))
     return csv_export(
         "operator-audit.csv",
         CSV_HEADER,
@@ -59,3 +64,9 @@ def operator_audit_export(request: HttpRequest) -> HttpResponse:
             for a in acts
         ),
     )
+
+
+def _chunked(rows, size: int = 500):
+    """The feed's rows as Acts, ``size`` at a time."""
+    while chunk := list(islice(rows, size)):
+        yield from audit_feed.acts_in(chunk)

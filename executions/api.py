@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 from django.apps import apps
 from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from ninja import Body, Router, Schema
 from ninja import Status as Reply  # an answer's status and body (``Status`` is the lifecycle's)
 from ninja.operation import Operation
@@ -375,6 +375,30 @@ class ModelCallPage(Schema):
 def list_model_calls(request: HttpRequest, execution_id: ExecutionRef):
     """The model-call journal of an execution, in call order (model requested and returned)."""
     return {"items": selectors.model_calls(services.execution_for(execution_id))}
+
+
+HISTORY_RESPONSES = {
+    200: {
+        "description": "One event a line (JSON Lines), oldest first: `event_id`, `time`, `type`, `execution`, "
+        "`step`, `from_status`, `to_status`, `actor`, `payload`.",
+        "content": {"application/jsonl": {"schema": {"type": "string"}}},
+    }
+}
+
+
+@router.get(
+    "/executions/{execution_id}/history.jsonl",
+    response={200: None, **READ_ONE},
+    openapi_extra={"responses": HISTORY_RESPONSES},
+    tags=["executions"],
+)
+def execution_history(request: HttpRequest, execution_id: ExecutionRef):
+    """The execution's whole event history as a JSON Lines download (whoever may read the
+    execution; 410 once archived: ``keel archive --show`` reads it back)."""
+    execution = services.execution_for(execution_id)
+    response = StreamingHttpResponse(selectors.execution_history(execution), content_type="application/jsonl")
+    response["Content-Disposition"] = f'attachment; filename="{execution.ref}-history.jsonl"'
+    return response
 
 
 class ActionDetailOut(Schema):

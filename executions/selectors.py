@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterator
 from functools import cache
 from typing import Any
 
+from django.core.serializers.json import DjangoJSONEncoder
 from django.db.models import Prefetch, QuerySet, prefetch_related_objects
 
 from artifacts.models import ArtifactVersion
@@ -13,7 +16,7 @@ from . import stuck
 from .authoring import registry
 from .engine import costs, gates, routing
 from .errors import InvalidInput
-from .models import Execution, ModelCall, Status, pk_from_ref, ref_for
+from .models import Execution, ExecutionEvent, ModelCall, Status, pk_from_ref, ref_for
 
 PAGE_SIZE = 50
 
@@ -267,6 +270,32 @@ def _max_attempts(execution: Execution) -> int | None:
     except (registry.UnknownWorkflow, KeyError):
         return None
     return None if step.is_gate else step.retry.max_attempts
+
+
+HISTORY_CHUNK = 1000  # events read at a time for the JSON Lines download
+
+
+def execution_history(execution: Execution) -> Iterator[str]:
+    """The execution's whole event history as JSON Lines, oldest first (issue 39: the
+    peers' downloadable history): one event a line, ``{"event_id", "time", "type",
+    "execution", "step", "from_status", "to_status", "actor", "payload"}``. The payload
+    is the stored one: redacted when it was written (``executions.redaction``), as the
+    page's timeline shows it. Read ``HISTORY_CHUNK`` events at a time, however long."""
+    rows = ExecutionEvent.objects.filter(execution=execution).select_related("actor").order_by("id")
+    ref = execution.ref
+    for event in rows.iterator(chunk_size=HISTORY_CHUNK):
+        line = {
+            "event_id": event.pk,
+            "time": event.created_at.isoformat(),
+            "type": event.type,
+            "execution": ref,
+            "step": event.step,
+            "from_status": event.from_status,
+            "to_status": event.to_status,
+            "actor": event.actor.get_username() if event.actor is not None else event.actor_label,
+            "payload": event.payload,
+        }
+        yield json.dumps(line, cls=DjangoJSONEncoder, ensure_ascii=False, sort_keys=True) + "\n"
 
 
 def model_calls(execution: Execution) -> list[dict[str, Any]]:

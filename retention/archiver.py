@@ -10,7 +10,8 @@ For each batch of whole families (``retention.policy``), in this order:
    ``DATABASE_URL``; the application role may not delete the append-only tables), the
    executions are locked, checked again (still terminal, not on hold, exactly the rows
    that were archived), deleted with every row of theirs, a tombstone written for
-   each and the manifest anchored (``retention.anchor``: its number, path and sha256).
+   each (and one per approval request: ``ApprovalTombstone``, the approval history's
+   row) and the manifest anchored (``retention.anchor``: its number, path and sha256).
    A crash anywhere leaves each execution either in the database or, purged, in the
    archive, and the manifest anchored exactly when its purge committed: the
    transaction commits whole or not at all.
@@ -38,10 +39,12 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db import connections, transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from approvals.models import ApprovalTombstone
 from executions.engine import failpoints
 from executions.models import TERMINAL, Execution, ExecutionTombstone, pk_from_ref, ref_for
 from triage import tallies
@@ -255,8 +258,43 @@ def purge(manifest_path: str, manifest: dict, lines: list[dict], *, sha256: str,
                 for pk in purged
             ]
         )
+        ApprovalTombstone.objects.using(using).bulk_create(_approval_tombstones(lines, set(purged), using=using))
         anchor.record(seq=manifest["seq"], manifest=manifest_path, sha256=sha256, purged=len(purged), using=using)
     return purged
+
+
+def _approval_tombstones(lines: list[dict], purged: set[int], *, using: str) -> list[ApprovalTombstone]:
+    """What stays of each approval request of the ``purged`` executions (issue 39 item 10):
+    its row in the approval history, marked archived, and its story's pointer to the archive."""
+    requests = [line for line in lines if line["model"] == "approvals.approvalrequest"]
+    requests = [line for line in requests if pk_from_ref(line["execution"]) in purged]
+    decisions = {line["row"]["request_id"]: line["row"] for line in lines if line["model"] == "approvals.decision"}
+    user_ids = {line["row"]["requested_by_id"] for line in requests}
+    user_ids |= {d["decided_by_id"] for d in decisions.values()}
+    names = dict(get_user_model().objects.using(using).filter(pk__in=user_ids).values_list("pk", "username"))
+    out = []
+    for line in requests:
+        row = line["row"]
+        decision = decisions.get(row["id"])
+        out.append(
+            ApprovalTombstone(
+                id=row["id"],
+                execution_id=pk_from_ref(line["execution"]),
+                action=row["action"],
+                step=row["step"],
+                version=row["version"],
+                content_sha256=row["content_sha256"],
+                status=row["status"],
+                requested_by=names.get(row["requested_by_id"], ""),
+                requested_at=_when(row["created_at"]),
+                decision=decision["decision"] if decision else "",
+                decided_by=(decision.get("decided_by_username") or names.get(decision["decided_by_id"], ""))
+                if decision
+                else "",
+                decided_at=_when(decision["created_at"]) if decision else None,
+            )
+        )
+    return out
 
 
 def _when(value):

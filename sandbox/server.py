@@ -844,7 +844,8 @@ class Sandbox:
         "method"=POST if the endpoint accepts POST else GET}.
         ``endpoint`` is a service route (``/orders``, ``/tickets/{id}``) or a
         path one of its patterns matches (``/tickets/TCK-1001``).
-        Answers 201 with the added fault and the whole queue; 400 if invalid."""
+        Answers 201 with the added fault and the whole queue; 400 if invalid.
+        Documented for test writers in docs/testing.md, "The sandbox's fault API"."""
         body = request.body
         endpoint = body.get("endpoint")
         resolved = self.resolve(endpoint) if isinstance(endpoint, str) else None

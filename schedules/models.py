@@ -30,6 +30,10 @@ class Schedule(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     next_fire_at = models.DateTimeField()
     deleted_at = models.DateTimeField(null=True, blank=True)  # deleted: never fires again, its firings kept
+    # Who deleted it (the operator audit, issue 39 item 12); NULL for one deleted before it was recorded.
+    deleted_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
 
     class Meta:
         ordering = ["id"]

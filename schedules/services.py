@@ -143,14 +143,16 @@ def schedule_list(*, user: AbstractBaseUser) -> list[Schedule]:
 
 
 def schedule_delete(*, user: AbstractBaseUser, schedule_id: int) -> Schedule:
-    """Operators: the schedule never fires again (its firings and executions stay)."""
+    """Operators: the schedule never fires again (its firings and executions stay); who
+    deleted it and when are kept on it (the operator audit)."""
     _operator(user)
     with transaction.atomic():
         schedule = Schedule.objects.select_for_update().filter(pk=schedule_id, deleted_at=None).first()
         if schedule is None:
             raise NotFound(f"no schedule {schedule_id}")
         schedule.deleted_at = timezone.now()
-        schedule.save(update_fields=["deleted_at"])
+        schedule.deleted_by = user
+        schedule.save(update_fields=["deleted_at", "deleted_by"])
     return schedule
 
 

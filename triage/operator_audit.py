@@ -13,6 +13,17 @@ written by the service that made the change, in its transaction:
 | restart | ``execution.restarted`` (on the failed execution) | ``restart.execution_restart`` |
 | signal | ``wait.received`` | ``waits.signal_deliver`` |
 | pause, unpause | a ``transition`` by a user (an operator's hold, or a workflow resumed) | ``executions.holds`` |
+| pause by a kill switch | the worker's ``pause`` transition marked ``by: workflow``, its actor the switch's thrower | ``runner._pause_at_boundary`` |
+| hold, release_hold (legal holds) | ``hold.placed`` / ``hold.released`` | ``retention.holds`` |
+
+Acts on no one execution come from their own records and are listed beside them by
+``console.audit_feed`` (the page and the CSV; the API's cursor walks the events alone):
+
+| act | the record | service |
+|---|---|---|
+| workflow_pause, workflow_resume (the kill switch) | a ``WorkflowSwitch`` row (append-only) | ``executions.holds`` |
+| schedule_create, schedule_delete | the ``Schedule`` row's ``created_*`` / ``deleted_*`` | ``schedules.services`` |
+| archive (its acts went into the archive with it) | the ``ExecutionTombstone`` | ``retention.archiver`` |
 
 Left out, because another row or another audit already tells them: a decision's
 transitions (``resume_after_decision``, and the cancel that follows a rejection:
@@ -38,7 +49,7 @@ from django.db.models import Case, CharField, Exists, OuterRef, Q, QuerySet, Sub
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast, Coalesce, Substr
 
-from executions.models import ExecutionEvent, pk_from_ref, ref_for
+from executions.models import ExecutionEvent, WorkflowSwitch, pk_from_ref, ref_for
 from executions.storable import text_refusal
 
 from .bulk import ITEM_EVENT
@@ -57,7 +68,14 @@ ACTIONS = (
     "raise_budget",
     "pause",
     "unpause",
+    "hold",
+    "release_hold",
 )
+# Acts of the page and the CSV that are not execution events (``console.audit_feed``).
+ARCHIVE = "archive"  # an archived execution: its acts went with it (issue 39 item 10)
+OTHER_ACTIONS = ("workflow_pause", "workflow_resume", "schedule_create", "schedule_delete", ARCHIVE)
+HOLD_EVENTS = {"hold.placed": "hold", "hold.released": "release_hold"}
+KILL_SWITCH = "kill switch"
 PAGE_SIZE = 50
 # The marker ``cli.trace`` appends beside each event an act of the command line wrote:
 # payload ``{"event": <that event's id>, "command": <the keel command>}``.
@@ -115,8 +133,8 @@ def filters_from(params: Mapping[str, Any]) -> Filters:
             return None
 
     action = text("action", 40)
-    if action and action not in ACTIONS:
-        errors.append(f"Ignored the action filter {action!r}: use one of {', '.join(ACTIONS)}.")
+    if action and action not in ACTIONS + OTHER_ACTIONS:
+        errors.append(f"Ignored the action filter {action!r}: use one of {', '.join(ACTIONS + OTHER_ACTIONS)}.")
         action = ""
     execution = text("execution", 40)
     if execution:
@@ -165,19 +183,39 @@ def acts(filters: Filters | None = None) -> QuerySet[ExecutionEvent]:
     transitions = Q(type="transition") & (
         ~Q(payload__transition__in=["resume_after_decision", "wake"]) | Q(payload__redraft=True)
     )
+    # A kill switch's pause is its worker's (no actor): the person is the switch's thrower.
+    kill_switch_pause = Q(actor__isnull=True, type="transition", payload__transition="pause", payload__by="workflow")
+    switch = WorkflowSwitch.objects.filter(
+        workflow=OuterRef("execution__workflow"), paused=True, created_at__lte=OuterRef("created_at")
+    ).order_by("-id")
     rows = (
-        ExecutionEvent.objects.filter(actor__isnull=False)
-        .filter(
-            transitions
-            | (Q(type__startswith="operator.") & ~Q(type=ITEM_EVENT))
-            | Q(type__startswith="action.", payload__resolved=True)
-            | Q(type__startswith="action.", payload__closed=True)
-            | Q(type="execution.restarted")
-            | Q(type="wait.received")
+        ExecutionEvent.objects.filter(
+            Q(actor__isnull=False)
+            & (
+                transitions
+                | (Q(type__startswith="operator.") & ~Q(type=ITEM_EVENT))
+                | Q(type__startswith="action.", payload__resolved=True)
+                | Q(type__startswith="action.", payload__closed=True)
+                | Q(type="execution.restarted")
+                | Q(type="wait.received")
+                | Q(type__in=HOLD_EVENTS)
+            )
+            | kill_switch_pause
         )
         .annotate(
             previous=Subquery(previous),
+            switched_by=Case(
+                When(kill_switch_pause, then=Subquery(switch.values("actor__username")[:1])),
+                default=Value(""),
+                output_field=CharField(),
+            ),
+            switch_reason=Case(
+                When(kill_switch_pause, then=Subquery(switch.values("reason")[:1])),
+                default=Value(""),
+                output_field=CharField(),
+            ),
             action=Case(
+                *(When(type=t, then=Value(a)) for t, a in HOLD_EVENTS.items()),
                 When(type="transition", payload__redraft=True, then=Value("redraft")),
                 When(type="transition", then=_payload("transition")),
                 When(type__startswith="operator.", then=Substr("type", len("operator.") + 1)),
@@ -198,7 +236,9 @@ def acts(filters: Filters | None = None) -> QuerySet[ExecutionEvent]:
         .select_related("actor")
     )
     if filters.actor:
-        rows = rows.filter(actor__username__iexact=filters.actor)
+        rows = rows.filter(
+            Q(actor__username__iexact=filters.actor) | Q(actor__isnull=True, switched_by__iexact=filters.actor)
+        )
     if filters.action:
         rows = rows.filter(action=filters.action)
     if filters.execution:
@@ -262,13 +302,21 @@ def act_of(event: ExecutionEvent) -> Act:
         before, after, subject = "waiting", "running", str(payload.get("signal", ""))
     elif event.type.startswith("operator."):
         before, after = str(payload.get("from", "")), str(payload.get("to", ""))
+    elif event.type in HOLD_EVENTS:  # a legal hold: retention keeps it whatever its status
+        held = event.type == "hold.placed"
+        before, after = ("", "on legal hold") if held else ("on legal hold", "")
+    actor = event.actor.get_username() if event.actor else event.actor_label
+    reason = event.reason or ""
+    if event.actor is None and payload.get("by") == "workflow":  # a kill switch's pause
+        actor, subject = getattr(event, "switched_by", "") or actor, KILL_SWITCH
+        reason = getattr(event, "switch_reason", "") or reason
     return Act(
         id=event.pk,
         at=event.created_at,
         execution=ref_for(event.execution_id),
-        actor=event.actor.get_username() if event.actor else event.actor_label,
+        actor=actor,
         action=event.action,
-        reason=event.reason or "",
+        reason=reason,
         before=before,
         after=after,
         subject=subject,

@@ -29,6 +29,7 @@ from tests.support.procs import ROOT, wait_for
 from tests.support.stack import APP_DB_ROLE
 
 APPEND_ONLY = [
+    "approvals_approvaltombstone",
     "approvals_auditentry",
     "approvals_decision",
     "artifacts_artifactversion",
@@ -122,6 +123,12 @@ def insert_as_app(cur, rows: dict) -> None:
         "INSERT INTO executions_executiontombstone (id, workflow, created_by_id, ended_at, archived_at, manifest)"
         " VALUES (987654, 'probe', %s, now(), now(), 'archive/probe.manifest.json')",
         [rows["user"]],
+    )
+    cur.execute(  # what the purge leaves of an archived approval request (issue 39 item 10)
+        "INSERT INTO approvals_approvaltombstone (id, execution_id, action, step, version, content_sha256, status,"
+        " requested_by, requested_at, decision, decided_by) VALUES (987654, 987654, 'publish', 'review', 1, %s,"
+        " 'approved', 'someone', now(), '', '')",
+        ["a" * 64],
     )
     cur.execute(
         "INSERT INTO retention_archiveanchor (seq, manifest, sha256, purged, created_at)"

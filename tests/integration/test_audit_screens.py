@@ -484,6 +484,33 @@ def test_csv_export_has_the_filtered_rows_with_full_hashes(people, history):
     assert bad.status_code == 200 and len(list(csv.reader(io.StringIO(bad.content.decode())))) == 5
 
 
+def test_csv_export_has_the_outcome_the_page_shows(people, history):
+    """Issue 39 item 15: the approvals CSV lacked the outcome — what the decision unlocked
+    and how each effect ended, with the receipt's identifiers — that the page's Outcome
+    column shows."""
+    from executions.models import Action
+
+    a = history["a"]
+    Action.objects.create(
+        key=f"{a.execution.ref}:publish:v1",
+        execution=a.execution,
+        step="publish",
+        type="publish_report",
+        status=Action.State.SUCCEEDED,
+        attempts=1,
+        gate_ref=a.gate_ref,
+        receipt={"publication_id": "PUB-77", "status": "published"},
+    )
+    client = logged_in(people["auditor"])
+    rows = list(csv.DictReader(io.StringIO(client.get("/approvals/audit/export.csv").content.decode())))
+    by_id = {int(r["request_id"]): r for r in rows}
+    outcome = by_id[a.pk]["outcome"]
+    assert outcome.startswith("succeeded ") and {"publication_id=PUB-77", "status=published"} <= set(outcome.split())
+    assert by_id[history["c"].pk]["outcome"] == ""
+    row = logged_in(people["auditor"]).get("/approvals/audit/").content.decode()
+    assert "PUB-77" in row.split(f'data-approval="{a.pk}"')[1].split("</tr>")[0]
+
+
 # --- One request's story ----------------------------------------------------------
 
 

@@ -202,3 +202,16 @@ def test_a_kill_switch_read_is_the_latest_switch_of_that_workflow(people, settin
     for workflow in ("a", "b", "c", "never_switched"):
         assert engine_holds.workflow_paused(workflow) == (workflow in ("b", "c")), workflow
         assert engine_holds.workflow_paused(workflow, fresh=False) == (workflow in ("b", "c")), workflow
+
+
+def test_the_operations_page_says_when_a_workflow_was_paused_in_24_hour_utc(people):
+    """Issue 39 item 15: the operations page showed when a kill switch was thrown in
+    Django's default format ("Dec. 5, 2026, 6:30 p.m."), 12-hour, where every other page
+    says ``YYYY-MM-DD HH:MM:SS UTC``."""
+    import re
+
+    holds.workflow_pause(name="monthly_report", user=people["operator"].user, reason="incident 7")
+    switch = WorkflowSwitch.objects.get()
+    page = page_client(people["operator"]).get("/operations/").content.decode()
+    assert f"{switch.created_at:%Y-%m-%d %H:%M:%S} UTC" in page
+    assert not re.search(r"\b[ap]\.m\.", page), "a 12-hour time on the page"

@@ -295,3 +295,86 @@ def test_a_bulk_item_names_its_batch_and_the_batch_filter_finds_it(people):
     listed = api.get(f"/api/operator-audit?batch={answer['batch']}").json()["items"]
     assert sorted(a["execution"] for a in listed) == sorted(refs)
     assert {a["batch"] for a in listed} == {answer["batch"]} and {a["action"] for a in listed} == {"cancel"}
+
+
+def test_kill_switch_legal_holds_and_schedules_are_operator_acts(people, sandbox, settings):
+    """Issue 39 item 12: a workflow's kill switch (thrown and lifted, and the pause it
+    caused at a step boundary, naming who threw it), a legal hold placed and released, and
+    a schedule created and deleted are operator acts — on the page, in the CSV and under
+    the action filter — with who, when, what and why, from the records they leave."""
+    from approvals.models import ApprovalRequest
+    from approvals.services import approval_decide
+    from executions import holds
+    from executions.engine import runner
+    from retention.holds import hold_place, hold_release
+    from schedules import services as schedules
+
+    settings.SANDBOX_URL = sandbox.url
+    operator, auditor = people["operator"].user, people["auditor"].user
+    execution = services.execution_start(
+        user=people["requester"].user, workflow="monthly_report", input={"month": "2026-08"}
+    )[0]
+    for _ in range(20):
+        runner.advance(execution.pk, worker="worker:audit-test")
+        execution.refresh_from_db()
+        if execution.status == "awaiting_approval":
+            break
+    request = ApprovalRequest.objects.get(execution=execution, status="pending")
+    holds.workflow_pause(name="monthly_report", user=operator, reason="publisher is down")
+    approval_decide(
+        user=people["manager"].user,
+        execution_ref=execution.ref,
+        approval_id=request.pk,
+        decision="approve",
+        artifact_version=request.version,
+        content_sha256=request.content_sha256,
+        event_id="kill-switch-audit",
+    )
+    runner.advance(execution.pk, worker="worker:audit-test")  # the claim reads the switch: paused there
+    execution.refresh_from_db()
+    assert execution.status == "paused" and execution.paused_by_workflow
+    holds.workflow_resume(name="monthly_report", user=operator, reason="publisher is back")
+    hold_place(ref=execution.ref, user=auditor, reason="litigation L-7")
+    hold_release(ref=execution.ref, user=auditor)
+    schedule = schedules.schedule_create(user=operator, workflow="monthly_report", cron="0 6 1 * *")
+    schedules.schedule_delete(user=operator, schedule_id=schedule.pk)
+
+    client = client_as(people["auditor"])
+    rows = csv_rows(client.get("/operator-audit/export.csv"))
+    by_action = {}
+    for row in rows:
+        by_action.setdefault(row["action"], []).append(row)
+    (thrown,) = by_action["workflow_pause"]
+    assert (thrown["actor"], thrown["reason"], thrown["after"]) == ("operator", "publisher is down", "paused")
+    assert "monthly_report" in thrown["subject"] and thrown["execution"] == ""
+    (lifted,) = by_action["workflow_resume"]
+    assert (lifted["actor"], lifted["reason"]) == ("operator", "publisher is back")
+    (paused,) = [r for r in by_action["pause"] if r["execution"] == execution.ref]
+    assert (paused["actor"], paused["subject"], paused["reason"]) == ("operator", "kill switch", "publisher is down")
+    (held,) = by_action["hold"]
+    assert (held["execution"], held["actor"], held["reason"]) == (execution.ref, "auditor", "litigation L-7")
+    (released,) = by_action["release_hold"]
+    assert (released["execution"], released["actor"], released["reason"]) == (
+        execution.ref,
+        "auditor",
+        "litigation L-7",
+    )
+    (made,) = by_action["schedule_create"]
+    (deleted,) = by_action["schedule_delete"]
+    assert made["actor"] == deleted["actor"] == "operator"
+    assert f"schedule {schedule.pk}: monthly_report at 0 6 1 * *" in made["subject"] and deleted["after"] == "deleted"
+    assert [r["action"] for r in rows[:2]] == ["schedule_delete", "schedule_create"]  # newest first
+
+    # The page, and each action as a filter; the actor filter finds the switch's pause by its thrower.
+    page = client.get("/operator-audit/").content.decode()
+    for action in ("workflow_pause", "workflow_resume", "hold", "release_hold", "schedule_create", "schedule_delete"):
+        assert f'class="act act-{action}"' in page, action
+        only = client.get(f"/operator-audit/?action={action}").content.decode()
+        assert only.count('class="act ') == 1, action
+    mine = csv_rows(client.get("/operator-audit/export.csv?actor=operator&action=pause"))
+    assert [r["subject"] for r in mine] == ["kill switch"]
+    assert csv_rows(client.get(f"/operator-audit/export.csv?execution={execution.ref}&action=workflow_pause")) == []
+    # The API (events alone) lists the holds and the kill switch's pause too.
+    api = Client(HTTP_AUTHORIZATION=f"Bearer {people['auditor'].token}")
+    listed = api.get(f"/api/operator-audit?execution={execution.ref}").json()["items"]
+    assert {"hold", "release_hold", "pause"} <= {a["action"] for a in listed}

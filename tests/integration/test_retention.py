@@ -276,3 +276,44 @@ def test_an_archived_execution_s_page_says_where_its_record_is(people, sandbox, 
         assert f"{report.ref} was archived and purged" in text and done.manifests[-1] in text, text
         assert "keel archive --show" in text
     assert browser.get("/executions/RUN_999999/").status_code == 404
+
+
+def test_an_archived_approval_stays_findable_in_the_histories(people, sandbox, settings, root):
+    """Issue 39 item 10: after archiving, an approval's story was a 404 "may have been
+    mistyped" and its row vanished from the approval history and the operator audit. Its
+    story now says it was archived, when, in which manifest and how to read it back; the
+    history (page and CSV) keeps its row marked archived, with who decided what; the
+    operator audit says where the execution's acts went."""
+    import csv
+
+    settings.SANDBOX_URL = sandbox.url
+    report = made.published_report(people["requester"].user, people["manager"].user)
+    approval = ApprovalRequest.objects.get(execution=report)
+    done = archive_run(batch=10)
+    assert done.archived == 1 and not ApprovalRequest.objects.filter(pk=approval.pk).exists()
+    manifest = done.manifests[-1]
+    auditor = Client()
+    auditor.force_login(people["auditor"].user)
+
+    story = auditor.get(f"/approvals/audit/{approval.pk}/")
+    assert story.status_code == 200, story.status_code
+    text = story.content.decode()
+    assert "archived" in text and manifest in text and f"keel archive --show {report.ref}" in text
+    tombstone = ExecutionTombstone.objects.get(pk=report.pk)
+    assert f"{tombstone.archived_at:%Y-%m-%d %H:%M:%S} UTC" in text
+    assert "approve by manager" in text and approval.content_sha256 in text
+    assert auditor.get("/approvals/audit/999999/").status_code == 404
+
+    history = auditor.get("/approvals/audit/").content.decode()
+    row = history[history.index(f'data-approval="{approval.pk}"') :].split("</tr>")[0]
+    assert "archived" in row and report.ref in row and "manager" in row and manifest in row
+    assert f'href="/approvals/audit/{approval.pk}/"' in row
+    assert f'data-approval="{approval.pk}"' in auditor.get("/approvals/audit/?approver=manager").content.decode()
+    assert f'data-approval="{approval.pk}"' not in auditor.get("/approvals/audit/?decision=none").content.decode()
+    exported = list(csv.DictReader(io.StringIO(auditor.get("/approvals/audit/export.csv").content.decode())))
+    (line,) = [r for r in exported if r["request_id"] == str(approval.pk)]
+    assert line["status"] == "archived (approved)" and line["decided_by"] == "manager"
+    assert line["decision"] == "approve" and line["execution"] == report.ref and manifest in line["outcome"]
+
+    acts = auditor.get(f"/operator-audit/?execution={report.ref}").content.decode()
+    assert 'class="act act-archive"' in acts and manifest in acts and f"keel archive --show {report.ref}" in acts
