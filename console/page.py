@@ -424,6 +424,8 @@ def panel_context(
         ctx["stuck_targets"] = described.targets if described else ()
         ctx["family"] = family(snap)
         ctx["cost"] = selectors.cost_payload(execution)
+        if execution.status == Status.COMPLETED:  # what it produced (Workflow.result)
+            ctx["result_json"] = presenters.pretty_json(selectors.result_of(execution))
         ctx["notes"] = presenters.notes_view(execution)
     if "approval" in panels:
         ctx.update(approval_context(user, snap, record_view=record_view))

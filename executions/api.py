@@ -190,6 +190,7 @@ class ExecutionOut(Schema):
     cost: CostOut
     paused_from: str | None = None  # paused: the status resume returns it to (issue 22)
     hold: LegalHoldOut | None = None
+    result: Any = None  # completed: what it produced (Workflow.result); null until then
 
 
 class ExecutionPage(Schema):
@@ -375,6 +376,18 @@ class ModelCallPage(Schema):
 def list_model_calls(request: HttpRequest, execution_id: ExecutionRef):
     """The model-call journal of an execution, in call order (model requested and returned)."""
     return {"items": selectors.model_calls(services.execution_for(execution_id))}
+
+
+class StateOut(Schema):
+    steps: dict[str, Any]  # each step's latest output, by step name
+    notes: dict[str, Any]  # the progress notes (goal, facts, constraints, completed steps, next action)
+
+
+@router.get("/executions/{execution_id}/state", response={200: StateOut, **READ_ONE}, tags=["executions"])
+def execution_state(request: HttpRequest, execution_id: ExecutionRef):
+    """Each step's latest output and the progress notes, as stored (redacted when written);
+    readable by whoever may read the execution."""
+    return selectors.execution_state(services.execution_for(execution_id))
 
 
 HISTORY_RESPONSES = {

@@ -99,6 +99,7 @@ def output_of(child: Execution) -> dict[str, Any]:
         "workflow": child.workflow,
         "status": child.status,
         "state": child.outputs(),
+        "result": context.get("result") if child.status == Status.COMPLETED else None,
         "artifacts": context.get("artifacts", {}),
         "facts": (context.get("notes") or {}).get("facts", []),
     }

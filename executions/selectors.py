@@ -126,7 +126,23 @@ def execution_payload(execution: Execution) -> dict[str, Any]:
         "cost": cost_payload(execution),
         "paused_from": execution.paused_from or None,
         "hold": hold_payload(execution),
+        "result": result_of(execution),
     }
+
+
+def result_of(execution: Execution) -> Any:
+    """What a completed execution produced (``Workflow.result``, recorded at its last
+    step's checkpoint); None until it completed."""
+    if execution.status != Status.COMPLETED:
+        return None
+    return (execution.context or {}).get("result")
+
+
+def execution_state(execution: Execution) -> dict[str, Any]:
+    """``GET /api/executions/{id}/state``: each step's latest output and the progress
+    notes, as stored (redacted when written, executions.redaction)."""
+    notes = (execution.context or {}).get("notes") or {}
+    return {"steps": dict(execution.outputs()), "notes": notes}
 
 
 def cost_payload(execution: Execution) -> dict[str, Any]:

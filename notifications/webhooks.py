@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from executions import selectors
 from executions.authoring.http import post_bytes
-from executions.models import Execution
+from executions.models import Execution, Status
 
 EVENTS = ("approval.requested", "execution.needs_attention", "execution.failed", "execution.completed")
 
@@ -34,6 +34,8 @@ def describe(execution: Execution, *, event: str, status: str) -> dict[str, Any]
         "event": event,
         "execution": {"id": execution.ref, "workflow": execution.workflow, "status": status, "stuck": stuck},
     }
+    if status == Status.COMPLETED:  # what it produced (Workflow.result)
+        facts["execution"]["result"] = (execution.context or {}).get("result")
     return {"url": settings.KEEL_WEBHOOK_URL, "body": json.loads(json.dumps(facts, cls=DjangoJSONEncoder))}
 
 

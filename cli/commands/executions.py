@@ -3,6 +3,7 @@ API's endpoint as a command (the same body schema, the same service, the same JS
 
 from __future__ import annotations
 
+import json
 import uuid
 
 from executions import inputs, selectors, services, waits
@@ -105,6 +106,8 @@ def show(args) -> Result:
             f"  awaiting approval #{a['id']}: {a['action']} of {a['artifact_id']} V{a['artifact_version']} ({a['content_sha256']})"
         )
     lines += [f"  action {a['key']}: {a['status']} ({a['attempts']} attempts)" for a in payload["actions"]]
+    if payload["status"] == "completed":
+        lines.append(f"  result: {json.dumps(payload['result'], ensure_ascii=False, default=str)}")
     return Result(payload, lines)
 
 

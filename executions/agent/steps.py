@@ -226,7 +226,18 @@ class _Visit:
             )
         return kinds.Done(
             {
-                "answer": response.text,
+                "answer": response.text or None,
+                # Each proposed call, as the workflow's next steps read it (DESIGN §6): the
+                # arguments it ran with, done/refused/failed, and what it returned.
+                "calls": [
+                    {
+                        "tool": p["tool"],
+                        "args": p.get("effective_args", p["args"]),
+                        "status": p["outcome"] or "failed",
+                        "result": p.get("result"),
+                    }
+                    for p in self.proposals
+                ],
                 "tool_calls": self.proposals,
                 "model_calls": self.model.summary(),
             }
@@ -255,6 +266,7 @@ class _Visit:
         else:
             content, is_error = self._effect(tool, call, args, key=key, index=index)
         proposal["outcome"] = "failed" if is_error else "done"
+        proposal["result"] = content
         if not is_error:
             self.progress[tool.name] = content
             self._verified(tool, call, args, content, key=key, index=index)

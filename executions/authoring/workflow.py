@@ -269,6 +269,9 @@ class Workflow:
     # A schedule's firing time (aware, in the schedule's time zone) → the input it starts
     # the workflow with (the schedule's own input is laid over it): schedules/ (issue 22).
     scheduled_input: Callable[[Any], JSON] | None = None
+    # What a completed execution produced: ``fn(ctx)`` at its last step's checkpoint (None: that
+    # step's output). The API's ``result``, ``keel show``, the page, the webhook, a parent's view.
+    result: Callable[[Any], Any] | None = None
 
     def __post_init__(self) -> None:
         if self.input is not None and not (isinstance(self.input, type) and issubclass(self.input, WorkflowInput)):

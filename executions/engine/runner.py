@@ -16,6 +16,7 @@ failure nor a reason to ask a person.
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 import traceback
@@ -38,6 +39,8 @@ from ..authoring.workflow import END, Effect, Step, StepKind, Workflow
 from ..errors import FailureKind, NeedsAttention, StepFailure
 from ..models import Action, Execution, Status, StepRun, ref_for
 from ..reasons import StuckReason
+from ..redaction import redact
+from ..storable import json_refusal
 from . import (
     dispatch,
     failpoints,
@@ -250,7 +253,23 @@ def _note_step(state: dict[str, Any], ctx: StepContext, workflow: Workflow, step
     notes["completed_steps"].append(step.name)
     following = workflow.next_step(step.name, output)  # a route's output names the step it chose
     notes["next_action"] = workflow.label_for(following) if following else "done"
+    if not following:
+        state["result"] = _result(ctx, workflow, output)
     return following
+
+
+def _result(ctx: StepContext, workflow: Workflow, output: dict[str, Any]) -> Any:
+    """What the completed execution produced (``Workflow.result``, else its last step's
+    output), redacted and storable; raises TypeError naming the workflow when it isn't JSON."""
+    value = redact(workflow.result(ctx) if workflow.result is not None else output)
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"the result of {workflow.name} v{workflow.version} is not JSON: {exc}") from None
+    reason = json_refusal(value)
+    if reason:
+        raise TypeError(f"the result of {workflow.name} v{workflow.version} can't be stored: {reason}")
+    return value
 
 
 def _finish_in_one(lease, execution, ctx, workflow, step, output, started, following) -> None:

@@ -5,9 +5,12 @@ effect that decides not to act, a chosen version — on workflows keel doesn't s
 
 from __future__ import annotations
 
+import io
 import time
 
 import pytest
+from django.core.management import call_command
+from django.test import Client
 
 from executions.models import Action, ExecutionEvent, StepRun, Wait
 from tests.support.procs import wait_for
@@ -57,6 +60,51 @@ def test_s53_a_reject_continues_at_on_reject_and_completes_with_nothing_paid(sta
     assert ran(approved) == ["draft", "decision", "pay"]
     keys = stack.sandbox_stats()["keys"]
     assert keys[f"{approved}:pay"]["effects"] == 1 and f"{rejected}:pay" not in keys
+
+
+def test_a_completed_execution_has_its_result_in_the_api_the_cli_the_page_the_webhook_and_its_state(
+    stack, people, api_as
+):
+    """``Workflow(result=fn)``: null until completed, then what it produced — in the API,
+    ``keel show``, the page and the ``execution.completed`` webhook; without ``result``
+    the last step's output. ``GET …/state``: each step's latest output and the notes."""
+    stack.up(**ENV)
+    requester, manager = api_as(people["requester"]), api_as(people["manager"])
+    ref, plain = start(requester, "expense", amount=40), start(requester, "sorter", n=12)
+
+    pending = wait_status(requester, ref, "awaiting_approval")
+    assert pending["result"] is None
+    assert manager.decide(ref, pending["pending_approval"], "reject", comment="no receipt").status_code == 202
+    done = wait_status(requester, ref, "completed")
+    assert done["result"] == {"paid": False, "rejected_by": "manager"}
+    assert wait_status(requester, plain, "completed")["result"] == output(plain, "notify")
+
+    state = requester.get(f"/executions/{ref}/state")
+    assert state.status_code == 200, state.text
+    assert state.json()["steps"]["record_rejection"] == {"rejected_by": "manager", "comment": "no receipt"}
+    assert state.json()["steps"]["decision"]["decision"] == "reject"
+    assert state.json()["notes"]["completed_steps"] == ["draft", "decision", "record_rejection"]
+    assert requester.get("/executions/RUN_99999/state").status_code == 404
+
+    shown = call_command_output("show", ref)
+    assert 'result: {"paid": false, "rejected_by": "manager"}' in shown
+    page = Client()
+    page.force_login(people["requester"].user)
+    assert "&quot;rejected_by&quot;: &quot;manager&quot;" in page.get(f"/executions/{ref}/").content.decode()
+
+    hook = wait_for(
+        lambda: Action.objects.filter(
+            execution_id=pk(ref), type="webhook", key__contains=":webhook:execution.completed:"
+        ).first(),
+        what="the execution.completed webhook",
+    )
+    assert hook.args["body"]["execution"]["result"] == {"paid": False, "rejected_by": "manager"}
+
+
+def call_command_output(*args: str) -> str:
+    out = io.StringIO()
+    call_command("keel", *args, stdout=out)
+    return out.getvalue()
 
 
 def test_s53_a_wait_that_times_out_continues_at_on_timeout(stack, people, api_as):

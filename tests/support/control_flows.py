@@ -22,7 +22,16 @@ class ExpenseInput(WorkflowInput):
     amount: int = 12
 
 
-expense = register(Workflow(name="expense", version=1, title="An expense claim", input=ExpenseInput))
+def expense_result(ctx) -> dict:
+    """What a claim came to: paid (with the order) or rejected (by whom, why)."""
+    if "pay" in ctx.state:
+        return {"paid": True, "order_id": ctx.state["pay"]["order_id"]}
+    return {"paid": False, "rejected_by": ctx.state["record_rejection"]["rejected_by"]}
+
+
+expense = register(
+    Workflow(name="expense", version=1, title="An expense claim", input=ExpenseInput, result=expense_result)
+)
 
 
 @expense.step("draft", label="Drafting the claim")
