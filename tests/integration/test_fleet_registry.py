@@ -136,7 +136,10 @@ def test_the_registry_says_alive_stale_held_and_unconsumed(transactional_db, peo
     body = operator.get("/api/workers").json()
     assert [w["identity"] for w in body["items"]] == ["old@c", "w1@a", "w2@b"]  # alive first
     first = next(w for w in body["items"] if w["identity"] == "w1@a")
-    assert set(first) == {"identity", "host", "pid", "queues", "started_at", "last_seen", "executions", "alive"}
+    assert set(first) == {
+        *("identity", "node", "host", "pid", "queues", "started_at", "last_seen", "executions", "alive", "tasks")
+    }
+    assert first["node"] == "w1@a" and first["tasks"] is None  # beaten without a tally: not counted
     assert first["executions"] == [execution.ref] and first["host"] == "a" and first["pid"] == 11
     assert {q["name"]: q["consumers"] for q in body["queues"]}["agents"] == 0
 
