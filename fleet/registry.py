@@ -55,6 +55,7 @@ class WorkerView:
     started_at: datetime
     last_seen: datetime
     alive: bool
+    stopped: bool  # it shut down cleanly (not alive at once); else a stale one stopped beating
     executions: list[int] = field(default_factory=list)
     # The tasks it ran itself, from its last beat (fleet.heartbeat.Tally); None: not counted (prefork).
     tasks: dict | None = None
@@ -84,7 +85,10 @@ class Fleet:
     def stamp(self) -> tuple:
         """Everything the Workers page shows, for its live poll to compare (console.page.digest)."""
         return (
-            [(w.identity, w.alive, w.last_seen, w.queues, w.executions, w.tasks, w.idle_queues) for w in self.workers],
+            [
+                (w.identity, w.alive, w.stopped, w.last_seen, w.queues, w.executions, w.tasks, w.idle_queues)
+                for w in self.workers
+            ],
             [(q.name, q.consumers) for q in self.queues],
         )
 
@@ -104,6 +108,7 @@ def fleet() -> Fleet:
             started_at=r.started_at,
             last_seen=r.last_seen,
             alive=r.alive,
+            stopped=r.stopped_at is not None,
             executions=held.get(r.identity, []),
             tasks=_tally(r.tasks),
             idle_queues=[q for q in r.queues if q not in routed],

@@ -34,7 +34,7 @@ def test_the_workers_page_shows_a_killed_worker_stale_live_and_its_time_says_wha
     login(page, live_server.url, people["operator"])
     page.goto(f"{live_server.url}/dashboard/workers/")
     row = page.locator("#workers tr.worker")  # the one worker process (its pid on the row)
-    expect(row.locator(".state")).to_have_text("alive", timeout=10_000)  # seen live if not yet at the draw
+    expect(row.locator(".state .badge")).to_have_text("alive", timeout=10_000)  # seen live if not yet at the draw
     expect(row).to_have_count(1)
     expect(row.locator("td").nth(3)).to_have_text(str(worker.pid))
     expect(page.locator("#queue-celery")).to_contain_text("1")
@@ -42,7 +42,8 @@ def test_the_workers_page_shows_a_killed_worker_stale_live_and_its_time_says_wha
     page.on("framenavigated", lambda frame: navigations.append(frame.url) if frame == page.main_frame else None)
 
     worker.kill()
-    expect(row.locator(".state")).to_have_text("stale", timeout=10_000)
+    expect(row.locator(".state .badge")).to_have_text("stale", timeout=10_000)
+    expect(row.locator(".state")).to_contain_text("no heartbeat")  # killed: no clean shutdown
     expect(page.locator("#queue-celery")).to_contain_text("none")
     expect(page.locator("#unconsumed")).to_contain_text("celery")
     assert navigations == [], "no reload"

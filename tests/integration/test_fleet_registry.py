@@ -148,6 +148,7 @@ def test_the_registry_says_alive_stale_held_and_unconsumed(transactional_db, peo
     old = page.split('data-identity="old@c"')[1].split("</tr>")[0]
     assert "idle" in old and "nothing routed here" in old
     assert "stale" in page.split('data-identity="w2@b"')[1].split("</tr>")[0]
+    assert "shut down" in page.split('data-identity="w2@b"')[1].split("</tr>")[0]  # issue 39: why it is stale
     assert 'id="unconsumed"' in page and 'id="nav-workers"' in page
 
 

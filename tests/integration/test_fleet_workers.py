@@ -84,7 +84,13 @@ def test_two_workers_with_one_node_name_are_two_and_a_frozen_one_goes_stale_alon
         page = client.get("/dashboard/workers/").content.decode()
         frozen = page.split(f'data-pid="{one.pid}"')[1].split("</tr>")[0]
         running = page.split(f'data-pid="{two.pid}"')[1].split("</tr>")[0]
-        assert "stale" in frozen and "alive" in running and "twin-" in frozen and "twin-" in running
+        assert (
+            "stale" in frozen
+            and "no heartbeat" in frozen
+            and "alive" in running
+            and "twin-" in frozen
+            and "twin-" in running
+        )
         assert "ran" in running and "succeeded" in running
     finally:
         os.kill(one.pid, signal.SIGCONT)
