@@ -31,11 +31,14 @@ $(VENV)/.installed-test: $(VENV)/.installed
 	touch $@
 
 # The ports (make run PORT=8400 SANDBOX_PORT=8766): the Procfile reads them; the worker is
-# pointed at that sandbox unless SANDBOX_URL says otherwise.
+# pointed at that sandbox unless SANDBOX_URL says otherwise, and every process links to the
+# dashboard on PORT in what it mails unless KEEL_BASE_URL says otherwise (issue 39, item 4).
 PORT ?= 8000
 SANDBOX_PORT ?= 8765
 SANDBOX_URL ?= http://127.0.0.1:$(SANDBOX_PORT)
-PROCS = PATH="$(CURDIR)/$(BIN):$$PATH" WEB_PORT=$(PORT) SANDBOX_PORT=$(SANDBOX_PORT) SANDBOX_URL=$(SANDBOX_URL) $(BIN)/honcho start -f Procfile
+KEEL_BASE_URL ?= http://127.0.0.1:$(PORT)
+PROCS = PATH="$(CURDIR)/$(BIN):$$PATH" WEB_PORT=$(PORT) SANDBOX_PORT=$(SANDBOX_PORT) SANDBOX_URL=$(SANDBOX_URL) \
+	KEEL_BASE_URL=$(KEEL_BASE_URL) $(BIN)/honcho start -f Procfile
 
 run: prepare
 	@echo "Dashboard: http://127.0.0.1:$(PORT)/  (log in as manager to approve the demo report; sandbox on $(SANDBOX_URL))"
@@ -46,6 +49,8 @@ run: prepare
 run-web run-worker run-beat run-sandbox: run-%: prepare
 	$(PROCS) $*
 
+# seed_demo creates what is missing and changes nothing else (issue 39, item 5): a second
+# `make run-worker` keeps everyone's password and session (var/demo-credentials.txt holds them).
 prepare: install
 	$(BIN)/python manage.py migrate --noinput
 	$(BIN)/python manage.py collectstatic --noinput -v 0

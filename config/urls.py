@@ -15,7 +15,7 @@ urlpatterns = [
     path("api/", api.urls),
     path("metrics", scrape, name="prometheus"),  # Prometheus scrapes it (not under /api/)
     path("dashboard/metrics/", include("metrics.urls")),
-    path("dashboard/workers/", include("fleet.urls")),
+    path("dashboard/workers/", include("console.workers_urls")),
     path("artifacts/", include("artifacts.urls")),
     path("approvals/", include("approvals.urls")),
     path("account/", include("notifications.urls")),

@@ -7,7 +7,10 @@ from django.db import models
 
 
 class Worker(models.Model):
-    identity = models.CharField(max_length=200, unique=True)  # Celery's node name, w1@host
+    # One per process (issue 39, item 2): the node name, the pid and a per-process nonce, so two
+    # processes started with the same ``-n`` (or the default celery@host) never share a row.
+    identity = models.CharField(max_length=200, unique=True)
+    node = models.CharField(max_length=200, default="", db_default="", blank=True)  # Celery's node name, w1@host
     host = models.CharField(max_length=200)
     pid = models.IntegerField()
     queues = models.JSONField(default=list)
@@ -19,6 +22,9 @@ class Worker(models.Model):
     last_seen = models.DateTimeField(db_index=True)
     stopped_at = models.DateTimeField(null=True, blank=True)  # a clean shutdown
     beats = models.BigIntegerField(default=1)  # heartbeats written: at most one per interval
+    # What the process counted of the tasks it ran itself (``fleet.heartbeat.Tally``): null when its
+    # tasks run in pool children (prefork), whose counts it can't see.
+    tasks = models.JSONField(null=True, blank=True)
 
     class Meta:
         ordering = ("identity",)

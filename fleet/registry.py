@@ -4,7 +4,9 @@ consumes, and the workers on a queue nothing is routed to (idle). DESIGN §6, Wo
 
 A worker is alive while its last heartbeat is younger than ``RUNTIME_WORKER_STALE_SECONDS``
 (three heartbeats by default) by the database clock and it didn't shut down; a worker
-unseen for ``RUNTIME_WORKER_FORGET_SECONDS`` ages out of the list.
+unseen for ``RUNTIME_WORKER_FORGET_SECONDS`` ages out of the list. Each row is one
+process (issue 39, item 2): two processes with one node name are two workers, each
+alive or stale on its own.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from django.db.models import BooleanField, Case, DateTimeField, ExpressionWrappe
 from django.db.models.functions import Now
 
 from executions.engine import routing
-from executions.models import Execution, Status
+from executions.models import Execution, Status, ref_for
 
 from .models import Worker
 
@@ -45,15 +47,24 @@ def live_queues() -> set[str]:
 
 @dataclass
 class WorkerView:
-    identity: str
+    identity: str  # the process's (fleet.heartbeat.process_identity)
+    node: str  # Celery's node name; two processes may share one
     host: str
     pid: int
     queues: list[str]
     started_at: datetime
     last_seen: datetime
     alive: bool
+    stopped: bool  # it shut down cleanly (not alive at once); else a stale one stopped beating
     executions: list[int] = field(default_factory=list)
+    # The tasks it ran itself, from its last beat (fleet.heartbeat.Tally); None: not counted (prefork).
+    tasks: dict | None = None
     idle_queues: list[str] = field(default_factory=list)  # consumed, but nothing is routed to them
+
+    @property
+    def refs(self) -> list[str]:
+        """The executions it holds, by their ids (RUN_0042)."""
+        return [ref_for(pk) for pk in self.executions]
 
 
 @dataclass
@@ -71,6 +82,16 @@ class Fleet:
     def unconsumed(self) -> list[str]:
         return [q.name for q in self.queues if q.consumers == 0]
 
+    def stamp(self) -> tuple:
+        """Everything the Workers page shows, for its live poll to compare (console.page.digest)."""
+        return (
+            [
+                (w.identity, w.alive, w.stopped, w.last_seen, w.queues, w.executions, w.tasks, w.idle_queues)
+                for w in self.workers
+            ],
+            [(q.name, q.consumers) for q in self.queues],
+        )
+
 
 def fleet() -> Fleet:
     """The workers (alive first) with what each holds, and the routed queues."""
@@ -80,19 +101,33 @@ def fleet() -> Fleet:
     workers = [
         WorkerView(
             identity=r.identity,
+            node=r.node or r.identity,
             host=r.host,
             pid=r.pid,
             queues=list(r.queues),
             started_at=r.started_at,
             last_seen=r.last_seen,
             alive=r.alive,
+            stopped=r.stopped_at is not None,
             executions=held.get(r.identity, []),
+            tasks=_tally(r.tasks),
             idle_queues=[q for q in r.queues if q not in routed],
         )
         for r in rows
     ]
     queues = [QueueView(name=q, consumers=sum(1 for w in workers if w.alive and q in w.queues)) for q in routed]
     return Fleet(workers=workers, queues=queues)
+
+
+def _tally(tasks: dict | None) -> dict | None:
+    """A beat's tally (fleet.heartbeat.Tally) with the execution in flight named by its id."""
+    if tasks is None:
+        return None
+    running = tasks.get("running") or None
+    if running is not None:
+        execution = running.get("execution")
+        running = {"task": running.get("task", "?"), "execution": ref_for(execution) if execution else None}
+    return {**{k: int(tasks.get(k, 0)) for k in ("ran", "succeeded", "failed")}, "running": running}
 
 
 def _held(rows: list[Worker]) -> dict[str, list[int]]:

@@ -4,8 +4,9 @@
  *   again by the next refresh that works.
  * - The same banner when a refresh goes unanswered (a server that hangs): a poll
  *   missed for two intervals, or one given up by htmx's timeout (hx-request).
- * - "Updated hh:mm:ss UTC": when the page last heard from the server (every answered
- *   poll, "nothing changed" included).
+ * - "Updated hh:mm:ss UTC": what the page's data is as of. A poll that answers for all the
+ *   page shows (data-covers="page") moves it on every answer, "nothing changed" included;
+ *   a page whose poll covers only the nav ("nav") keeps the time it was drawn ("Loaded").
  * - Selects marked data-autosubmit submit their form when changed.
  */
 (function () {
@@ -33,10 +34,10 @@
     }
   }
 
-  function heard() {
+  function heard(coversPage) {
     lastHeard = Date.now();
     var at = document.getElementById("live-updated-at");
-    if (at) {
+    if (at && coversPage) {
       at.textContent = utc(lastHeard);
       at.setAttribute("datetime", new Date(lastHeard).toISOString());
     }
@@ -57,7 +58,7 @@
     if (isPoll(event)) banner(true, "the server did not answer (" + silence() + ")");
   });
   document.addEventListener("htmx:afterRequest", function (event) {
-    if (isPoll(event) && event.detail.successful) heard();
+    if (isPoll(event) && event.detail.successful) heard(event.detail.elt.getAttribute("data-covers") !== "nav");
   });
 
   // A poll that never comes back (a hung server) fires none of the above until htmx's

@@ -136,7 +136,10 @@ def test_the_registry_says_alive_stale_held_and_unconsumed(transactional_db, peo
     body = operator.get("/api/workers").json()
     assert [w["identity"] for w in body["items"]] == ["old@c", "w1@a", "w2@b"]  # alive first
     first = next(w for w in body["items"] if w["identity"] == "w1@a")
-    assert set(first) == {"identity", "host", "pid", "queues", "started_at", "last_seen", "executions", "alive"}
+    assert set(first) == {
+        *("identity", "node", "host", "pid", "queues", "started_at", "last_seen", "executions", "alive", "tasks")
+    }
+    assert first["node"] == "w1@a" and first["tasks"] is None  # beaten without a tally: not counted
     assert first["executions"] == [execution.ref] and first["host"] == "a" and first["pid"] == 11
     assert {q["name"]: q["consumers"] for q in body["queues"]}["agents"] == 0
 
@@ -145,6 +148,7 @@ def test_the_registry_says_alive_stale_held_and_unconsumed(transactional_db, peo
     old = page.split('data-identity="old@c"')[1].split("</tr>")[0]
     assert "idle" in old and "nothing routed here" in old
     assert "stale" in page.split('data-identity="w2@b"')[1].split("</tr>")[0]
+    assert "shut down" in page.split('data-identity="w2@b"')[1].split("</tr>")[0]  # issue 39: why it is stale
     assert 'id="unconsumed"' in page and 'id="nav-workers"' in page
 
 

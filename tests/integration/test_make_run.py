@@ -8,6 +8,7 @@ it: SQLite and the filesystem broker in a directory of the test's own.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import uuid
@@ -102,4 +103,72 @@ def test_each_process_runs_alone_and_stopping_one_leaves_the_other(embedded_env,
         wait_for(lambda: not responds(f"http://127.0.0.1:{sandbox_port}/_health"), timeout=20, what="the sandbox gone")
         assert http().get(f"http://127.0.0.1:{port}/login/", timeout=5).status_code == 200, "the web server is still up"
     finally:
+        web.stop()
+
+
+def _logged_in(base: str, username: str, password: str):
+    """A browser-like session logged in at ``base`` (the login form, its CSRF token)."""
+    session = http()
+    form = session.get(f"{base}/login/", timeout=10)
+    csrf = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', form.text).group(1)
+    session.post(
+        f"{base}/login/",
+        data={"username": username, "password": password, "csrfmiddlewaretoken": csrf},
+        headers={"Referer": f"{base}/login/"},
+        timeout=10,
+    )
+    return session
+
+
+def test_a_second_make_run_worker_logs_nobody_out_is_a_worker_of_its_own_and_mail_follows_the_port(
+    embedded_env, tmp_path
+):
+    """Issue 39, items 4, 5 and 2, the README's way: ``make run-web PORT=p``, then
+    ``make run-worker PORT=p`` in two more terminals and ``make run-beat PORT=p``. The later
+    ``make``s seed again and change no password (item 5: the operator's session lives on,
+    no password is printed again); the two workers are two live rows with their own node
+    names (item 2: both were ``celery@host``); the demo's approval e-mail links to the
+    dashboard on p (item 4: it said 127.0.0.1:8000)."""
+    port = free_port()
+    env = {**embedded_env, "KEEL_NOTIFICATIONS": "on", "RUNTIME_WORKER_HEARTBEAT_SECONDS": "1"}
+    for name in ("KEEL_BASE_URL", "EMAIL_HOST"):
+        env.pop(name, None)  # the Makefile's base URL; mail to files under var/mail
+    base = f"http://127.0.0.1:{port}"
+    web = Make(["run-web", f"PORT={port}"], env, tmp_path / "make-web.log")
+    others: list[Make] = []
+    try:
+        wait_for(lambda: responds(f"{base}/login/") or web.popen.poll() is not None, timeout=180)
+        assert web.popen.poll() is None, web.output()[-3000:]
+        passwords = dict(re.findall(r"^  (requester|manager|operator|auditor) +(\S+)", web.output(), re.M))
+        assert len(passwords) == 4, web.output()[-3000:]
+        operator = _logged_in(base, "operator", passwords["operator"])
+
+        def live() -> list[dict]:
+            answer = operator.get(f"{base}/api/workers", timeout=10)
+            assert answer.status_code == 200, f"the operator's session ended: {answer.status_code}"
+            return [w for w in answer.json()["items"] if w["alive"]]
+
+        for n, target in enumerate(["run-worker", "run-worker", "run-beat"], start=1):
+            others.append(Make([target, f"PORT={port}"], env, tmp_path / f"make-{n}.log"))
+            if target == "run-worker":
+                wait_for(lambda n=n: len(live()) >= n or others[-1].popen.poll() is not None, timeout=180)
+                assert others[-1].popen.poll() is None, others[-1].output()[-3000:]
+        rows = live()
+        assert len(rows) == 2 and len({w["node"] for w in rows}) == 2 and len({w["pid"] for w in rows}) == 2, rows
+        for later in others:
+            wait_for(lambda later=later: "Demo users exist" in later.output(), timeout=120, what="its seed")
+            assert not any(p in later.output() for p in passwords.values()), later.output()[-2000:]
+
+        mail = tmp_path / "var" / "mail"
+
+        def the_email():
+            texts = [p.read_text(errors="replace") for p in mail.glob("*.log")] if mail.exists() else []
+            return next((t for t in texts if "To: manager@example.com" in t and "RUN_0001" in t), None)
+
+        message = wait_for(the_email, timeout=120, what="the approval e-mail in var/mail/")
+        assert f"{base}/approvals/" in message and "127.0.0.1:8000" not in message, message[-2000:]
+        assert live(), "still logged in, still two workers"
+    finally:
+        for make in reversed(others):
+            make.stop()
         web.stop()
