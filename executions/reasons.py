@@ -30,3 +30,4 @@ class StuckReason(models.TextChoices):
     COMPENSATION_PENDING = "compensation_pending", "Compensation pending"
     CHILD_FAILED = "child_failed", "Child failed"
     PAUSED = "paused", "Paused"
+    LOOP_LIMIT = "loop_limit", "Loop limit"

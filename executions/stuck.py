@@ -71,6 +71,7 @@ ACTION = {
     R.COMPENSATION_PENDING: "compensate",
     R.CHILD_FAILED: "restart",  # as the children stand now: children.way_forward
     R.PAUSED: "resume",
+    R.LOOP_LIMIT: "escalate",
 }
 
 # What a failed execution can have done to it, whatever stopped it: a restart from a step.

@@ -13,6 +13,7 @@ from artifacts import store
 from artifacts.models import ArtifactVersion
 from artifacts.services import artifact_version_content
 
+from ..models import StepRun
 from . import notes as progress_notes
 from .workflow import Workflow
 
@@ -46,6 +47,19 @@ class StepContext:
     def state(self) -> dict[str, Any]:
         """Outputs of completed steps, by step name (read-only for steps)."""
         return self.execution.outputs()
+
+    @property
+    def visit(self) -> int:
+        """Which pass through the current step this is: 1, then 2, … each time an edge
+        (a loop, changes requested) leads back to it."""
+        return len(self.visits(self.execution.current_step)) + 1
+
+    def visits(self, step: str) -> list[Any]:
+        """Every completed visit's output of ``step``, oldest first (``state[step]`` is the last)."""
+        if step not in self.state:
+            return []
+        runs = StepRun.objects.filter(execution_id=self.execution.pk, step=step, outcome=StepRun.Outcome.SUCCEEDED)
+        return list(runs.order_by("id").values_list("output", flat=True)) or [self.state[step]]
 
     @property
     def notes(self) -> dict[str, Any]:

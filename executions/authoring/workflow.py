@@ -272,8 +272,13 @@ class Workflow:
     # What a completed execution produced: ``fn(ctx)`` at its last step's checkpoint (None: that
     # step's output). The API's ``result``, ``keel show``, the page, the webhook, a parent's view.
     result: Callable[[Any], Any] | None = None
+    # How many visits one step may have (each pass through a loop is one): past it the
+    # execution needs attention (``loop_limit``), nothing called.
+    max_visits: int = 25
 
     def __post_init__(self) -> None:
+        if isinstance(self.max_visits, bool) or not isinstance(self.max_visits, int) or self.max_visits < 1:
+            raise ValueError(f"{self.name} v{self.version}: max_visits must be an integer of at least 1")
         if self.input is not None and not (isinstance(self.input, type) and issubclass(self.input, WorkflowInput)):
             raise TypeError(f"{self.name} v{self.version}: input must be a WorkflowInput subclass, not {self.input!r}")
         extra = self.parse_input or _anything

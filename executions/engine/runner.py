@@ -160,6 +160,7 @@ def _run_step(lease: Lease, execution: Execution, workflow: Workflow, step: Step
     started = timezone.now()
     ctx = StepContext(execution=execution, workflow=workflow)
     try:
+        _visit_limit(execution, workflow, step)
         if step.is_gate:
             return _gate(lease, execution, workflow, step, started)
         if step.kind == StepKind.EFFECT:
@@ -219,7 +220,7 @@ def _checkpoint(
     execution = ctx.execution
     try:
         following = workflow.next_step(step.name, output)
-        if not ctx.staged_artifacts and action is None:
+        if not ctx.staged_artifacts and action is None and not _loops_back(execution, following, current=step.name):
             _finish_in_one(lease, execution, ctx, workflow, step, output, started, following)
         else:
             with transaction.atomic():
@@ -239,6 +240,34 @@ def _checkpoint(
     log.info("%s: %s done (%s)%s", execution.ref, step.name, step.kind, "" if following else "; completed")
     failpoints.hit(f"after_step:{step.name}")
     return CONTINUE if following else STOP
+
+
+def _loops_back(execution: Execution, following: str, *, current: str) -> bool:
+    """``following`` already completed in this round (or it is the step just done): the
+    edge leads back (a loop), and its next visit starts a new round (its own step runs,
+    model calls, approval, wait). Asked of the database only for a step completed before
+    (in memory: its output)."""
+    if following and following == current:
+        return True
+    if not following or following not in execution.outputs():
+        return False
+    return StepRun.objects.filter(
+        execution_id=execution.pk, step=following, round=execution.round, outcome=StepRun.Outcome.SUCCEEDED
+    ).exists()
+
+
+def _visit_limit(execution: Execution, workflow: Workflow, step: Step) -> None:
+    """About to enter ``step`` once more than ``Workflow.max_visits``: NeedsAttention
+    (``loop_limit``) before anything is called. Counted only for a step visited before."""
+    if step.name not in execution.outputs():
+        return
+    done = StepRun.objects.filter(execution_id=execution.pk, step=step.name, outcome=StepRun.Outcome.SUCCEEDED)
+    if done.count() >= workflow.max_visits:
+        raise NeedsAttention(
+            f"{step.name} was visited {workflow.max_visits} times, the most {workflow.name} allows (max_visits): "
+            "nothing was called for another visit",
+            code=StuckReason.LOOP_LIMIT,
+        )
 
 
 def _note_step(state: dict[str, Any], ctx: StepContext, workflow: Workflow, step: Step, output: dict) -> str:
@@ -340,6 +369,7 @@ def _commit_step(lease, execution, ctx, workflow, step, output, started, action,
     execution.failed_attempts = 0
     if following or held:  # held: the last step's checkpoint waits for the resume to complete
         deadline = leases.step_deadline(execution, following) if following else None
+        loop = _loops_back(execution, following, current=step.name)
         leases.checkpoint(
             lease,
             step.name,
@@ -349,9 +379,15 @@ def _commit_step(lease, execution, ctx, workflow, step, output, started, action,
             failed_attempts=0,
             step_deadline=deadline,
             updated_at=timezone.now(),
+            **({"round": execution.round + 1} if loop else {}),  # the next visit, a round of its own
         )
         execution.current_step = following
         _record_run(lease, execution, step, started, StepRun.Outcome.SUCCEEDED, output=output, attempt=attempt)
+        if loop:
+            execution.start_round()
+            # What this visit planned and never sent won't be: the next visit plans (and asks) anew.
+            why = f"the workflow went back to {following} (round {execution.round}) before it ran"
+            ledger.abandon_unstarted(execution, actor_label=lease.owner, reason=why)
     else:
         _complete(lease, execution, step, output, started, attempt)
     return following

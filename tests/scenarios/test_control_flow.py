@@ -12,6 +12,7 @@ import pytest
 from django.core.management import call_command
 from django.test import Client
 
+from approvals.models import ApprovalRequest
 from executions.models import Action, ExecutionEvent, StepRun, Wait
 from tests.support.procs import wait_for
 from tests.support.stack import pk, wait_status
@@ -19,6 +20,16 @@ from tests.support.stack import pk, wait_status
 ENV = {
     "RUNTIME_WORKFLOW_MODULES": "workflows.replacement_order,workflows.replacement_order_v2,tests.support.control_flows"
 }
+
+
+def model_env(stack) -> dict[str, str]:
+    """The workers ask the sandbox's OpenAI-compatible model (it counts each call by key)."""
+    return {
+        "RUNTIME_MODEL_CLIENT": "openai",
+        "RUNTIME_MODEL": "gpt-test",
+        "OPENAI_BASE_URL": f"{stack.sandbox_url}/v1",
+        "OPENAI_API_KEY": "sk-test",
+    }
 
 
 def start(api, workflow: str, **input) -> str:
@@ -192,3 +203,59 @@ def test_a_chosen_registered_version_starts_and_anything_else_is_refused_naming_
         refused = requester.post("/executions", {**body, "version": bad})
         assert refused.status_code == 422, (bad, refused.text)
         assert any("version" in [str(part) for part in e["loc"]] for e in refused.json()["detail"]), refused.text
+
+
+@pytest.mark.own_stack
+def test_s51_a_loop_with_a_model_call_and_an_approval_per_visit_survives_a_kill_in_its_second_visit(
+    stack, people, api_as
+):
+    """S51: draft → review → again, twice round the loop: each visit its own model call
+    (asked once at the provider, the worker SIGKILLed right after the second visit's
+    draft checkpointed), its own approval (one per visit), then the branch ends the loop
+    and the second visit's approved draft is published once."""
+    env = {**ENV, **model_env(stack)}
+    first = stack.up(workers=("first",), worker_env=model_env(stack), **ENV).worker
+    requester, manager = api_as(people["requester"]), api_as(people["manager"])
+    ref = start(requester, "essay", passes=2)
+
+    one = wait_status(requester, ref, "awaiting_approval")["pending_approval"]
+    first.stop()  # parked: it holds nothing; the next worker dies in the second visit
+    doomed = stack.worker("doomed", RUNTIME_FAILPOINTS="after_step:draft=crash", **env)
+    assert manager.decide(ref, one).status_code == 202
+    wait_for(lambda: not doomed.alive(), what="the worker to die after the second draft")
+    stack.worker("survivor", **env)
+    two = wait_status(requester, ref, "awaiting_approval")["pending_approval"]
+    assert two["id"] != one["id"] and two["artifact_version"] == 2
+    assert manager.decide(ref, two).status_code == 202
+    wait_status(requester, ref, "completed")
+
+    assert ran(ref) == ["draft", "review", "again", "draft", "review", "again", "publish"]
+    visits = StepRun.objects.filter(execution_id=pk(ref), step="draft", outcome="succeeded").order_by("id")
+    assert [(run.round, run.output["visit"]) for run in visits] == [(1, 1), (2, 2)]
+    calls = requester.get(f"/executions/{ref}/model-calls").json()["items"]
+    assert [c["key"] for c in calls] == [f"{ref}:draft:r1:c1", f"{ref}:draft:r2:c1"]
+    keys = stack.sandbox_stats()["keys"]
+    assert all(keys[c["key"]]["calls"] == 1 for c in calls), "each visit's call asked once"
+    assert ApprovalRequest.objects.filter(execution_id=pk(ref)).count() == 2
+    skipped, published = Action.objects.filter(execution_id=pk(ref), beside=False).order_by("id")
+    assert (skipped.key, skipped.status, skipped.attempts) == (f"{ref}:publish:v1", "failed", 0)  # voided by the loop
+    assert "went back to draft" in skipped.last_error
+    assert (published.key, published.gate_ref) == (f"{ref}:publish:v2", f"approval:{two['id']}")
+    assert keys[published.key]["effects"] == 1
+
+
+def test_s51_past_max_visits_the_loop_needs_attention_and_calls_nothing(stack, people, api_as):
+    """S51: a loop that never ends by itself stops after ``max_visits`` (3) visits of its
+    model step: needs_attention ``loop_limit`` (action ``escalate``), no fourth call."""
+    env = model_env(stack)
+    stack.up(worker_env=env, **ENV)
+    requester = api_as(people["requester"])
+    ref = start(requester, "spinner")
+    stuck = wait_status(requester, ref, "needs_attention")["stuck"]
+    assert (stuck["reason"], stuck["action"]) == ("loop_limit", "escalate")
+    assert "think was visited 3 times" in stuck["detail"]
+    calls = requester.get(f"/executions/{ref}/model-calls").json()["items"]
+    assert [c["key"] for c in calls] == [f"{ref}:think:r{n}:c1" for n in (1, 2, 3)]
+    assert [
+        run.output["visit"] for run in StepRun.objects.filter(execution_id=pk(ref), step="think", outcome="succeeded")
+    ] == [1, 2, 3]

@@ -126,3 +126,67 @@ def notify(ctx) -> Effect | None:
     key = f"{ctx.ref}:notify"
     args = {"channel": "email", "to": ["ops@example.com"], "subject": f"n is {ctx.input['n']}", "body": "even"}
     return Effect(key=key, args=args, call=services_client.notify, lookup=services_client.find_notification)
+
+
+# ``essay`` (S51): draft (a model call) → review (a manager's approval of that draft) →
+# again (a branch: back to draft until ``passes`` visits, then on) → publish the approved
+# draft (guarded by the review). Each visit: its own model call, its own approval.
+class EssayInput(WorkflowInput):
+    topic: str = "loops"
+    passes: int = 2
+
+
+essay = register(Workflow(name="essay", version=1, title="An essay, drafted until it reads well", input=EssayInput))
+
+
+@essay.model_step("draft", label="Drafting", prompt_version="essay-v1")
+def draft_essay(ctx, model) -> dict:
+    response = model.complete(
+        prompt=ctx.prompt(f"Draft a paragraph on {ctx.input['topic']} (pass {ctx.visit})."),
+        prompt_version="essay-v1",
+        prompt_id="essay",
+    )
+    text = f"Pass {ctx.visit}: {response.text}"
+    ctx.save_artifact("essay", kind="essay", title="Essay", content=text, content_type="text/plain")
+    return {"visit": ctx.visit, "text": text}
+
+
+essay.gate("review", label="Reviewing the draft", spec=Approval(artifact="essay", action="publish_essay"))
+
+
+@essay.branch("again", label="Another pass?", to=["draft", "publish"])
+def again(ctx) -> str:
+    return "draft" if ctx.visit < ctx.input["passes"] else "publish"
+
+
+@essay.effect("publish", label="Publishing the essay", action="publish_essay", guarded_by="review")
+def publish_essay(ctx) -> Effect:
+    essay_ref = ctx.artifact("essay")
+    version = essay_ref["version"]
+    args = {"artifact_id": essay_ref["artifact_id"], "version": version, "sha256": essay_ref["sha256"]}
+    return Effect(
+        key=f"{ctx.ref}:publish:v{version}",
+        args=args,
+        call=services_client.publish_report,
+        lookup=services_client.find_publication,
+    )
+
+
+# ``spinner``: a model call in a loop that never ends by itself; ``max_visits=3`` stops it.
+spinner = register(Workflow(name="spinner", version=1, title="Thinks forever", input=EssayInput, max_visits=3))
+
+
+@spinner.model_step("think", label="Thinking", prompt_version="spin-v1")
+def think(ctx, model) -> dict:
+    response = model.complete(prompt=ctx.prompt("Think once more."), prompt_version="spin-v1", prompt_id="spin")
+    return {"visit": ctx.visit, "thought": response.text}
+
+
+@spinner.branch("more", label="More?", to=["think", "stop"])
+def more(ctx) -> str:
+    return "think"
+
+
+@spinner.step("stop", label="Stopping")
+def stop(ctx) -> dict:
+    return {}
