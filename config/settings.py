@@ -412,7 +412,7 @@ RUNTIME_WORKFLOW_MODULES = [
     for m in os.environ.get(
         "RUNTIME_WORKFLOW_MODULES",
         "workflows.monthly_report,workflows.replacement_order,workflows.replacement_order_v2,workflows.support_agent,"
-        "workflows.quarterly_report",
+        "workflows.quarterly_report,workflows.support_chat",
     ).split(",")
     if m
 ]

@@ -83,7 +83,7 @@ class WaitGate(gates.Gate):
             execution=execution,
             step=step.name,
             round=execution.round,
-            signal=spec.signal,
+            signal="|".join(spec.names),  # every signal it ends on ("": a timer)
             due_at=ExpressionWrapper(Now() + Value(timedelta(seconds=seconds)), output_field=DateTimeField()),
         )
         return gates.Opened(
@@ -155,10 +155,15 @@ def _pending(wait: Wait) -> gates.PendingGate:
         kind=WaitFor.kind,
         step=wait.step,
         ref=f"wait:{wait.pk}",
-        waiting_for=f"the signal {wait.signal}" if wait.signal else "a timer",
+        waiting_for=f"the signal {' or '.join(_names(wait))}" if wait.signal else "a timer",
         since=wait.opened_at,
         until=wait.due_at,
-        details={"wait_id": wait.pk, "signal": wait.signal, "due_at": wait.due_at},
+        details={
+            "wait_id": wait.pk,
+            "signal": _names(wait)[0] if wait.signal else "",
+            **({"signals": _names(wait)} if len(_names(wait)) > 1 else {}),
+            "due_at": wait.due_at,
+        },
     )
 
 
@@ -191,9 +196,9 @@ def signal_deliver(
             .filter(execution=execution, step=execution.current_step, status=Wait.State.WAITING)
             .first()
         )
-        if execution.status != Status.WAITING or wait is None or wait.signal != name:
+        if execution.status != Status.WAITING or wait is None or name not in _names(wait):
             raise Conflict(_not_waiting(execution, name), status=execution.status)
-        payload = _declared(execution, wait).parse_payload(payload)  # InvalidInput: nothing changes
+        payload = _declared(execution, wait).parse_payload(payload, name)  # InvalidInput: nothing changes
         _close(
             wait,
             "receive",
@@ -203,6 +208,7 @@ def signal_deliver(
             event_id=event_id,
             sent_by=user,
             reason=reason,
+            signal=name,  # the one that came, of those it waited for
         )
         lifecycle.apply(execution, "wake", actor=user, payload={"signal": name, "event_id": event_id})
         wait.execution_status = execution.status
@@ -212,7 +218,12 @@ def signal_deliver(
 
 
 def _timeout_reason(wait: Wait) -> str:
-    return f"no signal {wait.signal} by {wait.due_at:%Y-%m-%d %H:%M:%S} UTC (the wait's timeout)"
+    return f"no signal {' or '.join(_names(wait))} by {wait.due_at:%Y-%m-%d %H:%M:%S} UTC (the wait's timeout)"
+
+
+def _names(wait: Wait) -> list[str]:
+    """The signals ``wait`` ends on (the row keeps them ``|``-separated; received: the one that came)."""
+    return wait.signal.split("|") if wait.signal else []
 
 
 def _close_due(wait: Wait, spec: WaitFor | None, execution: Execution, *, actor_label: str) -> None:
@@ -262,7 +273,7 @@ def _replay(event_id: str, execution: Execution, name: str) -> dict[str, str] | 
 def _not_waiting(execution: Execution, name: str) -> str:
     waiting = Wait.objects.filter(execution=execution, status=Wait.State.WAITING).order_by("-id").first()
     if execution.status == Status.WAITING and waiting is not None:
-        now = f"it waits for {waiting.signal}" if waiting.signal else "it waits for a timer"
+        now = f"it waits for {' or '.join(_names(waiting))}" if waiting.signal else "it waits for a timer"
         return f"{execution.ref} is not waiting for the signal {name} ({now})"
     last = Wait.objects.filter(execution=execution, signal=name).order_by("-id").first()
     if last is not None and last.status == Wait.State.TIMED_OUT:

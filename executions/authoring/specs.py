@@ -52,31 +52,41 @@ class WaitFor(GateSpec):
     on_timeout: str | None = None
     # ``timeout`` is a function of the step context (``flow.sleep``), not of the input.
     timeout_of_context: bool = False
+    # Other signals it also ends on, each with the schema of its payload (None: none):
+    # ``flow.wait(…, signals={"customer_message": Message, "close": None})``.
+    also: tuple[tuple[str, Any], ...] = ()
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Every signal it ends on, the first being ``signal`` ("" alone: a timer)."""
+        return (self.signal, *(name for name, _ in self.also)) if self.signal else ()
 
     @property
     def goes_on_by_itself(self) -> bool:
         """Past its timeout it continues without anyone: a timer, or ``on_timeout``."""
         return not self.signal or bool(self.on_timeout)
 
-    def parse_payload(self, raw: Any) -> JSON:
-        """The payload as the schema reads it; InvalidInput naming ``payload.<field>``."""
-        if self.payload is None:
+    def parse_payload(self, raw: Any, name: str = "") -> JSON:
+        """The payload of signal ``name`` (default: ``signal``) as its schema reads it;
+        InvalidInput naming ``payload.<field>``."""
+        schema = dict(self.also).get(name) if name and name != self.signal else self.payload
+        if schema is None:
             if raw in (None, {}):
                 return {}
-            raise InvalidInput("payload", f"the wait for {self.signal} takes no payload")
+            raise InvalidInput("payload", f"the signal {name or self.signal} takes no payload")
         if raw is None:
             raw = {}
         if not isinstance(raw, dict):
             raise InvalidInput("payload", "must be a JSON object")
         try:
-            return self.payload.model_validate(raw).model_dump(mode="json", exclude_none=True)
+            return schema.model_validate(raw).model_dump(mode="json", exclude_none=True)
         except pydantic.ValidationError as exc:
             error = exc.errors(include_url=False)[0]
             field = ".".join(["payload", *(str(p) for p in error["loc"])])
             if error["type"] == "extra_forbidden":
-                reason = f"unknown field (allowed: {', '.join(self.payload.model_fields)})"
+                reason = f"unknown field (allowed: {', '.join(schema.model_fields)})"
             else:
-                reason = readable(error, self.payload)
+                reason = readable(error, schema)
             raise InvalidInput(field, reason) from None
 
     def timeout_seconds(self, input: JSON, ctx: Any = None) -> float:

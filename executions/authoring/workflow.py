@@ -474,20 +474,37 @@ class Workflow:
         name: str,
         *,
         label: str,
-        signal: str,
+        signal: str = "",
         timeout: float | Callable[[JSON], float],
         payload: type[pydantic.BaseModel] | None = None,
         on_timeout: str | None = None,
+        signals: dict[str, type[pydantic.BaseModel] | None] | None = None,
     ) -> None:
         """Wait for the signal ``signal`` (``POST …/events`` with ``type: "signal"``) for
         at most ``timeout`` seconds (a function of the input, or a number). ``payload``:
         the schema its payload must meet (none: it carries none). ``on_timeout``: the
         step the execution continues at when no signal came in time (a business outcome;
         its output says ``timed_out``); without it, a timeout needs a person
-        (``waiting_overdue``)."""
+        (``waiting_overdue``). ``signals``: instead of ``signal`` and ``payload``, several
+        signals it ends on, each name with its payload's schema (None: none); the output's
+        ``signal`` says which came."""
         if not callable(timeout):
             _positive(self, name, "timeout", timeout)
-        spec = WaitFor(signal=signal, timeout=timeout, payload=payload, on_timeout=on_timeout or None)
+        if signals:
+            if signal or payload is not None:
+                raise ValueError(f"{self.name} v{self.version}: {name} takes signal= and payload=, or signals=")
+            (signal, payload), *others = signals.items()
+        else:
+            others = []
+        names = (signal, *dict(others))
+        if not signal or any(not n or "|" in n for n in names) or len("|".join(names)) > 100:
+            raise ValueError(
+                f"{self.name} v{self.version}: {name} needs signal names (no '|', 100 characters in all); "
+                "a timer is flow.sleep"
+            )
+        spec = WaitFor(
+            signal=signal, timeout=timeout, payload=payload, on_timeout=on_timeout or None, also=tuple(others)
+        )
         self.gate(name, label=label, spec=spec)
 
     def children(self, name: str, *, label: str) -> Callable:
