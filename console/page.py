@@ -36,7 +36,7 @@ from executions.models import HOLDABLE, Action, Execution, ExecutionEvent, Model
 from retention import holds as legal_holds
 from triage import drift
 
-from . import graph, presenters
+from . import chat, graph, presenters
 
 EXECUTION_PANELS = (
     "head",
@@ -402,6 +402,9 @@ def panel_context(
     ctx["restarted_from"] = ref_for(execution.restarted_from_id) if execution.restarted_from_id else ""
     ctx["restarted_as"] = ref_for(snap.restarted_as) if snap.restarted_as else ""
     ctx["signal_event_id"] = uuid.uuid4().hex
+    if chat.is_chat(execution):  # a conversation: its turns, and a message box while it waits
+        ctx["chat_turns"] = chat.turns(execution)
+        ctx["can_chat"] = ctx["can_signal"]
     # Raise the budget of a live execution that has one (on one without, the service would
     # set a cap, not raise one); place or release a legal hold (auditors), whatever its status.
     ctx["can_budget"] = operator and not execution.is_terminal and execution.budget_usd is not None

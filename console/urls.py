@@ -18,6 +18,7 @@ urlpatterns = [
     path("executions/<str:ref>/pause/", views.execution_pause, name="pause"),
     path("executions/<str:ref>/resolve/", views.action_resolve, name="resolve"),
     path("executions/<str:ref>/signal/", views.execution_signal, name="signal"),
+    path("executions/<str:ref>/chat/", views.execution_chat, name="chat"),
     path("executions/<str:ref>/redraft/", views.execution_redraft, name="redraft"),
     path("executions/<str:ref>/approvals/<int:approval_id>/decide/", decide.decide, name="decide"),
     # Operators (the triage console): the resume preview, restart from a step, closing compensations.

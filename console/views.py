@@ -296,6 +296,29 @@ def execution_signal(request: HttpRequest, ref: str) -> HttpResponse:
 
 @login_required
 @require_POST
+def execution_chat(request: HttpRequest, ref: str) -> HttpResponse:
+    """The chat's message box: the customer's next message (``customer_message``, its text
+    1–2,000 characters), or ``close``. A refusal (an empty message, not waiting) is a
+    message on the page; the form's event_id makes a double submit one delivery."""
+    closing = request.POST.get("do") == "close"
+    text = request.POST.get("text", "")
+
+    def deliver():
+        event_id = inputs.parse(
+            waits.SignalIn, {"name": "close", "event_id": request.POST.get("event_id", "")}
+        ).event_id
+        if closing:
+            return waits.signal_deliver(ref=ref, user=request.user, name="close", payload=None, event_id=event_id)
+        return waits.signal_deliver(
+            ref=ref, user=request.user, name="customer_message", payload={"text": text}, event_id=event_id
+        )
+
+    said = "Closed the chat" if closing else "Sent your message"
+    return _operate(request, ref, deliver, lambda answer: f"{said}; {ref} is {answer['execution_status']}.")
+
+
+@login_required
+@require_POST
 def action_resolve(request: HttpRequest, ref: str) -> HttpResponse:
     """The operator's Resolve form. Bad input re-renders the page with the message
     beside the form and what was typed kept (422); other refusals are messages."""

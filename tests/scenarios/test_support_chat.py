@@ -4,7 +4,11 @@ gated as in ``support_agent``, ``close`` or the idle timeout ends it with a resu
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
+from django.test import Client
+from django.urls import reverse
 
 from executions.models import Action, ModelCall, StepRun
 from tests.support.procs import wait_for
@@ -92,3 +96,31 @@ def test_an_idle_chat_ends_by_itself_and_bad_messages_are_refused(stack, people,
     quiet = start(requester, customer="CUST-1003", message="Anyone there?", idle_seconds=1)
     done = wait_status(requester, quiet, "completed")
     assert done["result"]["turns"] == 1 and done["result"]["closed_by"] == "timeout"
+
+
+def test_the_chat_is_on_the_execution_page_with_a_message_box_for_the_requester(stack, people, api_as):
+    """The page shows each turn (the customer's words, the agent's answer, its tool calls)
+    and, while the chat waits, a box to send the next message or close it; an empty
+    message is refused with a message on the page and nothing sent."""
+    stack.up()
+    requester = api_as(people["requester"])
+    ref = start(requester, customer="CUST-1004", message="Hello <b>there</b>, my TCK-1002 lamp broke.")
+    turn_waiting(requester, ref, 1)
+    page = Client()
+    page.force_login(people["requester"].user)
+    html = page.get(reverse("executions:detail", args=[ref])).content.decode()
+    assert 'id="chat"' in html and 'id="chat-form"' in html
+    assert "Hello &lt;b&gt;there&lt;/b&gt;, my TCK-1002 lamp broke." in html  # the customer's words, escaped
+    assert "out of stock" in html and "<code>check_stock</code> — done" in html
+
+    chat = reverse("executions:chat", args=[ref])
+    refused = page.post(chat, {"event_id": uuid.uuid4().hex, "do": "send", "text": ""}, follow=True)
+    assert "payload.text" in refused.content.decode() or "at least 1 character" in refused.content.decode()
+    assert requester.execution(ref)["status"] == "waiting"
+    page.post(chat, {"event_id": uuid.uuid4().hex, "do": "send", "text": "Is it shipped?"})
+    turn_waiting(requester, ref, 2)
+    page.post(chat, {"event_id": uuid.uuid4().hex, "do": "close"})
+    done = wait_status(requester, ref, "completed")
+    assert done["result"]["turns"] == 2 and done["result"]["closed_by"] == "customer"
+    html = page.get(reverse("executions:detail", args=[ref])).content.decode()
+    assert "Is it shipped?" in html and 'id="chat-form"' not in html
