@@ -480,6 +480,12 @@ class WorkflowStepOut(Schema):
     kind: str
 
 
+class CatalogueVersionOut(Schema):
+    version: int
+    input_schema: dict[str, Any]
+    steps: list[WorkflowStepOut]
+
+
 class WorkflowOut(Schema):
     name: str
     title: str
@@ -488,6 +494,9 @@ class WorkflowOut(Schema):
     versions: list[int]
     input_schema: dict[str, Any]
     steps: list[WorkflowStepOut]
+    # Every registered version, oldest first, with its own steps and input (a start may
+    # choose one: ``version`` on POST /api/executions).
+    by_version: list[CatalogueVersionOut]
     paused: bool
     paused_reason: str | None
     paused_by: str | None

@@ -50,9 +50,18 @@ def item(name: str) -> dict[str, Any]:
         "version": latest.version,
         "versions": registry.versions(name),
         "input_schema": latest.input_schema(),
-        "steps": [{"name": s.name, "label": s.label, "kind": str(s.kind)} for s in latest.steps],
+        "steps": _steps(latest),
+        "by_version": [
+            {"version": v, "input_schema": flow.input_schema(), "steps": _steps(flow)}
+            for v in registry.versions(name)
+            for flow in [registry.get(name, v)]
+        ],
         **hold_of(name),
     }
+
+
+def _steps(flow) -> list[dict[str, str]]:
+    return [{"name": s.name, "label": s.label, "kind": str(s.kind)} for s in flow.steps]
 
 
 def items() -> list[dict[str, Any]]:

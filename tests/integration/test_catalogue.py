@@ -20,6 +20,7 @@ ITEM_KEYS = {
     "versions",
     "input_schema",
     "steps",
+    "by_version",
     "paused",
     "paused_reason",
     "paused_by",

@@ -199,6 +199,11 @@ def test_a_chosen_registered_version_starts_and_anything_else_is_refused_naming_
     assert started.status_code == 201, started.text
     assert started.json()["workflow_version"] == 1
     assert requester.post("/executions", body).json()["workflow_version"] == 2
+    catalogue = requester.get("/workflows/replacement_order").json()
+    assert [v["version"] for v in catalogue["by_version"]] == catalogue["versions"] == [1, 2]
+    assert catalogue["by_version"][1]["steps"] == catalogue["steps"]
+    first = [s["name"] for s in catalogue["by_version"][0]["steps"]]
+    assert first and first != [s["name"] for s in catalogue["steps"]], "each version's own steps"
     for bad in (99, "1", 1.5, True, 0):
         refused = requester.post("/executions", {**body, "version": bad})
         assert refused.status_code == 422, (bad, refused.text)
