@@ -404,7 +404,7 @@ def panel_context(
     ctx["signal_event_id"] = uuid.uuid4().hex
     if chat.is_chat(execution):  # a conversation: its turns, and a message box while it waits
         ctx["chat_turns"] = chat.turns(execution)
-        ctx["can_chat"] = ctx["can_signal"]
+        ctx["can_chat"], ctx["can_signal"] = ctx["can_signal"], False  # its message box sends both signals
     # Raise the budget of a live execution that has one (on one without, the service would
     # set a cap, not raise one); place or release a legal hold (auditors), whatever its status.
     ctx["can_budget"] = operator and not execution.is_terminal and execution.budget_usd is not None

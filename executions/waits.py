@@ -141,16 +141,19 @@ class WaitGate(gates.Gate):
 
     def pending(self, execution: Execution) -> gates.PendingGate | None:
         wait = Wait.objects.filter(execution=execution, status=Wait.State.WAITING).order_by("-id").first()
-        return _pending(wait) if wait is not None else None
+        return _pending(wait, goes_on=execution.due_at is not None) if wait is not None else None
 
     def pending_many(self, executions: list[Execution]) -> dict[int, gates.PendingGate]:
         found: dict[int, gates.PendingGate] = {}
+        due = {e.pk: e.due_at for e in executions}
         for wait in Wait.objects.filter(execution__in=executions, status=Wait.State.WAITING).order_by("-id"):
-            found.setdefault(wait.execution_id, _pending(wait))
+            found.setdefault(wait.execution_id, _pending(wait, goes_on=due.get(wait.execution_id) is not None))
         return found
 
 
-def _pending(wait: Wait) -> gates.PendingGate:
+def _pending(wait: Wait, *, goes_on: bool) -> gates.PendingGate:
+    """``goes_on``: past its time it goes on by itself (a sleep, ``on_timeout``: the
+    execution parked with that ``due_at``), not to a person."""
     return gates.PendingGate(
         kind=WaitFor.kind,
         step=wait.step,
@@ -163,6 +166,7 @@ def _pending(wait: Wait) -> gates.PendingGate:
             "signal": _names(wait)[0] if wait.signal else "",
             **({"signals": _names(wait)} if len(_names(wait)) > 1 else {}),
             "due_at": wait.due_at,
+            "goes_on": goes_on,
         },
     )
 
