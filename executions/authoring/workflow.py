@@ -497,11 +497,9 @@ class Workflow:
         else:
             others = []
         names = (signal, *dict(others))
-        if not signal or any(not n or "|" in n for n in names) or len("|".join(names)) > 100:
-            raise ValueError(
-                f"{self.name} v{self.version}: {name} needs signal names (no '|', 100 characters in all); "
-                "a timer is flow.sleep"
-            )
+        if signal and (any(not n or "|" in n for n in names) or len("|".join(names)) > 100):
+            raise ValueError(f"{self.name} v{self.version}: {name} needs signal names (no '|', 100 characters in all)")
+        # signal="" is a timer (what flow.sleep declares; kept for workflows written before it).
         spec = WaitFor(
             signal=signal, timeout=timeout, payload=payload, on_timeout=on_timeout or None, also=tuple(others)
         )

@@ -159,8 +159,12 @@ def _completed(played: Played, actions: list[Action]) -> list[str]:
             continue
         flow, prefix = flows[item["workflow"]]
         for step in steps_of(flow, prefix):
-            if step.kind == "effect" and succeeded[(ref, step.name)] != 1:
-                found.append(f"{ref} completed with {succeeded[(ref, step.name)]} succeeded actions at {step.name}")
+            passes = getattr(step.block, "passes", 1)
+            if step.kind == "effect" and succeeded[(ref, step.name)] != passes:
+                found.append(
+                    f"{ref} completed with {succeeded[(ref, step.name)]} succeeded actions at {step.name} "
+                    f"({passes} visit(s))"
+                )
             if (
                 isinstance(step.block, Agent)
                 and step.block.decisions[-1] == "approve"

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import textwrap
 
-from .specs import ENDPOINTS, Act, Agent, Approve, Case, Children, Compute, Flow, Wait, describe
+from .specs import ENDPOINTS, Act, Agent, Approve, Case, Children, Compute, Flow, Wait, describe, steps_of
 
 # Effects retry briefly (a run is seconds long): the provider's transient failures, the
 # reconciliation of an unknown outcome.
@@ -87,6 +87,8 @@ def render(case: Case, name: str) -> str:
         surface |= {"Decision", "ModelRequest", "Tool", "ToolArgs"}
     if case.has_children:
         surface.add("Child")
+    if any(isinstance(b, Act) and b.passes > 1 for b in blocks):
+        surface.add("END")
     parts: list[str] = []
     imports = ["import os", ""] if acts or agents else []
     if any(isinstance(b, Approve | Agent) for b in blocks):
@@ -137,13 +139,18 @@ def _header(case: Case, name: str) -> str:
 
 def _steps(var: str, flow: Flow, prefix: str, child: str) -> list[str]:
     out: list[str] = []
+    names = [s.name for s in steps_of(flow, prefix)]
+    after = dict(zip(names, [*names[1:], ""], strict=True))  # each step → the next declared ("": the end)
     for i, block in enumerate(flow.blocks, start=1):
         base = f"{prefix}{i}"
         match block:
             case Compute(artifact=artifact):
                 out.append(_compute(var, f"{base}_compute", f"{base}_notes" if artifact else ""))
-            case Act():
-                out.append(_effect(var, f"{base}_{block.provider}", block, action=f"{base}_{block.provider}"))
+            case Act(passes=passes):
+                name = f"{base}_{block.provider}"
+                out.append(_effect(var, name, block, action=name))
+                if passes > 1:
+                    out.append(_loop(var, f"{base}_again", back_to=name, passes=passes, on=after[f"{base}_again"]))
             case Approve(effects=effects):
                 doc = f"{base}_doc"
                 out.append(_compute(var, f"{base}_draft", doc, draft=True))
@@ -182,6 +189,16 @@ def _steps(var: str, flow: Flow, prefix: str, child: str) -> list[str]:
     return out
 
 
+def _loop(var: str, name: str, *, back_to: str, passes: int, on: str) -> str:
+    """A branch leading back to ``back_to`` until it ran ``passes`` times, then on."""
+    following = f'"{on}"' if on else "END"
+    return (
+        f'@{var}.branch("{name}", label="Again?", to=["{back_to}", {following}])\n'
+        f"def {name}(ctx):\n"
+        f'    return "{back_to}" if len(ctx.visits("{back_to}")) < {passes} else {following}'
+    )
+
+
 def _compute(var: str, name: str, artifact: str, *, draft: bool = False) -> str:
     if not artifact:
         return (
@@ -206,7 +223,8 @@ def _effect(var: str, name: str, act: Act, *, action: str, gate: str = "", doc: 
         lines += [f'    doc = ctx.artifact("{doc}")', f"    key = f\"{{ctx.ref}}:{name}:v{{doc['version']}}\""]
         values = {"artifact": 'doc["artifact_id"]', "version": 'doc["version"]', "sha": 'doc["sha256"]'}
     else:
-        lines.append(f'    key = f"{{ctx.ref}}:{name}"')
+        visit = ":v{ctx.visit}" if act.passes > 1 else ""  # in a loop: one effect per visit
+        lines.append(f'    key = f"{{ctx.ref}}:{name}{visit}"')
         values = {"artifact": 'f"{ctx.ref}-' + name + '"', "version": "1", "sha": '""'}
     lines.append(f"    args = {args % {**values, 'what': name}}")
     honors = "" if act.honors_key else ", honors_key=False"

@@ -54,6 +54,9 @@ class Act:
 
     provider: Provider = "notify"
     honors_key: bool = True
+    # Visits: above 1, a branch after it (``<block>_again``) leads back to it until it ran
+    # this many times (a loop, DESIGN §4 "Control flow"), each visit keyed by its number.
+    passes: int = 1
 
 
 @dataclass(frozen=True)
@@ -171,8 +174,10 @@ def steps_of(flow: Flow, prefix: str) -> list[StepInfo]:
         match block:
             case Compute():
                 found.append(StepInfo(f"{base}_compute", "compute", block))
-            case Act(provider=provider):
+            case Act(provider=provider, passes=passes):
                 found.append(StepInfo(f"{base}_{provider}", "effect", block))
+                if passes > 1:
+                    found.append(StepInfo(f"{base}_again", "branch", block))
             case Approve(effects=effects):
                 found.append(StepInfo(f"{base}_draft", "compute", block))
                 found.append(StepInfo(f"{base}_review", "approval", block))
@@ -205,8 +210,9 @@ def _block(block: Block) -> str:
     match block:
         case Compute(artifact=artifact):
             return "compute" + (" (saves an artifact)" if artifact else "")
-        case Act(provider=provider, honors_key=honors):
-            return f"effect at {ENDPOINTS[provider]}" + ("" if honors else " (not relying on the key)")
+        case Act(provider=provider, honors_key=honors, passes=passes):
+            looped = f", in a loop of {passes} visits" if passes > 1 else ""
+            return f"effect at {ENDPOINTS[provider]}" + ("" if honors else " (not relying on the key)") + looped
         case Approve(effects=effects, decisions=decisions, duplicates=dups, same_event=same):
             again = f", each sent {1 + dups}× ({'same' if same else 'new'} event id)" if dups else ""
             return f"approval [{' → '.join(decisions)}{again}] guarding {len(effects)} effect(s)"

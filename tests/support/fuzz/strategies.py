@@ -141,4 +141,16 @@ def cases(draw, avoid: frozenset[str] = frozenset()) -> Case:
         faults=tuple(faults),
         orders_dedupe=orders_dedupe,
     )
-    return replace(case, schedule=schedule)
+    # Loops, drawn last (a seed draws the same cases as before loops existed, then loops
+    # some of their effects): an effect visited 1 (no loop), 2 or 3 times.
+    main, child = (_looped(draw, flow) for flow in (main, child))
+    return replace(case, main=main, child=child, schedule=schedule)
+
+
+def _looped(draw, flow: Flow) -> Flow:
+    return Flow(
+        tuple(
+            replace(block, passes=draw(st.sampled_from([1, 2, 3]))) if isinstance(block, Act) else block
+            for block in flow.blocks
+        )
+    )
