@@ -64,10 +64,10 @@ api.add_router("", fleet_router)
 @api.exception_handler(ServiceError)
 def _service_error(request: HttpRequest, exc: ServiceError):
     if isinstance(exc, InvalidInput):
-        loc = ["body", *exc.field.split(".")]
-        return api.create_response(
-            request, {"detail": [{"loc": loc, "msg": exc.reason, "type": "value_error"}]}, status=422
-        )
+        detail = [
+            {"loc": ["body", *field.split(".")], "msg": reason, "type": "value_error"} for field, reason in exc.errors
+        ]
+        return api.create_response(request, {"detail": detail}, status=422)
     response = api.create_response(request, {"detail": exc.message, **exc.detail}, status=exc.status_code)
     if isinstance(exc, RateLimited):
         response["Retry-After"] = str(exc.retry_after)

@@ -158,6 +158,27 @@ def read(drawn: list[FormField], post) -> tuple[dict[str, Any], dict[str, str]]:
     return data, errors
 
 
+def place(
+    refused: list[tuple[str, str]], drawn: list[FormField], *, budget_field: str
+) -> tuple[dict[str, str], str, list[str]]:
+    """Where each refusal ``(field, reason)`` of a start goes: beside its form field (a
+    field refused more than once says each reason), beside the budget, or above the form
+    (a refusal no field of the form holds, said with its field's name)."""
+    names = {f.name for f in drawn}
+    beside: dict[str, list[str]] = {}
+    budget: list[str] = []
+    elsewhere: list[str] = []
+    for path, reason in refused:
+        name = field_of(path)
+        if path == budget_field:
+            budget.append(reason)
+        elif name in names:
+            beside.setdefault(name, []).append(reason)
+        else:
+            elsewhere.append(f"{path}: {reason}")
+    return {name: "; ".join(reasons) for name, reasons in beside.items()}, "; ".join(budget), elsewhere
+
+
 def field_of(path: str) -> str:
     """The form field an InvalidInput's field names: ``input.constraints.3`` → ``constraints``."""
     parts = path.split(".")

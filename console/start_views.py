@@ -64,24 +64,26 @@ def start_form(request: HttpRequest, workflow: str) -> HttpResponse:
             body["budget_usd"] = start_forms.number(budget)
         except ValueError:
             budget_error = "must be a number of US dollars (the digits 0-9 and a decimal point), e.g. 2.5"
+    refused: list[tuple[str, str]] = []
     if not errors and not budget_error:
         try:
             start = inputs.parse(inputs.StartIn, body)
             execution, _ = services.execution_start(user=request.user, **start.model_dump())
         except InvalidInput as exc:
-            name = start_forms.field_of(exc.field)
-            if exc.field == "budget_usd":
-                budget_error = exc.reason
-            elif name in {f.name for f in drawn}:
-                errors[name] = exc.reason
-            else:
-                return _render(request, item, drawn, key=key, error=exc.message, status=422, budget=budget)
+            refused = list(exc.errors)
         except ServiceError as exc:  # the same key with other input (409)
             return _render(
                 request, item, drawn, key=uuid.uuid4().hex, error=exc.message, status=exc.status_code, budget=budget
             )
         else:
             return HttpResponseRedirect(reverse("executions:detail", args=[execution.ref]), status=303)
+    if errors or budget_error or any(field == "budget_usd" for field, _ in refused):
+        # Every field's reason at once: a bad field or budget doesn't hide the input's own.
+        checked = services.execution_input_refusals(workflow=item["name"], input=data)
+        refused += [refusal for refusal in checked if refusal not in refused]
+    beside, budget_refused, elsewhere = start_forms.place(refused, drawn, budget_field="budget_usd")
+    for name, reason in beside.items():
+        errors.setdefault(name, reason)
     for f in drawn:
         f.error = errors.get(f.name, "")
     return _render(
@@ -89,10 +91,10 @@ def start_form(request: HttpRequest, workflow: str) -> HttpResponse:
         item,
         drawn,
         key=key,
-        error="Check the fields marked below.",
+        error="; ".join(elsewhere) or "Check the fields marked below.",
         status=422,
         budget=budget,
-        budget_error=budget_error,
+        budget_error=budget_error or budget_refused,
     )
 
 

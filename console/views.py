@@ -54,7 +54,7 @@ def _no_change() -> HttpResponse:
 def _list_filters(request: HttpRequest) -> dict[str, str]:
     """The list's filters; a value the database can't hold is refused with a message (the
     list shows unfiltered)."""
-    raw = {name: request.GET.get(name) or None for name in ("status", "workflow", "reason", "cursor")}
+    raw = {name: request.GET.get(name) or None for name in ("status", "workflow", "reason", "cursor", "input")}
     try:
         filters = inputs.parse(inputs.ListFilters, raw)
     except InvalidInput as exc:
@@ -73,6 +73,7 @@ def _list_rows(request: HttpRequest, filters: dict[str, str]) -> tuple[list[Exec
             reason=filters["reason"] or None,
             cursor=filters["cursor"] or None,
             hold={"yes": True, "no": False}.get(filters["hold"]),
+            input=filters["input"].strip() or None,
         )
     except ServiceError as exc:
         if not request.htmx:
@@ -93,6 +94,7 @@ def _list_context(request: HttpRequest, filters: dict[str, str], rows, following
         "workflow": filters["workflow"],
         "reason": filters["reason"],
         "hold": filters["hold"],
+        "input": filters["input"],
         "workflows": registry.names(),
         "start_key": uuid.uuid4().hex,  # the quick start forms' idempotency key, made as they are drawn
         "nav": nav,

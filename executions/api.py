@@ -36,6 +36,7 @@ from .inputs import (
     Cursor,
     DbInt,
     ExecutionRef,
+    InputFilter,
     ReasonIn,
     RequiredWorkflowName,
     ResolveIn,
@@ -260,12 +261,13 @@ def list_executions(
     parent: ExecutionRef | None = None,
     cursor: Cursor | None = None,
     hold: bool | None = None,
+    input: InputFilter | None = None,
 ):
     """Newest first, 50 a page; ``reason`` filters by why it is stuck (DESIGN §4);
     ``parent`` lists the children of that execution, ``hold`` by whether a legal hold keeps
-    it (issue 23)."""
+    it (issue 23); ``input`` (``KEY:VALUE``, e.g. ``month:2026-06``) by a field of its input."""
     page, following = selectors.execution_page(
-        status=status, workflow=workflow, reason=reason, parent=parent, cursor=cursor, hold=hold
+        status=status, workflow=workflow, reason=reason, parent=parent, cursor=cursor, hold=hold, input=input
     )
     return {"items": [selectors.execution_payload(e) for e in selectors.prefetch_payloads(page)], "next": following}
 

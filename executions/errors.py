@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from enum import StrEnum
 from typing import Any
 
@@ -49,14 +49,24 @@ class RateLimited(ServiceError):
 
 
 class InvalidInput(ServiceError):
-    """Malformed input: names the field and the reason."""
+    """Malformed input: names the field and the reason. ``more``: the other fields refused
+    at the same time, each ``(field, reason)``; ``errors`` lists them all, this one first
+    (the API's 422 lists every one, a form shows each beside its field)."""
 
     status_code = 422
 
-    def __init__(self, field: str, reason: str) -> None:
-        super().__init__(f"{field}: {reason}", field=field, reason=reason)
+    def __init__(self, field: str, reason: str, *, more: Sequence[tuple[str, str]] = ()) -> None:
+        errors = ((field, reason), *more)
+        super().__init__("; ".join(f"{f}: {r}" for f, r in errors), field=field, reason=reason)
         self.field = field
         self.reason = reason
+        self.errors: tuple[tuple[str, str], ...] = errors
+
+    @classmethod
+    def of(cls, errors: Sequence[tuple[str, str]]) -> InvalidInput:
+        """One InvalidInput for every ``(field, reason)`` of ``errors`` (at least one)."""
+        (field, reason), *more = errors
+        return cls(field, reason, more=more)
 
 
 class FailureKind(StrEnum):

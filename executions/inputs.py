@@ -42,6 +42,8 @@ Cursor = Annotated[
 ]
 StatusName = Text(max_length=30)
 WorkflowName = Text(max_length=100)
+# The execution list's search by a field of the input: KEY:VALUE (selectors.input_match).
+InputFilter = Text(max_length=600)
 RequiredWorkflowName = Text(min_length=1, max_length=100)
 IdempotencyKey = Text(min_length=1, max_length=200)
 Comment = Text(max_length=MAX_COMMENT)
@@ -102,6 +104,7 @@ class ListFilters(Schema):
     workflow: WorkflowName | None = None
     reason: StatusName | None = None
     cursor: Cursor | None = None
+    input: InputFilter | None = None
 
 
 class ReasonIn(Body):

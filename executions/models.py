@@ -18,6 +18,7 @@ from django.db import models
 from django.db.models import Q
 from django_fsm import RETURN_VALUE, ConcurrentTransitionMixin, FSMField, transition
 
+from .about import about as about_input
 from .errors import Gone, NotFound
 
 
@@ -215,6 +216,11 @@ class Execution(ConcurrentTransitionMixin, models.Model):
     @property
     def ref(self) -> str:
         return ref_for(self.pk)
+
+    @property
+    def about(self) -> str:
+        """What it is about, from its input (``month 2026-06``): executions.about."""
+        return about_input(self.input)
 
     @property
     def is_terminal(self) -> bool:

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import json
+import math
+import re
 from collections.abc import Iterator
 from functools import cache
 from typing import Any
 
 from django.core.serializers.json import DjangoJSONEncoder
+from django.db import connection
 from django.db.models import Prefetch, QuerySet, prefetch_related_objects
+from django.db.models.fields.json import KeyTransform
 
 from artifacts.models import ArtifactVersion
 
@@ -206,11 +210,12 @@ def execution_page(
     cursor: str | None = None,
     limit: int = PAGE_SIZE,
     hold: bool | None = None,
+    input: str | None = None,
 ) -> tuple[list[Execution], str | None]:
     """Newest first, annotated with the stuck reason (and filtered on it with ``reason``).
-    ``parent``: only the children of that execution. ``cursor`` is the ``next`` of the
-    previous page."""
-    rows = filtered(status=status, workflow=workflow, reason=reason, parent=parent, hold=hold)
+    ``parent``: only the children of that execution; ``input``: ``KEY:VALUE`` (``input_match``).
+    ``cursor`` is the ``next`` of the previous page."""
+    rows = filtered(status=status, workflow=workflow, reason=reason, parent=parent, hold=hold, input=input)
     rows = rows.select_related("created_by").order_by("-id")
     if cursor:
         before = pk_from_ref(cursor)
@@ -230,9 +235,13 @@ def filtered(
     reason: str | None = None,
     parent: str | None = None,
     hold: bool | None = None,
+    input: str | None = None,
 ):
-    """Executions by status, workflow, stuck reason, parent and legal hold, annotated (``executions.stuck``)."""
+    """Executions by status, workflow, stuck reason, parent, legal hold and a field of their
+    input, annotated (``executions.stuck``)."""
     rows = stuck.annotated()
+    if input:
+        rows = _with_input(rows, input_match(input))
     if parent:
         parent_pk = pk_from_ref(parent)
         if parent_pk is None:
@@ -250,6 +259,43 @@ def filtered(
         if reason not in stuck.REASONS:
             raise InvalidInput("reason", f"unknown reason {reason!r}; one of {', '.join(stuck.REASONS)}")
         rows = rows.filter(stuck.reason_filter(reason))  # what the indexes serve, not the computed reason
+    return rows
+
+
+_INPUT_KEY = re.compile(r"[A-Za-z0-9_-]{1,100}", re.ASCII)
+INPUT_FILTER_FORM = "KEY:VALUE, e.g. month:2026-06"
+
+
+def input_match(text: str) -> dict[str, Any]:
+    """The list's ``input`` filter (issue 39, the peers' search by input) as the object an
+    execution's input must contain: ``month:2026-06`` → ``{"month": "2026-06"}``. The key is
+    letters, digits, ``_`` and ``-``; the value (after the first ``:``) is matched as a
+    number or boolean when it reads as one in JSON (``confirm_within_seconds:60``,
+    ``urgent:true``), as the string of a JSON string when quoted (``"60"``), else as typed.
+    InvalidInput naming ``input`` otherwise."""
+    key, colon, raw = text.partition(":")
+    key = key.strip()
+    if not colon or not _INPUT_KEY.fullmatch(key):
+        raise InvalidInput("input", f"must be {INPUT_FILTER_FORM} (the key: letters, digits, _ and -), not {text!r}")
+    if not raw:
+        raise InvalidInput("input", f"{key!r} needs a value after the colon ({INPUT_FILTER_FORM})")
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        value = raw
+    if not isinstance(value, bool | int | float | str) or (isinstance(value, float) and not math.isfinite(value)):
+        value = raw  # null, a list, an object, NaN or Infinity: matched as the text typed
+    return {key: value}
+
+
+def _with_input(rows: QuerySet, match: dict[str, Any]) -> QuerySet:
+    """``rows`` whose input contains ``match``. On PostgreSQL the JSON containment ``@>``,
+    served by the GIN index ``execution_input_path`` (migration 0035); elsewhere (the
+    embedded SQLite of ``make run``) the same test per key, without an index."""
+    if connection.vendor == "postgresql":
+        return rows.filter(input__contains=match)
+    for n, (key, value) in enumerate(match.items()):
+        rows = rows.alias(**{f"_input_{n}": KeyTransform(key, "input")}).filter(**{f"_input_{n}": value})
     return rows
 
 

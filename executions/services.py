@@ -4,7 +4,8 @@ the CLI and the gates."""
 
 from __future__ import annotations
 
-from contextlib import nullcontext
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from decimal import ROUND_DOWN, Decimal
 from typing import Any
 
@@ -41,20 +42,29 @@ def execution_start(
     ``budget_usd`` (optional, USD, > 0 and at most 1e6): no model call of it or of its
     descendants starts unless its worst case fits (executions.engine.costs); not part of
     the input's identity (a replayed key returns the original with its budget).
-    Raises InvalidInput naming the field for an unknown workflow or version, bad input or budget.
+    Raises InvalidInput naming the field for an unknown workflow or version, bad input or
+    budget: a bad budget and bad input fields are refused together (issue 39, item 15).
     """
-    budget = usd_amount("budget_usd", budget_usd) if budget_usd is not None else None
+    refused: list[tuple[str, str]] = []
+    budget = None
+    if budget_usd is not None:
+        with _refusals(refused):
+            budget = usd_amount("budget_usd", budget_usd)
     try:
         flow = registry.latest(workflow)
     except registry.UnknownWorkflow as exc:
-        raise InvalidInput("workflow", str(exc)) from None
+        raise InvalidInput.of([("workflow", str(exc)), *refused]) from None
     if version is not None:
         flow = _version_of(workflow, version)
     if budget is not None:
-        _budgetable(flow, "budget_usd")
+        with _refusals(refused):
+            _budgetable(flow, "budget_usd")
     if not isinstance(input, dict):
-        raise InvalidInput("input", "must be a JSON object")
-    parsed = flow.parse_input(input)
+        raise InvalidInput.of([*refused, ("input", "must be a JSON object")])
+    with _refusals(refused):
+        parsed = flow.parse_input(input)
+    if refused:
+        raise InvalidInput.of(refused)
     digest = input_digest(workflow, parsed)
     if idempotency_key:
         existing = Execution.objects.filter(created_by=user, idempotency_key=idempotency_key).first()
@@ -79,6 +89,25 @@ def execution_start(
         existing = Execution.objects.get(created_by=user, idempotency_key=idempotency_key)
         return _replay(existing, digest), False
     return execution, True
+
+
+def execution_input_refusals(*, workflow: str, input: dict[str, Any]) -> list[tuple[str, str]]:
+    """Every ``(field, reason)`` the latest version of ``workflow`` refuses in ``input``
+    (empty: it would start); starts nothing. For a form that already found some fields
+    wrong and still tells of the others (issue 39, item 15)."""
+    refused: list[tuple[str, str]] = []
+    with _refusals(refused):
+        registry.latest(workflow).parse_input(input)
+    return refused
+
+
+@contextmanager
+def _refusals(refused: list[tuple[str, str]]) -> Iterator[None]:
+    """Adds an InvalidInput's refusals to ``refused`` instead of raising it."""
+    try:
+        yield
+    except InvalidInput as exc:
+        refused.extend(exc.errors)
 
 
 def _version_of(workflow: str, version: Any) -> Any:

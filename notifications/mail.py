@@ -51,12 +51,15 @@ def compose(
     """The message for ``kind`` about ``request``, as the action's arguments. ``may_decide``:
     the recipient may decide it (the decide link), else an operator told what they can do
     (remind the managers from the execution page, or escalate). ``asked_by`` and ``note``:
-    the operator who sent a ``remind`` and why."""
+    the operator who sent a ``remind`` and why. The subject ends with what the execution is
+    about (``(month 2026-08)``, from its input), the body says it too."""
     artifact = request.artifact_version.artifact
     newest = ArtifactVersion.objects.filter(artifact=artifact).order_by("-number").values_list("number", flat=True)
+    about = request.execution.about  # executions.about: one short line, no control characters
     facts = {
         "kind": kind,
         "ref": request.execution.ref,
+        "about": about,
         "workflow": request.execution.workflow,
         "approval_id": request.pk,
         "action": request.action,
@@ -75,7 +78,7 @@ def compose(
     return {
         "to": to,
         "from": settings.DEFAULT_FROM_EMAIL,
-        "subject": SUBJECTS[kind].format(**facts),
+        "subject": SUBJECTS[kind].format(**facts) + (f" ({about})" if about else ""),
         "text": render_to_string("notifications/email.txt", facts),
         "html": sanitize_html(render_to_string("notifications/email.html", facts)),
         "message_id": message_id(key),

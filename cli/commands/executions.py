@@ -67,16 +67,18 @@ def _list_arguments(parser):
     parser.add_argument("--status", choices=Status.values)
     parser.add_argument("--workflow")
     parser.add_argument("--reason", choices=StuckReason.values, help="why it is stuck")
+    parser.add_argument("--input", help="a field of the input, KEY:VALUE (e.g. month:2026-06)")
     parser.add_argument("--limit", type=positive, default=50, help="at most this many (default 50)")
 
 
 @command("list", help="List executions, newest first (filters as the API's)", arguments=_list_arguments)
 def list_(args) -> Result:
-    filters = inputs.parse(inputs.ListFilters, {k: args[k] for k in ("status", "workflow", "reason") if args[k]})
+    given = {k: args[k] for k in ("status", "workflow", "reason", "input") if args[k]}
+    filters = inputs.parse(inputs.ListFilters, given)
     found, cursor = [], None
     while len(found) < args["limit"]:
         page, cursor = selectors.execution_page(
-            status=filters.status, workflow=filters.workflow, reason=filters.reason, cursor=cursor
+            status=filters.status, workflow=filters.workflow, reason=filters.reason, input=filters.input, cursor=cursor
         )
         found += page
         if cursor is None:

@@ -107,15 +107,41 @@ class WorkflowInput(pydantic.BaseModel):
 
 
 def parse_with(model: type[WorkflowInput]) -> Callable[[JSON], JSON]:
-    """``parse_input`` for a workflow whose input is ``model``: the validated input as JSON."""
+    """``parse_input`` for a workflow whose input is ``model``: the validated input as JSON,
+    or one InvalidInput naming every refused field (issue 39, item 15)."""
 
     def parse(raw: JSON) -> JSON:
-        try:
-            return model.model_validate(raw).model_dump(mode="json")
-        except pydantic.ValidationError as exc:
-            raise _refusal(model, exc.errors(include_url=False)[0]) from None
+        refused: list[tuple[str, str]] = []
+        aside: set[str] = set()
+        rest = dict(raw) if isinstance(raw, dict) else raw
+        while True:
+            try:
+                parsed = model.model_validate(rest).model_dump(mode="json")
+            except pydantic.ValidationError as exc:
+                for error in exc.errors(include_url=False):
+                    refusal = _refusal(model, error)
+                    if _top(refusal.field) not in aside:
+                        refused.append((refusal.field, refusal.reason))
+            except InvalidInput as exc:
+                # A validator's own refusal stops pydantic at that field: set the field
+                # aside and check the others again, so every refusal is said at once.
+                refused += exc.errors
+                name = _top(exc.field)
+                if isinstance(rest, dict) and name in rest and name not in aside:
+                    aside.add(name)
+                    del rest[name]
+                    continue
+            if refused:
+                raise InvalidInput.of(refused) from None
+            return parsed
 
     return parse
+
+
+def _top(field: str) -> str:
+    """The input's top-level field an InvalidInput names: ``input.constraints.3`` → ``constraints``."""
+    parts = field.split(".")
+    return parts[1] if len(parts) > 1 and parts[0] == "input" else ""
 
 
 def _refusal(model: type[WorkflowInput], error: dict[str, Any]) -> InvalidInput:

@@ -280,8 +280,12 @@ def test_version_pages_render_content_facts_and_diff(people, report):
     page = response.content.decode()
     assert v2.sha256 in page and "revise_report" in page and f'href="/artifacts/{ref}/v1/"' in page
     assert "First version" not in page
-    assert '<span class="diff-del">-V1 body</span>' in page
-    assert '<span class="diff-add">+V2 body &lt;script&gt;alert(1)&lt;/script&gt;</span>' in page
+    # The changed words marked within their lines (issue 39 item 15: word-level diff), escaped.
+    assert '<span class="diff-del">-<del class="diff-word">V1</del> body</span>' in page
+    assert (
+        '<span class="diff-add">+<ins class="diff-word">V2</ins> body'
+        '<ins class="diff-word"> &lt;script&gt;alert(1)&lt;/script&gt;</ins></span>'
+    ) in page
     assert '<span class="diff-ctx"> Revenue: 100</span>' in page
     assert "<script>alert(1)" not in page  # raw HTML in the Markdown is escaped, in content and diff
 

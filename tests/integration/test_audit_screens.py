@@ -251,9 +251,10 @@ def test_approval_page_shows_the_exact_version_hash_and_diff(people):
     assert 'id="approval-version">V2<' in page and "publish_report" in page
     assert "approvals.decide_approval" in page and "the requester may not decide" in page
     assert "from V1 to V2" in page
-    assert '<span class="diff-line diff-del">-Sales: 100</span>' in page
-    assert '<span class="diff-line diff-add">+Sales: 120</span>' in page
-    assert '<span class="diff-line diff-add">+Status: final</span>' in page
+    # The changed figure marked within its line (issue 39 item 15: word-level diff).
+    assert '<span class="diff-line diff-del">-Sales: <del class="diff-word">100</del></span>' in page
+    assert '<span class="diff-line diff-add">+Sales: <ins class="diff-word">120</ins></span>' in page
+    assert '<span class="diff-line diff-add">+Status: <ins class="diff-word">final</ins></span>' in page
     assert '<span class="diff-line diff-ctx"> Region: north</span>' in page
     assert "Sales: 120" in page.split('class="rendered"')[1]  # the rendered artifact
     assert "Approve V2" in page and 'value="request_changes"' in page and 'value="reject"' in page

@@ -1,0 +1,33 @@
+"""Issue 39, item 15: the inbox and the approval mail didn't name the report's month: a
+manager with three monthly reports waiting saw three identical rows. Now each inbox row,
+the approval card and the approval-request mail (subject and body) say what the
+execution is about, from its input (``month 2026-08``)."""
+
+from __future__ import annotations
+
+from django.test import Client
+
+from notifications import mail
+from tests.support.records import awaiting_execution
+
+
+def test_the_inbox_row_and_the_approval_card_name_the_month(people):
+    """Issue 39 item 15: ``month 2026-08`` on the inbox row and the approval card."""
+    execution, request = awaiting_execution(people["requester"].user)
+    manager = Client()
+    manager.force_login(people["manager"].user)
+    inbox = manager.get("/approvals/inbox/").content.decode()
+    assert "month 2026-08" in inbox
+    card = manager.get(f"/approvals/{request.pk}/").content.decode()
+    assert 'id="approval-about">month 2026-08<' in card
+
+
+def test_the_approval_mail_names_the_month_in_subject_and_body(people):
+    """Issue 39 item 15: the subject keeps the id and V1 and ends with the month; the body says it too."""
+    execution, request = awaiting_execution(people["requester"].user)
+    message = mail.compose(request, kind="opened", to="manager@example.com", key="k1")
+    assert message["subject"].startswith(f"[keel] {execution.ref}: ")
+    assert message["subject"].endswith(" (month 2026-08)")
+    assert "V1" in message["subject"] and "\n" not in message["subject"]
+    assert "About: month 2026-08" in message["text"]
+    assert "month 2026-08" in message["html"]
