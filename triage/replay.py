@@ -223,12 +223,18 @@ class _Replay:
     def _check_branch(self, earlier: list[str], step: Step) -> None:
         """A branch's code, run again on what it saw, must choose what the record says:
         otherwise the execution would go on along another path."""
+        runs = StepRun.objects.filter(execution_id=self.recorded.pk, step=step.name, outcome=StepRun.Outcome.SUCCEEDED)
+        if runs.count() > 1:  # in a loop: what each visit saw is not rebuilt here; the record stands
+            return
         ctx = self._context(earlier, step)
         recorded = (self.state.get(step.name) or {}).get("next")
+        at, self.execution.current_step = self.execution.current_step, step.name  # ctx.visit: its first
         try:
             chosen = step.fn(ctx)
         except Exception:  # it depends on what a call returned: its record stands
             return
+        finally:
+            self.execution.current_step = at
         if chosen != recorded:
             now, was = chosen or "the end", recorded or "the end"
             raise Found(
