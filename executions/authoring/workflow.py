@@ -380,6 +380,12 @@ class Workflow:
         names = [t.name for t in tools]
         if len(set(names)) != len(names):
             raise ValueError(f"{self.name} v{self.version}: agent {name} declares a tool twice")
+        for tool in tools:  # a tool's refused call is told to the model; only a gate step continues elsewhere
+            if getattr(tool.approval, "on_reject", None):
+                raise ValueError(
+                    f"{self.name} v{self.version}: agent {name}'s tool {tool.name} can't take on_reject: a rejected "
+                    "call is told to the model as refused; on_reject belongs to an approval gate step"
+                )
         spec = AgentSpec(
             prompt_id=prompt_id,
             instruction=instruction,

@@ -92,3 +92,21 @@ def test_the_new_edges_follow_the_recorded_output():
     assert set(w.successors("wait")) == {"went", "late"}
     # The path stops where a choice isn't recorded yet.
     assert [s.name for s in w.path({"how": {"next": "wait"}})] == ["how", "wait"]
+
+
+def test_on_reject_on_a_tools_approval_is_refused():
+    from executions.authoring import Tool, ToolArgs
+
+    class Args(ToolArgs):
+        n: int
+
+    tool = Tool(
+        name="pay",
+        description="Pays.",
+        args=Args,
+        run=lambda a, p, k: None,
+        effect=True,
+        approval=Approval(artifact="pay", action="pay", on_reject="sorry"),
+    )
+    with pytest.raises(ValueError, match="tool pay can't take on_reject"):
+        flow().agent("a", label="A", prompt_id="p", prompt_version="v", instruction=lambda c: "", tools=[tool])
