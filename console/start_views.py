@@ -28,6 +28,8 @@ def _item_or_404(name: str) -> dict:
 # The optional cost budget (DESIGN §6, "Agents and children"), beside the workflow's own
 # fields under a name no input field can take.
 BUDGET = "_budget_usd"
+# The version to start, when more than one is registered (default: the latest).
+VERSION = "_version"
 
 
 def _render(
@@ -59,6 +61,9 @@ def start_form(request: HttpRequest, workflow: str) -> HttpResponse:
     budget = request.POST.get(BUDGET, "").strip()
     budget_error = ""
     body = {"workflow": item["name"], "input": data, "idempotency_key": key}
+    version = request.POST.get(VERSION, "").strip()
+    if version and version != str(item["version"]):  # an older registered version, chosen
+        body["version"] = int(version) if version.isdigit() else version  # the service names a bad one
     if budget:
         try:
             body["budget_usd"] = start_forms.number(budget)

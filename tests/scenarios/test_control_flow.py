@@ -264,3 +264,25 @@ def test_s51_past_max_visits_the_loop_needs_attention_and_calls_nothing(stack, p
     assert [
         run.output["visit"] for run in StepRun.objects.filter(execution_id=pk(ref), step="think", outcome="succeeded")
     ] == [1, 2, 3]
+
+
+def test_the_start_form_offers_each_registered_version(stack, people):
+    """With two versions registered, the start form's Version select starts the one chosen;
+    a version that isn't registered is a message above the form (422), nothing started."""
+    from executions.models import Execution
+
+    stack.up(**ENV)
+    page = Client()
+    page.force_login(people["requester"].user)
+    url = "/executions/start/replacement_order/"
+    html = page.get(url).content.decode()
+    assert 'name="_version"' in html and ">v2 (latest)" in html and ">v1 —" in html
+    form = page.get(url).context["idempotency_key"]
+    started = page.post(url, {"idempotency_key": form, "original_order": "ORD-1001", "_version": "1"})
+    assert started.status_code == 303, started.content.decode()[:500]
+    ref = started["Location"].rstrip("/").rsplit("/", 1)[-1]
+    assert Execution.objects.get(pk=pk(ref)).workflow_version == 1
+    before = Execution.objects.count()
+    refused = page.post(url, {"idempotency_key": "k-bad", "original_order": "ORD-1001", "_version": "7"})
+    assert refused.status_code == 422 and "no registered version 7" in refused.content.decode()
+    assert Execution.objects.count() == before
