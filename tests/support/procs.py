@@ -579,6 +579,19 @@ class PgBouncer:
         except psycopg.Error:
             return False
 
+    def release(self, database: str) -> None:
+        """Close every connection the pooler holds for ``database`` — its clients' and its
+        idle server connections — at once (admin console ``KILL``), then let clients in again
+        (``RESUME``). Nothing if the pooler is down."""
+        import psycopg
+
+        if self.proc is None or not self.proc.alive():
+            return
+        admin = self.url("postgres", "pgbouncer")  # the admin console speaks the simple protocol only
+        with psycopg.connect(admin, autocommit=True, cursor_factory=psycopg.ClientCursor) as c:
+            c.execute(f"KILL {database}")
+            c.execute(f"RESUME {database}")
+
     def restart(self, *, down_seconds: float = 0) -> None:
         if self.proc is not None:
             self.proc.kill()

@@ -213,6 +213,14 @@ class Stack(Processes):
         )
         redis.Redis.from_url(settings.CELERY_BROKER_URL).flushdb()
 
+    def close(self) -> None:
+        """As ``Processes.close``; through a pooler, also its server connections to the test
+        database (the run's PgBouncer outlives the stack, and its idle pool would count as
+        connections of whatever the next test starts)."""
+        super().close()
+        if self.pooler is not None:
+            self.pooler.release(connection.settings_dict["NAME"])
+
     def sandbox(self, **env: str) -> Proc:
         """The run's sandbox: already up, and emptied for this test."""
         assert not env, "the run's sandbox is started once, with no environment of a test's"
