@@ -12,7 +12,7 @@ schema at /api/, with one error contract. Triage's router comes first: its
 from __future__ import annotations
 
 from django.http import HttpRequest
-from ninja import NinjaAPI
+from ninja import NinjaAPI, Swagger
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.parser import Parser
 
@@ -50,6 +50,9 @@ api = NinjaAPI(
     description="Start, follow, decide, signal and cancel durable agent executions.",
     auth=[BearerToken(), BrowserSession()],
     urls_namespace="api",
+    # No deep links: Swagger UI puts each one, a link, inside the operation's toggle button
+    # (a control nested in a control, which screen readers can't reach; axe's nested-interactive).
+    docs=Swagger(settings={"deepLinking": False}),
 )
 api.add_router("", triage_router)
 api.add_router("", executions_router)

@@ -18,12 +18,12 @@ from __future__ import annotations
 import html
 import re
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 from django.core.management import call_command
-from django.db import connections
+from django.db import connections, transaction
 from django.template import TemplateSyntaxError, engines
 from django.test import Client
 from django.urls import URLResolver, get_resolver, reverse
@@ -36,6 +36,7 @@ from config.csp import HEADER
 from executions.authoring import registry
 from executions.models import Action, Execution, Status
 from schedules.models import Schedule
+from tests.support.procs import wait_for
 from tests.support.stack import Stack, pk
 from tests.support.world import Account, build_world, make_people
 
@@ -186,6 +187,7 @@ class Crawl:
     visited: dict[str, int]  # url → status
     partials: set[str]
     failures: list[str]
+    pages: list[str] = field(default_factory=list)  # whole HTML pages answered 200, in crawl order
 
 
 def crawl(client: Client, seeds: list[str]) -> Crawl:
@@ -208,6 +210,8 @@ def crawl(client: Client, seeds: list[str]) -> Crawl:
         if response.status_code >= 500:
             result.failures.append(f"GET {url}: {response.status_code}")
         if response.get("Content-Type", "").startswith("text/html"):
+            if response.status_code == 200 and not partial and b"<html" in response.content[:300]:
+                result.pages.append(url)  # a whole page (a live partial followed as a link is not one)
             if HEADER not in response:
                 result.failures.append(f"GET {url}: HTML without a Content-Security-Policy")
             queue.extend(followed(response.content.decode()))
@@ -252,11 +256,26 @@ def test_the_world_holds_every_state(world):
     assert ApprovalRequest.objects.filter(execution_id=pk(refs["report_approval_expired"]), status="expired").exists()
 
 
+_CRAWLS: dict[tuple[int, str], Crawl] = {}
+
+
+def crawled(world: World, role: str) -> Crawl:
+    """The crawl of the world as ``role``, once per module (the phone test reads the manager's)."""
+    key = (id(world), role)
+    if key not in _CRAWLS:
+        # Rolled back to a savepoint at once: what the crawl wrote (a login's last_login, "viewed"
+        # entries) and the row locks it took go, so a browser of the same test logs in unblocked.
+        with transaction.atomic():
+            _CRAWLS[key] = crawl(client_for(world, role), [u for urls in seed_urls(world.refs).values() for u in urls])
+            transaction.set_rollback(True)
+    return _CRAWLS[key]
+
+
 @pytest.mark.parametrize("role", ROLES)
 def test_every_page_and_live_partial_answers_without_a_server_error(world, role):
     """Issue 13: no 5xx and no template error on any page or partial, in any state, for any role."""
     seeds = seed_urls(world.refs)
-    result = crawl(client_for(world, role), [url for urls in seeds.values() for url in urls])
+    result = crawled(world, role)
     assert not result.failures, "\n".join(result.failures)
     # The crawl really went everywhere: each pattern with every object that fills it.
     missed = [u for urls in seeds.values() for u in urls if u not in result.visited and not u.startswith(NOT_FOLLOWED)]
@@ -339,14 +358,122 @@ def axe_violations(page, url: str) -> list[str]:
     """Serious and critical axe-core violations of the page at ``url``."""
     page.goto(url)
     page.wait_for_load_state("networkidle")
-    page.add_script_tag(path=str(AXE))
+    return axe_run(page, url)
+
+
+def axe_run(page, where: str) -> list[str]:
+    """Serious and critical axe-core violations of the page as it is now."""
+    if not page.evaluate("typeof axe !== 'undefined'"):
+        page.add_script_tag(path=str(AXE))
     results = page.evaluate("async () => await axe.run(document, {resultTypes: ['violations']})")
+    url = where
     return [
         f"{url}: {v['id']} ({v['impact']}): {v['help']} — "
         + "; ".join(n["target"][0] if isinstance(n["target"][0], str) else str(n["target"]) for n in v["nodes"][:5])
         for v in results["violations"]
         if v["impact"] in ("serious", "critical")
     ]
+
+
+PHONE = {"width": 390, "height": 844}
+# The widest thing on the page that sticks out past the screen's right edge without a
+# scrolling box of its own between it and the page (what makes the page scroll sideways).
+STICKING_OUT = """() => {
+  const out = [];
+  for (const el of document.body.querySelectorAll('*')) {
+    if (el.getBoundingClientRect().right <= innerWidth + 1) continue;
+    let box = el.parentElement, held = false;
+    for (; box && box !== document.body; box = box.parentElement) {
+      if (getComputedStyle(box).overflowX !== 'visible' && box.getBoundingClientRect().right <= innerWidth + 1) { held = true; break; }
+    }
+    if (!held) out.push(el.tagName.toLowerCase() + (el.id ? '#' + el.id : '') + (el.className && typeof el.className === 'string' ? '.' + el.className.split(' ').join('.') : ''));
+  }
+  return out.slice(0, 3);
+}"""
+
+
+def logged_in(browser, web: str, world: World, role: str, **context):
+    """A browser page of a fresh context, logged in as ``role`` through the login form."""
+    page = browser.new_context(**context).new_page()
+    page.goto(f"{web}/login/")
+    page.get_by_label("Username").fill(role)
+    page.get_by_label("Password").fill(world.people[role].password)
+    page.get_by_role("button", name="Log in").click()
+    page.wait_for_url(f"{web}/")
+    return page
+
+
+def test_every_page_of_a_manager_fits_a_phone(world, web):
+    """Issue 39, item 9: every page the crawl reaches as a manager, each URL pattern in up to
+    three of the world's states, at 390 px wide in Chromium: the page is never wider than the
+    screen (a table, a diff or JSON may scroll inside its own box)."""
+    role, wide = "manager", []
+    by_pattern: dict[str, list[str]] = {}
+    for url in crawled(world, role).pages:
+        chosen = by_pattern.setdefault(get_resolver().resolve(url.split("?")[0]).route, [])
+        if len(chosen) < 3:
+            chosen.append(url)
+    urls = [url for chosen in by_pattern.values() for url in chosen]
+    assert len(by_pattern) >= 10 and any("approvals" in url for url in urls), by_pattern
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        try:
+            page = logged_in(browser, web, world, role, viewport=PHONE)
+            for url in urls:
+                page.goto(f"{web}{url}")
+                over = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+                if over > 0:
+                    wide.append(f"{url}: {over} px too wide ({', '.join(page.evaluate(STICKING_OUT))})")
+        finally:
+            browser.close()
+            connections.close_all()
+    assert not wide, "\n".join(wide)
+
+
+OPEN_EXECUTIONS_OPERATIONS = """
+[...document.querySelectorAll('.opblock')]
+  .filter(op => (op.querySelector('.opblock-summary-path')?.dataset.path || '').match(/^\\/api\\/executions(\\/\\{[a-z_]+\\})?(\\/[a-z_]+)?$/))
+  .slice(0, 8)
+  .forEach(op => op.querySelector('.opblock-summary-control').click())
+"""
+
+
+def test_the_api_docs_have_no_serious_accessibility_violations(world, web):
+    """Issue 39, item 15: /api/docs (Swagger UI, bundled) through axe — as loaded, then with
+    the executions' operations opened and "Try it out" pressed (the selects, inputs and
+    bodies Swagger draws then), on a desktop and on a phone (where it fits the screen too)."""
+    found = []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        try:
+            for viewport in ({"width": 1280, "height": 900}, PHONE):
+                # Playwright injects axe as an inline script: only this test's context lifts the CSP.
+                page = logged_in(browser, web, world, "manager", bypass_csp=True, viewport=viewport)
+                page.goto(f"{web}/api/docs")
+                page.wait_for_selector(".opblock-summary-control")  # Swagger UI drew the operations
+                found += axe_run(page, f"{web}/api/docs ({viewport['width']} px)")
+                # The executions' operations opened, then "Try it out" in each: query selects
+                # (status, reason, hold), path inputs, JSON bodies, examples. Clicked in the page:
+                # a Playwright click per button waits for each to be actionable, and all 37
+                # opened made axe alone take a minute.
+                page.evaluate(OPEN_EXECUTIONS_OPERATIONS)
+
+                def count(selector: str, page=page) -> int:
+                    return page.evaluate(f"document.querySelectorAll({selector!r}).length")
+
+                wait_for(lambda: count(".opblock.is-open .try-out__btn") >= 6, timeout=20, what="the operations open")
+                page.evaluate("document.querySelectorAll('.try-out__btn').forEach(b => b.click())")
+                wait_for(lambda: count(".try-out__btn.cancel") >= 6, timeout=20, what="the operations tried out")
+                page.wait_for_timeout(300)  # the observer names what was just drawn
+                assert page.locator("tr[data-param-name] select").count() >= 1, "no parameter select was drawn"
+                found += axe_run(page, f"{web}/api/docs (opened, {viewport['width']} px)")
+                over = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+                assert over <= 0, f"/api/docs is {over} px wider than {viewport['width']} px"
+                page.context.close()
+        finally:
+            browser.close()
+            connections.close_all()
+    assert not found, "\n".join(found)
 
 
 def test_main_pages_have_no_serious_accessibility_violations(world, web):
