@@ -65,14 +65,19 @@ def login(page, base: str, person) -> None:
     expect(page.get_by_role("heading", name="Executions")).to_be_visible()
 
 
-def test_manager_approves_the_exact_version_and_watches_it_complete(web_stack, people, browser, tmp_path):
-    execution, _ = execution_start(user=people["requester"].user, workflow="monthly_report", input={"month": "2026-08"})
+def report_awaiting_approval(people, month: str = "2026-08") -> tuple[Execution, ApprovalRequest]:
+    """The requester's monthly report, run by the stack's workers up to the manager's approval."""
+    execution, _ = execution_start(user=people["requester"].user, workflow="monthly_report", input={"month": month})
     wait_for(
         lambda: Execution.objects.get(pk=execution.pk).status == Status.AWAITING_APPROVAL,
         timeout=40,
-        what="the demo execution to wait for approval",
+        what="the report to wait for approval",
     )
-    request = ApprovalRequest.objects.get(execution=execution)
+    return execution, ApprovalRequest.objects.get(execution=execution)
+
+
+def test_manager_approves_the_exact_version_and_watches_it_complete(web_stack, people, browser, tmp_path):
+    execution, request = report_awaiting_approval(people)
 
     context = browser.new_context()
     page = context.new_page()

@@ -10,7 +10,6 @@ from playwright.sync_api import expect
 
 from approvals.models import ApprovalRequest
 from executions.models import Execution, Status
-from executions.services import execution_start
 from tests.browser import test_browser as browsing
 from tests.support.procs import wait_for
 
@@ -30,13 +29,7 @@ def sideways(page) -> int:
 
 
 def test_a_manager_approves_the_exact_version_on_a_phone(web_stack, people, browser):
-    execution, _ = execution_start(user=people["requester"].user, workflow="monthly_report", input={"month": "2026-08"})
-    wait_for(
-        lambda: Execution.objects.get(pk=execution.pk).status == Status.AWAITING_APPROVAL,
-        timeout=40,
-        what="the report to wait for approval",
-    )
-    request = ApprovalRequest.objects.get(execution=execution)
+    execution, request = browsing.report_awaiting_approval(people)
     page = browser.new_page(viewport=PHONE, is_mobile=True, has_touch=True)
     login(page, web_stack.url, people["manager"])
     assert sideways(page) == 0, "the executions list is wider than the phone"
