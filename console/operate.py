@@ -53,6 +53,10 @@ def resume_preview(request: HttpRequest, ref: str) -> HttpResponse:
 def execution_restart(request: HttpRequest, ref: str) -> HttpResponse:
     """Restart a failed execution from the chosen step; the new execution's page follows."""
     fields = {name: request.POST.get(name, "").strip() for name in ("from_step", "reason")}
+    # A step visited more than once is offered once per visit, as ``step@N`` (presenters.restart_form).
+    step, at, visit = fields["from_step"].rpartition("@")
+    if at and step and visit.isdigit():
+        fields.update(from_step=step, visit=int(visit))
     try:
         form = inputs.parse(RestartIn, {**fields, "accept_repeats": request.POST.get("accept_repeats") == "true"})
         restarted = restart.execution_restart(
@@ -61,6 +65,7 @@ def execution_restart(request: HttpRequest, ref: str) -> HttpResponse:
             from_step=form.from_step,
             reason=form.reason,
             accept_repeats=form.accept_repeats,
+            visit=form.visit,
         )
     except ServiceError as exc:
         messages.error(request, exc.message)

@@ -8,11 +8,13 @@ Python from the record, with words for states and events a person can read.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from approvals.outcomes import action_state
+from executions import visits
 from executions.authoring import registry
 from executions.models import Action, Execution, ExecutionEvent, ModelCall, Status
 from triage import restart
@@ -376,9 +378,13 @@ def timeline_rows(
                 tone=_event_tone(ev),
             )
         )
+    runs = list(runs)
+    numbered = visits.visit_numbers(reversed(runs), carried=visits.carried_counts(execution))
+    several = {run.step for run in runs if numbered[run.pk] > 1}
     for run in runs:
         output = run.output if isinstance(run.output, dict) else {}
         details = [Item("attempt", str(run.attempt))] if run.attempt > 1 else []
+        visit = f" (visit {numbered[run.pk]})" if run.step in several else ""
         for call in output.get("model_calls", [])[:1]:
             if isinstance(call, dict):
                 # The version the call was built with; for runs recorded before it was kept, the
@@ -389,7 +395,7 @@ def timeline_rows(
         rows.append(
             TimelineRow(
                 at=run.finished_at,
-                title=f"Step completed{' (skipped: it acted on nothing)' if skipped else ''}: {label_for(run.step)}",
+                title=f"Step completed{' (skipped: it acted on nothing)' if skipped else ''}: {label_for(run.step)}{visit}",
                 kind="step",
                 actor=actor_name(run.worker),
                 details=details,
@@ -416,6 +422,7 @@ class AttemptRow:
     step: str
     label: str
     kind: str
+    visit: int  # its pass through the step (executions.visits)
     round: int
     attempt: int
     outcome: str
@@ -434,6 +441,8 @@ def attempt_rows(execution: Execution, runs: Iterable[Any]) -> list[AttemptRow]:
     except registry.UnknownWorkflow:
         flow = None
     rows = []
+    runs = list(runs)
+    numbered = visits.visit_numbers(runs, carried=visits.carried_counts(execution))
     for run in runs:
         output = run.output if isinstance(run.output, dict) else {}
         evidence = output.get("evidence")
@@ -442,6 +451,7 @@ def attempt_rows(execution: Execution, runs: Iterable[Any]) -> list[AttemptRow]:
                 step=run.step,
                 label=flow.label_for(run.step) if flow else run.step,
                 kind=run.kind,
+                visit=numbered[run.pk],
                 round=run.round,
                 attempt=run.attempt,
                 outcome=run.outcome,
@@ -493,6 +503,8 @@ class PlannedStep:
     plan_label: str
     tone: str
     why: str
+    visit: int = 1  # its pass through the step (a loop, changes requested: 2, 3, …)
+    visits: int = 1  # how many of the step's visits the plan lists: numbered only when more than one
 
 
 @dataclass(frozen=True)
@@ -557,6 +569,8 @@ def resume_plan(preview: dict[str, Any]) -> ResumePlan:
                 plan_label=_PLAN_LABELS[s["plan"]],
                 tone=_PLAN_TONES[s["plan"]],
                 why=s["why"],
+                visit=s["visit"],
+                visits=sum(1 for other in preview["steps"] if other["step"] == s["step"]),
             )
             for s in preview["steps"]
         ],
@@ -597,10 +611,11 @@ def restart_form(execution: Execution) -> RestartForm:
     """The restart form of a failed execution (triage.restart.restart_options): only the
     steps a restart can work from, the right one selected, each with what it sends again."""
     options = restart.restart_options(execution)
+    passes = Counter(o.step for o in options)
     return RestartForm(
         choices=[
             StepChoice(
-                name=o.step,
+                name=o.step if passes[o.step] == 1 else f"{o.step}@{o.visit}",  # console.operate reads it back
                 label=o.label,
                 selected=o.default,
                 repeats=[f"{r.key} ({r.why})" for r in o.repeats],

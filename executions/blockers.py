@@ -4,8 +4,9 @@ An action whose outcome is unknown (or left ``executing`` by a stopped execution
 not yet resolved, or a gate's grant that went stale (``executions.engine.gates.StaleGrant``:
 an approval of a version that is no longer the newest, by an approver who lost the
 authority) guarding an effect still to run, blocks the step it belongs to; so does a
-child of the current step that failed (and wasn't restarted) or was cancelled; an
-undeployed workflow version blocks everything. ``services.execution_resume`` refuses
+child of the current step that failed (and wasn't restarted) or was cancelled, and a
+current step visited as often as the workflow allows (``max_visits``: the runner would
+stop there again); an undeployed workflow version blocks everything. ``services.execution_resume`` refuses
 (409, naming each blocker) while there is one; the resume preview
 (``triage.preview``) says the same thing before anyone asks. Read only.
 """
@@ -14,9 +15,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import children
+from . import children, visits
 from .authoring import registry
-from .authoring.workflow import Step, Workflow
+from .authoring.workflow import Workflow
 from .engine import gates
 from .models import Action, Execution, Status
 
@@ -57,7 +58,17 @@ def blockers(
         for a in actions
         if _unresolved(a, execution)
     ]
-    ahead = set(_names(workflow, execution)[resume_position(workflow, execution) :])
+    coming = visits.ahead(workflow, execution)
+    ahead = {v.name for v in coming}
+    if coming and coming[0].visit > workflow.max_visits:  # the runner would stop there again (loop_limit)
+        found.append(
+            Blocker(
+                f"{coming[0].name} was visited {workflow.max_visits} times, the most {workflow.name} "
+                f"v{workflow.version} allows (max_visits): a resume would stop there again, calling nothing; "
+                "cancel it, or move it to a version that allows more visits",
+                step=coming[0].name,
+            )
+        )
     for grant in gates.stale_of(execution) if stale is None else stale:
         guarded = [s.name for s in workflow.steps if s.guarded_by == grant.step and s.name in ahead]
         if guarded:
@@ -79,19 +90,3 @@ def _unresolved(action: Action, execution: Execution) -> bool:
     if action.status == Action.State.UNKNOWN:
         return True
     return action.status == Action.State.EXECUTING and execution.status != Status.RUNNING
-
-
-def path_of(workflow: Workflow, execution: Execution) -> list[Step]:
-    """The steps ``execution`` takes, in order (``Workflow.path``: each edge followed with
-    its recorded output, so a route leads where the model chose)."""
-    return workflow.path(execution.outputs())
-
-
-def _names(workflow: Workflow, execution: Execution) -> list[str]:
-    return [s.name for s in path_of(workflow, execution)]
-
-
-def resume_position(workflow: Workflow, execution: Execution) -> int:
-    """Where a resume starts: the current step's index on its path (past the end once completed)."""
-    names = _names(workflow, execution)
-    return names.index(execution.current_step) if execution.current_step in names else len(names)

@@ -257,11 +257,30 @@ class Execution(ConcurrentTransitionMixin, models.Model):
         """Read again from the database, the outputs too (on their next use)."""
         super().refresh_from_db(*args, **kwargs)
         self.__dict__.pop("_outputs", None)
+        self.__dict__.pop("_visit_outputs", None)
 
-    def show_outputs(self, outputs: dict[str, Any]) -> None:
+    def show_outputs(self, outputs: dict[str, Any], *, visits: dict[str, list[Any]] | None = None) -> None:
         """In memory only, on a copy that must read as of another moment (a replay, a gate
-        reading its own outcome): ``outputs()`` answers ``outputs`` from now on."""
+        reading its own outcome): ``outputs()`` answers ``outputs`` from now on, and
+        ``visit_outputs`` answers from ``visits`` when it is given."""
         self._outputs = outputs
+        if visits is not None:
+            self._visit_outputs = visits
+
+    def visit_outputs(self, step: str) -> list[Any]:
+        """Every completed visit's output of ``step``, oldest first (``ctx.visits``): the
+        visits a restart carried over (``context["carried_visits"]``), then its own
+        succeeded runs. ``outputs()[step]`` is the last."""
+        shown = self.__dict__.get("_visit_outputs")
+        if shown is not None:
+            return list(shown.get(step, []))
+        if step not in self.outputs():
+            return []
+        context = self.context or {}
+        carried = [output for name, output in context.get("carried_visits", []) if name == step]
+        runs = StepRun.objects.filter(execution_id=self.pk, step=step, outcome=StepRun.Outcome.SUCCEEDED)
+        own = list(runs.order_by("id").values_list("output", flat=True)) if self.pk is not None else []
+        return [*carried, *own] or [self.outputs()[step]]
 
     @property
     def restart(self) -> Execution | None:

@@ -97,6 +97,7 @@ class PlannedStepOut(Schema):
     step: str
     label: str
     kind: str
+    visit: int  # its pass through the step: 1, then 2, … when a loop or changes requested leads back
     plan: Literal["skip", "run", "blocked"]
     why: str
 
@@ -160,6 +161,7 @@ def restart_execution(request: HttpRequest, execution_id: ExecutionRef, payload:
         from_step=payload.from_step,
         reason=payload.reason,
         accept_repeats=payload.accept_repeats,
+        visit=payload.visit,
     )
     return Reply(201, selectors.execution_payload(execution))
 
@@ -172,6 +174,7 @@ class RepeatOut(Schema):
 
 class RestartOptionOut(Schema):
     step: str
+    visit: int  # which pass through the step a restart from here runs again (the rest before it are kept)
     label: str
     works: bool
     why_not: str

@@ -4,12 +4,23 @@ value the database can't hold is a 422 naming the field here too."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from ninja import Schema
 from pydantic import Field
 
-from executions.inputs import FORM, ActionKey, Body, Evidence, ExecutionRef, Reason, Sha256, Text, WorkflowName
+from executions.inputs import (
+    DB_INT_MAX,
+    FORM,
+    ActionKey,
+    Body,
+    Evidence,
+    ExecutionRef,
+    Reason,
+    Sha256,
+    Text,
+    WorkflowName,
+)
 from executions.models import Status
 from executions.reasons import StuckReason
 
@@ -20,6 +31,8 @@ StepName = Text(min_length=1, max_length=100)
 
 class RestartIn(Body):
     from_step: StepName
+    # Which pass through ``from_step`` (a loop visits a step more than once); default: the latest.
+    visit: Annotated[int, Field(ge=1, le=DB_INT_MAX, strict=True)] | None = None
     reason: Reason = ""
     # Send again effects that already happened (a restart refuses it otherwise: triage.restart).
     accept_repeats: bool = False

@@ -13,10 +13,10 @@ from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
 
-from executions import holds
+from executions import holds, visits
 from executions.authoring import registry
 from executions.authoring.workflow import Step, StepKind, Workflow
-from executions.blockers import Blocker, blockers, path_of, resume_position, workflow_of
+from executions.blockers import Blocker, blockers, workflow_of
 from executions.engine import gates, journal
 from executions.errors import Forbidden
 from executions.models import OPERATE, Action, Execution, Status, StepRun, execution_for
@@ -137,32 +137,47 @@ def _effect(action: Action, ahead: set[str] | None) -> dict[str, Any]:
 
 
 def _steps(execution: Execution, workflow: Workflow, actions: list[Action], found: list[Blocker]) -> list[dict]:
-    at = resume_position(workflow, execution)
-    done = {run.step: run for run in StepRun.objects.filter(execution=execution, outcome=StepRun.Outcome.SUCCEEDED)}
+    """Each visit the execution made (skipped: its output is reused), then each a resume
+    would make (run, or blocked), numbered per step (``executions.visits``)."""
+    done = visits.done(workflow, execution)
+    coming = visits.ahead(workflow, execution, done)
     blocking = {b.step: b for b in found if b.step}
     first_blocked = ""
-    out = []
-    for index, step in enumerate(path_of(workflow, execution)):  # the recorded path: a route's choice
-        if index < at:
-            plan, why = SKIP, _skipped(execution, done.get(step.name))
-        elif step.name in blocking and not first_blocked:
-            first_blocked = step.name
-            plan, why = BLOCKED, blocking[step.name].sentence
+    out = [_entry(visit, SKIP, _skipped(execution, visit)) for visit in done]
+    for index, visit in enumerate(coming):
+        if visit.name in blocking and not first_blocked:
+            first_blocked = visit.name
+            plan, why = BLOCKED, blocking[visit.name].sentence
         elif first_blocked:
             plan, why = BLOCKED, f"after {first_blocked}, which is blocked"
-        elif index == at:
-            plan, why = RUN, _runs_again(execution, step, actions)
+        elif index == 0:
+            plan, why = RUN, _runs_again(execution, visit.step, actions)
         else:
-            plan, why = RUN, _runs_later(step)
-        out.append({"step": step.name, "label": step.label, "kind": str(step.kind), "plan": plan, "why": why})
+            plan, why = RUN, _runs_later(visit.step)
+        out.append(_entry(visit, plan, why))
+    if coming and coming[-1].step.chooses:
+        out[-1]["why"] += f"; what comes after it is {coming[-1].name}'s to choose"
     return out
 
 
-def _skipped(execution: Execution, run: StepRun | None) -> str:
+def _entry(visit: visits.Visit, plan: str, why: str) -> dict[str, Any]:
+    step = visit.step
+    return {
+        "step": step.name,
+        "label": step.label,
+        "kind": str(step.kind),
+        "visit": visit.visit,
+        "plan": plan,
+        "why": why,
+    }
+
+
+def _skipped(execution: Execution, visit: visits.Visit) -> str:
+    run = visit.run
     if run is not None:
         return (
-            f"checkpointed in round {run.round} (attempt {run.attempt}, {run.finished_at:%Y-%m-%d %H:%M:%S} UTC): "
-            "its recorded output is reused, it does not run again"
+            f"visit {visit.visit}, checkpointed in round {run.round} (attempt {run.attempt}, "
+            f"{run.finished_at:%Y-%m-%d %H:%M:%S} UTC): its recorded output is reused, it does not run again"
         )
     if execution.restarted_from_id:
         return f"its output was recorded by {execution.restarted_from.ref} and is reused: it does not run"

@@ -38,16 +38,16 @@ from typing import Any
 from django.db import transaction
 
 from approvals.models import ApprovalRequest
-from artifacts.models import ArtifactVersion
+from executions import visits
 from executions.agent import replaying
 from executions.authoring import notes as progress_notes
 from executions.authoring import registry
 from executions.authoring.http import offline
 from executions.authoring.modelcalls import ModelRequest, canonical_json
 from executions.authoring.step_context import StepContext
-from executions.authoring.workflow import Step, StepKind, Workflow
+from executions.authoring.workflow import StepKind, Workflow
 from executions.engine import journal
-from executions.models import TERMINAL, Action, Execution, ModelCall, StepRun
+from executions.models import TERMINAL, Action, Execution, ModelCall
 
 from .network_guard import guarded
 
@@ -132,7 +132,7 @@ class _Replay:
                 f"{ref} is at {current}, which the steps of {flow} no longer lead to ({' → '.join(names)})",
             )
         upto = names.index(current) if current else len(names)
-        for index, step in enumerate(path[:upto]):
+        for step in path[:upto]:
             if step.name not in self.state:
                 raise Found(
                     "structure",
@@ -141,65 +141,66 @@ class _Replay:
                     f"{step.name} now comes before {current} in {flow}, but {ref} never ran it (a step inserted, "
                     "or renamed): it would go on past it",
                 )
-            self._replay_step(names[:index], step)
+        # Each visit it made, in order, with the context as it stood then (a loop's later visits
+        # too); a visit a restart carried over was made by the execution it continues.
+        done = visits.done(self.flow, self.recorded)
+        for index, visit in enumerate(done):
+            if visit.run is not None:
+                self._replay_step(done[:index], visit)
         if current:
             step = self.flow.get_step(current)
-            earlier = names[:upto]
+            coming = visits.ahead(self.flow, self.recorded, done)
+            visit = coming[0] if coming else visits.Visit(step, 1)
             if step.is_gate:  # parked there: what it is bound to, and the effects it guards
-                self._check_gate(earlier, step)
+                self._check_gate(done, visit)
                 for guarded in self.flow.steps:
                     if guarded.kind == StepKind.EFFECT and guarded.guarded_by == step.name:
-                        self._check_effect(earlier, guarded, planned=True)
+                        self._check_effect(done, visits.Visit(guarded, 0), planned=True)
             elif step.kind in (StepKind.MODEL, StepKind.AGENT, StepKind.ROUTE):
-                self._replay_step(earlier, step, current=True)  # as far as the record goes
+                self._replay_step(done, visit, current=True)  # as far as the record goes
 
-    # --- the context as it was when a step ran, after the steps ``earlier``
+    # --- the context as it was when a visit began, after the visits ``earlier``
 
-    def _round_of(self, step: str) -> int:
-        """The round ``step`` last completed in (its model calls are keyed by it), else the current one."""
-        found = (
-            StepRun.objects.filter(execution_id=self.recorded.pk, step=step, outcome=StepRun.Outcome.SUCCEEDED)
-            .order_by("-id")
-            .values_list("round", flat=True)
-            .first()
-        )
-        return found or self.recorded.round
-
-    def _context(self, earlier_steps: list[str], step: Step, *, current: bool = False) -> StepContext:
-        earlier = set(earlier_steps)
-        self.execution.round = self.recorded.round if current else self._round_of(step.name)
+    def _context(
+        self, earlier_visits: list[visits.Visit], visit: visits.Visit, *, current: bool = False
+    ) -> StepContext:
+        step = visit.step
+        earlier = {v.name for v in earlier_visits}
+        self.execution.round = self.recorded.round if current or visit.run is None else visit.run.round
+        self.execution.current_step = step.name  # ctx.visit: this one
         notes = dict(self.notes)
         notes["facts"] = [f for f in self.notes.get("facts", []) if f.get("step") in earlier]
         notes["hypotheses"] = [
             h for h in self.notes.get("hypotheses", []) if self._heard_before(h.get("source", ""), earlier)
         ]
+        names = [v.name for v in earlier_visits]
         completed = list(self.notes.get("completed_steps", []))
-        if step.name in completed:
-            completed = completed[: len(completed) - completed[::-1].index(step.name) - 1]
-        notes["completed_steps"] = [s for s in completed if s in earlier]
-        notes["next_action"] = step.label if earlier else ""  # the runner names the next step after each
+        notes["completed_steps"] = names if completed[: len(names)] == names else [s for s in completed if s in earlier]
+        notes["next_action"] = step.label if earlier_visits else ""  # the runner names the next step after each
         artifacts = {}
         for name, ref in self.latest_artifacts.items():
-            version = ArtifactVersion.objects.filter(pk=ref.get("version_pk")).first()
-            if version is not None and version.produced_by_step in earlier:
-                artifacts[name] = ref
-            elif version is not None and version.number > 1:
-                before = ArtifactVersion.objects.filter(artifact_id=version.artifact_id, number=version.number - 1)
-                for v in before:
-                    artifacts[name] = v.as_ref()
+            version = visits.produced_before(ref, earlier_visits)
+            if version is not None:
+                artifacts[name] = version.as_ref()
+        outputs: dict[str, Any] = {}
+        seen: dict[str, list[Any]] = {}
+        for v in earlier_visits:
+            outputs[v.name] = v.output
+            seen.setdefault(v.name, []).append(v.output)
         self.execution.context = {**(self.recorded.context or {}), "notes": notes, "artifacts": artifacts}
-        self.execution.show_outputs({k: v for k, v in self.state.items() if k in earlier})
+        self.execution.show_outputs(outputs, visits=seen)
         return _ReplayContext(execution=self.execution, workflow=self.flow, built=self.built)
 
     # --- each kind of step
 
-    def _replay_step(self, earlier: list[str], step: Step, *, current: bool = False) -> None:
+    def _replay_step(self, earlier: list[visits.Visit], visit: visits.Visit, *, current: bool = False) -> None:
+        step = visit.step
         if step.is_gate:
-            self._check_gate(earlier, step)
+            self._check_gate(earlier, visit)
         elif step.kind == StepKind.EFFECT:
-            self._check_effect(earlier, step)
+            self._check_effect(earlier, visit)
         elif step.kind in (StepKind.MODEL, StepKind.AGENT, StepKind.ROUTE):
-            ctx = self._context(earlier, step, current=current)
+            ctx = self._context(earlier, visit, current=current)
             model = JournalModel(self.execution, step.name, current=current)
             try:
                 if step.kind == StepKind.MODEL:
@@ -213,36 +214,36 @@ class _Replay:
             except replaying.Drift as drift:
                 raise Found(drift.kind, step.name, drift.key, drift.detail) from None
         elif step.kind == StepKind.COMPUTE:
-            ctx = self._context(earlier, step)
+            ctx = self._context(earlier, visit)
             # It would call a service, or depends on what a call returned: its record stands.
             with contextlib.suppress(Exception):
                 step.fn(ctx)
         elif step.kind == StepKind.BRANCH:
-            self._check_branch(earlier, step)
+            self._check_branch(earlier, visit)
 
-    def _check_branch(self, earlier: list[str], step: Step) -> None:
-        """A branch's code, run again on what it saw, must choose what the record says:
-        otherwise the execution would go on along another path."""
-        runs = StepRun.objects.filter(execution_id=self.recorded.pk, step=step.name, outcome=StepRun.Outcome.SUCCEEDED)
-        if runs.count() > 1:  # in a loop: what each visit saw is not rebuilt here; the record stands
-            return
-        ctx = self._context(earlier, step)
-        recorded = (self.state.get(step.name) or {}).get("next")
-        at, self.execution.current_step = self.execution.current_step, step.name  # ctx.visit: its first
+    def _check_branch(self, earlier: list[visits.Visit], visit: visits.Visit) -> None:
+        """A branch's code, run again on what it saw in this visit, must choose what the
+        record says: otherwise the execution would go on along another path."""
+        step = visit.step
+        ctx = self._context(earlier, visit)
+        recorded = (visit.output or {}).get("next")
         try:
             chosen = step.fn(ctx)
         except Exception:  # it depends on what a call returned: its record stands
             return
-        finally:
-            self.execution.current_step = at
         if chosen != recorded:
             now, was = chosen or "the end", recorded or "the end"
+            which = f" (visit {visit.visit})" if visit.visit > 1 else ""
             raise Found(
-                "structure", step.name, "", f"{step.name} now chooses {now!r} where {self.recorded.ref} chose {was!r}"
+                "structure",
+                step.name,
+                "",
+                f"{step.name}{which} now chooses {now!r} where {self.recorded.ref} chose {was!r}",
             )
 
-    def _check_effect(self, earlier: list[str], step: Step, *, planned: bool = False) -> None:
-        ctx = self._context(earlier, step)
+    def _check_effect(self, earlier: list[visits.Visit], visit: visits.Visit, *, planned: bool = False) -> None:
+        step = visit.step
+        ctx = self._context(earlier, visit)
         try:
             effect = step.fn(ctx)
         except Found:
@@ -251,9 +252,12 @@ class _Replay:
             raise Found(
                 "effect", step.name, "", f"the effect can't be built any more: {type(exc).__name__}: {exc}"
             ) from None
-        rows = Action.objects.filter(execution_id=self.recorded.pk, step=step.name).order_by("-created_at")
+        rows = list(Action.objects.filter(execution_id=self.recorded.pk, step=step.name).order_by("-created_at"))
         if effect is None:  # it decides not to act
-            acted = rows.exclude(status=Action.State.PLANNED).first() if not planned else None
+            # What this visit sent (an action is the visit's whose run finished next after it).
+            ran = [v for v in [*earlier, visit] if v.run is not None]
+            mine = [row for row in rows if visits.visit_of(ran, step.name, row.created_at) == visit]
+            acted = next((row for row in mine if row.status != Action.State.PLANNED), None) if not planned else None
             if acted is not None:
                 raise Found(
                     "effect", step.name, acted.key, f"the effect now acts on nothing; the ledger has {acted.key}"
@@ -261,7 +265,7 @@ class _Replay:
             return
         same = next((row for row in rows if row.key == effect.key), None)
         if same is None:
-            recorded = rows.first()
+            recorded = rows[0] if rows else None
             if recorded is None and planned:
                 return  # nothing planned for it yet
             was = f"the ledger has {recorded.key}" if recorded else "the ledger has no action for it"
@@ -279,12 +283,16 @@ class _Replay:
                 f"the arguments of {effect.key} differ from the ledger's in {', '.join(changed) or 'their form'}",
             )
 
-    def _check_gate(self, earlier: list[str], step: Step) -> None:
+    def _check_gate(self, earlier: list[visits.Visit], visit: visits.Visit) -> None:
+        step = visit.step
         spec = step.spec
         artifact, action = getattr(spec, "artifact", None), getattr(spec, "action", None)
         if artifact is None:
             return  # a wait: it binds nothing
-        request = ApprovalRequest.objects.filter(execution_id=self.recorded.pk, step=step.name).order_by("-pk").first()
+        requests = ApprovalRequest.objects.filter(execution_id=self.recorded.pk, step=step.name).order_by("-pk")
+        if visit.run is not None:  # a visit it passed: the request of its round (each visit asks its own)
+            requests = requests.filter(round__lte=visit.run.round)
+        request = requests.first()
         if request is None:
             return
         key = f"approval:{request.pk}"
@@ -319,7 +327,7 @@ class _Replay:
         if len(parts) < 4:
             return False
         step, round_ = parts[1], parts[2].removeprefix("r")
-        return step in earlier or (round_.isdigit() and int(round_) < self.recorded.round)
+        return step in earlier or (round_.isdigit() and int(round_) < self.execution.round)
 
 
 _MISSING = object()

@@ -38,11 +38,10 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.utils import timezone
 
-from artifacts.models import ArtifactVersion
 from artifacts.services import artifact_copy
+from executions import visits
 from executions.authoring import registry
 from executions.authoring.workflow import Workflow
-from executions.blockers import path_of
 from executions.engine import dispatch, lifecycle
 from executions.errors import Conflict, Forbidden, InvalidInput
 from executions.models import Action, Execution, ExecutionEvent, Status
@@ -71,10 +70,12 @@ class RestartOption:
     repeats: tuple[Repeat, ...]  # what a restart from here would send again (refused unless accepted)
     warnings: tuple[str, ...]  # effects resolved as failed that it sends again
     default: bool = False
+    visit: int = 1  # the pass through ``step`` it runs again; every visit before it is kept
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "step": self.step,
+            "visit": self.visit,
             "label": self.label,
             "works": self.works,
             "why_not": self.why_not,
@@ -85,56 +86,76 @@ class RestartOption:
 
 
 def restart_options(failed: Execution) -> list[RestartOption]:
-    """Every step of the pinned version up to the one ``failed`` failed at, with whether a
-    restart from it can work, what it would repeat, and the default: the latest step that
-    works and repeats nothing (else the latest that works). Empty when ``failed`` is not
-    failed or its version is not deployed. Read only."""
+    """Every visit ``failed`` made, up to the one it failed in (``executions.visits``: a
+    loop's step is offered once per pass), with whether a restart from it can work, what
+    it would repeat, and the default: the latest that works and repeats nothing (else
+    the latest that works). Empty when ``failed`` is not failed or its version is not
+    deployed. Read only."""
     if failed.status != Status.FAILED:
         return []
     try:
         workflow = registry.get(failed.workflow, failed.workflow_version)
     except registry.UnknownWorkflow:
         return []
-    path = path_of(workflow, failed)  # the steps it took: a route's recorded choice, not every branch
-    names = [s.name for s in path]
-    last = names.index(failed.current_step) if failed.current_step in names else len(names) - 1
+    sequence, later = _sequence(workflow, failed)
     # The workflow's own effects: never a compensation, a notification or a webhook (sent beside the
     # steps, by their own task, whatever a restart does: notifications/).
     actions = [a for a in failed.actions.order_by("id") if not a.is_compensation and not a.beside]
+    done = [v for v in sequence if v.done]
+    # Where each effect was sent in the sequence: the visit it was planned in (not yet done: the failed one).
+    at = {(v.name, v.visit): index for index, v in enumerate(sequence)}
+    placed = [(a, at.get(_visit_key(visits.visit_of(done, a.step, a.created_at)), len(done))) for a in actions]
     resolved_failed = set(
         ExecutionEvent.objects.filter(execution=failed, type="action.failed", payload__resolved=True).values_list(
             "payload__key", flat=True
         )
     )
     options = []
-    for index, step in enumerate(path[: last + 1]):
-        runs = set(names[index:])
-        why_not = _why_not(failed, workflow, names[:index])
-        repeats = tuple(r for a in actions if a.step in runs and (r := _repeat(a)) is not None)
+    for index, visit in enumerate(sequence):
+        runs_again = [a for a, position in placed if position >= index]
+        why_not = _why_not(failed, kept=sequence[:index], runs=[*sequence[index:], *later])
+        repeats = tuple(r for a in runs_again if (r := _repeat(a)) is not None)
         warnings = tuple(
             f"{a.key} was resolved as failed by an operator: if it happened after all, it exists at the provider "
             "and a restart sends it again"
-            for a in actions
-            if a.step in runs and a.key in resolved_failed
+            for a in runs_again
+            if a.key in resolved_failed
         )
-        options.append(RestartOption(step.name, step.label, not why_not, why_not, repeats, warnings))
+        label = (
+            visit.step.label
+            if sum(v.name == visit.name for v in sequence) == 1
+            else f"{visit.step.label} (visit {visit.visit})"
+        )
+        options.append(RestartOption(visit.name, label, not why_not, why_not, repeats, warnings, visit=visit.visit))
     working = [o for o in options if o.works]
     chosen = next((o for o in reversed(working) if not o.repeats), working[-1] if working else None)
     return [o if o is not chosen else replace(o, default=True) for o in options]
 
 
-def _why_not(failed: Execution, workflow: Workflow, kept: list[str]) -> str:
-    """Why a restart of ``failed`` that keeps the outputs of the steps ``kept`` can't work
-    ("" when it can)."""
-    state = failed.outputs()
-    missing = next((name for name in kept if name not in state), None)
+def _sequence(workflow: Workflow, failed: Execution) -> tuple[list[visits.Visit], list[visits.Visit]]:
+    """The visits a restart of ``failed`` can start from (each it made, then the one it
+    failed in), and the ones its edges lead to after that (known to run again)."""
+    done = visits.done(workflow, failed)
+    coming = visits.ahead(workflow, failed, done)
+    return [*done, *coming[:1]], coming[1:]
+
+
+def _visit_key(visit: visits.Visit | None) -> tuple[str, int] | None:
+    return (visit.name, visit.visit) if visit is not None else None
+
+
+def _why_not(failed: Execution, *, kept: list[visits.Visit], runs: list[visits.Visit]) -> str:
+    """Why a restart of ``failed`` that keeps the outputs of the visits ``kept`` and runs
+    ``runs`` can't work ("" when it can)."""
+    missing = next((v for v in kept if not v.done), None)
     if missing is not None:
-        return f"{missing} never completed in {failed.ref}: restart from it or earlier"
-    for step in path_of(workflow, failed)[len(kept) :]:
-        bound = [name for name in step.restart_with if name in kept]
+        return f"{missing.name} never completed in {failed.ref}: restart from it or earlier"
+    names = {v.name for v in kept}
+    for visit in runs:
+        bound = [name for name in visit.step.restart_with if name in names]
         if bound:
             return (
-                f"{step.name} checks what {bound[0]} made for {failed.ref} (it names that execution): restart from "
+                f"{visit.name} checks what {bound[0]} made for {failed.ref} (it names that execution): restart from "
                 f"{bound[0]} or earlier, so the new execution makes its own"
             )
     return ""
@@ -157,15 +178,23 @@ def execution_restart_options(*, ref: str, user: AbstractBaseUser) -> list[Resta
 
 
 def execution_restart(
-    *, ref: str, user: AbstractBaseUser, from_step: str, reason: str, accept_repeats: bool = False
+    *,
+    ref: str,
+    user: AbstractBaseUser,
+    from_step: str,
+    reason: str,
+    accept_repeats: bool = False,
+    visit: int | None = None,
 ) -> Execution:
-    """Operators: a new execution continuing failed execution ``ref`` from ``from_step``.
+    """Operators: a new execution continuing failed execution ``ref`` from ``from_step``
+    (its ``visit``-th pass through it; default: the latest), keeping every visit before it.
 
-    Raises Forbidden, NotFound, InvalidInput naming ``reason`` or ``from_step`` (not a
+    Raises Forbidden, NotFound, InvalidInput naming ``reason``, ``from_step`` (not a
     step of the pinned version, past the step it failed at, or a step a restart can't
-    work from: ``restart_options``), Conflict (not failed; already restarted; an action
-    whose outcome is unknown; its version not deployed; it would send again an effect
-    that already happened, unless ``accept_repeats``). Nothing is written on any refusal.
+    work from: ``restart_options``) or ``visit`` (a pass it never made), Conflict (not
+    failed; already restarted; an action whose outcome is unknown; its version not
+    deployed; it would send again an effect that already happened, unless
+    ``accept_repeats``). Nothing is written on any refusal.
     """
     if not user.has_perm(OPERATE):
         raise Forbidden("only operators may restart executions")
@@ -178,21 +207,17 @@ def execution_restart(
             workflow = registry.get(failed.workflow, failed.workflow_version)
         except registry.UnknownWorkflow as exc:
             raise Conflict(str(exc)) from None
-        names = [s.name for s in path_of(workflow, failed)]
-        if from_step not in names and any(s.name == from_step for s in workflow.steps):
-            raise InvalidInput(
-                "from_step",
-                f"{from_step} is not on the path {failed.ref} took ({', '.join(names)}): a route chose another step",
-            )
-        if from_step not in names:
-            raise InvalidInput(
-                "from_step",
-                f"{workflow.name} v{workflow.version} has no step {from_step!r}; its steps: {', '.join(names)}",
-            )
+        sequence, later = _sequence(workflow, failed)
+        _check_from_step(failed, workflow, from_step, sequence, later)
         _check_restartable(failed)
-        kept = names[: names.index(from_step)]
-        _check_reached(failed, from_step, names)
-        option = next(o for o in restart_options(failed) if o.step == from_step)
+        passes = [o for o in restart_options(failed) if o.step == from_step]
+        option = passes[-1] if visit is None else next((o for o in passes if o.visit == visit), None)
+        if option is None:
+            raise InvalidInput(
+                "visit",
+                f"{failed.ref} visited {from_step} {len(passes)} time{'s' if len(passes) != 1 else ''}: "
+                f"restart from visit 1 to {len(passes)}",
+            )
         if not option.works:
             raise InvalidInput("from_step", option.why_not)
         if option.repeats and not accept_repeats:
@@ -202,8 +227,12 @@ def execution_restart(
                 + ". Restart from a later step, or accept the repeats (accept_repeats) and say why in the reason",
                 would_repeat=[r.key for r in option.repeats],
             )
+        index = next(i for i, v in enumerate(sequence) if (v.name, v.visit) == (from_step, option.visit))
+        kept = sequence[:index]
         restarted = _create(failed, workflow, from_step=from_step, kept=kept)
         common = {"from_step": from_step, "reason": reason}
+        if len(passes) > 1:  # a step visited more than once: which pass it runs again
+            common["visit"] = option.visit
         if option.repeats:
             common["accepted_repeats"] = [r.key for r in option.repeats]
         lifecycle.record(
@@ -217,7 +246,7 @@ def execution_restart(
                 "workflow_version": workflow.version,
                 "input": restarted.input,
                 "restarted_from": failed.ref,
-                "reused_steps": kept,
+                "reused_steps": [v.name for v in kept],
                 **common,
             },
         )
@@ -247,15 +276,27 @@ def _check_restartable(failed: Execution) -> None:
         )
 
 
-def _check_reached(failed: Execution, from_step: str, names: list[str]) -> None:
-    """``from_step`` is not past the step it failed at."""
-    if failed.current_step in names and names.index(from_step) > names.index(failed.current_step):
+def _check_from_step(
+    failed: Execution, workflow: Workflow, from_step: str, sequence: list[visits.Visit], later: list[visits.Visit]
+) -> None:
+    """``from_step`` is a step ``failed`` reached: on the path it took, not past the step it failed at."""
+    if any(v.name == from_step for v in sequence):
+        return
+    names = ", ".join(dict.fromkeys(v.name for v in sequence))
+    if any(v.name == from_step for v in later):
         raise InvalidInput(
             "from_step", f"{failed.ref} failed at {failed.current_step}: restart from it or an earlier step"
         )
+    if any(s.name == from_step for s in workflow.steps):
+        raise InvalidInput(
+            "from_step", f"{from_step} is not on the path {failed.ref} took ({names}): a route chose another step"
+        )
+    raise InvalidInput(
+        "from_step", f"{workflow.name} v{workflow.version} has no step {from_step!r}; its steps: {names}"
+    )
 
 
-def _create(failed: Execution, workflow: Workflow, *, from_step: str, kept: list[str]) -> Execution:
+def _create(failed: Execution, workflow: Workflow, *, from_step: str, kept: list[visits.Visit]) -> Execution:
     old = failed.context
     restarted = Execution.objects.create(
         workflow=failed.workflow,
@@ -268,21 +309,25 @@ def _create(failed: Execution, workflow: Workflow, *, from_step: str, kept: list
         deadline=timezone.now() + timedelta(seconds=workflow.deadline_seconds) if workflow.deadline_seconds else None,
         context={"artifacts": {}, "notes": {}},
     )
+    names = list(dict.fromkeys(v.name for v in kept))
     restarted.context = {
-        "carried": {name: failed.outputs()[name] for name in kept},
+        # Each kept step's latest output (``Execution.outputs``), and every kept visit in
+        # order (``ctx.visits``, the visits' numbering: ``executions.visits``).
+        "carried": {v.name: v.output for v in kept},
+        "carried_visits": [[v.name, v.output] for v in kept],
         "artifacts": _artifacts(old.get("artifacts", {}), kept, restarted),
-        "notes": _notes(old["notes"], kept, next_action=workflow.label_for(from_step)),
+        "notes": _notes(old["notes"], names, next_action=workflow.label_for(from_step)),
     }
     restarted.save(update_fields=["context"])
     return restarted
 
 
-def _artifacts(refs: dict[str, dict], kept: list[str], restarted: Execution) -> dict[str, dict]:
-    """The artifacts the kept steps produced, copied into ``restarted``."""
+def _artifacts(refs: dict[str, dict], kept: list[visits.Visit], restarted: Execution) -> dict[str, dict]:
+    """Each artifact's newest version a kept visit produced, copied into ``restarted``."""
     out = {}
     for name, ref in refs.items():
-        version = ArtifactVersion.objects.select_related("artifact").get(pk=ref["version_pk"])
-        if version.produced_by_step in kept:
+        version = visits.produced_before(ref, kept)
+        if version is not None:
             out[name] = artifact_copy(version, execution=restarted).as_ref()
     return out
 

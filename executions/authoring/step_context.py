@@ -13,7 +13,6 @@ from artifacts import store
 from artifacts.models import ArtifactVersion
 from artifacts.services import artifact_version_content
 
-from ..models import StepRun
 from . import notes as progress_notes
 from .workflow import Workflow
 
@@ -56,10 +55,7 @@ class StepContext:
 
     def visits(self, step: str) -> list[Any]:
         """Every completed visit's output of ``step``, oldest first (``state[step]`` is the last)."""
-        if step not in self.state:
-            return []
-        runs = StepRun.objects.filter(execution_id=self.execution.pk, step=step, outcome=StepRun.Outcome.SUCCEEDED)
-        return list(runs.order_by("id").values_list("output", flat=True)) or [self.state[step]]
+        return self.execution.visit_outputs(step)
 
     @property
     def notes(self) -> dict[str, Any]:

@@ -261,8 +261,7 @@ def _visit_limit(execution: Execution, workflow: Workflow, step: Step) -> None:
     (``loop_limit``) before anything is called. Counted only for a step visited before."""
     if step.name not in execution.outputs():
         return
-    done = StepRun.objects.filter(execution_id=execution.pk, step=step.name, outcome=StepRun.Outcome.SUCCEEDED)
-    if done.count() >= workflow.max_visits:
+    if len(execution.visit_outputs(step.name)) >= workflow.max_visits:
         raise NeedsAttention(
             f"{step.name} was visited {workflow.max_visits} times, the most {workflow.name} allows (max_visits): "
             "nothing was called for another visit",
