@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import heapq
 import json
 import math
 import re
@@ -16,11 +17,11 @@ from django.db.models.fields.json import KeyTransform
 
 from artifacts.models import ArtifactVersion
 
-from . import stuck
+from . import stuck, visits
 from .authoring import registry
 from .engine import costs, gates, routing
 from .errors import InvalidInput
-from .models import Execution, ExecutionEvent, ModelCall, Status, pk_from_ref, ref_for
+from .models import Execution, ExecutionEvent, ModelCall, Status, StepRun, pk_from_ref, ref_for
 
 PAGE_SIZE = 50
 
@@ -338,17 +339,20 @@ HISTORY_CHUNK = 1000  # events read at a time for the JSON Lines download
 
 
 def execution_history(execution: Execution) -> Iterator[str]:
-    """The execution's whole event history as JSON Lines, oldest first (issue 39: the
-    peers' downloadable history): one event a line, ``{"event_id", "time", "type",
-    "execution", "step", "from_status", "to_status", "actor", "payload"}``. The payload
-    is the stored one: redacted when it was written (``executions.redaction``), as the
-    page's timeline shows it. Read ``HISTORY_CHUNK`` events at a time, however long."""
+    """The execution's whole history as JSON Lines, oldest first (issue 39: the peers'
+    downloadable history): one entry a line, ``{"event_id", "time", "type", "execution",
+    "step", "from_status", "to_status", "actor", "payload"}``. Its events, with their
+    payloads as stored (redacted when written, as the page's timeline shows them), and
+    each step attempt (a step's completion is recorded once, as its run:
+    ``step.completed`` or ``step.failed``, ``event_id`` null, the payload ``{"visit",
+    "round", "attempt"}`` and the ``error`` of a failed one; its output is in
+    ``/state``). Read ``HISTORY_CHUNK`` rows at a time, however long."""
     rows = ExecutionEvent.objects.filter(execution=execution).select_related("actor").order_by("id")
     ref = execution.ref
-    for event in rows.iterator(chunk_size=HISTORY_CHUNK):
-        line = {
+    events = (
+        {
             "event_id": event.pk,
-            "time": event.created_at.isoformat(),
+            "time": event.created_at,
             "type": event.type,
             "execution": ref,
             "step": event.step,
@@ -357,7 +361,36 @@ def execution_history(execution: Execution) -> Iterator[str]:
             "actor": event.actor.get_username() if event.actor is not None else event.actor_label,
             "payload": event.payload,
         }
+        for event in rows.iterator(chunk_size=HISTORY_CHUNK)
+    )
+    merged = heapq.merge(events, _attempts(execution), key=lambda line: line["time"])
+    for line in merged:
         yield json.dumps(line, cls=DjangoJSONEncoder, ensure_ascii=False, sort_keys=True) + "\n"
+
+
+def _attempts(execution: Execution) -> Iterator[dict[str, Any]]:
+    """Each step attempt of ``execution`` as a history line, in the order they finished."""
+    runs = StepRun.objects.filter(execution=execution).order_by("id")
+    numbered = visits.visit_numbers(
+        runs.only("id", "step", "outcome").iterator(chunk_size=HISTORY_CHUNK),
+        carried=visits.carried_counts(execution),
+    )
+    fields = ("id", "step", "outcome", "round", "attempt", "error", "worker", "finished_at")
+    for run in runs.only(*fields).iterator(chunk_size=HISTORY_CHUNK):
+        payload = {"visit": numbered[run.pk], "round": run.round, "attempt": run.attempt}
+        if run.error:
+            payload["error"] = run.error
+        yield {
+            "event_id": None,
+            "time": run.finished_at,
+            "type": f"step.{'completed' if run.outcome == StepRun.Outcome.SUCCEEDED else 'failed'}",
+            "execution": execution.ref,
+            "step": run.step,
+            "from_status": "",
+            "to_status": "",
+            "actor": run.worker,
+            "payload": payload,
+        }
 
 
 def model_calls(execution: Execution) -> list[dict[str, Any]]:

@@ -84,6 +84,12 @@ def test_s51_a_loop_speaks_visits_in_the_resume_preview_the_page_and_replay(stac
     planned = page(stack, people["operator"], f"/executions/{ref}/resume/preview/")
     assert 'data-step="think" data-visit="3"' in planned and "· visit 4" in planned
 
+    history = [json.loads(line) for line in operator.get(f"/executions/{ref}/history.jsonl").text.splitlines()]
+    attempts = [(h["step"], h["payload"]["visit"]) for h in history if h["type"] == "step.completed"]
+    assert attempts == [(step, n) for n in (1, 2, 3) for step in ("think", "more")]
+    times = [h["time"] for h in history]
+    assert times == sorted(times) and history[0]["type"] == "execution.created"
+
     same = replay(stack, ref, "")
     assert same["verdict"] == "ok", same
     prompt = replay(stack, ref, "visit2_prompt")
