@@ -15,7 +15,7 @@ from typing import Literal
 from django.contrib.auth.models import AbstractBaseUser
 from ninja import Schema
 
-from executions.engine import events
+from executions import runtime
 from executions.inputs import Body, Comment, DbInt, EventId, Sha256
 
 from .services import approval_decide
@@ -60,8 +60,8 @@ def _deliver(*, ref: str, user: AbstractBaseUser, body: DecisionEventIn) -> dict
     ).as_dict()
 
 
-events.register(
-    events.EventType(
+runtime.register_event_type(
+    runtime.EventType(
         name="approval.decision",
         body=DecisionEventIn,
         answer=DecisionOut,

@@ -18,14 +18,13 @@ from django.db.models import DateTimeField, Exists, ExpressionWrapper, OuterRef,
 from django.db.models.functions import Now
 
 from artifacts.models import ArtifactVersion
+from executions import runtime
 from executions.authoring.specs import GateSpec
 from executions.authoring.workflow import Effect, Step, Workflow
-from executions.engine import gates
-from executions.engine.compiled import CompiledRead
-from executions.engine.leases import in_seconds
 from executions.errors import FailureKind, StepFailure
 from executions.models import Action, Execution
 from executions.reasons import StuckReason
+from executions.runtime import CompiledRead, in_seconds
 
 from . import audit, policy, services, throttle
 from .models import ApprovalRequest, AuditEntry, gate_ref_for
@@ -95,7 +94,7 @@ _OUTCOME = CompiledRead(
 )
 
 
-class ApprovalGate(gates.Gate):
+class ApprovalGate(runtime.Gate):
     kind = Approval.kind
 
     def visit(self, execution: Execution, step: Step):
@@ -104,9 +103,9 @@ class ApprovalGate(gates.Gate):
             return None
         pk, status, version, sha256, action, decision, decided_by_then, decided_by_now, comment = found
         if status in LAPSED:  # resumed after the request lapsed: ask again
-            return gates.Reopen()
+            return runtime.Reopen()
         if status == ApprovalRequest.State.REJECTED and step.spec.on_reject:
-            return gates.Passed(
+            return runtime.Passed(
                 {
                     "approval_id": pk,
                     "decision": "reject",
@@ -118,10 +117,10 @@ class ApprovalGate(gates.Gate):
             )
         if status != ApprovalRequest.State.APPROVED:
             # e.g. resumed by an operator while nothing approves it: a person decides.
-            return gates.Attention(
+            return runtime.Attention(
                 f"approval request {pk} is {status}; no approval to act on", code=StuckReason.APPROVAL_LAPSED
             )
-        return gates.Passed(
+        return runtime.Passed(
             {
                 "approval_id": pk,
                 "decision": decision,
@@ -152,7 +151,7 @@ class ApprovalGate(gates.Gate):
         current = None
         for pk, round, status, version, sha256, action, decision, decided_by_then, decided_by_now in rows:
             if status == ApprovalRequest.State.APPROVED and sha256 == subject_sha256:
-                return gates.Passed(
+                return runtime.Passed(
                     {
                         "approval_id": pk,
                         "decision": decision,
@@ -168,12 +167,12 @@ class ApprovalGate(gates.Gate):
             return None
         pk, status, sha256 = current
         if status in LAPSED or sha256 != subject_sha256:
-            return gates.Reopen()
-        return gates.Attention(
+            return runtime.Reopen()
+        return runtime.Attention(
             f"approval request {pk} is {status}; no approval to act on", code=StuckReason.APPROVAL_LAPSED
         )
 
-    def open(self, execution: Execution, step: Step, workflow: Workflow, *, actor_label: str) -> gates.Opened:
+    def open(self, execution: Execution, step: Step, workflow: Workflow, *, actor_label: str) -> runtime.Opened:
         spec: Approval = step.spec
         approver = spec.approver
         ref = execution.context["artifacts"][spec.artifact]
@@ -206,7 +205,7 @@ class ApprovalGate(gates.Gate):
             permission=approver.permission,
             group=approver.group,
         )
-        return gates.Opened(
+        return runtime.Opened(
             sla_at=in_seconds(spec.sla_seconds or settings.APPROVAL_SLA_SECONDS),
             transition="await_approval",
             ref=request.gate_ref,
@@ -238,7 +237,7 @@ class ApprovalGate(gates.Gate):
         throttle.flush_closed()
         return services.expire_due()
 
-    def pending(self, execution: Execution) -> gates.PendingGate | None:
+    def pending(self, execution: Execution) -> runtime.PendingGate | None:
         request = (
             ApprovalRequest.objects.filter(execution=execution, status=ApprovalRequest.State.PENDING)
             .select_related("artifact_version__artifact")
@@ -247,8 +246,8 @@ class ApprovalGate(gates.Gate):
         )
         return _pending(request) if request is not None else None
 
-    def pending_many(self, executions: list[Execution]) -> dict[int, gates.PendingGate]:
-        found: dict[int, gates.PendingGate] = {}
+    def pending_many(self, executions: list[Execution]) -> dict[int, runtime.PendingGate]:
+        found: dict[int, runtime.PendingGate] = {}
         requests = (
             ApprovalRequest.objects.filter(execution__in=executions, status=ApprovalRequest.State.PENDING)
             .select_related("artifact_version__artifact")
@@ -296,7 +295,7 @@ class ApprovalGate(gates.Gate):
         approval = execution.outputs().get(gate_step.name) or {}
         return gate_ref_for(approval["approval_id"]) if approval.get("approval_id") else ""
 
-    def stale(self, execution: Execution) -> list[gates.StaleGrant]:
+    def stale(self, execution: Execution) -> list[runtime.StaleGrant]:
         """Approved requests whose effects are not all done and that ``check_effect``
         would now refuse: the artifact has a newer version (or other bytes) than the one
         approved, or the approver no longer holds the authority."""
@@ -325,7 +324,7 @@ class ApprovalGate(gates.Gate):
                 whys.append(f"the approver {approver.get_username()} lost the authority ({refused})")
             if whys:
                 found.append(
-                    gates.StaleGrant(
+                    runtime.StaleGrant(
                         step=request.step,
                         why="; ".join(whys),
                         details={
@@ -356,9 +355,9 @@ def _refused(message: str, **evidence) -> StepFailure:
     return StepFailure(FailureKind.PERMISSION, message, evidence={"approval_check": "refused", **evidence})
 
 
-def _pending(request: ApprovalRequest) -> gates.PendingGate:
+def _pending(request: ApprovalRequest) -> runtime.PendingGate:
     artifact = request.artifact_version.artifact.ref
-    return gates.PendingGate(
+    return runtime.PendingGate(
         kind=Approval.kind,
         step=request.step,
         ref=request.gate_ref,
@@ -376,4 +375,4 @@ def _pending(request: ApprovalRequest) -> gates.PendingGate:
     )
 
 
-gates.register(ApprovalGate())
+runtime.register_gate(ApprovalGate())

@@ -18,9 +18,9 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import Count, F, Q, QuerySet, Value
 from django.utils import timezone
 
-from executions.agent.steps import TOOL_CALL_ARTIFACT_KIND, recorded_results
 from executions.authoring import Template, registry
 from executions.models import ExecutionEvent, Status
+from executions.runtime import TOOL_CALL_ARTIFACT_KIND, recorded_results
 from executions.storable import text_refusal
 
 from . import policy

@@ -20,9 +20,8 @@ from django.db.models.functions import Now
 from django.utils import timezone
 
 from artifacts.models import ArtifactVersion
-from executions import services as runtime
+from executions import runtime
 from executions.authoring import registry
-from executions.engine import ledger, lifecycle
 from executions.errors import Conflict, Forbidden, InvalidInput, NotFound, RateLimited
 from executions.models import Execution, Status, ref_for
 from executions.reasons import StuckReason
@@ -59,7 +58,7 @@ def close_request(
     request.save(update_fields=["status", "closed_at"])
     approved = request.status == ApprovalRequest.State.APPROVED
     why = f"approval {request.pk} was {request.status}" + (f" ({reason})" if reason else "")
-    ledger.authorise(
+    runtime.authorise(
         gate_ref=request.gate_ref,
         approved=approved,
         actor_label=actor_label or (f"user:{actor.get_username()}" if actor is not None else ""),
@@ -242,7 +241,7 @@ def _decide(*, user, execution_ref, approval_id, decision, artifact_version, con
         "content_sha256": content_sha256,
         "comment": comment,
     }
-    lifecycle.record(execution, "approval.decided", step=request.step, actor=user, payload=payload)
+    runtime.record(execution, "approval.decided", step=request.step, actor=user, payload=payload)
     close_request(
         request,
         CLOSE[decision],
@@ -343,7 +342,7 @@ def approval_supersede(request: ApprovalRequest, *, actor_label: str, reason: st
     if request is None or not request.is_pending:
         return
     close_request(request, "supersede", AuditEntry.Kind.SUPERSEDED, actor=actor, actor_label=actor_label, reason=reason)
-    lifecycle.record(
+    runtime.record(
         request.execution,
         "approval.superseded",
         step=request.step,
@@ -416,7 +415,7 @@ def expire_due() -> list[int]:
                 if request.on_expiry == "cancel":
                     runtime.cancel_locked(execution, actor_label="sweeper", reason=reason)
                 else:
-                    lifecycle.apply(
+                    runtime.transition(
                         execution, "flag", actor_label="sweeper", reason=reason, code=StuckReason.APPROVAL_LAPSED
                     )
         expired.append(pk)

@@ -17,9 +17,9 @@ from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.parser import Parser
 
 from approvals.api import router as approvals_router
+from executions import runtime
 from executions.api import BearerToken, BrowserSession
 from executions.api import router as executions_router
-from executions.engine import events
 from executions.errors import InvalidInput, RateLimited, ServiceError
 from fleet.api import router as fleet_router
 from metrics.api import router as metrics_router
@@ -97,7 +97,7 @@ def _validation_error(request: HttpRequest, exc: ValidationError):
 
 
 # The tags pydantic puts in ``loc`` for a tagged union's variant: the events endpoint's types.
-_EVENT_TAGS = {event_type.name for event_type in events.registered()}
+_EVENT_TAGS = {event_type.name for event_type in runtime.event_types()}
 
 
 @api.exception_handler(HttpError)

@@ -13,7 +13,7 @@ from django.http import HttpRequest, HttpResponse
 from django.template import loader
 
 from config.middleware import unavailable
-from executions.engine import outages
+from executions import runtime
 from executions.errors import Gone
 
 
@@ -46,7 +46,7 @@ def page_not_found(request: HttpRequest, exception: Exception | None = None) -> 
 def server_error(request: HttpRequest) -> HttpResponse:
     """500 — or 503 with ``Retry-After`` when what failed is the database or the broker
     going away outside a view (a middleware reading the session, saving it)."""
-    what = outages.unavailable(sys.exc_info()[1]) if sys.exc_info()[1] is not None else ""
+    what = runtime.unavailable(sys.exc_info()[1]) if sys.exc_info()[1] is not None else ""
     if what:
         return unavailable(request, what)
     template = loader.get_template("500.html")

@@ -40,7 +40,7 @@ from django.shortcuts import resolve_url
 from django.template import loader
 from django.utils.cache import add_never_cache_headers
 
-from executions.engine import outages
+from executions import runtime
 
 log = logging.getLogger(__name__)
 
@@ -176,7 +176,7 @@ class UnavailableMiddleware:
         return self.get_response(request)
 
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
-        what = outages.unavailable(exception)
+        what = runtime.unavailable(exception)
         if not what:
             return None
         log.warning("%s %s: the %s is out of reach, answered 503: %s", request.method, request.path, what, exception)

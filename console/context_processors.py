@@ -1,6 +1,6 @@
 from django.conf import settings
 
-from executions.agent.modelclient import get_model_client
+from executions.runtime import get_model_client
 
 from .page import Nav
 

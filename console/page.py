@@ -30,8 +30,7 @@ from approvals import selectors as approval_selectors
 from approvals.gate import reused_approvals
 from approvals.models import ApprovalRequest
 from artifacts.models import ArtifactVersion
-from executions import selectors, services, stuck
-from executions.engine import gates
+from executions import runtime, selectors, services, stuck
 from executions.models import HOLDABLE, Action, Execution, ExecutionEvent, ModelCall, Status, StepRun, ref_for
 from retention import holds as legal_holds
 from triage import drift
@@ -393,7 +392,7 @@ def panel_context(
     ctx["drift"] = presenters.drift_card(drifted) if drifted is not None else None
     ctx["can_accept_request"] = drifted is not None and operator and not drifted.accepted
     ctx["can_resolve"] = execution.status == Status.NEEDS_ATTENTION and operator
-    ctx["waiting"] = gates.pending_of(execution) if execution.status == Status.WAITING else None
+    ctx["waiting"] = runtime.pending_of(execution) if execution.status == Status.WAITING else None
     ctx["can_signal"] = ctx["can_cancel"] and ctx["waiting"] is not None and ctx["waiting"].kind == "wait"
     # Restart a failed execution from a step; close the compensations a cancel recorded.
     ctx["can_restart"] = execution.status == Status.FAILED and operator and snap.restarted_as is None

@@ -9,9 +9,9 @@ class FleetConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from executions.engine import routing
+        from executions import runtime
 
         from . import heartbeat, registry
 
-        routing.set_consumers(registry.live_queues)
+        runtime.set_consumers(registry.live_queues)
         heartbeat.connect_signals()

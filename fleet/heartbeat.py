@@ -29,7 +29,7 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
-from executions.engine.dispatch import ADVANCE
+from executions.runtime import ADVANCE
 
 from .models import Worker
 

@@ -18,7 +18,7 @@ from django.conf import settings
 from django.db.models import BooleanField, Case, DateTimeField, ExpressionWrapper, Q, Value, When
 from django.db.models.functions import Now
 
-from executions.engine import routing
+from executions import runtime
 from executions.models import Execution, Status, ref_for
 
 from .models import Worker
@@ -97,7 +97,7 @@ def fleet() -> Fleet:
     """The workers (alive first) with what each holds, and the routed queues."""
     rows = list(_listed())
     held = _held([r for r in rows if r.alive])
-    routed = routing.routed_queues()
+    routed = runtime.routed_queues()
     workers = [
         WorkerView(
             identity=r.identity,

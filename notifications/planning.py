@@ -33,7 +33,7 @@ from django.utils import timezone
 
 from approvals.models import ApprovalRequest
 from artifacts.models import ArtifactVersion
-from executions.engine import ledger
+from executions import runtime
 from executions.models import Action, ExecutionEvent, Status
 
 from . import mail, recipients, webhooks
@@ -177,7 +177,7 @@ def _audience(request: ApprovalRequest, kind: str) -> list[tuple[Any, bool]]:
 
 
 def _record(execution, key, action_type, args, *, honors_key, channel, kind, request=None, recipient=None) -> int:
-    action, created = ledger.record_beside(
+    action, created = runtime.record_beside(
         execution, key=key, action_type=action_type, args=args, honors_key=honors_key, actor_label=ACTOR
     )
     if not created:

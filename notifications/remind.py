@@ -23,7 +23,7 @@ from django.utils import timezone
 
 from approvals import selectors as approval_selectors
 from approvals.models import ApprovalRequest
-from executions.engine import lifecycle
+from executions import runtime
 from executions.errors import Conflict, Forbidden, InvalidInput
 from executions.models import Execution, ExecutionEvent, execution_for
 
@@ -102,7 +102,7 @@ def approval_remind(*, ref: str, user: AbstractBaseUser, reason: str) -> Reminde
             note=reason,
         )
         to = [u.get_username() for u in deciders]
-        lifecycle.record(execution, EVENT, actor=user, payload={"reason": reason, "approval_id": request.pk, "to": to})
+        runtime.record(execution, EVENT, actor=user, payload={"reason": reason, "approval_id": request.pk, "to": to})
     return Reminded(
         request=request,
         fresh=True,

@@ -1,7 +1,7 @@
 """Sending: one delivery through the ledger, and when to try again (issue 22, item 1).
 
 ``deliver`` is what the ``notifications.send`` task runs, beside the execution's
-steps and never under its lease: ``ledger.perform_beside`` commits the action
+steps and never under its lease: ``runtime.perform_beside`` commits the action
 ``executing`` before the call and its outcome after. Then the schedule: transient
 failures (could not connect, a 4xx from SMTP, a 5xx or 429 from a webhook receiver)
 are tried again with the effect retry policy's backoff (``RetryPolicy()``), the same
@@ -23,11 +23,11 @@ from django.db import transaction
 from django.utils import timezone
 
 from approvals.models import ApprovalRequest
+from executions import runtime
 from executions.authoring.retry import RetryPolicy, Verdict, decide
-from executions.engine import ledger
-from executions.engine.leases import worker_identity
 from executions.errors import FailureKind
 from executions.models import Action
+from executions.runtime import worker_identity
 
 from . import mail, recipients, webhooks
 from .models import Delivery
@@ -46,7 +46,7 @@ def deliver(key: str) -> str:
         return "unknown key"
     if delivery.due_at is None:  # settled (sent, refused for good, unknown, dropped): a stray message
         return delivery.action.status
-    action, failure = ledger.perform_beside(
+    action, failure = runtime.perform_beside(
         key=key,
         call=SENDERS[delivery.channel],
         in_flight_seconds=settings.RUNTIME_NOTIFY_CLAIM_SECONDS,

@@ -45,7 +45,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from approvals.models import ApprovalTombstone
-from executions.engine import failpoints
+from executions import runtime
 from executions.models import TERMINAL, Execution, ExecutionTombstone, pk_from_ref, ref_for
 from triage import tallies
 
@@ -170,7 +170,7 @@ def _archive(members: list[Member], policy: Policy, using: str, outcome: Outcome
     data_path = f"{store.PREFIX}/{name}{store.DATA}"
     content = store.data_bytes(lines, records.encode)
     digest = store.write(data_path, content)
-    failpoints.hit("retention:after_data")
+    runtime.failpoint("retention:after_data")
     refs = [ref_for(pk) for pk in ids]
     manifest = {
         "format": store.FORMAT,
@@ -191,7 +191,7 @@ def _archive(members: list[Member], policy: Policy, using: str, outcome: Outcome
     manifest["body_sha256"] = store.body_sha256(manifest)
     manifest_path = f"{store.PREFIX}/{name}{store.MANIFEST}"
     sha256 = store.write(manifest_path, json.dumps(manifest, indent=1, sort_keys=True, ensure_ascii=False).encode())
-    failpoints.hit("retention:before_purge")
+    runtime.failpoint("retention:before_purge")
     outcome.archived += len(purge(manifest_path, manifest, lines, sha256=sha256, using=using))
     outcome.manifests.append(manifest_path)
 
@@ -243,7 +243,7 @@ def purge(manifest_path: str, manifest: dict, lines: list[dict], *, sha256: str,
             for label, row_pk in archived[pk]:
                 by_table[label].append(row_pk)
         records.delete(by_table, using=using)
-        failpoints.hit("retention:mid_purge")
+        runtime.failpoint("retention:mid_purge")
         ExecutionTombstone.objects.using(using).bulk_create(
             [
                 ExecutionTombstone(

@@ -10,7 +10,7 @@ from django.contrib.auth.base_user import AbstractBaseUser
 from django.db import transaction
 from django.utils import timezone
 
-from executions.engine import lifecycle
+from executions import runtime
 from executions.errors import Forbidden, InvalidInput
 from executions.models import Execution, execution_for
 
@@ -28,7 +28,7 @@ def hold_place(*, ref: str, user: AbstractBaseUser, reason: str) -> Execution:
         execution = Execution.objects.select_for_update().get(pk=execution_for(ref).pk)
         now = timezone.now()
         Execution.objects.filter(pk=execution.pk).update(hold_reason=reason, hold_by=user, hold_at=now)
-        lifecycle.record(execution, "hold.placed", actor=user, payload={"reason": reason})
+        runtime.record(execution, "hold.placed", actor=user, payload={"reason": reason})
     return Execution.objects.get(pk=execution.pk)
 
 
@@ -39,7 +39,7 @@ def hold_release(*, ref: str, user: AbstractBaseUser) -> Execution:
         execution = Execution.objects.select_for_update().get(pk=execution_for(ref).pk)
         if execution.hold_at is not None:
             Execution.objects.filter(pk=execution.pk).update(hold_reason="", hold_by=None, hold_at=None)
-            lifecycle.record(execution, "hold.released", actor=user, payload={"reason": execution.hold_reason})
+            runtime.record(execution, "hold.released", actor=user, payload={"reason": execution.hold_reason})
     return Execution.objects.get(pk=execution.pk)
 
 

@@ -33,8 +33,7 @@ from django.core import signing
 from django.db import transaction
 from django.db.models import OuterRef, Q, QuerySet, Subquery
 
-from executions import holds, selectors, services
-from executions.engine import lifecycle
+from executions import holds, runtime, selectors, services
 from executions.errors import Conflict, Forbidden, InvalidInput, ServiceError
 from executions.models import ACTIVE, HOLDABLE, Action, Execution, ExecutionEvent, Status, pk_from_ref, ref_for
 
@@ -333,7 +332,7 @@ def _run_one(op: Operation, pk: int, *, user: AbstractBaseUser, reason: str, bat
                 return Result(ref, "skipped", why)
             after = op.service(ref=ref, user=user, reason=reason).status
             act = ExecutionEvent.objects.filter(execution_id=pk).order_by("-id").values_list("id", flat=True).first()
-            lifecycle.record(
+            runtime.record(
                 execution,
                 ITEM_EVENT,
                 actor=user,

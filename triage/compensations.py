@@ -1,5 +1,5 @@
 """Closing compensations. A cancel records how each done effect would be undone as a
-``planned`` action (``<key>:compensate``, ``ledger.record_compensations``); the runtime
+``planned`` action (``<key>:compensate``, ``runtime.record_compensations``); the runtime
 never carries it out, because undoing is a business decision. A person does it at
 the provider and an operator closes it here with evidence: done (``succeeded``) or
 not possible (``failed``), one audited ledger transition."""
@@ -9,7 +9,7 @@ from __future__ import annotations
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 
-from executions.engine import ledger
+from executions import runtime
 from executions.errors import Conflict, NotFound
 from executions.models import Action, Execution, Status
 from executions.services import operator_outcome
@@ -39,5 +39,5 @@ def action_close(*, key: str, user: AbstractBaseUser, outcome: str, evidence: st
                 f"{execution.ref} is {execution.status}; compensations are closed once it is cancelled",
                 status=execution.status,
             )
-        ledger.close_compensation(action, execution=execution, outcome=outcome, actor=user, evidence=evidence)
+        runtime.close_compensation(action, execution=execution, outcome=outcome, actor=user, evidence=evidence)
     return action

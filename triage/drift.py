@@ -22,7 +22,7 @@ from typing import Any
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 
-from executions.engine import dispatch, journal, lifecycle
+from executions import runtime
 from executions.errors import Conflict, Forbidden, InvalidInput
 from executions.models import Execution, ModelCall, Status, StepRun
 from executions.services import OPERATE, execution_for
@@ -49,7 +49,7 @@ class Drift:
 
 def drift_of(execution: Execution) -> Drift | None:
     """The drift ``execution`` stopped at, if it is stopped by one (read only)."""
-    if execution.status != Status.NEEDS_ATTENTION or execution.reason_code != journal.ModelDrift.code:
+    if execution.status != Status.NEEDS_ATTENTION or execution.reason_code != runtime.ModelDrift.code:
         return None
     run = (
         StepRun.objects.filter(
@@ -73,7 +73,7 @@ def drift_of(execution: Execution) -> Drift | None:
         rebuilt_sha256=evidence["rebuilt_sha256"],
         recorded_request=recorded.request,
         rebuilt_request=evidence.get("rebuilt_request"),
-        accepted=journal.accepted(
+        accepted=runtime.accepted(
             execution.pk, evidence["key"], evidence["recorded_sha256"], evidence["rebuilt_sha256"]
         ),
     )
@@ -111,9 +111,9 @@ def execution_accept_request(
                 f"{execution.ref} can't be resumed: " + "; ".join(b.sentence for b in blocked),
                 blocked_by=[b.sentence for b in blocked],
             )
-        lifecycle.record(
+        runtime.record(
             execution,
-            journal.ACCEPTED,
+            runtime.ACCEPTED,
             step=drift.step,
             actor=user,
             payload={
@@ -126,6 +126,6 @@ def execution_accept_request(
                 "reason": reason,
             },
         )
-        lifecycle.apply(execution, "resume", actor=user, reason=f"accepted the new request for {drift.key}: {reason}")
-        dispatch.dispatch_on_commit(execution.pk)
+        runtime.transition(execution, "resume", actor=user, reason=f"accepted the new request for {drift.key}: {reason}")
+        runtime.dispatch_on_commit(execution.pk)
     return execution

@@ -13,11 +13,10 @@ from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
 
-from executions import holds, visits
+from executions import holds, runtime, visits
 from executions.authoring import registry
 from executions.authoring.workflow import Step, StepKind, Workflow
 from executions.blockers import Blocker, blockers, workflow_of
-from executions.engine import gates, journal
 from executions.errors import Forbidden
 from executions.models import OPERATE, Action, Execution, Status, StepRun, execution_for
 
@@ -38,7 +37,7 @@ def resume_preview(execution: Execution) -> dict[str, Any]:
     # The workflow's own effects: a notification or a webhook (sent beside the steps, by its
     # own task) is never sent again by a resume, so it is no part of what a resume would do.
     actions = [a for a in execution.actions.order_by("id") if not a.beside]
-    stale = gates.stale_of(execution)
+    stale = runtime.stale_of(execution)
     found = blockers(execution, actions=actions, stale=stale)
     blocked_by = [b.sentence for b in found]
     hold = None
@@ -77,7 +76,7 @@ def cancel_preview(execution: Execution) -> dict[str, Any]:
     compensated = set(workflow.compensations) if workflow is not None else set()
     # Cancel never touches what is sent beside the steps (notifications, webhooks).
     actions = [a for a in execution.actions.order_by("id") if not a.is_compensation and not a.beside]
-    pending = gates.pending_of(execution) if not execution.is_terminal else None
+    pending = runtime.pending_of(execution) if not execution.is_terminal else None
 
     def keys(*states: str) -> list[str]:
         return [a.key for a in actions if a.status in states]
@@ -220,7 +219,7 @@ def _drifted(execution: Execution, failed: StepRun) -> str:
         return ""
     key, recorded, rebuilt = evidence["key"], evidence["recorded_sha256"], evidence["rebuilt_sha256"]
     replayed = "the calls before it replay from the journal"
-    if journal.accepted(execution.pk, key, recorded, rebuilt):
+    if runtime.accepted(execution.pk, key, recorded, rebuilt):
         return (
             f"runs again: {replayed}; {key} is asked again with the accepted request {rebuilt[:12]}, and so are the "
             "calls after it (their answers recorded before are kept, superseded); any other request stops it again"

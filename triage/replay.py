@@ -38,15 +38,13 @@ from typing import Any
 from django.db import transaction
 
 from approvals.models import ApprovalRequest
-from executions import visits
-from executions.agent import replaying
+from executions import runtime, visits
 from executions.authoring import notes as progress_notes
 from executions.authoring import registry
 from executions.authoring.http import offline
 from executions.authoring.modelcalls import ModelRequest, canonical_json
 from executions.authoring.step_context import StepContext
 from executions.authoring.workflow import StepKind, Workflow
-from executions.engine import journal
 from executions.models import TERMINAL, Action, Execution, ModelCall
 
 from .network_guard import guarded
@@ -206,12 +204,12 @@ class _Replay:
                 if step.kind == StepKind.MODEL:
                     step.fn(ctx, model)
                 elif step.kind == StepKind.AGENT:
-                    replaying.replay_agent(ctx, self.flow, step, model=model, current=current)
+                    runtime.replay_agent(ctx, self.flow, step, model=model, current=current)
                 else:
-                    replaying.replay_route(ctx, self.flow, step, model=model, current=current)
-            except replaying.Ended:
+                    runtime.replay_route(ctx, self.flow, step, model=model, current=current)
+            except runtime.ReplayEnded:
                 pass  # the current step got no further than this
-            except replaying.Drift as drift:
+            except runtime.ReplayDrift as drift:
                 raise Found(drift.kind, step.name, drift.key, drift.detail) from None
         elif step.kind == StepKind.COMPUTE:
             ctx = self._context(earlier, visit)
@@ -373,19 +371,19 @@ class JournalModel:
 
     def ask(self, request: ModelRequest, **_ignored):
         self.seq += 1
-        key = journal.call_key(self.execution, self.step, self.seq)
+        key = runtime.call_key(self.execution, self.step, self.seq)
         self.keys.append(key)
         recorded = ModelCall.objects.filter(key=key).order_by("-revision").first()
         if recorded is None:
             if self.current:
-                raise replaying.Ended()  # not asked yet: the execution stands before this call
+                raise runtime.ReplayEnded()  # not asked yet: the execution stands before this call
             raise Found("model_call", self.step, key, f"the code now makes call {key}, which was never made")
         rebuilt = request.canonical(model=recorded.model)
         sha = hashlib.sha256(canonical_json(rebuilt)).hexdigest()
         if sha != recorded.request_sha256:
             raise Found("model_call", self.step, key, _request_diff(recorded.request or {}, rebuilt))
         self.tokens += recorded.input_tokens + recorded.output_tokens
-        return journal.response_of(recorded)
+        return runtime.response_of(recorded)
 
     def complete(self, *, prompt: str, prompt_version: str, prompt_id: str = ""):
         request = ModelRequest(

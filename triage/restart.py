@@ -39,10 +39,9 @@ from django.db import transaction
 from django.utils import timezone
 
 from artifacts.services import artifact_copy
-from executions import visits
+from executions import runtime, visits
 from executions.authoring import registry
 from executions.authoring.workflow import Workflow
-from executions.engine import dispatch, lifecycle
 from executions.errors import Conflict, Forbidden, InvalidInput
 from executions.models import Action, Execution, ExecutionEvent, Status
 from executions.services import OPERATE, execution_for, parent_follow_restart
@@ -235,7 +234,7 @@ def execution_restart(
             common["visit"] = option.visit
         if option.repeats:
             common["accepted_repeats"] = [r.key for r in option.repeats]
-        lifecycle.record(
+        runtime.record(
             restarted,
             "execution.created",
             to_status=restarted.status,
@@ -250,10 +249,10 @@ def execution_restart(
                 **common,
             },
         )
-        lifecycle.record(
+        runtime.record(
             failed, "execution.restarted", step=from_step, actor=user, payload={"restarted_as": restarted.ref, **common}
         )
-        dispatch.dispatch_on_commit(restarted.pk)
+        runtime.dispatch_on_commit(restarted.pk)
         # A child's restart: its parent, stopped by the failure, waits for the restart instead.
         parent_follow_restart(failed=failed, restarted=restarted, actor=user)
     return restarted

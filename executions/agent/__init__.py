@@ -8,6 +8,7 @@ Anthropic clients. What they speak (``ModelRequest``, ``ModelResponse``…) is t
 authoring surface's (``executions.authoring.modelcalls``).
 
 May import: the engine, the authoring surface, the models and leaves, ``artifacts``.
-Imported only by ``executions.apps`` (to register) and the screens that name the
-model in use.
+Imported by ``executions.apps`` (to register), the rooms of ``executions`` above it,
+and ``executions.runtime``, through which the apps reach it (the model in use, an
+agent's recorded tool results, replay): import-linter protects it.
 """

@@ -11,6 +11,8 @@ log context serve the crash tests and the logs.
 May import: ``executions.authoring``, ``executions.models`` and the leaves (errors,
 reasons, storable), ``artifacts``. Never the agent runtime, the gates that plug in,
 the services or the API above it: they register here instead. Imported by every room
-above it and by approvals (a gate). This ``__init__`` imports nothing: the logging
+of ``executions`` above it; the apps built on the runtime (approvals' gate, triage,
+notifications…) reach it only through ``executions.runtime`` (import-linter protects
+it). This ``__init__`` imports nothing: the logging
 configuration loads ``logcontext`` before the apps.
 """

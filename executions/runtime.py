@@ -1,0 +1,106 @@
+"""The runtime's face for the apps built on it: everything approvals, triage,
+notifications, retention, fleet, the console and config use of the engine and the agent
+runtime comes from here (import-linter's protected contracts keep ``executions.engine``
+and ``executions.agent`` for ``executions`` itself). Workflow authors have their own
+surface, ``executions.authoring``.
+
+    from executions import runtime
+
+    runtime.record(execution, "hold.placed", actor=user, payload={...})
+
+The names, by what an app does with them:
+
+- *plug in*: a gate (``Gate`` and what its visit answers: ``Passed``, ``Attention``,
+  ``Reopen``, ``Opened``; ``register_gate``), an event type (``EventType``,
+  ``register_event_type``, ``event_types``), the queues a worker consumes
+  (``set_consumers``, ``routed_queues``, ``ADVANCE``);
+- *change one execution inside the caller's transaction*: ``transition`` (the one
+  writer of its status), ``record`` (an event), ``dispatch_on_commit`` (the doorbell),
+  and, the execution locked, ``execution_continue`` (a gate let it through),
+  ``execution_rewind`` (back to an earlier step, in a new round), ``cancel_locked``;
+- *effects beside the steps and the ledger's other rows*: ``record_beside``,
+  ``perform_beside``, ``authorise``, ``record_compensations``, ``close_compensation``;
+- *reads*: a gate's pending request and stale grants (``pending_of``, ``stale_of``,
+  ``PendingGate``, ``StaleGrant``), the journal (``call_key``, ``response_of``,
+  ``accepted``, ``ACCEPTED``, ``ModelDrift``), an agent's recorded tool results
+  (``recorded_results``, ``TOOL_CALL_ARTIFACT_KIND``), a compiled read
+  (``CompiledRead``), the database clock (``in_seconds``);
+- *replay*: ``replay_agent``, ``replay_route`` and how they stop (``ReplayEnded``,
+  ``ReplayDrift``);
+- *the process*: ``worker_identity``, ``unavailable`` (an outage of the database or
+  the broker), ``get_model_client``, ``failpoint`` (the crash tests' hook).
+
+Imports the engine, the agent runtime and the services; imported by the apps, never by
+a room of ``executions``.
+"""
+
+from __future__ import annotations
+
+from .agent.modelclient import get_model_client
+from .agent.replaying import Drift as ReplayDrift
+from .agent.replaying import Ended as ReplayEnded
+from .agent.replaying import replay_agent, replay_route
+from .agent.steps import TOOL_CALL_ARTIFACT_KIND, recorded_results
+from .engine.compiled import CompiledRead
+from .engine.dispatch import ADVANCE, dispatch_on_commit
+from .engine.events import EventType
+from .engine.events import register as register_event_type
+from .engine.events import registered as event_types
+from .engine.failpoints import hit as failpoint
+from .engine.gates import Attention, Gate, Opened, Passed, PendingGate, Reopen, StaleGrant, pending_of, stale_of
+from .engine.gates import register as register_gate
+from .engine.journal import ACCEPTED, ModelDrift, accepted, call_key, response_of
+from .engine.leases import in_seconds, worker_identity
+from .engine.ledger import authorise, close_compensation, perform_beside, record_beside, record_compensations
+from .engine.lifecycle import apply as transition
+from .engine.lifecycle import record
+from .engine.outages import unavailable
+from .engine.routing import routed_queues, set_consumers
+from .services import cancel_locked, execution_continue, execution_rewind
+
+__all__ = [
+    "ACCEPTED",
+    "ADVANCE",
+    "TOOL_CALL_ARTIFACT_KIND",
+    "Attention",
+    "CompiledRead",
+    "EventType",
+    "Gate",
+    "ModelDrift",
+    "Opened",
+    "Passed",
+    "PendingGate",
+    "Reopen",
+    "ReplayDrift",
+    "ReplayEnded",
+    "StaleGrant",
+    "accepted",
+    "authorise",
+    "call_key",
+    "cancel_locked",
+    "close_compensation",
+    "dispatch_on_commit",
+    "event_types",
+    "execution_continue",
+    "execution_rewind",
+    "failpoint",
+    "get_model_client",
+    "in_seconds",
+    "pending_of",
+    "perform_beside",
+    "record",
+    "record_beside",
+    "record_compensations",
+    "recorded_results",
+    "register_event_type",
+    "register_gate",
+    "replay_agent",
+    "replay_route",
+    "response_of",
+    "routed_queues",
+    "set_consumers",
+    "stale_of",
+    "transition",
+    "unavailable",
+    "worker_identity",
+]
