@@ -126,6 +126,8 @@ def execution_accept_request(
                 "reason": reason,
             },
         )
-        runtime.transition(execution, "resume", actor=user, reason=f"accepted the new request for {drift.key}: {reason}")
+        runtime.transition(
+            execution, "resume", actor=user, reason=f"accepted the new request for {drift.key}: {reason}"
+        )
         runtime.dispatch_on_commit(execution.pk)
     return execution
