@@ -7,8 +7,9 @@ from __future__ import annotations
 from django.http import HttpRequest
 from ninja import Router
 
+from apikit.answers import WRITE_ONE
 from executions import selectors
-from executions.api import WRITE_ONE, ExecutionOut
+from executions.answers import ExecutionOut
 from executions.inputs import ExecutionRef, RedraftIn
 
 from .services import execution_redraft

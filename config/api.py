@@ -16,9 +16,9 @@ from ninja import NinjaAPI, Swagger
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.parser import Parser
 
+from apikit.auth import BearerToken, BrowserSession
 from approvals.api import router as approvals_router
 from executions import runtime
-from executions.api import BearerToken, BrowserSession
 from executions.api import router as executions_router
 from executions.errors import InvalidInput, RateLimited, ServiceError
 from fleet.api import router as fleet_router

@@ -90,6 +90,7 @@ INSTALLED_APPS = [
     "template_partials",
     "ninja",  # django-ninja's bundled Swagger UI (static files), never the CDN copy
     "pgtrigger",
+    "apikit",  # before every app whose ready() could import a router: the wrappers are shared first
     "accounts",
     "executions",
     "approvals",

@@ -9,7 +9,7 @@ import logging
 from datetime import datetime
 from functools import reduce
 from operator import or_
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from django.apps import apps
 from django.core.exceptions import ImproperlyConfigured
@@ -17,16 +17,15 @@ from django.db import transaction
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from ninja import Body, Router, Schema
 from ninja import Status as Reply  # an answer's status and body (``Status`` is the lifecycle's)
-from ninja.operation import Operation
-from ninja.security import HttpBearer, SessionAuth
 from pydantic import Field
 
-from accounts.tokens import user_for_token
+from apikit.answers import READ, READ_ONE, WRITE, WRITE_ONE, ErrorOut
 from artifacts import selectors as artifact_selectors
 from artifacts.services import artifact_version_content
 from artifacts.store import CorruptArtifact
 
 from . import catalogue, holds, selectors, services
+from .answers import ActionDetailOut, ExecutionOut, ExecutionPage, ReasonName
 from .engine import events
 from .errors import Conflict, NotFound
 from .inputs import (
@@ -44,198 +43,11 @@ from .inputs import (
     WorkflowName,
 )
 from .models import Status
-from .reasons import StuckReason
-
-ReasonName = Literal[tuple(StuckReason.values)]  # type: ignore[valid-type]
 
 log = logging.getLogger(__name__)
 
 
-class BearerToken(HttpBearer):
-    def authenticate(self, request: HttpRequest, token: str):
-        user = user_for_token(token)
-        if user is not None:
-            request.user = user
-        return user
-
-
-class BrowserSession(SessionAuth):
-    """Django's session, CSRF-checked on writes — but only for a logged-in session, so
-    a request with no credentials at all is a 401, not a CSRF 403."""
-
-    def _get_key(self, request: HttpRequest):
-        if not request.user.is_authenticated:
-            return None
-        return super()._get_key(request)
-
-
 router = Router()
-
-
-# --- schemas (bodies live in .inputs, shared with the screens)
-
-
-class PendingApprovalOut(Schema):
-    id: int
-    artifact_id: str
-    artifact_version: int
-    content_sha256: str
-    action: str
-    expires_at: datetime | None
-
-
-class PendingGateOut(Schema):
-    kind: str
-    step: str
-    waiting_for: str
-    since: datetime | None
-    until: datetime | None
-
-
-class ActionOut(Schema):
-    key: str
-    type: str
-    status: str
-    attempts: int
-
-
-class ArtifactOut(Schema):
-    artifact_id: str
-    version: int
-    sha256: str
-    size: int
-    content_type: str
-    produced_by_step: str
-
-
-class AttemptOut(Schema):
-    step: str
-    n: int
-    max: int
-
-
-class LeaseOut(Schema):
-    owner: str
-    expires_at: datetime | None
-
-
-class StuckOut(Schema):
-    reason: ReasonName
-    since: datetime | None
-    detail: str
-    action: Literal[
-        "wait",
-        "check_workers",
-        "resolve",
-        "escalate",
-        "resume",
-        "retry",
-        "cancel",
-        "restart",
-        "compensate",
-    ]
-
-
-class ParentOut(Schema):
-    id: str
-    step: str
-
-
-class ChildOut(Schema):
-    id: str
-    workflow: str
-    status: str
-    step: str
-
-
-class CostOut(Schema):
-    usd: float | None
-    input_tokens: int
-    output_tokens: int
-    budget_usd: float | None
-
-
-class LegalHoldOut(Schema):
-    """A legal hold (retention): the execution is kept whatever its age (not a pause: triage's ``PauseHoldOut``)."""
-
-    reason: str
-    by: str
-    at: datetime
-
-
-class ExecutionOut(Schema):
-    id: str
-    workflow: str
-    workflow_version: int
-    status: str
-    status_reason: str
-    current_step: str
-    step_label: str
-    input: dict[str, Any]
-    created_by: str
-    pending_approval: PendingApprovalOut | None
-    pending_gate: PendingGateOut | None
-    actions: list[ActionOut]
-    artifacts: list[ArtifactOut]
-    created_at: datetime
-    updated_at: datetime
-    status_changed_at: datetime
-    due_at: datetime | None
-    attempt: AttemptOut | None
-    lease: LeaseOut | None
-    stuck: StuckOut | None
-    restarted_from: str | None
-    restarted_as: str | None
-    parent: ParentOut | None
-    children: list[ChildOut]
-    cost: CostOut
-    paused_from: str | None = None  # paused: the status resume returns it to (issue 22)
-    hold: LegalHoldOut | None = None
-    result: Any = None  # completed: what it produced (Workflow.result); null until then
-
-
-class ExecutionPage(Schema):
-    items: list[ExecutionOut]
-    next: str | None
-
-
-class ErrorOut(Schema):
-    detail: Any
-
-
-def _one_wrapper_per_response_schema() -> None:
-    """django-ninja wraps the schema of each (operation, status code) in a pydantic model of
-    its own — ~270 here, mostly the same ``ErrorOut`` — built when the routers are imported:
-    ~0.2 s of every web worker's start. The wrapper depends on the schema alone and nothing
-    mutates it afterwards, so one per schema serves every operation. Every API module
-    imports this one before it declares an operation; the OpenAPI document is unchanged
-    (tests/integration/test_api_startup.py)."""
-    create = Operation._create_response_model
-    if getattr(create, "shared", False):
-        return
-    made: dict[Any, Any] = {}
-
-    def shared(self: Operation, response_param: Any) -> Any:
-        try:
-            return made[response_param]
-        except KeyError:
-            made[response_param] = model = create(self, response_param)
-            return model
-        except TypeError:  # an unhashable annotation: its own wrapper, as before
-            return create(self, response_param)
-
-    shared.shared = True  # type: ignore[attr-defined]
-    Operation._create_response_model = shared  # type: ignore[method-assign]
-
-
-_one_wrapper_per_response_schema()
-
-
-# The answers each kind of operation can give besides its success (docs/api.md).
-READ = {401: ErrorOut, 422: ErrorOut, 500: ErrorOut}
-READ_ONE = {**READ, 404: ErrorOut, 410: ErrorOut}
-WRITE = {**READ, 403: ErrorOut, 409: ErrorOut, 413: ErrorOut, 415: ErrorOut}
-WRITE_ONE = {**WRITE, 404: ErrorOut, 410: ErrorOut}
 
 
 # --- endpoints
@@ -414,15 +226,6 @@ def execution_history(request: HttpRequest, execution_id: ExecutionRef):
     response = StreamingHttpResponse(selectors.execution_history(execution), content_type="application/jsonl")
     response["Content-Disposition"] = f'attachment; filename="{execution.ref}-history.jsonl"'
     return response
-
-
-class ActionDetailOut(Schema):
-    key: str
-    type: str
-    status: str
-    attempts: int
-    receipt: dict[str, Any] | None
-    last_error: str
 
 
 @router.post("/actions/{key}/resolve", response={200: ActionDetailOut, **WRITE_ONE}, tags=["actions"])

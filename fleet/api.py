@@ -10,7 +10,7 @@ from datetime import datetime
 from django.http import HttpRequest
 from ninja import Router, Schema
 
-from executions.api import READ, ErrorOut
+from apikit.answers import READ, ErrorOut
 from executions.errors import Forbidden
 
 from . import registry

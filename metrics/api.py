@@ -11,7 +11,7 @@ from django.utils import timezone
 from ninja import Router, Schema
 from pydantic import AfterValidator
 
-from executions.api import ErrorOut
+from apikit.answers import ErrorOut
 from executions.errors import Forbidden
 from executions.inputs import WorkflowName
 from executions.plans import plain_plans

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.http import HttpRequest
 from ninja import Router, Schema
 
-from executions.api import READ, WRITE
+from apikit.answers import READ, WRITE
 from executions.inputs import Body, Text
 
 from .services import notification_settings, notification_settings_update

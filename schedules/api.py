@@ -13,7 +13,7 @@ from ninja import Router, Schema
 from ninja import Status as Reply
 from pydantic import Field
 
-from executions.api import READ, WRITE, WRITE_ONE, ErrorOut
+from apikit.answers import READ, WRITE, WRITE_ONE, ErrorOut
 from executions.inputs import Body, DbInt, RequiredWorkflowName, SafeJsonObject
 from executions.storable import Text
 

@@ -16,8 +16,9 @@ from ninja import Status as Reply  # an answer's status and body (``Status`` is 
 from pydantic import Field
 
 from accounts.roles import reads_operator_audit
+from apikit.answers import READ, READ_ONE, WRITE, WRITE_ONE, ErrorOut
 from executions import selectors
-from executions.api import READ, READ_ONE, WRITE, WRITE_ONE, ActionDetailOut, ErrorOut, ExecutionOut
+from executions.answers import ActionDetailOut, ExecutionOut
 from executions.errors import Forbidden, InvalidInput
 from executions.inputs import ActionKey, Cursor, DbInt, ExecutionRef, Text, WorkflowName
 from executions.models import pk_from_ref, ref_for

@@ -7,7 +7,7 @@ import json
 import uuid
 
 from executions import inputs, selectors, services, waits
-from executions.api import ExecutionOut
+from executions.answers import ExecutionOut
 from executions.models import Status
 from executions.reasons import StuckReason
 

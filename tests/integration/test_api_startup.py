@@ -9,8 +9,8 @@ from django.test import Client
 from ninja import Router, Schema
 from ninja.operation import Operation
 
+from apikit.answers import ErrorOut
 from config.api import api
-from executions.api import ErrorOut
 
 
 def declared_operations():

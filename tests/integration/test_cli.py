@@ -13,7 +13,7 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 
 from executions import services
-from executions.api import ExecutionOut
+from executions.answers import ExecutionOut
 from executions.engine import lifecycle
 from executions.models import Execution, ExecutionEvent, Status
 from tests.support.procs import run_manage
