@@ -199,7 +199,7 @@ def _decide(*, user, execution_ref, approval_id, decision, artifact_version, con
     found = ApprovalRequest.objects.filter(pk=approval_id).values_list("execution_id", flat=True).first()
     if found is None or ref_for(found) != execution_ref.upper():
         raise NotFound(f"no approval request {approval_id} on {execution_ref}")
-    # Lock order everywhere: the execution row, then its approval requests.
+    # Lock order everywhere: the execution row, then its approval requests (all of it: dblocks).
     execution = Execution.objects.select_for_update(no_key=True).get(pk=found)
     request = ApprovalRequest.objects.select_for_update().get(pk=approval_id)
     refused = policy.refusal(user, request)

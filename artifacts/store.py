@@ -26,14 +26,12 @@ from dataclasses import dataclass, field
 
 from django.core.files.base import ContentFile
 from django.core.files.storage import storages
-from django.db import connection
+
+import dblocks
 
 log = logging.getLogger(__name__)
 
 PREFIX = "sha256"
-# pg_advisory_xact_lock key: the blob sweep takes it exclusive while it decides and
-# removes, a version row reusing a stored blob shared while it commits (``pin``).
-BLOB_LOCK = 0x6B65656C42
 
 
 class CorruptArtifact(Exception):
@@ -53,12 +51,10 @@ class StoredBlob:
 
 
 def lock_blobs(*, shared: bool) -> None:
-    """Inside a transaction: take the blob lock until it ends (PostgreSQL; the embedded
-    SQLite default has no such lock)."""
-    if connection.vendor != "postgresql":
-        return
-    with connection.cursor() as cursor:
-        cursor.execute(f"SELECT pg_advisory_xact_lock{'_shared' if shared else ''}(%s)", [BLOB_LOCK])
+    """Inside a transaction: take the blob lock until it ends — the blob sweep exclusive
+    while it decides and removes, a version row reusing a stored blob shared while it
+    commits (``pin``). PostgreSQL; the embedded SQLite default has no such lock."""
+    dblocks.xact(dblocks.Lock.BLOBS, shared=shared)
 
 
 def pin(blob: StoredBlob) -> None:

@@ -20,6 +20,8 @@ from __future__ import annotations
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 
+import dblocks
+
 from .authoring import registry
 from .engine import dispatch, gates, holds, lifecycle
 from .errors import Conflict, Forbidden, InvalidInput, NotFound
@@ -163,8 +165,4 @@ def workflow_resume(*, name: str, user: AbstractBaseUser, reason: str) -> None:
 
 def _lock_switches(name: str) -> None:
     """Serialise two operators switching the same workflow (a transaction-scoped advisory lock)."""
-    from django.db import connection
-
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [f"keel.workflow_switch:{name}"])
+    dblocks.xact(dblocks.Lock.WORKFLOW_SWITCH, name)

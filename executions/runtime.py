@@ -17,7 +17,8 @@ The names, by what an app does with them:
 - *change one execution inside the caller's transaction*: ``transition`` (the one
   writer of its status), ``record`` (an event), ``dispatch_on_commit`` (the doorbell),
   and, the execution locked, ``execution_continue`` (a gate let it through),
-  ``execution_rewind`` (back to an earlier step, in a new round), ``cancel_locked``;
+  ``execution_rewind`` (back to an earlier step, in a new round), ``cancel_locked``,
+  ``resume_locked`` (the one resume, its blockers checked in one place);
 - *effects beside the steps and the ledger's other rows*: ``record_beside``,
   ``perform_beside``, ``authorise``, ``record_compensations``, ``close_compensation``;
 - *reads*: a gate's pending request and stale grants (``pending_of``, ``stale_of``,
@@ -56,7 +57,7 @@ from .engine.lifecycle import apply as transition
 from .engine.lifecycle import record
 from .engine.outages import unavailable
 from .engine.routing import routed_queues, set_consumers
-from .services import cancel_locked, execution_continue, execution_rewind
+from .services import cancel_locked, execution_continue, execution_rewind, resume_locked
 
 __all__ = [
     "ACCEPTED",
@@ -97,6 +98,7 @@ __all__ = [
     "replay_agent",
     "replay_route",
     "response_of",
+    "resume_locked",
     "routed_queues",
     "set_consumers",
     "stale_of",

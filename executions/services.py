@@ -346,11 +346,18 @@ def execution_resume(*, ref: str, user: AbstractBaseUser, reason: str) -> Execut
     return execution
 
 
-def resume_locked(execution: Execution, *, actor: AbstractBaseUser, reason: str) -> None:
+def resume_locked(execution: Execution, *, actor: AbstractBaseUser, reason: str, if_clear: bool = False) -> bool:
     """Send ``execution`` (needs_attention, its row locked, a transaction open) back to
-    work at its current step: one audited ``resume`` and its message after commit.
-    Conflict naming each blocker (``executions.blockers``) instead, writing nothing."""
+    work at its current step: one audited ``resume`` and its message after commit. The
+    one resume: an operator's, a resolved outcome's, an accepted drift's, a parent
+    following its child's restart.
+
+    While a blocker stands (``executions.blockers``): Conflict naming each, writing
+    nothing — or, ``if_clear``, False and the execution left as it is (the caller's
+    own write, a resolution, still stands)."""
     blocked = blockers.blockers(execution)
+    if blocked and if_clear:
+        return False
     if blocked:
         raise Conflict(
             f"{execution.ref} can't be resumed: " + "; ".join(b.sentence for b in blocked),
@@ -359,6 +366,7 @@ def resume_locked(execution: Execution, *, actor: AbstractBaseUser, reason: str)
         )
     lifecycle.apply(execution, "resume", actor=actor, reason=reason)
     dispatch.dispatch_on_commit(execution.pk)
+    return True
 
 
 def parent_follow_restart(*, failed: Execution, restarted: Execution, actor: AbstractBaseUser) -> Execution | None:
@@ -376,10 +384,10 @@ def parent_follow_restart(*, failed: Execution, restarted: Execution, actor: Abs
     if parent.status != Status.NEEDS_ATTENTION or parent.reason_code != StuckReason.CHILD_FAILED:
         return None
     at_step = children_module.children_of(parent, parent.current_step)
-    if restarted.pk not in {c.pk for c in at_step} or blockers.blockers(parent):
+    if restarted.pk not in {c.pk for c in at_step}:
         return None
-    resume_locked(parent, actor=actor, reason=f"follows {restarted.ref}, the restart of its child {failed.ref}")
-    return parent
+    why = f"follows {restarted.ref}, the restart of its child {failed.ref}"
+    return parent if resume_locked(parent, actor=actor, reason=why, if_clear=True) else None
 
 
 def execution_retry_now(*, ref: str, user: AbstractBaseUser, reason: str) -> Execution:
@@ -462,9 +470,8 @@ def action_resolve(
             )
         fields = _resolved_receipt_fields(execution, action, given) if outcome == Action.State.SUCCEEDED else {}
         ledger.resolve(action, execution=execution, outcome=outcome, fields=fields, actor=user, evidence=evidence)
-        if outcome == Action.State.SUCCEEDED:
-            lifecycle.apply(execution, "resume", actor=user, reason=f"{key} resolved as succeeded")
-            dispatch.dispatch_on_commit(execution.pk)
+        if outcome == Action.State.SUCCEEDED:  # back to work, unless something else still holds it
+            resume_locked(execution, actor=user, reason=f"{key} resolved as succeeded", if_clear=True)
         else:
             lifecycle.apply(execution, "fail", actor=user, reason=f"{key} resolved as failed: {evidence}")
     return action

@@ -44,6 +44,7 @@ from django.db import connections, transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+import dblocks
 from approvals.models import ApprovalTombstone
 from executions import runtime
 from executions.models import TERMINAL, Execution, ExecutionTombstone, pk_from_ref, ref_for
@@ -53,11 +54,7 @@ from . import anchor, records, store
 from .blobs import Sweep, sweep
 from .policy import Member, Policy, families, on_hold
 
-LOCK_KEY = 0x6B65656C23  # pg_advisory_lock: one archive pass at a time
-
-
-class Busy(Exception):
-    """Another archive pass holds the lock."""
+Busy = dblocks.Busy  # another archive pass holds the lock
 
 
 @dataclass
@@ -141,22 +138,13 @@ def _once(found):
             yield family
 
 
-class _one_pass:
-    def __init__(self, using: str) -> None:
-        self.connection = connections[using]
-
-    def __enter__(self):
-        if self.connection.vendor == "postgresql":
-            with self.connection.cursor() as cursor:
-                cursor.execute("SELECT pg_try_advisory_lock(%s)", [LOCK_KEY])
-                if not cursor.fetchone()[0]:
-                    raise Busy("another archive pass is running; try again when it has finished")
-        return self
-
-    def __exit__(self, *exc) -> None:
-        if self.connection.vendor == "postgresql" and self.connection.connection is not None:
-            with self.connection.cursor() as cursor:
-                cursor.execute("SELECT pg_advisory_unlock(%s)", [LOCK_KEY])
+def _one_pass(using: str) -> dblocks.session:
+    """The archive pass's lock on the owner's connection for the block (Busy while another runs)."""
+    return dblocks.session(
+        dblocks.Lock.ARCHIVE,
+        connection=connections[using],
+        busy="another archive pass is running; try again when it has finished",
+    )
 
 
 def _archive(members: list[Member], policy: Policy, using: str, outcome: Outcome) -> None:

@@ -27,8 +27,6 @@ from executions.errors import Conflict, Forbidden, InvalidInput
 from executions.models import Execution, ModelCall, Status, StepRun
 from executions.services import OPERATE, execution_for
 
-from . import preview
-
 
 @dataclass(frozen=True)
 class Drift:
@@ -105,12 +103,6 @@ def execution_accept_request(
                 key=drift.key,
                 request_sha256=drift.rebuilt_sha256,
             )
-        blocked = preview.blockers(execution)
-        if blocked:
-            raise Conflict(
-                f"{execution.ref} can't be resumed: " + "; ".join(b.sentence for b in blocked),
-                blocked_by=[b.sentence for b in blocked],
-            )
         runtime.record(
             execution,
             runtime.ACCEPTED,
@@ -126,8 +118,6 @@ def execution_accept_request(
                 "reason": reason,
             },
         )
-        runtime.transition(
-            execution, "resume", actor=user, reason=f"accepted the new request for {drift.key}: {reason}"
-        )
-        runtime.dispatch_on_commit(execution.pk)
+        # The one resume (it refuses, writing nothing, while a blocker such as an unknown outcome stands).
+        runtime.resume_locked(execution, actor=user, reason=f"accepted the new request for {drift.key}: {reason}")
     return execution

@@ -29,8 +29,8 @@ from ..authoring.workflow import Step, StepKind, Workflow
 from ..engine import failpoints, kinds, lifecycle
 from ..engine.costs import BudgetExceeded
 from ..engine.journal import JournaledModel
-from ..engine.leases import Lease, fence
-from ..models import Execution, ExecutionEvent
+from ..engine.leases import Lease, fenced_row
+from ..models import ExecutionEvent
 from .modelclient import get_model_client
 
 JSON = dict[str, Any]
@@ -128,8 +128,7 @@ def _record_refusal(lease: Lease, step: Step, *, key: str, response: ModelRespon
     if ExecutionEvent.objects.filter(execution_id=lease.execution_id, type="route.refused", payload__call=key).exists():
         return
     with transaction.atomic():
-        fence(lease)
-        execution = Execution.objects.get(pk=lease.execution_id)
+        execution = fenced_row(lease)
         lifecycle.record(
             execution,
             "route.refused",

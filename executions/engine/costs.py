@@ -36,8 +36,10 @@ from dataclasses import dataclass
 from decimal import ROUND_CEILING, ROUND_HALF_UP, Decimal
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import Exists, OuterRef, Sum
+
+import dblocks
 
 from ..authoring.modelcalls import canonical_json
 from ..errors import NeedsAttention
@@ -48,8 +50,6 @@ from .leases import Lease, fence
 MICRO = Decimal("0.000001")
 MILLION = Decimal(1_000_000)
 MAX_DEPTH = 50  # a parent chain longer than this is a bug, not a tree
-# pg_advisory_xact_lock's first key: this module's namespace (the second is the holder's id).
-LOCK_NAMESPACE = 2121
 
 
 class BudgetExceeded(NeedsAttention):
@@ -203,11 +203,8 @@ def _serialise(holder_ids: list[int]) -> None:
     reserves against it). PostgreSQL: an advisory transaction lock per holder, taken in id
     order (never a row lock on an ancestor, which a parent's cancel may hold while it
     locks its children). SQLite: its transactions are serialised already."""
-    if connection.vendor != "postgresql":
-        return
-    with connection.cursor() as cursor:
-        for holder in sorted(holder_ids):
-            cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [LOCK_NAMESPACE, holder])
+    for holder in sorted(holder_ids):  # the order of dblocks
+        dblocks.xact(dblocks.Lock.BUDGET, holder)
 
 
 def reserve(lease: Lease, *, execution: Execution, key: str, revision: int, amount: Decimal | None) -> bool:

@@ -52,8 +52,7 @@ from ..reasons import StuckReason
 from ..redaction import redact
 from ..storable import DB_INT_MAX, json_refusal, text_refusal
 from . import costs, failpoints, lifecycle
-from .leases import Lease, fence
-from .ledger import ExecutionStopped
+from .leases import ExecutionStopped, Lease, fence
 
 EVIDENCE_CHARS = 2000
 

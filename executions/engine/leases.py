@@ -258,6 +258,24 @@ def diagnose(lease: Lease) -> Execution:
     return current
 
 
+class ExecutionStopped(Exception):
+    """The execution left ``running`` (cancelled, flagged) under the worker: stop quietly."""
+
+
+def fenced_row(lease: Lease, *, running: bool = False, db_now: bool = False) -> Execution:
+    """Inside the caller's transaction: ``fence`` the lease (LeaseLost if it isn't ours),
+    then read the execution's row (the fence's UPDATE holds its lock on PostgreSQL). The
+    one way a worker's transaction begins when it writes more than the fence.
+    ``running``: ExecutionStopped unless it still runs. ``db_now``: the database clock
+    read with it (``execution.db_now``)."""
+    fence(lease)
+    rows = Execution.objects.annotate(db_now=Now()) if db_now else Execution.objects
+    execution = rows.get(pk=lease.execution_id)
+    if running and execution.status != Status.RUNNING:
+        raise ExecutionStopped(f"{execution.ref} is {execution.status}")
+    return execution
+
+
 def fence(lease: Lease, *, beat: bool = False) -> None:
     """First statement of every worker transaction: prove ownership and extend the lease.
 

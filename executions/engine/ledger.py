@@ -31,16 +31,12 @@ from django.db.models.functions import Now
 
 from ..authoring.workflow import Effect
 from ..errors import FailureKind, StepFailure
-from ..models import COMPENSATION_SUFFIX, Action, Execution, Status
+from ..models import COMPENSATION_SUFFIX, Action, Execution
 from ..redaction import redact
 from . import failpoints, lifecycle
-from .leases import Lease, fence
+from .leases import Lease, fenced_row
 
 log = logging.getLogger(__name__)
-
-
-class ExecutionStopped(Exception):
-    """The execution left ``running`` (cancelled, flagged) under the worker: stop quietly."""
 
 
 def perform(
@@ -336,11 +332,7 @@ def _gate(gate_ref: str) -> dict[str, str]:
 
 def _running(lease: Lease) -> Execution:
     """Fence, then make sure the execution still runs: no effect starts otherwise."""
-    fence(lease)
-    execution = Execution.objects.get(pk=lease.execution_id)
-    if execution.status != Status.RUNNING:
-        raise ExecutionStopped(f"{execution.ref} is {execution.status}; no effect may start")
-    return execution
+    return fenced_row(lease, running=True)
 
 
 def _one_per_grant(action: Action) -> None:
@@ -408,8 +400,7 @@ def _resend(
 def _record_failure(*, lease: Lease, key: str, failure: StepFailure) -> None:
     unknown = failure.kind == FailureKind.OUTCOME_UNKNOWN
     with transaction.atomic():
-        fence(lease)
-        execution = Execution.objects.get(pk=lease.execution_id)
+        execution = fenced_row(lease)
         action = Action.objects.filter(key=key, execution=execution).first()
         if action is None:
             return

@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
 
-from ..models import Execution, Status
+from ..models import Execution
 from . import ledger, lifecycle
-from .leases import Lease, fence, release
+from .leases import Lease, fenced_row, release
 
 if TYPE_CHECKING:
     from ..authoring.workflow import Effect, Step, Workflow
@@ -47,10 +47,7 @@ def park(
     changed on ``execution`` for the transition's UPDATE. ``payload``: more for the
     gate's event. Raises LeaseLost, ExecutionStopped (the execution no longer runs)."""
     with transaction.atomic():
-        fence(lease)
-        execution = Execution.objects.get(pk=lease.execution_id)
-        if execution.status != Status.RUNNING:
-            raise ledger.ExecutionStopped(f"{execution.ref} is {execution.status}")
+        execution = fenced_row(lease, running=True)
         fields = list(prepare(execution)) if prepare is not None else []
         if reopen:  # a fresh ask needs a fresh round
             fields.append(execution.start_round())

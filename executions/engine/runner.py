@@ -56,7 +56,7 @@ from . import (
     routing,
     writer,
 )
-from .leases import Heartbeat, Lease, LeaseLost, Misrouted, acquire, fence, release
+from .leases import ExecutionStopped, Heartbeat, Lease, LeaseLost, Misrouted, acquire, fence, fenced_row, release
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +84,7 @@ def advance(execution_id: int, *, worker: str, queues: frozenset[str] | None = N
             if lease.overran_by:
                 return _overran(lease)
             return _run_slice(lease, heartbeat)
-        except (LeaseLost, ledger.ExecutionStopped) as stop:
+        except (LeaseLost, ExecutionStopped) as stop:
             log.info("execution %s: %s", execution_id, stop)
             if isinstance(stop, LeaseLost):
                 return "lease lost"
@@ -178,7 +178,7 @@ def _run_step(lease: Lease, execution: Execution, workflow: Workflow, step: Step
         return _step_failed(lease, step, failure, started)
     except NeedsAttention as stop:  # model drift, a spent budget: a person decides
         return _needs_attention(lease, step, stop, started)
-    except (LeaseLost, ledger.ExecutionStopped):
+    except (LeaseLost, ExecutionStopped):
         raise
     except Exception as exc:  # a bug in step code: keep the evidence, ask a person
         if outages.database_lost(exc):
@@ -231,12 +231,12 @@ def _checkpoint(
         current = leases.diagnose(lease)  # LeaseLost if it isn't ours any more
         if current.status == Status.PAUSED and current.paused_from == Status.RUNNING:
             _checkpoint_held(lease, ctx, workflow, step, output, started, action)
-            raise ledger.ExecutionStopped(f"{current.ref} was paused at {step.name}: checkpointed, let go") from None
+            raise ExecutionStopped(f"{current.ref} was paused at {step.name}: checkpointed, let go") from None
         if action is not None:
             with transaction.atomic():
                 fence(lease)
                 ledger.mark_succeeded(action, output, execution=current, actor_label=lease.owner)
-        raise ledger.ExecutionStopped(f"{current.ref} is {current.status}, no longer at {step.name}") from None
+        raise ExecutionStopped(f"{current.ref} is {current.status}, no longer at {step.name}") from None
     log.info("%s: %s done (%s)%s", execution.ref, step.name, step.kind, "" if following else "; completed")
     failpoints.hit(f"after_step:{step.name}")
     return CONTINUE if following else STOP
@@ -399,8 +399,7 @@ def _checkpoint_held(lease, ctx, workflow, step, output, started, action) -> Non
     lease is given back. Nothing after the step runs; resume goes on from the next one."""
     execution = ctx.execution
     with transaction.atomic():
-        fence(lease)
-        row = Execution.objects.get(pk=lease.execution_id)
+        row = fenced_row(lease)
         if row.status == Status.PAUSED and row.paused_from == Status.RUNNING and row.current_step == step.name:
             execution.context, execution.failed_attempts = row.context, row.failed_attempts
             _commit_step(lease, execution, ctx, workflow, step, output, started, action, held=True)
@@ -518,10 +517,7 @@ def _step_failed(lease: Lease, step: Step, failure: StepFailure, started, *, une
     honours; no worker sleeps and no long Celery countdown is used.
     """
     with transaction.atomic():
-        fence(lease)
-        execution = Execution.objects.annotate(db_now=Now()).get(pk=lease.execution_id)
-        if execution.status != Status.RUNNING:
-            raise ledger.ExecutionStopped(f"{execution.ref} is {execution.status}")
+        execution = fenced_row(lease, running=True, db_now=True)
         attempt = _record_run(
             lease,
             execution,
@@ -602,10 +598,7 @@ def _needs_attention(lease: Lease, step: Step, stop: NeedsAttention, started) ->
     """One commit: the failed attempt with its evidence, then needs_attention with the
     stop's code (``model_drift``, ``budget_exceeded``…); no retry."""
     with transaction.atomic():
-        fence(lease)
-        execution = Execution.objects.get(pk=lease.execution_id)
-        if execution.status != Status.RUNNING:
-            raise ledger.ExecutionStopped(f"{execution.ref} is {execution.status}")
+        execution = fenced_row(lease, running=True)
         output = {"evidence": stop.evidence} if stop.evidence is not None else {}
         _record_run(
             lease, execution, step, started, StepRun.Outcome.FAILED, output=output, error=f"{stop.code}: {stop}"
@@ -620,8 +613,7 @@ def _needs_attention(lease: Lease, step: Step, stop: NeedsAttention, started) ->
 
 def _stop_at_deadline(lease: Lease) -> str:
     with transaction.atomic():
-        fence(lease)
-        execution = Execution.objects.get(pk=lease.execution_id)
+        execution = fenced_row(lease)
         lifecycle.apply(
             execution,
             "fail",
@@ -637,8 +629,7 @@ def _flag_outside_step(lease: Lease, reason: str, *, code: str = StuckReason.STE
     """Send the execution to needs_attention with ``reason`` and give the lease up."""
     try:
         with transaction.atomic():
-            fence(lease)
-            execution = Execution.objects.get(pk=lease.execution_id)
+            execution = fenced_row(lease)
             if execution.status == Status.RUNNING:
                 lifecycle.apply(execution, "flag", actor_label=lease.owner, reason=reason, code=code)
             release(lease)

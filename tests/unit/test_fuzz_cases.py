@@ -22,7 +22,7 @@ from tests.support.fuzz.specs import Act, Case, Children, Flow, Wait, describe, 
 from tests.support.fuzz.strategies import cases, failpoints
 
 FIRST_PARTY = {"accounts", "approvals", "artifacts", "config", "console", "executions", "metrics", "sandbox", "triage"}
-FIRST_PARTY |= {"workflows", "tests", "notifications", "retention", "schedules", "fleet", "apikit"}
+FIRST_PARTY |= {"workflows", "tests", "notifications", "retention", "schedules", "fleet", "apikit", "dblocks"}
 
 
 @pytest.fixture
