@@ -1,4 +1,4 @@
-"""The command line: ``python manage.py keel COMMAND`` (DESIGN §6, "Platform") — for the
+"""The command line: ``python manage.py keel COMMAND`` (docs/design.md §6, "Platform") — for the
 operator who has a shell and no browser.
 
 Each command is a module of ``cli.commands`` that registers itself (``cli.registry``);

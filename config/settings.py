@@ -378,7 +378,7 @@ CELERY_TASK_ROUTES = {
 }
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 
-# --- Runtime timing (DESIGN §6).
+# --- Runtime timing (docs/design.md §6).
 RUNTIME_LEASE_SECONDS = env_int("RUNTIME_LEASE_SECONDS", 30)
 # How stale a worker's view of the workflow kill switches may be at a step boundary
 # (executions.engine.holds): 0, the default, reads them before every step (one indexed read).
@@ -417,10 +417,10 @@ RUNTIME_WORKFLOW_MODULES = [
     ).split(",")
     if m
 ]
-# Modules of the team's own workflows (DESIGN §4, "Authoring surface"), imported at
+# Modules of the team's own workflows (docs/design.md §4, "Authoring surface"), imported at
 # start-up in addition to RUNTIME_WORKFLOW_MODULES; one that fails to import stops start-up.
 KEEL_WORKFLOW_MODULES = [m.strip() for m in os.environ.get("KEEL_WORKFLOW_MODULES", "").split(",") if m.strip()]
-# The model (DESIGN §6, Agents): offline (deterministic, no network), openai (any
+# The model (docs/design.md §6, Agents): offline (deterministic, no network), openai (any
 # OpenAI-compatible Chat Completions endpoint), anthropic (Messages API), or a class path.
 RUNTIME_MODEL_CLIENT = os.environ.get("RUNTIME_MODEL_CLIENT", "offline")
 RUNTIME_MODEL = os.environ.get("RUNTIME_MODEL", "")  # "" : the adapter's default model
@@ -434,7 +434,7 @@ RUNTIME_MODEL_TIMEOUT_SECONDS = float(os.environ.get("RUNTIME_MODEL_TIMEOUT_SECO
 RUNTIME_CONTEXT_TOKENS = env_int("RUNTIME_CONTEXT_TOKENS", 8000)
 
 
-# What a model call costs (DESIGN §6, Agents): JSON {"<model>": {"input_per_mtok": n,
+# What a model call costs (docs/design.md §6, Agents): JSON {"<model>": {"input_per_mtok": n,
 # "output_per_mtok": n}}, USD per million tokens, looked up by the model requested, then
 # by the model the provider says it used; a model without a price costs null
 # (executions.engine.costs, docs/agents.md "Budgets").
@@ -483,7 +483,7 @@ SANDBOX_URL = os.environ.get("SANDBOX_URL", "http://127.0.0.1:8765")
 APPROVAL_TTL_SECONDS = env_int("APPROVAL_TTL_SECONDS", 7 * 24 * 3600)
 # How long an approval may wait before the triage console calls it overdue (approval_overdue).
 APPROVAL_SLA_SECONDS = env_int("APPROVAL_SLA_SECONDS", 24 * 3600)
-# Runnable but unclaimed for longer than this: no_worker (DESIGN §4).
+# Runnable but unclaimed for longer than this: no_worker (docs/design.md §4).
 RUNTIME_STUCK_SECONDS = env_int("RUNTIME_STUCK_SECONDS", 60)
 # How often beat's unheld check runs (executions.engine.sweeper.flag_unheld): it reads every
 # parked row without a due time (80–150 ms at a million executions with 50,000 parked), so
@@ -491,7 +491,7 @@ RUNTIME_STUCK_SECONDS = env_int("RUNTIME_STUCK_SECONDS", 60)
 RUNTIME_UNHELD_SECONDS = float(os.environ.get("RUNTIME_UNHELD_SECONDS", str(RUNTIME_STUCK_SECONDS)))
 # The worker registry (fleet): a heartbeat row per worker process every this many seconds
 # (one write), alive while seen within RUNTIME_WORKER_STALE_SECONDS, listed until
-# RUNTIME_WORKER_FORGET_SECONDS (DESIGN §6, Workers).
+# RUNTIME_WORKER_FORGET_SECONDS (docs/design.md §6, Workers).
 RUNTIME_WORKER_HEARTBEAT_SECONDS = float(os.environ.get("RUNTIME_WORKER_HEARTBEAT_SECONDS", "10"))
 RUNTIME_WORKER_STALE_SECONDS = float(
     os.environ.get("RUNTIME_WORKER_STALE_SECONDS", str(3 * RUNTIME_WORKER_HEARTBEAT_SECONDS))
@@ -512,7 +512,7 @@ METRICS_POLL_MS = env_int("METRICS_POLL_MS", 15000)
 # A bearer token for Prometheus to scrape /metrics without a user (unset: users' tokens only).
 RUNTIME_METRICS_TOKEN = os.environ.get("RUNTIME_METRICS_TOKEN", "")
 
-# --- Notifications and webhooks (issue 22; DESIGN §6 "Operations"; docs/operations.md
+# --- Notifications and webhooks (issue 22; docs/design.md §6 "Operations"; docs/operations.md
 # "Mail and webhooks"). Production sends mail by SMTP when EMAIL_HOST is set; the
 # embedded default writes each message to a file under var/mail/.
 EMAIL_HOST = os.environ.get("EMAIL_HOST", "")

@@ -7,7 +7,7 @@ from whitenoise.storage import CompressedManifestStaticFilesStorage
 
 class StaticFilesStorage(CompressedManifestStaticFilesStorage):
     """After ``collectstatic``: hashed names (cached forever) and gzip copies. Before it — a
-    process started with only the four variables of DESIGN §6 — no manifest exists at all,
+    process started with only the four variables of docs/design.md §6 — no manifest exists at all,
     and the plain names are used, which WhiteNoise then serves from the source folders
     (``WHITENOISE_USE_FINDERS``). A manifest that lacks a file is still an error."""
 

@@ -1,4 +1,4 @@
-"""A start form drawn from a workflow's input schema (DESIGN §6, "Platform"): one field per
+"""A start form drawn from a workflow's input schema (docs/design.md §6, "Platform"): one field per
 property — text, number, checkbox, a select for an enum, a list editor (one item a line)
 for a list of strings — with its constraints, its description as help text and its
 example as placeholder beside a real label. Reading the form back gives the JSON input

@@ -1,5 +1,5 @@
 """The start forms (one per workflow, drawn from its input schema) and the workflows page
-(DESIGN §6, "Platform"). Thin: the form is ``console.start_forms``, the catalogue is
+(docs/design.md §6, "Platform"). Thin: the form is ``console.start_forms``, the catalogue is
 ``executions.catalogue``, the start is the service the API calls."""
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ def _item_or_404(name: str) -> dict:
         raise Http404(exc.message) from None
 
 
-# The optional cost budget (DESIGN §6, "Agents and children"), beside the workflow's own
+# The optional cost budget (docs/design.md §6, "Agents and children"), beside the workflow's own
 # fields under a name no input field can take.
 BUDGET = "_budget_usd"
 # The version to start, when more than one is registered (default: the latest).

@@ -75,7 +75,7 @@ def list_executions(
     hold: bool | None = None,
     input: InputFilter | None = None,
 ):
-    """Newest first, 50 a page; ``reason`` filters by why it is stuck (DESIGN §4);
+    """Newest first, 50 a page; ``reason`` filters by why it is stuck (docs/design.md §4);
     ``parent`` lists the children of that execution, ``hold`` by whether a legal hold keeps
     it (issue 23); ``input`` (``KEY:VALUE``, e.g. ``month:2026-06``) by a field of its input."""
     page, following = selectors.execution_page(
@@ -276,7 +276,7 @@ def artifact_content(request: HttpRequest, artifact_id: ArtifactRef, n: DbInt):
     return response
 
 
-# --- the catalogue (DESIGN §6, "Platform"): what can be started, and with what input
+# --- the catalogue (docs/design.md §6, "Platform"): what can be started, and with what input
 
 
 class WorkflowStepOut(Schema):

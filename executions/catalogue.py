@@ -1,4 +1,4 @@
-"""The catalogue: every registered workflow as ``GET /api/workflows`` answers it (DESIGN §6,
+"""The catalogue: every registered workflow as ``GET /api/workflows`` answers it (docs/design.md §6,
 "Platform") — its title and description, its versions, the latest version's input schema
 and steps, and whether it is paused. Shared by the API, the workflows page, the start
 forms and ``keel workflows``.

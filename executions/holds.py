@@ -1,4 +1,4 @@
-"""Holds (DESIGN §6 Operations): an operator's pause of one execution, and a workflow's
+"""Holds (docs/design.md §6 Operations): an operator's pause of one execution, and a workflow's
 kill switch. Shared by the API, the console, the CLI and bulk operations.
 
 A pause is a transition (``pause``) from pending, running, retry_pending, waiting or

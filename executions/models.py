@@ -38,7 +38,7 @@ class Status(models.TextChoices):
 TERMINAL = frozenset({Status.COMPLETED, Status.FAILED, Status.CANCELLED})
 ACTIVE = frozenset(set(Status) - TERMINAL)
 S = Status
-# Where an operator's hold (or a workflow's kill switch) can pause an execution from (DESIGN §6 Operations).
+# Where an operator's hold (or a workflow's kill switch) can pause an execution from (docs/design.md §6 Operations).
 HOLDABLE = (S.PENDING, S.RUNNING, S.RETRY_PENDING, S.WAITING, S.AWAITING_APPROVAL)
 
 
@@ -116,7 +116,7 @@ class Execution(ConcurrentTransitionMixin, models.Model):
     status = FSMField(default=Status.PENDING, choices=Status.choices, protected=True)
     status_changed_at = models.DateTimeField(auto_now_add=True)
     status_reason = models.TextField(blank=True, default="")
-    # Why it stopped, as a word from the stuck vocabulary (DESIGN §4): waiting_overdue,
+    # Why it stopped, as a word from the stuck vocabulary (docs/design.md §4): waiting_overdue,
     # approval_lapsed, unknown_outcome…; "" when the status needs no reason.
     reason_code = models.CharField(max_length=40, blank=True, default="")
     current_step = models.CharField(max_length=100, blank=True, default="")
@@ -287,7 +287,7 @@ class Execution(ConcurrentTransitionMixin, models.Model):
         """The execution that restarted this one, or None (there is at most one)."""
         return self.restarts.first()
 
-    # --- The lifecycle (DESIGN §4). Transitions change the object in memory only;
+    # --- The lifecycle (docs/design.md §4). Transitions change the object in memory only;
     # executions.engine.lifecycle.apply saves them with the event in one transaction.
 
     @transition(field=status, source=S.PENDING, target=S.RUNNING)
@@ -642,7 +642,7 @@ class Action(ConcurrentTransitionMixin, models.Model):
     def __str__(self) -> str:
         return self.key
 
-    # --- The ledger's states (DESIGN §4). executions.engine.ledger applies and records them.
+    # --- The ledger's states (docs/design.md §4). executions.engine.ledger applies and records them.
 
     @transition(field=status, source=State.PLANNED, target=State.APPROVED)
     def approve(self) -> None:

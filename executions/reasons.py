@@ -1,4 +1,4 @@
-"""Why an execution is not moving: the stuck vocabulary (DESIGN §4), one ``TextChoices``.
+"""Why an execution is not moving: the stuck vocabulary (docs/design.md §4), one ``TextChoices``.
 
 Every place that names a reason names a member of ``StuckReason``: the transitions
 that record one with the status they set (``Execution.reason_code``: the runner, the

@@ -53,7 +53,7 @@ def gate_payload(pending: gates.PendingGate | None) -> dict[str, Any] | None:
 
 
 def approval_payload(pending: gates.PendingGate | None) -> dict[str, Any] | None:
-    """``pending_approval`` of the API (DESIGN §6): the open approval gate's details."""
+    """``pending_approval`` of the API (docs/design.md §6): the open approval gate's details."""
     return pending.details if pending is not None and pending.kind == "approval" else None
 
 
@@ -172,7 +172,7 @@ def _child_item(row: dict[str, Any]) -> dict[str, Any]:
 
 def family_fields(execution: Execution) -> dict[str, Any]:
     """``parent`` {id, step} or None, and ``children`` [{id, workflow, status, step}]
-    (DESIGN §6): the children it started, oldest first, each with the step that started it."""
+    (docs/design.md §6): the children it started, oldest first, each with the step that started it."""
     if hasattr(execution, "children_items"):  # loaded by prefetch_payloads
         children = execution.children_items
     else:

@@ -1,5 +1,5 @@
 """Why an execution is not moving: one annotation, in SQL, so lists filter, count and
-page on it (DESIGN §4, Stuck reasons).
+page on it (docs/design.md §4, Stuck reasons).
 
 ``annotated()`` is every execution with ``stuck_reason`` (a word of ``REASONS`` or
 NULL) and ``stuck_since``. Most reasons are recorded when the runtime stops the execution
@@ -52,7 +52,7 @@ R = StuckReason
 # Every reason, in the vocabulary's order (the API's filter, the counts).
 REASONS = tuple(StuckReason.values)
 
-# What an operator should do about each reason (DESIGN §6: the `action` of `stuck`).
+# What an operator should do about each reason (docs/design.md §6: the `action` of `stuck`).
 ACTION = {
     R.RETRYING: "wait",
     R.RATE_LIMITED: "wait",

@@ -1,4 +1,4 @@
-"""The visits of an execution (DESIGN §4, "Control flow people write"): each pass through
+"""The visits of an execution (docs/design.md §4, "Control flow people write"): each pass through
 a step is a *visit* — a loop, or changes requested, leads back to a step and it runs
 again with its own output, model calls, approval and wait.
 

@@ -1,4 +1,4 @@
-"""``GET /api/workers`` (DESIGN §6, Workers): operators. ``config.api`` adds this router.
+"""``GET /api/workers`` (docs/design.md §6, Workers): operators. ``config.api`` adds this router.
 
 ``items`` is the contract's; ``queues`` (every routed queue with its live consumers), an
 item's ``node`` and ``tasks`` are ours, additively (docs/api.md, Workers)."""

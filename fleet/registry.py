@@ -1,6 +1,6 @@
 """What the fleet looks like now, from the heartbeats: the workers (alive or stale, their
 queues, what each holds), the queues something is routed to that no live worker
-consumes, and the workers on a queue nothing is routed to (idle). DESIGN §6, Workers.
+consumes, and the workers on a queue nothing is routed to (idle). docs/design.md §6, Workers.
 
 A worker is alive while its last heartbeat is younger than ``RUNTIME_WORKER_STALE_SECONDS``
 (three heartbeats by default) by the database clock and it didn't shut down; a worker

@@ -1,4 +1,4 @@
-"""Replica reads (issue 24, DESIGN §4 "Many machines"): with ``DATABASE_REPLICA_URL`` the
+"""Replica reads (issue 24, docs/design.md §4 "Many machines"): with ``DATABASE_REPLICA_URL`` the
 dashboard's and the API's read-only pages — lists, counts, metrics, audit — read from a
 streaming replica; workers, every write and every read-before-write stay on the primary.
 

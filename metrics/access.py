@@ -1,4 +1,4 @@
-"""Who may read the measures (DESIGN §6): the API and the page — operators, managers and
+"""Who may read the measures (docs/design.md §6): the API and the page — operators, managers and
 auditors; ``/metrics`` — operators and auditors, or the scrape token."""
 
 from __future__ import annotations

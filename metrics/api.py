@@ -1,4 +1,4 @@
-"""The measures in the Task API (DESIGN §6): ``GET /api/metrics?window=`` and, for the
+"""The measures in the Task API (docs/design.md §6): ``GET /api/metrics?window=`` and, for the
 metrics page's charts, ``GET /api/metrics/history?window=``. Operators, managers and
 auditors; anyone else 403. ``config.api`` adds this router."""
 

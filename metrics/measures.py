@@ -1,4 +1,4 @@
-"""The seeds' measures (DESIGN §4, Metrics), computed from the record: events, the
+"""The seeds' measures (docs/design.md §4, Metrics), computed from the record: events, the
 ledger, step runs and approvals, as the rollup (``metrics.rollup``) has counted them —
 a fixed number of queries, over a few hundred rows, whatever the number of executions.
 Durations are read from histograms whose buckets are at most 10 % wide
@@ -47,7 +47,7 @@ NOTIFICATION_STATES = {"sent": "succeeded", "failed": "failed", "unknown": "unkn
 
 
 def measures(window: Window, *, workflow: str | None = None) -> dict[str, Any]:
-    """The measures of DESIGN §6 (``GET /api/metrics``) over ``window``."""
+    """The measures of docs/design.md §6 (``GET /api/metrics``) over ``window``."""
     return {
         **of(rollup.summed(window.since, window.until, workflow=workflow)),
         "stuck": stuck_now(workflow),

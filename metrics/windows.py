@@ -1,4 +1,4 @@
-"""The time windows the measures are computed over: ``<n>h`` or ``<n>d`` (DESIGN §6)."""
+"""The time windows the measures are computed over: ``<n>h`` or ``<n>d`` (docs/design.md §6)."""
 
 from __future__ import annotations
 

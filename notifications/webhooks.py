@@ -1,4 +1,4 @@
-"""Outbound webhooks (DESIGN §6): the body, its signature, and the POST.
+"""Outbound webhooks (docs/design.md §6): the body, its signature, and the POST.
 
 ``{"event", "execution": {"id", "workflow", "status", "stuck"}, "sent_at"}`` as JSON,
 signed ``X-Keel-Signature: sha256=<hex HMAC-SHA256 of the exact body bytes with

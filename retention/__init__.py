@@ -1,4 +1,4 @@
-"""Retention (issue 23; DESIGN §4 "Retention", §6 "Operations"): history is kept
+"""Retention (issue 23; docs/design.md §4 "Retention", §6 "Operations"): history is kept
 ``RUNTIME_RETENTION_DAYS`` after an execution ends, then archived to the artifact
 storage as compressed JSON Lines under a hash-chained manifest and purged by the
 database's owner role; a legal hold keeps an execution whatever its age. Artifact

@@ -1,4 +1,4 @@
-"""Legal holds in the Task API (DESIGN §6): ``POST`` and ``DELETE
+"""Legal holds in the Task API (docs/design.md §6): ``POST`` and ``DELETE
 /api/executions/{id}/hold`` (auditors) → 200 with the execution. Thin: parse, call
 ``retention.holds``, answer."""
 

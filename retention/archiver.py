@@ -1,4 +1,4 @@
-"""Archive, re-read, purge, tombstone: the one writer of the archive (DESIGN §4 "Retention").
+"""Archive, re-read, purge, tombstone: the one writer of the archive (docs/design.md §4 "Retention").
 
 For each batch of whole families (``retention.policy``), in this order:
 
@@ -26,7 +26,7 @@ the storage unreachable → ``store.Unreachable`` and nothing deleted.
 
 After the last batch the pass sweeps the artifact store (``retention.blobs``): a blob
 no live version and no manifest names, older than the grace, is removed. The sweep
-reports in ``Outcome.blobs`` (not in ``as_json``, whose keys DESIGN §6 fixes); when it
+reports in ``Outcome.blobs`` (not in ``as_json``, whose keys docs/design.md §6 fixes); when it
 can't read what it needs it removes nothing and says why there (``blobs.failed``), the
 archive's work standing. ``sweep_run`` runs the sweep alone, under the same lock.
 """
@@ -67,7 +67,7 @@ class Outcome:
     blobs: Sweep = field(default_factory=Sweep)
 
     def as_json(self, *, dry_run: bool) -> dict:
-        """``keel archive --json``: exactly DESIGN §6's keys (the blob sweep's counts are
+        """``keel archive --json``: exactly docs/design.md §6's keys (the blob sweep's counts are
         in the human output and the log, and in ``keel archive --blobs --json``)."""
         if dry_run:
             return {"would_archive": self.would_archive, "skipped_on_hold": self.skipped_on_hold}

@@ -1,4 +1,4 @@
-"""The blob sweep (issue 23; DESIGN §4 "Retention"): artifact contents stay in the
+"""The blob sweep (issue 23; docs/design.md §4 "Retention"): artifact contents stay in the
 content-addressed store (``artifacts.store``: ``sha256/<ab>/<digest>``) while a live
 version or an archive names them; a blob nothing names any more is removed.
 

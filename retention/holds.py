@@ -1,4 +1,4 @@
-"""Legal holds (DESIGN §6 "Retention"): an auditor keeps an execution whatever its age.
+"""Legal holds (docs/design.md §6 "Retention"): an auditor keeps an execution whatever its age.
 The hold lives on the execution (``hold_reason``, ``hold_by``, ``hold_at``) so every
 read of it shows it; placing and releasing it are events in its history (audited);
 retention honours it (``retention.policy``, and the purge checks it again under the

@@ -1,4 +1,4 @@
-"""The archive chain's anchor in the database (issue 38; DESIGN §4 "Retention").
+"""The archive chain's anchor in the database (issue 38; docs/design.md §4 "Retention").
 
 The manifests chain each other by sha256, but a chain kept only on the storage can lose
 its head unnoticed: remove the newest manifest and its data file and what is left still

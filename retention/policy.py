@@ -1,4 +1,4 @@
-"""What retention may archive (DESIGN §4 "Retention"), and nothing else.
+"""What retention may archive (docs/design.md §4 "Retention"), and nothing else.
 
 An execution may go when it is terminal, ended (entered its terminal status) before
 its cut-off — ``RUNTIME_RETENTION_DAYS`` ago, or its workflow's own ``retention_days``,

@@ -1,4 +1,4 @@
-"""Every row of an execution (DESIGN §4 "Retention": its row, events, step runs,
+"""Every row of an execution (docs/design.md §4 "Retention": its row, events, step runs,
 actions, model calls, waits, approval requests, decisions, audit entries, artifacts
 and their versions' metadata — and whatever a later model hangs off them), found
 from the models' foreign keys rather than a list kept by hand: a table another app

@@ -1,4 +1,4 @@
-"""``keel archive --verify``: the archive proves itself (DESIGN §6 "Retention").
+"""``keel archive --verify``: the archive proves itself (docs/design.md §6 "Retention").
 
 Checks, naming the file of every failure:
 

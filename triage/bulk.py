@@ -1,4 +1,4 @@
-"""Bulk operations: cancel, resume, retry or pause many executions at once (DESIGN §6).
+"""Bulk operations: cancel, resume, retry or pause many executions at once (docs/design.md §6).
 
 Two steps. A *dry run* says, for a filter or a list of ids, to which executions the
 operation applies now and why not to the others; it writes nothing. A *run* takes the

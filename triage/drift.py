@@ -1,4 +1,4 @@
-"""Model drift (DESIGN §4, the model-call journal): a recorded model call no longer
+"""Model drift (docs/design.md §4, the model-call journal): a recorded model call no longer
 matches the request rebuilt when its step runs again (a prompt, a tool or a parameter
 changed), and the execution stopped for a person (needs_attention ``model_drift``).
 

@@ -1,4 +1,4 @@
-"""What a resume would do, said before it is done (DESIGN §5, §6): which steps are
+"""What a resume would do, said before it is done (docs/design.md §5, §6): which steps are
 skipped (their checkpointed output is reused), which run, which are blocked; which
 effects could be repeated at a provider that does not de-duplicate; which approvals
 no longer hold; the pinned and the latest workflow version.
@@ -32,7 +32,7 @@ def execution_resume_preview(*, ref: str, user: AbstractBaseUser) -> dict[str, A
 
 
 def resume_preview(execution: Execution) -> dict[str, Any]:
-    """The resume preview of DESIGN §6, for ``execution`` as it is now."""
+    """The resume preview of docs/design.md §6, for ``execution`` as it is now."""
     workflow = workflow_of(execution)
     # The workflow's own effects: a notification or a webhook (sent beside the steps, by its
     # own task) is never sent again by a resume, so it is no part of what a resume would do.

@@ -1,4 +1,4 @@
-"""Replay before deploy (DESIGN §4; ``keel replay``): for each live execution, run again what
+"""Replay before deploy (docs/design.md §4; ``keel replay``): for each live execution, run again what
 it has already done with the code now installed, and report the first place where what
 the code builds now differs from what was recorded — before a deploy stops it.
 

@@ -1,4 +1,4 @@
-"""A parent workflow: the quarterly report, built from three monthly reports (DESIGN §6).
+"""A parent workflow: the quarterly report, built from three monthly reports (docs/design.md §6).
 
 start the quarter's three ``monthly_report`` children (each needs its own manager's
 approval, as usual) and wait for them without a worker → draft the quarterly report

@@ -1,4 +1,4 @@
-"""``keel archive``: retention's archive and purge, its verifier and its reader (DESIGN §6).
+"""``keel archive``: retention's archive and purge, its verifier and its reader (docs/design.md §6).
 
 * ``keel archive [--older-than 90d] [--dry-run] [--json]`` archives and purges the
   terminal executions that ended before the cut-off and are not on hold, then runs the
@@ -11,7 +11,7 @@
 * ``keel archive --show ID`` prints an archived execution from the archive; one whose
   manifest or data file is missing: one sentence, exit 2.
 
-``--json`` of a pass carries exactly DESIGN §6's keys; the sweep's counts are a line of
+``--json`` of a pass carries exactly docs/design.md §6's keys; the sweep's counts are a line of
 the human output (and ``--blobs --json``). The storage unreachable, or the database
 refusing the purge (the application role can't delete): exit 1 with the reason,
 nothing deleted. The sweep after a pass unable to read the store or a manifest, or to

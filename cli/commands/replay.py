@@ -1,4 +1,4 @@
-"""``keel replay``: which live executions would the code now installed stop? (DESIGN §4
+"""``keel replay``: which live executions would the code now installed stop? (docs/design.md §4
 "Replay before deploy", §6; triage.replay). Exit 0 when nothing drifted, 1 when something
 did, 2 on bad input. It calls nothing and writes nothing."""
 

@@ -227,7 +227,7 @@ class _Visit:
         return kinds.Done(
             {
                 "answer": response.text or None,
-                # Each proposed call, as the workflow's next steps read it (DESIGN §6): the
+                # Each proposed call, as the workflow's next steps read it (docs/design.md §6): the
                 # arguments it ran with, done/refused/failed, and what it returned.
                 "calls": [
                     {

@@ -16,7 +16,7 @@ A workflow reads as its business process: named steps with labels (``step``,
 ``model_step``, ``agent``), effects with business keys (``effect`` returning an
 ``Effect``), gates (``gate``, ``wait``); leases, checkpoints, the ledger, retries and
 the journal happen underneath, in the engine. The names below are the whole surface
-(DESIGN §4): ``Workflow``, ``WorkflowInput``, ``register``, ``Effect``,
+(docs/design.md §4): ``Workflow``, ``WorkflowInput``, ``register``, ``Effect``,
 ``ReceiptField``, ``RetryPolicy``, ``StepFailure``, ``Tool``, ``Budget``, ``Child`` and what
 using them takes (``parse_with`` for an input checked by hand, ``FailureKind`` for a failure,
 ``InvalidInput`` for a validator's own refusal, ``DB_INT_MAX`` to bound an integer,

@@ -1,4 +1,4 @@
-"""A hold, as the engine sees it (DESIGN §6 Operations): where a worker lets a paused
+"""A hold, as the engine sees it (docs/design.md §6 Operations): where a worker lets a paused
 execution go, and a workflow's kill switch read at each step boundary.
 
 An operator's pause (``executions.holds``) is an unfenced transition: it may land while

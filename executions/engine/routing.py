@@ -1,4 +1,4 @@
-"""Queues by kind of work (DESIGN §4, "Many machines"): which Celery queue rings for an
+"""Queues by kind of work (docs/design.md §4, "Many machines"): which Celery queue rings for an
 execution, from ``RUNTIME_QUEUES``.
 
 ``RUNTIME_QUEUES`` maps a queue name to what it carries, each a selector:

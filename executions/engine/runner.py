@@ -393,7 +393,7 @@ def _commit_step(lease, execution, ctx, workflow, step, output, started, action,
 
 
 def _checkpoint_held(lease, ctx, workflow, step, output, started, action) -> None:
-    """Paused while this step ran (DESIGN §6 Operations): the step checkpoints all the
+    """Paused while this step ran (docs/design.md §6 Operations): the step checkpoints all the
     same — fenced on our lease, the step, and ``paused`` left from ``running`` — from the
     context as it was before the step (the refused write changed only our copy); then the
     lease is given back. Nothing after the step runs; resume goes on from the next one."""
@@ -579,7 +579,7 @@ def _step_failed(lease: Lease, step: Step, failure: StepFailure, started, *, une
     return STOP
 
 
-# Why a failed step stopped, as a word of the stuck vocabulary (DESIGN §4).
+# Why a failed step stopped, as a word of the stuck vocabulary (docs/design.md §4).
 _CODES = {
     FailureKind.OUTCOME_UNKNOWN: StuckReason.UNKNOWN_OUTCOME,
     FailureKind.PERMISSION: StuckReason.PERMISSION_DENIED,

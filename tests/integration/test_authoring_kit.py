@@ -1,4 +1,4 @@
-"""The author's test kit (DESIGN §6: ``executions.authoring.testing``), used the way an
+"""The author's test kit (docs/design.md §6: ``executions.authoring.testing``), used the way an
 author uses it: from a package outside keel's tree, in a pytest run of its own.
 
 The module copies an author's project into a temporary folder away from keel's

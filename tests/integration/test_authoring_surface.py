@@ -1,4 +1,4 @@
-"""The authoring surface (DESIGN §4): a workflow module that imports only
+"""The authoring surface (docs/design.md §4): a workflow module that imports only
 ``executions.authoring`` — and ``approvals.gate`` for an approval — registers and runs
 end to end on real processes; the surface itself pulls in neither the API (ninja) nor
 the engine nor the agent runtime, nor the author's test kit."""
@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 FIRST_PARTY = {"accounts", "approvals", "artifacts", "config", "console", "executions", "metrics", "sandbox", "triage"}
 FIRST_PARTY |= {"workflows", "tests", "bench", "scripts"}
 
-# DESIGN §4's names, each part of the surface.
+# docs/design.md §4's names, each part of the surface.
 PROMISED = {"Workflow", "WorkflowInput", "register", "Effect", "ReceiptField", "RetryPolicy", "StepFailure", "Tool"}
 PROMISED |= {"Budget", "Child"}
 

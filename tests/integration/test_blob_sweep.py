@@ -145,13 +145,13 @@ def test_archive_json_carries_exactly_the_design_keys_while_the_pass_still_sweep
     orphan = stored(root, b"nobody's", hours_ago=48)
 
     dry = json.loads(keel("--dry-run", "--json"))
-    assert set(dry) == {"would_archive", "skipped_on_hold"}  # DESIGN §6, exactly
+    assert set(dry) == {"would_archive", "skipped_on_hold"}  # docs/design.md §6, exactly
     assert dry == {"would_archive": 1, "skipped_on_hold": 0}
     assert "would archive 1 executions" in keel("--dry-run")
     assert (root / orphan.path).exists()  # a dry run sweeps nothing
 
     done = json.loads(keel("--older-than", "0d", "--json"))
-    assert set(done) == {"archived", "manifest", "skipped_on_hold"}  # DESIGN §6, exactly
+    assert set(done) == {"archived", "manifest", "skipped_on_hold"}  # docs/design.md §6, exactly
     assert done["archived"] == 1 and done["skipped_on_hold"] == 0
     assert done["manifest"].startswith("archive/000001-") and done["manifest"].endswith(".manifest.json")
     assert not (root / orphan.path).exists()  # the sweep ran after the purge

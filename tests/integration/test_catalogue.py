@@ -1,4 +1,4 @@
-"""The catalogue and the start forms (issue 20, DESIGN §6 "Platform"): ``GET /api/workflows``
+"""The catalogue and the start forms (issue 20, docs/design.md §6 "Platform"): ``GET /api/workflows``
 and ``/api/workflows/{name}`` to the letter, the workflows page, and a start form drawn from
 each workflow's input schema — a hidden idempotency key (the same form twice starts one
 execution), 303 to the execution's page, 422 with the reason beside the field."""

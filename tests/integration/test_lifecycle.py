@@ -1,4 +1,4 @@
-"""The lifecycle table of DESIGN §4: every listed transition works, every other one is refused."""
+"""The lifecycle table of docs/design.md §4: every listed transition works, every other one is refused."""
 
 from __future__ import annotations
 

@@ -20,7 +20,7 @@ from executions.models import ModelCall, Status
 from executions.services import execution_start
 from workflows import support_agent
 
-# DESIGN §6: the fields of GET /api/executions/{id}/model-calls.
+# docs/design.md §6: the fields of GET /api/executions/{id}/model-calls.
 CONTRACT_FIELDS = {
     "key",
     "step",

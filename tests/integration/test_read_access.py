@@ -1,4 +1,4 @@
-"""Who may read what (issue 11, DESIGN §6): any signed-in user reads every execution —
+"""Who may read what (issue 11, docs/design.md §6): any signed-in user reads every execution —
 not only their own — through the API and the pages; anonymous users read nothing."""
 
 from __future__ import annotations

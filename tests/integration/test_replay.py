@@ -1,4 +1,4 @@
-"""``keel replay`` (DESIGN §4 "Replay before deploy"): a live execution replayed against
+"""``keel replay`` (docs/design.md §4 "Replay before deploy"): a live execution replayed against
 the code now installed — ok on unchanged code; a changed prompt (model call), a changed
 effect key, a changed approval binding and an unregistered pinned version each found,
 with a readable detail and exit 1; bad input exit 2. It writes nothing and calls nothing:

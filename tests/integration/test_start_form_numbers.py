@@ -1,4 +1,4 @@
-"""Issue 38 (item 9.5): the dashboard's start form (DESIGN §6, "Platform") reads an integer
+"""Issue 38 (item 9.5): the dashboard's start form (docs/design.md §6, "Platform") reads an integer
 field as ASCII digits with an optional sign, nothing else. Python's ``int()`` also takes
 ``1_0`` (ten) and other scripts' digits (``٣``, Arabic-Indic three), and ``float()`` takes
 ``nan`` and ``inf``: each was started as a number nobody typed. Now each is refused with

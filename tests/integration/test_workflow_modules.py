@@ -1,4 +1,4 @@
-"""``KEEL_WORKFLOW_MODULES`` (issue 20, DESIGN §4): a module named there that doesn't import
+"""``KEEL_WORKFLOW_MODULES`` (issue 20, docs/design.md §4): a module named there that doesn't import
 stops start-up — ``manage.py check`` and a Celery worker here — with one sentence naming
 the module and the error, never a traceback. (The modules that do import run end to end
 in tests/examples and tests/browser/test_browser_start_forms.py.)"""

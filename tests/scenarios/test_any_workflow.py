@@ -1,4 +1,4 @@
-"""Guarantees for any workflow (DESIGN §4, fourth round), on workflows keel doesn't ship:
+"""Guarantees for any workflow (docs/design.md §4, fourth round), on workflows keel doesn't ship:
 an approval is spent by its one effect (S49), nothing hangs without a reason (S50)."""
 
 from __future__ import annotations

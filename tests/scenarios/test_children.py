@@ -1,4 +1,4 @@
-"""Child executions (issue 21, DESIGN §4 "Children and routes", §6 "Agents and children")
+"""Child executions (issue 21, docs/design.md §4 "Children and routes", §6 "Agents and children")
 on real processes: a parent's step starts its children in the transaction that parks it,
 waits without a worker, wakes when they end (or the sweeper wakes it), reads their
 outputs; a failed child needs a person; a cancel cascades. S33, S34, S35."""

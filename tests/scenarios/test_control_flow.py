@@ -1,4 +1,4 @@
-"""Control flow people write (DESIGN §4 and §6, fourth round; issue 40): branches, a
+"""Control flow people write (docs/design.md §4 and §6, fourth round; issue 40): branches, a
 durable sleep (S52), a timeout and a reject that continue at a declared step (S53), an
 effect that decides not to act, a chosen version — on workflows keel doesn't ship
 (tests/support/control_flows.py), on real processes."""

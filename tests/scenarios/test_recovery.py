@@ -1,4 +1,4 @@
-"""Recovery scenarios of SCENARIOS.md on real processes: PostgreSQL, Redis, Celery
+"""Recovery scenarios of docs/scenarios.md on real processes: PostgreSQL, Redis, Celery
 workers (SIGKILLed where a crash is the point), beat, the web server and the sandbox."""
 
 from __future__ import annotations

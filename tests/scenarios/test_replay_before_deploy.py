@@ -1,4 +1,4 @@
-"""Replay sees everything that can drift (DESIGN §4, fourth round; S54): agent and route
+"""Replay sees everything that can drift (docs/design.md §4, fourth round; S54): agent and route
 steps are replayed against the journal like model steps, and a change of the step graph
 before a parked execution's position is drift of kind ``structure``; ``--workflow W
 --version N`` answers for the executions that could move. A replay writes nothing and

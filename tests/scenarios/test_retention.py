@@ -1,4 +1,4 @@
-"""Retention's scenarios (issue 23; SCENARIOS.md S43–S45), with real ``manage.py keel
+"""Retention's scenarios (issue 23; docs/scenarios.md S43–S45), with real ``manage.py keel
 archive`` processes: the archiver SIGKILLed (by its failpoints) between writing a batch
 and deleting it and in the middle of deleting; a cut-off over an execution on hold and
 one with a live child; a flipped byte in the archive."""

@@ -1,4 +1,4 @@
-"""``support_chat`` (DESIGN §6, control flow; issue 40 item 8): the support agent in a
+"""``support_chat`` (docs/design.md §6, control flow; issue 40 item 8): the support agent in a
 conversation — each customer message a turn (a visit of its agent step), each tool call
 gated as in ``support_agent``, ``close`` or the idle timeout ends it with a result."""
 

@@ -1,4 +1,4 @@
-"""A loop's record speaks visits (S51, DESIGN §4 "Control flow people write"; issue 40):
+"""A loop's record speaks visits (S51, docs/design.md §4 "Control flow people write"; issue 40):
 the resume preview, the page's timeline and steps, restart from a step and ``keel replay``
 each number a step's passes the same way, on real processes, with a workflow keel
 doesn't ship (``spinner``: a model call in a loop that only ``max_visits`` ends)."""

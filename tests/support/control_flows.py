@@ -1,5 +1,5 @@
 """Workflows the control-flow tests register (tests/scenarios/test_control_flow.py,
-DESIGN §4 "Control flow people write"), written with the authoring surface alone:
+docs/design.md §4 "Control flow people write"), written with the authoring surface alone:
 
 - ``expense``: a claim drafted, a manager's decision; approved → paid (an effect guarded
   by the decision), rejected → ``record_rejection`` (``on_reject``), completed either way;

@@ -120,7 +120,7 @@ class Spec:
         )
 
 
-# Production's defaults are the tested defaults (DESIGN §4, fourth round): every keel process
+# Production's defaults are the tested defaults (docs/design.md §4, fourth round): every keel process
 # of the run tells people by e-mail and other systems by webhook, as production does once
 # EMAIL_HOST is set — to the run's own receivers (tests/support/receivers.py), started
 # once per pytest process. A test may still turn them off (KEEL_NOTIFICATIONS=off).

@@ -1,4 +1,4 @@
-"""Registration refuses what can't run (DESIGN §6, control flow; issue 40 item 7): at
+"""Registration refuses what can't run (docs/design.md §6, control flow; issue 40 item 7): at
 import, one sentence naming the workflow and the step. And the edges the new control
 flow adds (branch, on_timeout, on_reject) lead where their recorded output says."""
 

@@ -1,4 +1,4 @@
-"""Every recovery scenario S01–S48 (SCENARIOS.md), and those of the fourth round built so
+"""Every recovery scenario S01–S48 (docs/scenarios.md), and those of the fourth round built so
 far (``BUILT``), has a test in tests/scenarios named by its id (``test_s04_…``; one test
 may name several, ``test_s25_s16_…``)."""
 

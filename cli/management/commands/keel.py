@@ -16,7 +16,7 @@ from cli import trace
 from cli.registry import UsageError, as_json, commands, get
 from executions.errors import Conflict, Forbidden, InvalidInput, NotFound, ServiceError
 
-# Exit statuses (DESIGN §6): 2 bad input, 3 refused by the state, 4 not allowed.
+# Exit statuses (docs/design.md §6): 2 bad input, 3 refused by the state, 4 not allowed.
 BAD_INPUT, REFUSED, NOT_ALLOWED, FAILED = 2, 3, 4, 1
 
 

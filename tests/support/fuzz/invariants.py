@@ -1,5 +1,5 @@
 """What must hold after any fuzz case, whatever the workflow and whatever was killed or
-duplicated (S60; DESIGN §4, "Guarantees for any workflow"). ``check(played)`` returns
+duplicated (S60; docs/design.md §4, "Guarantees for any workflow"). ``check(played)`` returns
 one sentence per violation (none: the case passed):
 
 - **each effect key, at most one provider effect**: the sandbox's ``/_stats`` per

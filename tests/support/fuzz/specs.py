@@ -55,7 +55,7 @@ class Act:
     provider: Provider = "notify"
     honors_key: bool = True
     # Visits: above 1, a branch after it (``<block>_again``) leads back to it until it ran
-    # this many times (a loop, DESIGN §4 "Control flow"), each visit keyed by its number.
+    # this many times (a loop, docs/design.md §4 "Control flow"), each visit keyed by its number.
     passes: int = 1
 
 
