@@ -9,6 +9,7 @@ no longer hold; the pinned and the latest workflow version.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
@@ -250,11 +251,29 @@ def _effect_again(step: Step, actions: list[Action]) -> str:
 
 
 def _runs_later(step: Step) -> str:
-    if step.is_gate:
-        return f"the {step.kind} gate stops the execution here until it passes"
-    if step.kind == StepKind.EFFECT:
-        guarded = f", once {step.guarded_by} let it through" if step.guarded_by else ""
-        return f"sends its effect ({step.action}){guarded}"
-    if step.kind == StepKind.MODEL:
-        return f"asks the model (prompt {step.prompt_version}); the response is recorded"
-    return "runs"
+    """What a step after the current one does when the resume reaches it (``LATER``)."""
+    sentence = LATER.get(step.kind)
+    return sentence(step) if sentence is not None else f"runs (a {step.kind} step)"
+
+
+def _gate_later(step: Step) -> str:
+    return f"the {step.kind} gate stops the execution here until it passes"
+
+
+# What each kind of step does when a resume reaches it: one entry per ``StepKind``
+# (tests/unit/test_step_kinds.py checks none is missing).
+LATER: dict[str, Callable[[Step], str]] = {
+    StepKind.COMPUTE: lambda step: "runs",
+    StepKind.EFFECT: lambda step: (
+        f"sends its effect ({step.action})" + (f", once {step.guarded_by} let it through" if step.guarded_by else "")
+    ),
+    StepKind.MODEL: lambda step: f"asks the model (prompt {step.prompt_version}); the response is recorded",
+    StepKind.AGENT: lambda step: (
+        "asks the model and runs the tools it proposes that the runtime allows; each call is recorded"
+    ),
+    StepKind.ROUTE: lambda step: "asks the model which step comes next; its choice is recorded",
+    StepKind.BRANCH: lambda step: "its code chooses the next step; the choice is recorded",
+    StepKind.APPROVAL: _gate_later,
+    StepKind.WAIT: _gate_later,
+    StepKind.CHILDREN: _gate_later,
+}

@@ -50,6 +50,24 @@ from executions.models import TERMINAL, Action, Execution, ModelCall
 from .network_guard import guarded
 
 OK, DRIFT, UNREGISTERED = "ok", "drift", "unregistered_version"
+MODEL_KINDS = (StepKind.MODEL, StepKind.AGENT, StepKind.ROUTE)  # replayed with the journal as their model
+
+# Each kind of step, replayed (a method of ``_Replay``): one entry per ``StepKind``
+# (tests/unit/test_step_kinds.py checks none is missing). A gate checks what it is bound
+# to; an effect is built and compared with the ledger; a model, agent or route step runs
+# with the journal as its model; a compute step runs offline (its record stands if it
+# can't); a branch must choose as it did.
+REPLAYS = {
+    StepKind.COMPUTE: "_replay_compute",
+    StepKind.EFFECT: "_check_effect",
+    StepKind.MODEL: "_replay_model",
+    StepKind.AGENT: "_replay_model",
+    StepKind.ROUTE: "_replay_model",
+    StepKind.BRANCH: "_check_branch",
+    StepKind.APPROVAL: "_check_gate",
+    StepKind.WAIT: "_check_gate",
+    StepKind.CHILDREN: "_check_gate",
+}
 
 
 class Found(Exception):
@@ -149,13 +167,7 @@ class _Replay:
             step = self.flow.get_step(current)
             coming = visits.ahead(self.flow, self.recorded, done)
             visit = coming[0] if coming else visits.Visit(step, 1)
-            if step.is_gate:  # parked there: what it is bound to, and the effects it guards
-                self._check_gate(done, visit)
-                for guarded in self.flow.steps:
-                    if guarded.kind == StepKind.EFFECT and guarded.guarded_by == step.name:
-                        self._check_effect(done, visits.Visit(guarded, 0), planned=True)
-            elif step.kind in (StepKind.MODEL, StepKind.AGENT, StepKind.ROUTE):
-                self._replay_step(done, visit, current=True)  # as far as the record goes
+            self._replay_current(done, visit)
 
     # --- the context as it was when a visit began, after the visits ``earlier``
 
@@ -191,33 +203,48 @@ class _Replay:
 
     # --- each kind of step
 
-    def _replay_step(self, earlier: list[visits.Visit], visit: visits.Visit, *, current: bool = False) -> None:
+    def _replay_step(self, earlier: list[visits.Visit], visit: visits.Visit) -> None:
+        """One visit, replayed by its kind (``REPLAYS``); a kind without an entry is a
+        finding, never skipped."""
+        method = REPLAYS.get(visit.step.kind)
+        if method is None:
+            raise Found("structure", visit.name, "", f"replay doesn't know the step kind {visit.step.kind!r}")
+        getattr(self, method)(earlier, visit)
+
+    def _replay_current(self, earlier: list[visits.Visit], visit: visits.Visit) -> None:
+        """The step the execution stands at, as far as the record goes: a gate it is parked
+        at (what it is bound to, and the effects it guards, as planned); a model, agent or
+        route step up to its first call not made yet; nothing else has run any of it."""
         step = visit.step
         if step.is_gate:
             self._check_gate(earlier, visit)
-        elif step.kind == StepKind.EFFECT:
-            self._check_effect(earlier, visit)
-        elif step.kind in (StepKind.MODEL, StepKind.AGENT, StepKind.ROUTE):
-            ctx = self._context(earlier, visit, current=current)
-            model = JournalModel(self.execution, step.name, current=current)
-            try:
-                if step.kind == StepKind.MODEL:
-                    step.fn(ctx, model)
-                elif step.kind == StepKind.AGENT:
-                    runtime.replay_agent(ctx, self.flow, step, model=model, current=current)
-                else:
-                    runtime.replay_route(ctx, self.flow, step, model=model, current=current)
-            except runtime.ReplayEnded:
-                pass  # the current step got no further than this
-            except runtime.ReplayDrift as drift:
-                raise Found(drift.kind, step.name, drift.key, drift.detail) from None
-        elif step.kind == StepKind.COMPUTE:
-            ctx = self._context(earlier, visit)
-            # It would call a service, or depends on what a call returned: its record stands.
-            with contextlib.suppress(Exception):
-                step.fn(ctx)
-        elif step.kind == StepKind.BRANCH:
-            self._check_branch(earlier, visit)
+            for guarded in self.flow.steps:
+                if guarded.kind == StepKind.EFFECT and guarded.guarded_by == step.name:
+                    self._check_effect(earlier, visits.Visit(guarded, 0), planned=True)
+        elif step.kind in MODEL_KINDS:
+            self._replay_model(earlier, visit, current=True)
+
+    def _replay_model(self, earlier: list[visits.Visit], visit: visits.Visit, *, current: bool = False) -> None:
+        step = visit.step
+        ctx = self._context(earlier, visit, current=current)
+        model = JournalModel(self.execution, step.name, current=current)
+        try:
+            if step.kind == StepKind.MODEL:
+                step.fn(ctx, model)
+            elif step.kind == StepKind.AGENT:
+                runtime.replay_agent(ctx, self.flow, step, model=model, current=current)
+            else:
+                runtime.replay_route(ctx, self.flow, step, model=model, current=current)
+        except runtime.ReplayEnded:
+            pass  # the current step got no further than this
+        except runtime.ReplayDrift as drift:
+            raise Found(drift.kind, step.name, drift.key, drift.detail) from None
+
+    def _replay_compute(self, earlier: list[visits.Visit], visit: visits.Visit) -> None:
+        ctx = self._context(earlier, visit)
+        # It would call a service, or depends on what a call returned: its record stands.
+        with contextlib.suppress(Exception):
+            visit.step.fn(ctx)
 
     def _check_branch(self, earlier: list[visits.Visit], visit: visits.Visit) -> None:
         """A branch's code, run again on what it saw in this visit, must choose what the
