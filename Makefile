@@ -64,6 +64,7 @@ lint: install-test
 	$(BIN)/ruff format --check .
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
+	$(BIN)/mypy
 
 # Everything: lint, then every test on real processes, a file per pytest process at a time (docs/testing.md).
 test: install-test lint services

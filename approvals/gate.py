@@ -104,7 +104,9 @@ class ApprovalGate(runtime.Gate):
         pk, status, version, sha256, action, decision, decided_by_then, decided_by_now, comment = found
         if status in LAPSED:  # resumed after the request lapsed: ask again
             return runtime.Reopen()
-        if status == ApprovalRequest.State.REJECTED and step.spec.on_reject:
+        spec = step.spec
+        assert isinstance(spec, Approval), "the approval gate runs only approval steps"
+        if status == ApprovalRequest.State.REJECTED and spec.on_reject:
             return runtime.Passed(
                 {
                     "approval_id": pk,
@@ -173,7 +175,8 @@ class ApprovalGate(runtime.Gate):
         )
 
     def open(self, execution: Execution, step: Step, workflow: Workflow, *, actor_label: str) -> runtime.Opened:
-        spec: Approval = step.spec
+        spec = step.spec
+        assert isinstance(spec, Approval), "the approval gate runs only approval steps"
         approver = spec.approver
         ref = execution.context["artifacts"][spec.artifact]
         version = ArtifactVersion.objects.get(pk=ref["version_pk"])
@@ -264,7 +267,8 @@ class ApprovalGate(runtime.Gate):
         """The version about to be used is the one approved (version and sha256), and the
         approver still holds the authority (skipped once the effect is recorded as done,
         when nothing will be sent). Refused: PERMISSION, so needs_attention."""
-        spec: Approval = gate_step.spec
+        spec = gate_step.spec
+        assert isinstance(spec, Approval), "the approval gate guards effects from approval steps"
         approval = execution.outputs().get(gate_step.name)
         ref = execution.context.get("artifacts", {}).get(spec.artifact)
         if not approval or approval.get("decision") != "approve" or ref is None:

@@ -261,7 +261,9 @@ def authorised_effects(requests: Iterable[ApprovalRequest]) -> dict[int, list[Ef
     actions = list(Action.objects.filter(gate_ref__in=refs).select_related("execution").order_by("id"))
     by_request: dict[int, list[Action]] = defaultdict(list)
     for action in actions:
-        by_request[request_id_from(action.gate_ref)].append(action)
+        pk = request_id_from(action.gate_ref)
+        assert pk is not None, "an approval's reference (the filter above)"
+        by_request[pk].append(action)
     events = _action_events(a.key for a in actions)
     authorisers = {r.gate_ref: r for r in requests}
     return {pk: _outcomes(rows, events, pk, authorisers, home=homes[pk]) for pk, rows in by_request.items()}

@@ -150,7 +150,8 @@ def next_in_inbox(user: AbstractBaseUser, *, after: ApprovalRequest) -> Approval
     others = [item.request for item in inbox_for(user) if item.request.pk != after.pk]
     position = (after.created_at, after.pk)
     later = [r for r in others if (r.created_at, r.pk) > position]
-    return (later or others or [None])[0]
+    found = later or others
+    return found[0] if found else None
 
 
 # --- One request ------------------------------------------------------------------

@@ -8,13 +8,13 @@ bodies are in ``executions.inputs``; the error shape and the auth in ``apikit``.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, TypeAlias
 
 from ninja import Schema
 
 from .reasons import StuckReason
 
-ReasonName = Literal[tuple(StuckReason.values)]  # type: ignore[valid-type]
+ReasonName: TypeAlias = Literal[tuple(StuckReason.values)]  # type: ignore[valid-type]
 
 
 class PendingApprovalOut(Schema):

@@ -9,7 +9,7 @@ import logging
 from datetime import datetime
 from functools import reduce
 from operator import or_
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from django.apps import apps
 from django.core.exceptions import ImproperlyConfigured
@@ -129,7 +129,11 @@ def _events_endpoint() -> tuple[Any, dict[int, Any], str]:
     return body, answers, "Deliver an event, idempotent by ``event_id``:\n\n" + "\n".join(lines)
 
 
-EventIn, EVENT_ANSWERS, EVENTS_DESCRIPTION = _events_endpoint()
+_EVENT_BODY, EVENT_ANSWERS, EVENTS_DESCRIPTION = _events_endpoint()
+if TYPE_CHECKING:
+    EventIn = Any  # the union of the registered bodies: known only once the URLs load
+else:
+    EventIn = _EVENT_BODY
 
 
 @router.post(

@@ -23,12 +23,13 @@ def hold_of(name: str) -> dict[str, Any]:
     """Workflow ``name``'s kill switch as the catalogue shows it (``paused``,
     ``paused_reason``, ``paused_by``, ``paused_at``), from its latest switch (executions.holds)."""
     switch = holds.switch_of(name)
-    paused = bool(switch and switch.paused)
+    if switch is None or not switch.paused:
+        return {"paused": False, "paused_reason": None, "paused_by": None, "paused_at": None}
     return {
-        "paused": paused,
-        "paused_reason": switch.reason if paused else None,
-        "paused_by": switch.actor.get_username() if paused else None,
-        "paused_at": switch.created_at if paused else None,
+        "paused": True,
+        "paused_reason": switch.reason,
+        "paused_by": switch.actor.get_username(),
+        "paused_at": switch.created_at,
     }
 
 

@@ -162,9 +162,11 @@ def declared(execution: Execution, workflow: Workflow, step: Step) -> list[tuple
     """(child, its workflow's latest version, its parsed input) for every child the step
     declares. Raises NeedsAttention (step_error) with the refusal as evidence: a bad
     key, an unknown workflow or an input it refuses (the 422 an API start would give)."""
-    spec: StartChildren = step.spec
+    spec = step.spec
+    assert isinstance(spec, StartChildren), "the children gate runs only the steps that start children"
     children = list(spec.start(StepContext(execution=execution, workflow=workflow)) or [])
-    found, keys = [], set()
+    found: list[tuple[Child, Workflow, dict]] = []
+    keys: set[str] = set()
     for child in children:
         refusal = _refusal(child, keys)
         if refusal is not None:
@@ -174,6 +176,7 @@ def declared(execution: Execution, workflow: Workflow, step: Step) -> list[tuple
                 evidence={"child": {"key": child.key, "workflow": child.workflow}, "refused": refusal},
             )
         flow = registry.latest(child.workflow)
+        assert flow.parse_input is not None, "Workflow.__post_init__ sets it"
         found.append((child, flow, flow.parse_input(child.input)))
         keys.add(child.key)
     return found
@@ -187,6 +190,7 @@ def _refusal(child: Child, keys: set[str]) -> dict[str, Any] | None:
         flow = registry.latest(child.workflow)
     except registry.UnknownWorkflow as exc:
         return {"status": 422, "detail": f"workflow: {exc}", "field": "workflow"}
+    assert flow.parse_input is not None, "Workflow.__post_init__ sets it"
     try:
         flow.parse_input(child.input)
     except InvalidInput as exc:

@@ -101,7 +101,7 @@ class NeedsAttention(Exception):
     (``model_drift``, ``budget_exceeded``…). The runner records the failed attempt and
     sends the execution to needs_attention with the message, without a retry."""
 
-    code = StuckReason.STEP_ERROR
+    code: str = StuckReason.STEP_ERROR
 
     def __init__(self, message: str, *, code: str | None = None, evidence: Any = None) -> None:
         message, evidence = redact(message), redact(evidence)  # as StepFailure's

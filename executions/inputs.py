@@ -21,7 +21,7 @@ from pydantic import AfterValidator, Field
 
 from .engine.events import EventId
 from .errors import InvalidInput, readable
-from .storable import DB_INT_MAX, Text, storable_json
+from .storable import DB_INT_MAX, STORABLE, storable_json
 from .waits import SignalName
 
 MAX_COMMENT = 4000
@@ -34,22 +34,22 @@ DbInt = Annotated[int, Field(ge=1, le=DB_INT_MAX)]
 Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$", description="64 lowercase hex characters")]
 SafeJsonObject = Annotated[dict[str, Any], AfterValidator(storable_json)]
 
-ExecutionRef = Text(min_length=1, max_length=40)
-ArtifactRef = Text(min_length=1, max_length=60)
-ActionKey = Text(min_length=1, max_length=200)
+ExecutionRef = Annotated[str, Field(min_length=1, max_length=40), STORABLE]
+ArtifactRef = Annotated[str, Field(min_length=1, max_length=60), STORABLE]
+ActionKey = Annotated[str, Field(min_length=1, max_length=200), STORABLE]
 Cursor = Annotated[
     str, Field(pattern=r"^(?:[Rr][Uu][Nn]_)?[0-9]{1,18}$", description="the `next` of the previous page, e.g. RUN_0042")
 ]
-StatusName = Text(max_length=30)
-WorkflowName = Text(max_length=100)
+StatusName = Annotated[str, Field(max_length=30), STORABLE]
+WorkflowName = Annotated[str, Field(max_length=100), STORABLE]
 # The execution list's search by a field of the input: KEY:VALUE (selectors.input_match).
-InputFilter = Text(max_length=600)
-RequiredWorkflowName = Text(min_length=1, max_length=100)
-IdempotencyKey = Text(min_length=1, max_length=200)
-Comment = Text(max_length=MAX_COMMENT)
-Instruction = Text(min_length=1, max_length=MAX_COMMENT)
-Evidence = Text(min_length=1, max_length=MAX_COMMENT)
-Reason = Text(max_length=2000)
+InputFilter = Annotated[str, Field(max_length=600), STORABLE]
+RequiredWorkflowName = Annotated[str, Field(min_length=1, max_length=100), STORABLE]
+IdempotencyKey = Annotated[str, Field(min_length=1, max_length=200), STORABLE]
+Comment = Annotated[str, Field(max_length=MAX_COMMENT), STORABLE]
+Instruction = Annotated[str, Field(min_length=1, max_length=MAX_COMMENT), STORABLE]
+Evidence = Annotated[str, Field(min_length=1, max_length=MAX_COMMENT), STORABLE]
+Reason = Annotated[str, Field(max_length=2000), STORABLE]
 # A USD amount (a budget, a raise): a JSON number, more than 0, at most 1e6 (strings refused).
 UsdAmount = Annotated[
     float, Field(gt=0, le=1_000_000, allow_inf_nan=False, strict=True, description="US dollars, > 0, at most 1e6")
@@ -92,8 +92,8 @@ class SignalFormIn(Schema):
     """The signal form on the execution page: the payload as JSON text, and why."""
 
     name: SignalName
-    payload: Text(max_length=MAX_COMMENT) = ""
-    reason: Text(min_length=1, max_length=2000)
+    payload: Annotated[str, Field(max_length=MAX_COMMENT), STORABLE] = ""
+    reason: Annotated[str, Field(min_length=1, max_length=2000), STORABLE]
     event_id: EventId
 
 
@@ -115,8 +115,8 @@ class RedraftIn(Body):
     instruction: Instruction
 
 
-ReceiptName = Text(min_length=1, max_length=100)
-ReceiptValue = Text(max_length=500)
+ReceiptName = Annotated[str, Field(min_length=1, max_length=100), STORABLE]
+ReceiptValue = Annotated[str, Field(max_length=500), STORABLE]
 
 
 class ResolveIn(Body):

@@ -19,10 +19,11 @@ from django.db.models import Q
 from django_fsm import RETURN_VALUE, ConcurrentTransitionMixin, FSMField, transition
 
 from .about import about as about_input
+from .choices import TextChoices
 from .errors import Gone, NotFound
 
 
-class Status(models.TextChoices):
+class Status(TextChoices):
     PENDING = "pending", "Pending"
     RUNNING = "running", "Running"
     AWAITING_APPROVAL = "awaiting_approval", "Awaiting approval"
@@ -121,7 +122,7 @@ class Execution(ConcurrentTransitionMixin, models.Model):
     reason_code = models.CharField(max_length=40, blank=True, default="")
     current_step = models.CharField(max_length=100, blank=True, default="")
     round = models.PositiveIntegerField(default=1)
-    context = ContextField(default=dict)
+    context: dict[str, Any] = ContextField(default=dict)
 
     # Triage (executions.stuck): failed attempts of the current step in this round, when
     # the step running now must be done by (its timeout), and when the open gate is overdue.

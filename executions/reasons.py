@@ -4,15 +4,15 @@ Every place that names a reason names a member of ``StuckReason``: the transitio
 that record one with the status they set (``Execution.reason_code``: the runner, the
 gates, the sweeper, a step's ``NeedsAttention``), the annotation that reads the others
 off the clock (``executions.stuck``), the API's filter and fields, the counts and the
-measures. A leaf: it imports nothing of the project.
+measures. A leaf: it imports nothing of the project but ``executions.choices``.
 """
 
 from __future__ import annotations
 
-from django.db import models
+from .choices import TextChoices
 
 
-class StuckReason(models.TextChoices):
+class StuckReason(TextChoices):
     RETRYING = "retrying", "Retrying"
     RATE_LIMITED = "rate_limited", "Rate limited"
     NO_WORKER = "no_worker", "No worker"

@@ -61,6 +61,7 @@ def execution_start(
             _budgetable(flow, "budget_usd")
     if not isinstance(input, dict):
         raise InvalidInput.of([*refused, ("input", "must be a JSON object")])
+    assert flow.parse_input is not None, "Workflow.__post_init__ sets it"
     with _refusals(refused):
         parsed = flow.parse_input(input)
     if refused:
@@ -96,8 +97,10 @@ def execution_input_refusals(*, workflow: str, input: dict[str, Any]) -> list[tu
     (empty: it would start); starts nothing. For a form that already found some fields
     wrong and still tells of the others (issue 39, item 15)."""
     refused: list[tuple[str, str]] = []
+    parse = registry.latest(workflow).parse_input
+    assert parse is not None, "Workflow.__post_init__ sets it"
     with _refusals(refused):
-        registry.latest(workflow).parse_input(input)
+        parse(input)
     return refused
 
 
@@ -251,7 +254,11 @@ def cancel_locked(execution: Execution, *, actor: AbstractBaseUser | None = None
     gates wait for, void the effects that never started, record the compensations
     of those that did, and cancel; then cancel its live children the same way (the
     parent's row is locked first, then each child's, always in that order)."""
-    label = actor_label or f"user:{actor.get_username()}"
+    if actor_label:
+        label = actor_label
+    else:
+        assert actor is not None, "a cancel names who cancels: a user, or a label"
+        label = f"user:{actor.get_username()}"
     withdrawn = gates.withdraw_all(execution, actor=actor, actor_label=label, reason=f"cancelled: {reason}")
     ledger.abandon_unstarted(execution, actor_label=label, reason="cancelled before it started")
     compensations = ledger.record_compensations(

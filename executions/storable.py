@@ -3,8 +3,9 @@
 PostgreSQL text and JSON can't hold NUL, psycopg can't send a lone surrogate, and our
 integer columns stop at 2**31-1. ``text_refusal`` and ``json_refusal`` say why a value
 can't be stored (the edge turns that into a 422 naming the field; a workflow's input
-into InvalidInput); ``Text`` is the same check as a pydantic type (what every
-body and form field of text is declared as), ``storable_json`` as a validator.
+into InvalidInput); ``STORABLE`` is the same check as a pydantic validator (every body
+and form field of text is ``Annotated[str, Field(max_length=…), STORABLE]``),
+``storable_json`` for JSON.
 ``clip_text`` and ``clip_int`` shape values that must be *recorded* whatever they are
 (a refused attempt's audit row): they never raise and always fit. A leaf: it imports
 nothing of the project, so every room may use it.
@@ -13,9 +14,9 @@ nothing of the project, so every room may use it.
 from __future__ import annotations
 
 import math
-from typing import Annotated, Any
+from typing import Any
 
-from pydantic import AfterValidator, Field
+from pydantic import AfterValidator
 
 DB_INT_MAX = 2**31 - 1  # PostgreSQL integer; PositiveIntegerField is one
 
@@ -70,9 +71,10 @@ def storable_json(value: Any) -> Any:
     return value
 
 
-def Text(*, max_length: int, min_length: int = 0) -> Any:  # noqa: N802 - reads as a type
-    """A string the database can hold, of bounded length (a pydantic type)."""
-    return Annotated[str, Field(min_length=min_length, max_length=max_length), AfterValidator(storable_text)]
+# What makes a bounded string a storable one (a pydantic type's metadata): NUL and lone
+# surrogates refused (``storable_text``). Every text field of an input reads
+# ``Annotated[str, Field(min_length=…, max_length=…), STORABLE]``.
+STORABLE = AfterValidator(storable_text)
 
 
 def clip_text(value: Any, limit: int) -> str:

@@ -21,7 +21,7 @@ The gate registers itself (``gates.register``) and its event type, the ``signal`
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import pydantic
 from django.contrib.auth.models import AbstractBaseUser
@@ -38,7 +38,7 @@ from .engine import dispatch, events, gates, lifecycle
 from .errors import Conflict, Forbidden
 from .models import OPERATE, Execution, Status, Wait, execution_for
 from .reasons import StuckReason
-from .storable import Text, storable_json
+from .storable import STORABLE, storable_json
 
 SWEEP_BATCH = 200
 
@@ -47,7 +47,8 @@ class WaitGate(gates.Gate):
     kind = WaitFor.kind
 
     def visit(self, execution: Execution, step: Step):
-        spec: WaitFor = step.spec
+        spec = step.spec
+        assert isinstance(spec, WaitFor), "the wait gate runs only wait steps"
         wait = Wait.objects.filter(execution=execution, step=step.name, round=execution.round).first()
         if wait is None:
             return None
@@ -75,7 +76,8 @@ class WaitGate(gates.Gate):
         return gates.Reopen()
 
     def open(self, execution: Execution, step: Step, workflow: Workflow, *, actor_label: str) -> gates.Opened:
-        spec: WaitFor = step.spec
+        spec = step.spec
+        assert isinstance(spec, WaitFor), "the wait gate runs only wait steps"
         seconds = spec.timeout_seconds(execution.input, StepContext(execution=execution, workflow=workflow))
         for stale in Wait.objects.select_for_update().filter(execution=execution, status=Wait.State.WAITING):
             _close(stale, "withdraw", execution, actor_label=actor_label, reason="a new wait replaced it")
@@ -262,7 +264,9 @@ def _spec_of(execution: Execution, wait: Wait) -> WaitFor | None:
 
 def _declared(execution: Execution, wait: Wait) -> WaitFor:
     """The spec of the wait step ``wait`` belongs to, in the execution's pinned version."""
-    return registry.get(execution.workflow, execution.workflow_version).get_step(wait.step).spec
+    spec = registry.get(execution.workflow, execution.workflow_version).get_step(wait.step).spec
+    assert isinstance(spec, WaitFor), "a wait belongs to a wait step of its pinned version"
+    return spec
 
 
 def _replay(event_id: str, execution: Execution, name: str) -> dict[str, str] | None:
@@ -322,7 +326,7 @@ def _close(
 
 # --- the signal, as an event type of ``POST …/events`` (executions.engine.events)
 
-SignalName = Text(min_length=1, max_length=100)
+SignalName = Annotated[str, pydantic.Field(min_length=1, max_length=100), STORABLE]
 
 
 class SignalIn(pydantic.BaseModel):

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from django.http import HttpRequest
 from ninja import Router, Schema
+from pydantic import Field
 
 from apikit.answers import READ, WRITE
-from executions.inputs import Body, Text
+from executions.inputs import Body
+from executions.storable import STORABLE
 
 from .services import notification_settings, notification_settings_update
 
@@ -20,7 +24,7 @@ class NotificationSettingsOut(Schema):
 
 class NotificationSettingsIn(Body):
     email_notifications: bool | None = None
-    email: Text(max_length=254) | None = None
+    email: Annotated[str, Field(max_length=254), STORABLE] | None = None
 
 
 @router.get("/account/notifications", response={200: NotificationSettingsOut, **READ}, tags=["account"])

@@ -6,7 +6,7 @@ doesn't declare, is a 422 naming it (``schedules.services``)."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any
 
 from django.http import HttpRequest
 from ninja import Router, Schema
@@ -15,15 +15,15 @@ from pydantic import Field
 
 from apikit.answers import READ, WRITE, WRITE_ONE, ErrorOut
 from executions.inputs import Body, DbInt, RequiredWorkflowName, SafeJsonObject
-from executions.storable import Text
+from executions.storable import STORABLE
 
 from . import services
 
 router = Router()
 
-Cron = Text(min_length=1, max_length=200)
-ZoneName = Text(min_length=1, max_length=64)
-OverlapName = Text(max_length=10)
+Cron = Annotated[str, Field(min_length=1, max_length=200), STORABLE]
+ZoneName = Annotated[str, Field(min_length=1, max_length=64), STORABLE]
+OverlapName = Annotated[str, Field(max_length=10), STORABLE]
 
 
 class ScheduleIn(Body):

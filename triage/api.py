@@ -20,8 +20,9 @@ from apikit.answers import READ, READ_ONE, WRITE, WRITE_ONE, ErrorOut
 from executions import selectors
 from executions.answers import ActionDetailOut, ExecutionOut
 from executions.errors import Forbidden, InvalidInput
-from executions.inputs import ActionKey, Cursor, DbInt, ExecutionRef, Text, WorkflowName
+from executions.inputs import ActionKey, Cursor, DbInt, ExecutionRef, WorkflowName
 from executions.models import pk_from_ref, ref_for
+from executions.storable import STORABLE
 
 from . import bulk, compensations, drift, operator_audit, preview, restart, tallies
 from .inputs import AcceptRequestIn, BulkIn, CloseIn, RestartIn
@@ -247,7 +248,7 @@ class ActPage(Schema):
 @router.get("/operator-audit", response={200: ActPage, **READ, 403: ErrorOut}, tags=["audit"])
 def operator_audit_list(
     request: HttpRequest,
-    actor: Text(min_length=1, max_length=150) | None = None,
+    actor: Annotated[str, Field(min_length=1, max_length=150), STORABLE] | None = None,
     action: Literal[operator_audit.ACTIONS] | None = None,  # type: ignore[valid-type]
     execution: Cursor | None = None,
     date_from: date | None = Query(None, alias="from"),  # noqa: B008

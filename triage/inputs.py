@@ -18,15 +18,15 @@ from executions.inputs import (
     ExecutionRef,
     Reason,
     Sha256,
-    Text,
     WorkflowName,
 )
 from executions.models import Status
 from executions.reasons import StuckReason
+from executions.storable import STORABLE
 
 # --- restart from a step, close a compensation
 
-StepName = Text(min_length=1, max_length=100)
+StepName = Annotated[str, Field(min_length=1, max_length=100), STORABLE]
 
 
 class RestartIn(Body):
@@ -69,8 +69,8 @@ class BulkFilterIn(Body):
     workflow: WorkflowName | None = None
 
 
-BulkToken = Text(min_length=1, max_length=1000)
-FormToken = Text(max_length=1000)
+BulkToken = Annotated[str, Field(min_length=1, max_length=1000), STORABLE]
+FormToken = Annotated[str, Field(max_length=1000), STORABLE]
 
 
 class BulkIn(Body):

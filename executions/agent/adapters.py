@@ -18,7 +18,7 @@ policy is the only one. Provider errors become our failure kinds:
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import anthropic
 import openai
@@ -27,6 +27,10 @@ from django.conf import settings
 from ..authoring.modelcalls import JSON, ModelRequest, ModelResponse, ToolCall
 from ..errors import FailureKind, StepFailure
 from ..redaction import redact
+
+if TYPE_CHECKING:
+    from anthropic.types import MessageParam
+    from openai.types.chat import ChatCompletionMessageParam
 
 CALL_KEY_HEADER = "X-Model-Call-Key"
 
@@ -158,7 +162,8 @@ class OpenAIClient:
         try:
             response = self.sdk.chat.completions.create(
                 model=self.model,
-                messages=self.wire_messages(request),
+                # The SDK's message shapes are TypedDicts: nothing to check a plain dict against at run time.
+                messages=cast("list[ChatCompletionMessageParam]", self.wire_messages(request)),
                 max_tokens=request.max_tokens,
                 temperature=request.temperature,
                 extra_headers={CALL_KEY_HEADER: call_key},
@@ -251,7 +256,7 @@ class AnthropicClient:
             response = self.sdk.messages.create(
                 model=self.model,
                 max_tokens=request.max_tokens,
-                messages=self.wire_messages(request),
+                messages=cast("list[MessageParam]", self.wire_messages(request)),  # TypedDicts (above)
                 extra_headers={CALL_KEY_HEADER: call_key},
                 **extra,
             )

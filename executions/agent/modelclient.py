@@ -42,7 +42,7 @@ class OfflineModelClient:
         prompt = "\n".join([request.system, request.user_text])
         if request.tools and request.offline_policy is not None:
             decision = request.offline_policy(request)
-            calls = ()
+            calls: tuple[ToolCall, ...] = ()
             if decision.tool is not None:
                 call_id = "call_" + hashlib.sha256(f"{call_key}:{decision.tool}".encode()).hexdigest()[:16]
                 calls = (ToolCall(id=call_id, name=decision.tool, args=decision.args),)

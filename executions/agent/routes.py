@@ -56,6 +56,7 @@ def choose(
     ``refused(key, response, reason)`` records each refused answer. Raises
     BudgetExceeded past ``max_refusals``."""
     spec = step.route
+    assert spec is not None, "a route step declares its spec"
     tool = spec.tool({name: workflow.label_for(name) for name in spec.to})
     messages: list[JSON] = [{"role": "user", "content": spec.instruction(ctx)}]
     refusals: list[str] = []

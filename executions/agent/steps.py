@@ -50,6 +50,7 @@ from artifacts.services import artifact_version_create
 
 from ..authoring.http import call_timeout
 from ..authoring.modelcalls import ModelRequest, ModelResponse, ToolCall, canonical_json
+from ..authoring.specs import GateSpec
 from ..authoring.step_context import StepContext
 from ..authoring.tools import Progress, Refused, Tool
 from ..authoring.workflow import Effect, Step, StepKind, Workflow
@@ -123,7 +124,9 @@ class _Visit:
 
     def __init__(self, lease: Lease | None, ctx: StepContext, workflow: Workflow, step: Step, model=None) -> None:
         self.lease, self.ctx, self.workflow, self.step = lease, ctx, workflow, step
-        self.spec = step.agent
+        spec = step.agent
+        assert spec is not None, "an agent step declares its spec"
+        self.spec = spec
         self.execution = ctx.execution
         self.slot = f"{step.name}:r{self.execution.round}"
         saved = self.execution.context.get("agents", {}).get(self.slot, {})
@@ -138,7 +141,16 @@ class _Visit:
         self.unsaved_compactions: list[JSON] = []
         self.call_keys: dict[str, str] = {}  # tool call id → the model call that proposed it
         self.started = time.monotonic()
-        self.model = model or JournaledModel(get_model_client(), lease=lease, execution=self.execution, step=step.name)
+        self.model = model or JournaledModel(
+            get_model_client(), lease=self._leased, execution=self.execution, step=step.name
+        )
+
+    @property
+    def _leased(self) -> Lease:
+        """The lease the visit runs under: a worker's has one; a replay's has none and
+        answers from the record wherever one would be needed."""
+        assert self.lease is not None, "a replay visits without a lease and writes nothing"
+        return self.lease
 
     # --- the loop
 
@@ -277,17 +289,17 @@ class _Visit:
         event) and answer it to the model; too many refusals stop the step."""
         self.refusals += 1
         recorded = ExecutionEvent.objects.filter(
-            execution_id=self.lease.execution_id, type="tool_call.refused", payload__call=key, payload__id=call.id
+            execution_id=self._leased.execution_id, type="tool_call.refused", payload__call=key, payload__id=call.id
         ).exists()
         if not recorded:
             with transaction.atomic():
-                fence(self.lease)
-                execution = Execution.objects.get(pk=self.lease.execution_id)
+                fence(self._leased)
+                execution = Execution.objects.get(pk=self._leased.execution_id)
                 lifecycle.record(
                     execution,
                     "tool_call.refused",
                     step=self.step.name,
-                    actor_label=self.lease.owner,
+                    actor_label=self._leased.owner,
                     payload={"call": key, "id": call.id, "tool": call.name, "args": call.args, "reason": reason},
                 )
         if self.refusals > self.spec.budget.max_refusals:
@@ -330,7 +342,7 @@ class _Visit:
         try:
             with call_timeout(self.step.retry.timeout):
                 action, receipt = ledger.perform(
-                    lease=self.lease, step=self.step.name, action_type=tool.name, effect=effect, gate_ref=grant
+                    lease=self._leased, step=self.step.name, action_type=tool.name, effect=effect, gate_ref=grant
                 )
         except StepFailure as failure:
             if failure.kind not in TOLD_TO_THE_MODEL:
@@ -352,10 +364,10 @@ class _Visit:
         it — a budget's stop, a crash before the next call — can leave the action
         ``executing`` while the provider acted."""
         with transaction.atomic():
-            fence(self.lease)
-            execution = Execution.objects.get(pk=self.lease.execution_id)
+            fence(self._leased)
+            execution = Execution.objects.get(pk=self._leased.execution_id)
             ledger.mark_succeeded(
-                Action.objects.get(pk=action.pk), receipt, execution=execution, actor_label=self.lease.owner
+                Action.objects.get(pk=action.pk), receipt, execution=execution, actor_label=self._leased.owner
             )
 
     def _approved(self, tool: Tool, call: ToolCall, args: JSON, effect: Effect) -> tuple[Effect, str]:
@@ -366,7 +378,7 @@ class _Visit:
         call — the model's repeat, a retry's, a resume's — is the same ledger action, so
         the approval is spent by one effect and a repeat gets the recorded receipt."""
         gate_step = self._gate_step(tool)
-        gate = gates.get(tool.approval.kind)
+        gate = gates.get(_approval(tool).kind)
         subject = hashlib.sha256(tool_call_document(tool.name, effect.args)).hexdigest()
         outcome = gate.visit_subject(self.execution, gate_step, subject)
         if outcome is None or isinstance(outcome, gates.Reopen):
@@ -390,7 +402,8 @@ class _Visit:
         return effect, grant
 
     def _gate_step(self, tool: Tool) -> Step:
-        return Step(name=self.step.name, label=self.step.label, kind=tool.approval.kind, spec=tool.approval)
+        approval = _approval(tool)
+        return Step(name=self.step.name, label=self.step.label, kind=approval.kind, spec=approval)
 
     def _verified(self, tool: Tool, call: ToolCall, args: JSON, content: JSON, *, key: str, index: int) -> None:
         statement = tool.fact(args, content) if tool.fact is not None else None
@@ -423,7 +436,7 @@ class _Visit:
         elif budget.max_cost is not None:
             spent = (
                 ModelCall.objects.filter(
-                    execution_id=self.lease.execution_id, step=self.step.name, round=self.execution.round
+                    execution_id=self._leased.execution_id, step=self.step.name, round=self.execution.round
                 ).aggregate(c=Sum("cost"))["c"]
                 or 0
             )
@@ -448,7 +461,7 @@ class _Visit:
                 execution,
                 "context.compacted",
                 step=self.step.name,
-                actor_label=self.lease.owner,
+                actor_label=self._leased.owner,
                 payload={"call": call_key(execution, self.step.name, record["before_call"]), **record},
             )
         self.unsaved_compactions = []
@@ -460,7 +473,7 @@ class _Visit:
                 execution,
                 "tool_call.result",
                 step=self.step.name,
-                actor_label=self.lease.owner,
+                actor_label=self._leased.owner,
                 payload={
                     "id": call_id,
                     "tool": result["tool"],
@@ -478,6 +491,7 @@ class _Visit:
         arguments as an artifact version, the gate opened on that version, the effect
         planned under it, and the execution parked (the worker lets it go)."""
         tool, effect = park.tool, park.effect
+        approval = _approval(tool)
         blob = store.put(tool_call_document(tool.name, effect.args))
 
         def prepare(execution: Execution) -> tuple[str, ...]:
@@ -491,19 +505,20 @@ class _Visit:
                 content_type="application/json",
                 step=self.step.name,
             )
-            gates.new_version(version, actor_label=self.lease.owner)
+            gates.new_version(version, actor_label=self._leased.owner)
             # The notes stay as they were: the step's facts are committed when it completes,
             # so its prompts rebuild identically when it runs again after the decision.
             state = execution.context
-            state.setdefault("artifacts", {})[tool.approval.artifact] = version.as_ref()
+            # The approval gate's spec (approvals.gate.Approval, above this room) names the artifact.
+            state.setdefault("artifacts", {})[approval.artifact] = version.as_ref()  # type: ignore[attr-defined]
             execution.context = state
             return ("context",)
 
         planned = Step(name=self.step.name, label=self.step.label, kind=StepKind.EFFECT, action=tool.name)
         ref = self.execution.ref
         parking.park(
-            self.lease,
-            gate=gates.get(tool.approval.kind),
+            self._leased,
+            gate=gates.get(approval.kind),
             step=self._gate_step(tool),
             workflow=self.workflow,
             reopen=park.reopen,
@@ -511,6 +526,13 @@ class _Visit:
             prepare=prepare,
             payload={"tool": tool.name, "proposed_args": park.proposed, "effective_args": effect.args},
         )
+
+
+def _approval(tool: Tool) -> GateSpec:
+    """The gate a tool that needs approval is bound to."""
+    approval = tool.approval
+    assert approval is not None, "only a tool that needs approval is asked for one"
+    return approval
 
 
 class ModelStep(kinds.StepHandler):
@@ -521,6 +543,7 @@ class ModelStep(kinds.StepHandler):
 
     def run(self, lease: Lease, ctx: StepContext, workflow: Workflow, step: Step) -> kinds.Done:
         model = JournaledModel(get_model_client(), lease=lease, execution=ctx.execution, step=step.name)
+        assert step.fn is not None, "a model step declares its function"
         output = step.fn(ctx, model) or {}
         output["model_calls"] = model.summary()
         return kinds.Done(output)

@@ -79,7 +79,7 @@ def _one_line(text: str) -> str:
     return quoted(text) if _BREAK.search(text) else text
 
 
-def initial(*, goal: str, constraints: list[str], requested: list[str] = ()) -> JSON:
+def initial(*, goal: str, constraints: list[str], requested: Sequence[str] = ()) -> JSON:
     """The first notes: the workflow's ``constraints`` (the runtime's authority) and the
     requester's ``requested`` text (quoted data), each kept verbatim."""
     return {

@@ -24,7 +24,7 @@ gates are run by the gate of their spec's kind (executions.engine.gates).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -144,7 +144,7 @@ def _top(field: str) -> str:
     return parts[1] if len(parts) > 1 and parts[0] == "input" else ""
 
 
-def _refusal(model: type[WorkflowInput], error: dict[str, Any]) -> InvalidInput:
+def _refusal(model: type[WorkflowInput], error: Mapping[str, Any]) -> InvalidInput:
     loc = [str(part) for part in error["loc"]]
     field = ".".join(["input", *loc])
     if error["type"] == "extra_forbidden":
@@ -241,10 +241,10 @@ class Step:
         """A gate's declared other way on, by what its output says: ``{"timed_out":
         step}`` (a wait's ``on_timeout``), ``{"reject": step}`` (an approval's ``on_reject``)."""
         found = {}
-        if getattr(self.spec, "on_timeout", None):
-            found["timed_out"] = self.spec.on_timeout
-        if getattr(self.spec, "on_reject", None):
-            found["reject"] = self.spec.on_reject
+        if on_timeout := getattr(self.spec, "on_timeout", None):
+            found["timed_out"] = on_timeout
+        if on_reject := getattr(self.spec, "on_reject", None):
+            found["reject"] = on_reject
         return found
 
     def alternative(self, output: JSON) -> str | None:

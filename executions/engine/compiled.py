@@ -71,7 +71,7 @@ class CompiledRead:
         params = list(compiled.params)
         for at, value in zip(compiled.at, args, strict=True):
             params[at] = value
-        row = fetch_one(compiled.sql, params)
+        row: tuple[Any, ...] | list[Any] | None = fetch_one(compiled.sql, params)
         if row is None:
             return None
         if compiled.converters:

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from decimal import ROUND_CEILING, ROUND_HALF_UP, Decimal
+from typing import Any
 
 from django.conf import settings
 from django.db import transaction
@@ -179,7 +180,7 @@ def costs_for(ids: list[int]) -> dict[int, Spend]:
         for pk, parent in rows:
             root_of.setdefault(pk, set()).update(root_of[parent])
         generation = [pk for pk, _ in rows]
-    totals = {pk: [Decimal(0), 0, 0, False] for pk in ids}
+    totals: dict[int, list[Any]] = {pk: [Decimal(0), 0, 0, False] for pk in ids}  # usd, in, out, priced
     rows = (
         ModelCall.objects.filter(execution_id__in=list(root_of))
         .values("execution_id")

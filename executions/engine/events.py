@@ -18,13 +18,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any
 
-from ..storable import Text
+from pydantic import BaseModel, Field
+
+from ..storable import STORABLE
 
 JSON = dict[str, Any]
 # What every event body carries: the sender's id for it, reused on retries.
-EventId = Text(min_length=1, max_length=100)
+EventId = Annotated[str, Field(min_length=1, max_length=100), STORABLE]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -34,7 +36,7 @@ class EventType:
     answers it may give, by status code (a 429, say); ``summary``: a line for the docs."""
 
     name: str
-    body: type
+    body: type[BaseModel]
     answer: type
     handle: Callable[..., JSON]
     responses: dict[int, type] = field(default_factory=dict)

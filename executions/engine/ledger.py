@@ -145,7 +145,7 @@ def resolve(
     who = actor.get_username()
     event = {"resolved": True, "evidence": evidence, **({"receipt": fields} if fields else {})}
     if outcome == Action.State.SUCCEEDED:
-        stored = {"receipt": {**fields, "resolved_by": who, "evidence": evidence}}
+        stored: dict[str, Any] = {"receipt": {**fields, "resolved_by": who, "evidence": evidence}}
         _move(action, "succeed", "", execution=execution, actor=actor, fields=stored, **event)
     else:
         stored = {"last_error": f"resolved as failed by {who}: {evidence}"}
@@ -160,7 +160,7 @@ def close_compensation(action: Action, *, execution: Execution, outcome: str, ac
     who = actor.get_username()
     event = {"closed": True, "evidence": evidence}
     if outcome == Action.State.SUCCEEDED:
-        fields = {"receipt": {"closed_by": who, "evidence": evidence}}
+        fields: dict[str, Any] = {"receipt": {"closed_by": who, "evidence": evidence}}
         _move(action, "close_done", "", execution=execution, actor=actor, fields=fields, **event)
     else:
         fields = {"last_error": f"closed as failed by {who}: {evidence}"}

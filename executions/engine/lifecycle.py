@@ -11,7 +11,7 @@ UPDATE, the rows that belong to it and the event together or not at all.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
@@ -78,7 +78,7 @@ def apply(
     code: str = "",
     step: str = "",
     payload: dict[str, Any] | None = None,
-    update_fields: tuple[str, ...] = (),
+    update_fields: Sequence[str] = (),
     where: dict[str, Any] | None = None,
     with_rows: tuple[Model, ...] = (),
 ) -> ExecutionEvent:

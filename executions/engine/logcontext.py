@@ -73,6 +73,8 @@ class JsonFormatter(logging.Formatter):
             value = getattr(record, name, None)
             if value is not None:
                 line[name] = value
-        if record.exc_info or record.exc_text:  # exc_text: as the redacting filter left it
-            line["exception"] = record.exc_text or self.formatException(record.exc_info)
+        if record.exc_text:  # as the redacting filter left it
+            line["exception"] = record.exc_text
+        elif record.exc_info:
+            line["exception"] = self.formatException(record.exc_info)
         return json.dumps(line, ensure_ascii=False, default=str)

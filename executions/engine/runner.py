@@ -166,6 +166,7 @@ def _run_step(lease: Lease, execution: Execution, workflow: Workflow, step: Step
         if step.kind == StepKind.EFFECT:
             return _effect(lease, ctx, workflow, step, started)
         if step.kind == StepKind.COMPUTE:
+            assert step.fn is not None, "a compute step declares its function"
             output = step.fn(ctx) or {}
         elif step.kind == StepKind.BRANCH:
             output = _branch(ctx, step)
@@ -184,16 +185,17 @@ def _run_step(lease: Lease, execution: Execution, workflow: Workflow, step: Step
         if outages.database_lost(exc):
             raise  # not the step's doing: the slice ends there (advance)
         log.exception("step %s of %s raised", step.name, execution.ref)
-        failure = StepFailure(
+        crash = StepFailure(
             FailureKind.TRANSIENT, f"{type(exc).__name__}: {exc}", evidence=traceback.format_exc(limit=5)
         )
-        return _step_failed(lease, step, failure, started, unexpected=True)
+        return _step_failed(lease, step, crash, started, unexpected=True)
     return _checkpoint(lease, ctx, workflow, step, output, started)
 
 
 def _branch(ctx: StepContext, step: Step) -> dict[str, Any]:
     """A branch's choice as its output; an undeclared answer needs a person (NeedsAttention
     naming it and the declared ones: the code, not the world, is wrong)."""
+    assert step.fn is not None, "a branch declares its function"
     chosen = step.fn(ctx)
     if chosen != END and chosen not in step.to:
         declared = ", ".join(step.to)
@@ -453,6 +455,7 @@ def _gate(lease: Lease, execution: Execution, workflow: Workflow, step: Step, st
     """Ask the step's gate. First visit (or what was asked lapsed): it opens, the
     execution parks without a worker. Coming back: its outcome is the step's output,
     or a person must look."""
+    assert step.spec is not None, "a gate step declares its spec"
     gate = gates.get(step.spec.kind)
     outcome = gate.visit(execution, step)
     if isinstance(outcome, gates.Passed):
@@ -477,6 +480,7 @@ def _plan_guarded_effects(execution: Execution, workflow: Workflow, gate: Step) 
     for effect_step in workflow.steps:
         if effect_step.kind == StepKind.EFFECT and effect_step.guarded_by == gate.name:
             try:
+                assert effect_step.fn is not None, "an effect step declares its function"
                 effect = effect_step.fn(ctx)
             except Exception:  # describing it early is a courtesy; the step itself decides later
                 log.exception("%s: could not plan %s", execution.ref, effect_step.name)
@@ -491,6 +495,7 @@ SKIPPED = {"skipped": True}
 
 
 def _effect(lease: Lease, ctx: StepContext, workflow: Workflow, step: Step, started) -> str:
+    assert step.fn is not None, "an effect step declares its function"
     effect = step.fn(ctx)
     if effect is None:
         log.info("%s: %s decided not to act", ctx.execution.ref, step.name)
@@ -500,6 +505,7 @@ def _effect(lease: Lease, ctx: StepContext, workflow: Workflow, step: Step, star
     grant = ""
     if step.guarded_by:
         gate_step = workflow.get_step(step.guarded_by)
+        assert gate_step.spec is not None, "guarded_by names a gate step (checked when declared)"
         gate = gates.get(gate_step.spec.kind)
         gate.check_effect(ctx.execution, workflow, gate_step, effect)
         grant = gate.grant_ref(ctx.execution, gate_step)

@@ -38,6 +38,7 @@ def initial_notes(flow: Workflow, parsed: dict) -> dict:
     even when a workflow's ``constraints`` repeat them."""
     requested = list(parsed.get("constraints") or [])
     own = [c for c in flow.constraints(parsed) if c not in requested]
+    assert flow.goal is not None, "a workflow's goal defaults to its title (Workflow.__post_init__)"
     return notes.initial(goal=flow.goal(parsed), constraints=own, requested=requested)
 
 

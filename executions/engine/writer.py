@@ -145,7 +145,8 @@ def _plan(key: tuple) -> _Plan:
     ops = connection.ops
     query = UpdateQuery(Execution)
     compiler = query.get_compiler(connection=connection)
-    assignments, assigned = [], []
+    assignments: list[str] = []
+    assigned: list[tuple[Field, list[Any] | None]] = []
     for name, expression in assigned_shape:
         field = Execution._meta.get_field(name)
         if expression is not None:  # computed by the database: now() + a lease…
@@ -249,6 +250,7 @@ def _one_insert(row: Model, dependents: list[Model]) -> None:
     for fields, dependent in zip(plan.inserted, dependents, strict=True):
         params += [f.get_db_prep_save(f.pre_save(dependent, add=True), connection) for f in fields]
     ids = compiled.fetch_one(plan.sql, params)
+    assert ids is not None, "an INSERT … RETURNING answers its row"
     row.pk = ids[0]
     row._state.adding, row._state.db = False, connection.alias
     for dependent, pk in zip(dependents, ids[1:], strict=True):
@@ -272,7 +274,8 @@ def _create_plan(key: tuple) -> _CreatePlan:
     ops = connection.ops
     query = InsertQuery(model)
     compiler = query.get_compiler(connection=connection)
-    columns, placeholders, assigned = [], [], []
+    columns, placeholders = [], []
+    assigned: list[tuple[Field, list[Any] | None]] = []
     for name, expression in shape:
         field = model._meta.get_field(name)
         columns.append(ops.quote_name(field.column))

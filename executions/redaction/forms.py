@@ -97,7 +97,7 @@ class Forms:
         for n, (value, name) in enumerate(ordered):
             self._names[f"w{n}"] = name
             alternatives.append(f"(?P<w{n}>{'|'.join(whole_forms(value))})")
-            size = piece_length(len(value))
+            size = piece_length(len(value)) or 0  # 0: no piece of it will do
             for offset in range(len(value) - size + 1) if size else ():
                 self._pieces.setdefault(value[offset : offset + size], []).append((name, value, offset))
         if self._pieces:

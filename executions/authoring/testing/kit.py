@@ -402,7 +402,7 @@ def _status(ref: str) -> str:
     pk = pk_from_ref(ref)
     status = Execution.objects.filter(pk=pk).values_list("status", flat=True).first() if pk else None
     if status is None:
-        execution_for(ref)  # raises, saying why
+        return execution_for(ref).status  # raises, saying why
     return status
 
 

@@ -28,6 +28,7 @@ import socket
 import subprocess
 import sys
 from collections.abc import Callable, Mapping
+from functools import partial
 from pathlib import Path
 from urllib.parse import quote
 
@@ -182,17 +183,17 @@ class Processes:
             self.sandbox_url = self.env["SANDBOX_URL"] = f"http://127.0.0.1:{port}"
             db = str(self.tmp / "sandbox.sqlite3")
             child = self._spawn("sandbox", ["-m", "django", "runsandbox", "--port", str(port), "--db", db])
-            waits.append((child, lambda url=self.sandbox_url: answers(f"{url}/_health"), "the sandbox listens"))
+            waits.append((child, partial(answers, f"{self.sandbox_url}/_health"), "the sandbox listens"))
         for n in range(1, workers + 1):
             child = self.worker(f"w{n}", beat=n == 1, wait=False)
-            waits.append((child, lambda c=child: worker_ready(c), "the worker is ready"))
+            waits.append((child, partial(worker_ready, child), "the worker is ready"))
         if web:
             port = free_port()
             self.web_url = f"http://127.0.0.1:{port}"
             args = ["-m", "gunicorn", "config.asgi", "--worker-class", "asgi", "--bind", f"127.0.0.1:{port}"]
             args += ["--workers", "1", "--timeout", "30", "--graceful-timeout", "1", "--no-control-socket"]
             child = self._spawn("web", args)
-            waits.append((child, lambda url=self.web_url: answers(f"{url}/login/"), "the web server listens"))
+            waits.append((child, partial(answers, f"{self.web_url}/login/"), "the web server listens"))
         for child, ready, what in waits:
             child.wait_ready(ready, what=what)
 

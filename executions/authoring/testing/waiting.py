@@ -36,7 +36,7 @@ def checked_timeout(timeout: float) -> float:
     return float(timeout)
 
 
-def poll(look: Callable[[], T], *, timeout: float, what: str, last_seen: Callable[[], str]) -> T:
+def poll(look: Callable[[], T | None], *, timeout: float, what: str, last_seen: Callable[[], str]) -> T:
     """``look()`` until it returns something true, and return that. After ``timeout``
     seconds: WaitTimedOut "<what>: not after <waited> s (timeout <timeout> s); <last_seen()>"."""
     timeout = checked_timeout(timeout)
