@@ -20,7 +20,8 @@ The names, by what an app does with them:
   ``execution_rewind`` (back to an earlier step, in a new round), ``cancel_locked``,
   ``resume_locked`` (the one resume, its blockers checked in one place);
 - *effects beside the steps and the ledger's other rows*: ``record_beside``,
-  ``perform_beside``, ``authorise``, ``record_compensations``, ``close_compensation``;
+  ``perform_beside``, ``authorise``, ``record_compensations``, ``close_compensation``,
+  ``locked_by_key`` (an action and its execution, locked in order, for an operator's word);
 - *reads*: a gate's pending request and stale grants (``pending_of``, ``stale_of``,
   ``PendingGate``, ``StaleGrant``), the journal (``call_key``, ``response_of``,
   ``accepted``, ``ACCEPTED``, ``ModelDrift``), an agent's recorded tool results
@@ -52,7 +53,14 @@ from .engine.gates import Attention, Gate, Opened, Passed, PendingGate, Reopen, 
 from .engine.gates import register as register_gate
 from .engine.journal import ACCEPTED, ModelDrift, accepted, call_key, response_of
 from .engine.leases import in_seconds, worker_identity
-from .engine.ledger import authorise, close_compensation, perform_beside, record_beside, record_compensations
+from .engine.ledger import (
+    authorise,
+    close_compensation,
+    locked_by_key,
+    perform_beside,
+    record_beside,
+    record_compensations,
+)
 from .engine.lifecycle import apply as transition
 from .engine.lifecycle import record
 from .engine.outages import unavailable
@@ -87,6 +95,7 @@ __all__ = [
     "failpoint",
     "get_model_client",
     "in_seconds",
+    "locked_by_key",
     "pending_of",
     "perform_beside",
     "record",

@@ -18,7 +18,7 @@ from . import children as children_module
 from .agent.modelclient import get_model_client
 from .authoring import registry
 from .engine import costs, dispatch, gates, ledger, lifecycle, starting
-from .errors import Conflict, Forbidden, InvalidInput, NotFound
+from .errors import Conflict, Forbidden, InvalidInput
 from .models import OPERATE, TERMINAL, Action, Execution, ExecutionTombstone, Status, execution_for
 from .reasons import StuckReason
 
@@ -456,12 +456,8 @@ def action_resolve(
     given = {k: v for k, v in (receipt or {}).items() if v not in (None, "")}
     if given and outcome != Action.State.SUCCEEDED:
         raise InvalidInput("receipt", "a receipt goes with outcome succeeded only")
-    found = Action.objects.filter(key=key).values_list("execution_id", flat=True).first()
-    if found is None:
-        raise NotFound(f"no action {key}")
     with transaction.atomic():
-        execution = Execution.objects.select_for_update(no_key=True).get(pk=found)
-        action = Action.objects.select_for_update().get(key=key)
+        execution, action = ledger.locked_by_key(key)
         if action.beside:  # a notification: its outcome is recorded; the execution is not touched
             if action.status != Action.State.UNKNOWN:
                 raise Conflict(

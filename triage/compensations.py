@@ -10,8 +10,8 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 
 from executions import runtime
-from executions.errors import Conflict, NotFound
-from executions.models import Action, Execution, Status
+from executions.errors import Conflict
+from executions.models import Action, Status
 from executions.services import operator_outcome
 
 
@@ -24,12 +24,8 @@ def action_close(*, key: str, user: AbstractBaseUser, outcome: str, evidence: st
     evidence = operator_outcome(
         user, outcome, evidence, act="close compensations", hint="say what was done at the provider, and how you know"
     )
-    found = Action.objects.filter(key=key).values_list("execution_id", flat=True).first()
-    if found is None:
-        raise NotFound(f"no action {key}")
     with transaction.atomic():
-        execution = Execution.objects.select_for_update(no_key=True).get(pk=found)
-        action = Action.objects.select_for_update().get(key=key)
+        execution, action = runtime.locked_by_key(key)
         if not action.is_compensation:
             raise Conflict(f"{key} is not a compensation; only a planned compensation can be closed")
         if action.status != Action.State.PLANNED:

@@ -30,7 +30,7 @@ from django.db.models import DurationField, Q, Value
 from django.db.models.functions import Now
 
 from ..authoring.workflow import Effect
-from ..errors import FailureKind, StepFailure
+from ..errors import FailureKind, NotFound, StepFailure
 from ..models import COMPENSATION_SUFFIX, Action, Execution
 from ..redaction import redact
 from . import failpoints, lifecycle
@@ -328,6 +328,18 @@ def _seconds(n: float) -> Value:
 
 def _gate(gate_ref: str) -> dict[str, str]:
     return {"gate": gate_ref} if gate_ref else {}
+
+
+def locked_by_key(key: str) -> tuple[Execution, Action]:
+    """Inside the caller's transaction: the execution of action ``key``, then the action,
+    each locked (the order of dblocks: an execution's row before its actions). Raises
+    NotFound naming the key. What an operator's word on an action (a resolution, a
+    compensation closed) reads before it writes."""
+    found = Action.objects.filter(key=key).values_list("execution_id", flat=True).first()
+    if found is None:
+        raise NotFound(f"no action {key}")
+    execution = Execution.objects.select_for_update(no_key=True).get(pk=found)
+    return execution, Action.objects.select_for_update().get(key=key)
 
 
 def _running(lease: Lease) -> Execution:
