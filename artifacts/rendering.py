@@ -183,6 +183,6 @@ def version_diff(version: ArtifactVersion) -> VersionDiff:
         return VersionDiff(previous=None)
     try:
         lines = artifact_version_diff(older, version)
-    except Exception as exc:  # noqa: BLE001 - corrupt, missing or binary content, any storage: say so, don't 500
+    except Exception as exc:  # corrupt, missing or binary content, any storage: say so, don't 500
         return VersionDiff(previous=older, error=unavailable_message(exc))
     return VersionDiff(previous=older, lines=with_words([_classify(line) for line in lines]))

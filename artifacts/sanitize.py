@@ -210,7 +210,7 @@ def render_markdown(source: str) -> SafeString:
 
 
 def _rendering(source: str) -> SafeString:
-    return mark_safe(sanitize_html(_markdown().convert(source)))  # noqa: S308 - sanitised just above
+    return mark_safe(sanitize_html(_markdown().convert(source)))  # sanitised just above
 
 
 _cached_rendering = functools.lru_cache(maxsize=CACHED_RENDERINGS)(_rendering)

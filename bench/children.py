@@ -28,7 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench import doc, harness  # noqa: E402
+from bench import doc, harness
 
 ROOT = harness.ROOT
 DB = os.environ.get("BENCH_DB", "keel_bench_children")

@@ -26,7 +26,7 @@ import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench import doc, harness  # noqa: E402
+from bench import doc, harness
 
 DB = os.environ.get("BENCH_PARTITION_DB", "keel_bench_partitions")
 N = int(os.environ.get("BENCH_PARTITION_EXECUTIONS", "1000000"))

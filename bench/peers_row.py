@@ -49,7 +49,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench import harness  # noqa: E402
+from bench import harness
 
 DB = os.environ.get("BENCH_PEERS_DB", "keel_bench_peers")
 BROKER = os.environ.get("BENCH_BROKER_URL", "redis://127.0.0.1:6379/13")

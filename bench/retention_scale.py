@@ -29,7 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench import doc, harness  # noqa: E402
+from bench import doc, harness
 
 DB = os.environ.get("BENCH_RETENTION_DB", "keel_bench_retention")
 N = int(os.environ.get("BENCH_RETENTION_EXECUTIONS", "1000000"))

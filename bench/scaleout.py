@@ -28,7 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench import doc, harness  # noqa: E402
+from bench import doc, harness
 
 DB = os.environ.get("BENCH_SCALE_DB", "keel_bench_scale")
 BROKER = os.environ.get("BENCH_BROKER_URL", "redis://127.0.0.1:6379/12")

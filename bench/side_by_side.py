@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench import doc  # noqa: E402
+from bench import doc
 
 COPY = doc.DOC.parent / "bench-peers.json"
 COLUMNS = [

@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench import doc, harness  # noqa: E402
+from bench import doc, harness
 
 DB = os.environ.get("BENCH_TRIAGE_DB", "keel_bench_triage")
 ROWS = int(os.environ.get("BENCH_TRIAGE_ROWS", "1000000"))

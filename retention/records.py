@@ -142,12 +142,12 @@ def delete(keys_by_table: dict[str, list[int]], *, using: str) -> int:
             table = connection.ops.quote_name(model._meta.db_table)
             column = connection.ops.quote_name(model._meta.pk.column)
             if connection.vendor == "postgresql":  # one array parameter, however many rows
-                cursor.execute(f"DELETE FROM {table} WHERE {column} = ANY(%s)", [pks])  # noqa: S608 - names from _meta
+                cursor.execute(f"DELETE FROM {table} WHERE {column} = ANY(%s)", [pks])  # names from _meta
                 deleted += cursor.rowcount
                 continue
             for start in range(0, len(pks), 500):
                 chunk = pks[start : start + 500]
                 marks = ", ".join(["%s"] * len(chunk))
-                cursor.execute(f"DELETE FROM {table} WHERE {column} IN ({marks})", chunk)  # noqa: S608 - names from _meta
+                cursor.execute(f"DELETE FROM {table} WHERE {column} IN ({marks})", chunk)  # names from _meta
                 deleted += cursor.rowcount
     return deleted

@@ -71,7 +71,7 @@ import requests
 # Run as `python scripts/chaos.py`: the repository's root holds the shared process harness.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.support.procs import (  # noqa: E402
+from tests.support.procs import (
     PgBouncer,
     PrivatePostgres,
     Proc,
@@ -287,14 +287,14 @@ def _names_field(response: requests.Response, field: str) -> bool:
     try:
         detail = response.json().get("detail")
         return any(isinstance(d, dict) and d.get("loc", [])[-1:] == [field] for d in detail)
-    except Exception:  # noqa: BLE001
+    except Exception:
         return False
 
 
 def _detail(response: requests.Response) -> str:
     try:
         return "; ".join(d.get("msg", "") for d in response.json()["detail"])
-    except Exception:  # noqa: BLE001
+    except Exception:
         return response.text[:300]
 
 
@@ -338,7 +338,7 @@ def approve_loop(shared: Shared, web_url: str, token: str) -> None:
                         shared.approver_errors.append(
                             f"{execution['id']}: HTTP {response.status_code} {response.text[:300]}"
                         )
-        except Exception as exc:  # noqa: BLE001 — the approver must keep going whatever happens
+        except Exception as exc:  # the approver must keep going whatever happens
             with shared.lock:
                 shared.approver_errors.append(repr(exc)[:300])
         shared.stop.wait(0.5)
@@ -374,7 +374,7 @@ def confirm_loop(shared: Shared, web_url: str, token: str) -> None:
                         shared.approver_errors.append(
                             f"{execution['id']}: signal HTTP {response.status_code} {response.text[:300]}"
                         )
-        except Exception as exc:  # noqa: BLE001 — the warehouse must keep going whatever happens
+        except Exception as exc:  # the warehouse must keep going whatever happens
             with shared.lock:
                 shared.approver_errors.append(repr(exc)[:300])
         shared.stop.wait(0.5)
@@ -413,7 +413,7 @@ class Doorbell:
                 "executions.advance", args=[pk(ref)], retry=False, connection=self.connection, ignore_result=True
             )
             self.sent += 1
-        except Exception:  # noqa: BLE001
+        except Exception:
             # Redis may be down right now; start from a fresh connection next time.
             self.failed += 1
             self.close()
@@ -436,7 +436,7 @@ def histogram(statuses: dict[str, str]) -> Counter[str]:
 def snapshot(session: requests.Session, web_url: str, refs: set[str]) -> dict[str, str]:
     try:
         return {e["id"]: e["status"] for e in list_all(session, web_url) if e["id"] in refs}
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         log(f"could not list executions: {exc!r}")
         return {}
 
@@ -879,7 +879,7 @@ def main() -> int:
     except KeyboardInterrupt:
         log("interrupted")
         return 130
-    except Exception:  # noqa: BLE001
+    except Exception:
         traceback.print_exc()
         log("the chaos run could not complete (see above)")
         return 2

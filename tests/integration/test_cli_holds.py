@@ -8,12 +8,12 @@ import json
 from executions import services
 from executions.models import Execution, Status
 from schedules import services as schedules
-from tests.integration.test_cli import env, keel, refused  # noqa: F401 - env is a fixture
+from tests.integration.test_cli import env, keel, refused  # env is a fixture
 
 __all__ = ["env"]
 
 
-def test_keel_pause_then_resume_and_its_refusals(env, people):  # noqa: F811
+def test_keel_pause_then_resume_and_its_refusals(env, people):
     execution = services.execution_start(
         user=people["requester"].user, workflow="monthly_report", input={"month": "2026-08"}
     )[0]
@@ -27,7 +27,7 @@ def test_keel_pause_then_resume_and_its_refusals(env, people):  # noqa: F811
     assert Execution.objects.get(pk=execution.pk).status == Status.PENDING
 
 
-def test_keel_schedules_lists_them_for_operators(env, people):  # noqa: F811
+def test_keel_schedules_lists_them_for_operators(env, people):
     made = schedules.schedule_create(user=people["operator"].user, workflow="monthly_report", cron="0 6 1 * *")
     listed = keel(env, "schedules", "--as", "operator", "--json")
     assert listed.returncode == 0, listed.stderr

@@ -201,7 +201,7 @@ def test_folders_racing_count_each_minute_once(people):
     def folder() -> None:
         try:
             done.append(rollup.fold_all(now=now))
-        except Exception as error:  # noqa: BLE001 - reported below
+        except Exception as error:  # reported below
             failures.append(error)
         finally:
             connection.close()

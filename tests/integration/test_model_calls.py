@@ -189,7 +189,7 @@ def test_the_offline_model_plays_the_support_agent_deterministically():
 class _Garbage(BaseHTTPRequestHandler):
     """A provider that answers 200 with something that is not a completion."""
 
-    def do_POST(self):  # noqa: N802 - the http.server API
+    def do_POST(self):  # the http.server API
         self.rfile.read(int(self.headers.get("Content-Length", 0)))
         body = self.server.body
         self.send_response(200)

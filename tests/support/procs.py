@@ -609,7 +609,7 @@ class StandbyPostgres(PrivatePostgres):
     the primary into a directory of its own, on another free port. ``start``, ``stop`` and
     ``close`` as the primary's; ``pause``/``resume`` its replay (to make it lag on purpose)."""
 
-    def __init__(self, primary: PrivatePostgres, log_dir: Path) -> None:  # noqa: D107 - no initdb
+    def __init__(self, primary: PrivatePostgres, log_dir: Path) -> None:  # no initdb
         self.bin = primary.bin
         self.log_dir = log_dir
         self.port = free_port()
