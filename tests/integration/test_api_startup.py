@@ -1,5 +1,5 @@
 """The API's response wrappers are built once per schema (executions.api
-``_one_wrapper_per_response_schema``), and each still answers for its own schema."""
+``apikit.sharing``), and each still answers for its own schema."""
 
 from __future__ import annotations
 

@@ -17,12 +17,13 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import connection, transaction
 
+import dblocks
 from artifacts import store
 from artifacts.models import ArtifactVersion
 from artifacts.services import artifact_version_create
 from executions.models import Execution
 from retention import blobs, tasks
-from retention.archiver import LOCK_KEY, archive_run
+from retention.archiver import archive_run
 from retention.blobs import Sweep
 from tests.support import retention as made
 
@@ -199,9 +200,7 @@ def test_blobs_while_an_archive_pass_runs_removes_nothing(db, root):
     orphan = stored(root, b"nobody's", hours_ago=48)
     other = connection.copy()  # another session holds the archive pass's lock
     try:
-        with other.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_lock(%s)", [LOCK_KEY])
-        with pytest.raises(CommandError) as busy:
+        with dblocks.session(dblocks.Lock.ARCHIVE, connection=other), pytest.raises(CommandError) as busy:
             keel("--blobs")
     finally:
         other.close()
