@@ -1,5 +1,5 @@
-"""The API's response wrappers are built once per schema (executions.api
-``apikit.sharing``), and each still answers for its own schema."""
+"""The API's response wrappers are built once per schema
+(``apikit.sharing``), and each still answers for its own schema."""
 
 from __future__ import annotations
 
