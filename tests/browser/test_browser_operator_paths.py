@@ -27,7 +27,7 @@ from executions.models import Action, Execution, ModelCall, Status
 from executions.services import execution_cancel, execution_start
 from tests.browser import test_browser as browsing
 from tests.browser.test_browser_triage import approve, fault, to_approval
-from tests.scenarios.test_agents import model_env
+from tests.support.agents import model_env
 from tests.support.procs import http, wait_for
 
 pytestmark = pytest.mark.browser

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from django.test import Client
 
-from tests.scenarios.test_agents import start_ticket
+from tests.support.agents import start_ticket
 from tests.support.stack import wait_status
 
 

@@ -28,8 +28,6 @@ from schemathesis.checks import (
     status_code_conformance,
 )
 
-from tests.integration.test_screens import awaiting  # noqa: F401 - fixture
-
 EXAMPLES = int(os.environ.get("KEEL_FUZZ_EXAMPLES", "10"))
 CHECKS = [
     not_a_server_error,
@@ -55,7 +53,7 @@ def one_connection():
 
 
 @pytest.mark.parametrize("role", ["manager", "operator"])
-def test_every_operation_answers_as_its_schema_says_and_never_5xx(people, awaiting, role):  # noqa: F811
+def test_every_operation_answers_as_its_schema_says_and_never_5xx(people, awaiting, role):
     execution, request = awaiting
     schema = schemathesis.openapi.from_wsgi("/api/openapi.json", get_wsgi_application())
     headers = {"Authorization": f"Bearer {people[role].token}"}

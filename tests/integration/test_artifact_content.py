@@ -9,7 +9,7 @@ from django.test import Client
 
 from artifacts import store
 from artifacts.models import Artifact, ArtifactVersion
-from tests.integration.test_screens import awaiting, logged_in  # noqa: F401 - fixture
+from tests.support.screens import logged_in
 
 
 def url(artifact_ref: str, n) -> str:
@@ -20,7 +20,7 @@ def bearer(person) -> dict:
     return {"HTTP_AUTHORIZATION": f"Bearer {person.token}"}
 
 
-def test_any_authenticated_user_reads_the_verified_bytes(people, awaiting):  # noqa: F811
+def test_any_authenticated_user_reads_the_verified_bytes(people, awaiting):
     execution, request = awaiting
     version = request.artifact_version
     expected = store.get(version.storage_path, expected_sha256=version.sha256)
@@ -36,7 +36,7 @@ def test_any_authenticated_user_reads_the_verified_bytes(people, awaiting):  # n
     assert anonymous.status_code == 401 and anonymous.json()["detail"]
 
 
-def test_unknown_artifacts_and_versions_are_404_json(people, awaiting):  # noqa: F811
+def test_unknown_artifacts_and_versions_are_404_json(people, awaiting):
     execution, request = awaiting
     ref = request.artifact_version.artifact.ref
     kind, _, number = ref.rpartition("_")
@@ -46,7 +46,7 @@ def test_unknown_artifacts_and_versions_are_404_json(people, awaiting):  # noqa:
         assert response.json()["detail"]
 
 
-def test_malformed_version_numbers_are_422_naming_n(people, awaiting):  # noqa: F811
+def test_malformed_version_numbers_are_422_naming_n(people, awaiting):
     ref = awaiting[1].artifact_version.artifact.ref
     for n in ["0", "-1", "abc", "1.5", str(2**31), "9" * 30]:
         response = Client().get(url(ref, n), **bearer(people["outsider"]))
@@ -54,7 +54,7 @@ def test_malformed_version_numbers_are_422_naming_n(people, awaiting):  # noqa: 
         assert response.json()["detail"][0]["loc"] == ["path", "n"]
 
 
-def test_bytes_that_no_longer_match_their_sha256_are_never_served(people, awaiting):  # noqa: F811
+def test_bytes_that_no_longer_match_their_sha256_are_never_served(people, awaiting):
     execution, _ = awaiting
     blob = store.put(b"# a report only this test stores\n")
     artifact = Artifact.objects.create(kind="report", title="tampered", execution=execution)

@@ -8,8 +8,7 @@ from __future__ import annotations
 from django.test import Client
 
 from executions.models import Action, ExecutionEvent
-from tests.scenarios.test_resume_preview import up
-from tests.support.stack import pk, wait_status
+from tests.support.stack import pk, up, wait_status
 
 
 def test_an_operator_closes_the_compensation_a_cancel_recorded(stack, people, api_as):

@@ -9,7 +9,7 @@ from playwright.sync_api import expect
 
 from config.csp import DEFAULT_POLICY, HEADER, header_value
 from tests.browser.test_browser import browser, chromium, login  # noqa: F401 - fixtures
-from tests.integration.test_audit_screens import logged_in, make_gate
+from tests.support.screens import logged_in, make_gate
 
 POLICY = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "

@@ -12,7 +12,7 @@ import pytest
 from django.test import Client
 
 from executions.models import Action, ModelCall
-from tests.scenarios.test_agents import model_env, start_ticket
+from tests.support.agents import model_env, start_ticket
 from tests.support.stack import pk, wait_status
 
 EDITED = "workflows.monthly_report,workflows.support_agent,tests.support.support_agent_edited"

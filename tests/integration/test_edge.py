@@ -16,7 +16,7 @@ from approvals.models import ApprovalRequest, AuditEntry, Decision, RefusalWindo
 from artifacts.models import ArtifactVersion
 from executions.engine import lifecycle
 from executions.models import Action, Execution, ExecutionEvent, StepRun
-from tests.integration.test_screens import awaiting, logged_in  # noqa: F401 - fixture
+from tests.support.screens import logged_in
 
 BIG = 2**31  # one past the integer columns
 HUGE = 2**63
@@ -43,7 +43,7 @@ def at_publish(people, context: dict, *transitions: str, month: str = "2026-07")
 
 
 @pytest.fixture
-def world(people, awaiting):  # noqa: F811
+def world(people, awaiting):
     """RUN_1 awaits approval 1 of its report V1; RUN_2 needs attention over an unknown
     outcome; RUN_3 needs attention after a refused publish (resumable); RUN_4 failed at
     publish (restartable from it); RUN_5 was cancelled with a compensation to close."""

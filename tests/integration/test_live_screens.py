@@ -15,10 +15,7 @@ from django.test import Client
 from approvals.models import ApprovalRequest, AuditEntry
 from executions.engine import lifecycle
 from executions.models import Action, Execution, ExecutionEvent, Status
-from tests.integration import test_screens as screens
-
-awaiting = screens.awaiting  # the fixture: an execution stopped at its approval gate
-decide_form, logged_in = screens.decide_form, screens.logged_in
+from tests.support.screens import decide_form, logged_in
 
 ROLES = ["requester", "manager", "operator", "auditor", "outsider"]
 ORDER_RECEIPT = {

@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from executions.engine import lifecycle
 from executions.models import Action, Execution, ExecutionEvent, Status
-from tests.integration.test_screens import awaiting, logged_in, unknown_outcome  # noqa: F401 - fixtures
+from tests.support.screens import logged_in
 
 
 def bearer(person) -> dict[str, str]:
@@ -54,7 +54,7 @@ def retrying(people, *, due_in: float = 900) -> Execution:
 # --- item 6: cancel needs a reason and a confirmation
 
 
-def test_cancel_without_a_reason_is_a_422_naming_it_and_changes_nothing(people, awaiting):  # noqa: F811
+def test_cancel_without_a_reason_is_a_422_naming_it_and_changes_nothing(people, awaiting):
     execution, _ = awaiting
     events = ExecutionEvent.objects.filter(execution=execution).count()
     for body in ({}, {"reason": ""}, {"reason": "   "}):
@@ -69,7 +69,7 @@ def test_cancel_without_a_reason_is_a_422_naming_it_and_changes_nothing(people, 
     assert cancel.payload["reason"] == "duplicate request" and cancel.actor == people["operator"].user
 
 
-def test_cancel_on_the_page_is_a_confirmation_first_then_needs_a_reason(people, awaiting):  # noqa: F811
+def test_cancel_on_the_page_is_a_confirmation_first_then_needs_a_reason(people, awaiting):
     execution, request = awaiting
     operator = logged_in(people["operator"])
     page = operator.get(f"/executions/{execution.ref}/").content.decode()
@@ -96,7 +96,7 @@ def test_cancel_on_the_page_is_a_confirmation_first_then_needs_a_reason(people, 
     assert 'id="cancel-refused"' in again and 'id="confirm-cancel"' not in again
 
 
-def test_the_cancel_page_names_what_it_voids_leaves_for_a_person_and_can_no_longer_resolve(people, awaiting):  # noqa: F811
+def test_the_cancel_page_names_what_it_voids_leaves_for_a_person_and_can_no_longer_resolve(people, awaiting):
     execution, request = awaiting
     Action.objects.create(execution=execution, key=f"{execution.ref}:publish:v1", step="publish", type="publish_report")
     assert logged_in(people["outsider"]).get(f"/executions/{execution.ref}/cancel/").status_code == 403
@@ -129,7 +129,7 @@ def test_retry_now_is_on_the_page_of_a_retry_pending_execution_and_needs_a_reaso
     assert ExecutionEvent.objects.filter(execution=execution, type="operator.retry_now").count() == 1
 
 
-def test_retry_now_is_not_offered_where_it_cannot_work(people, awaiting):  # noqa: F811
+def test_retry_now_is_not_offered_where_it_cannot_work(people, awaiting):
     execution, _ = awaiting
     page = logged_in(people["operator"]).get(f"/executions/{execution.ref}/").content.decode()
     assert 'id="retry-form"' not in page
@@ -319,7 +319,7 @@ def test_durations_are_shown_to_the_second():
 # --- item 9: "a new version appears here" only when one is being drafted
 
 
-def test_the_next_version_card_shows_only_while_a_new_version_is_being_drafted(people, awaiting):  # noqa: F811
+def test_the_next_version_card_shows_only_while_a_new_version_is_being_drafted(people, awaiting):
     from approvals.models import ApprovalRequest
 
     execution, request = awaiting
@@ -341,7 +341,7 @@ def test_the_next_version_card_shows_only_while_a_new_version_is_being_drafted(p
 # --- Low: Resolve preselects nothing; item 7: a resolve-as-failed warns that the effect may exist
 
 
-def test_resolve_makes_the_operator_choose_and_warns_after_it_did_not_happen(people, unknown_outcome):  # noqa: F811
+def test_resolve_makes_the_operator_choose_and_warns_after_it_did_not_happen(people, unknown_outcome):
     execution, action = unknown_outcome
     operator = logged_in(people["operator"])
     page = operator.get(f"/executions/{execution.ref}/").content.decode()
@@ -399,7 +399,7 @@ def test_the_api_answers_its_created_and_accepted_statuses_without_deprecated_tu
 # --- Low: a 403 is logged as one line, not a traceback
 
 
-def test_a_refused_page_is_logged_without_a_traceback(people, awaiting, caplog):  # noqa: F811
+def test_a_refused_page_is_logged_without_a_traceback(people, awaiting, caplog):
     execution, _ = awaiting
     with caplog.at_level("WARNING", logger="django.request"):
         refused = logged_in(people["requester"]).get(f"/executions/{execution.ref}/resume/preview/")
@@ -453,7 +453,7 @@ def test_the_bulk_confirm_form_sends_one_reason_and_the_filters_apart(people):
     assert 'name="filter_status" value="retry_pending"' in form and 'name="token"' in form
 
 
-def test_a_redraft_asked_by_an_operator_is_an_operator_audit_act(people, awaiting):  # noqa: F811
+def test_a_redraft_asked_by_an_operator_is_an_operator_audit_act(people, awaiting):
     from approvals.services import execution_redraft
 
     execution, _ = awaiting

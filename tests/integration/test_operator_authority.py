@@ -10,7 +10,7 @@ from django.test import Client
 
 from executions.models import Action, Execution
 from tests.integration.test_edge import snapshot, world  # noqa: F401 - fixture
-from tests.integration.test_screens import awaiting, logged_in  # noqa: F401 - fixture
+from tests.support.screens import logged_in
 
 NOT_OPERATORS = ["requester", "manager", "auditor"]
 

@@ -17,7 +17,7 @@ from approvals.services import approval_decide
 from executions.engine import sweeper
 from executions.errors import Conflict, Forbidden
 from executions.models import Execution, Status
-from tests.integration.test_screens import awaiting, decide_form, logged_in  # noqa: F401 - fixture
+from tests.support.screens import decide_form, logged_in
 
 
 def decision_body(request, **over) -> dict:
@@ -57,7 +57,7 @@ def close_window(user) -> None:
 # --- clipped, never lost
 
 
-def test_a_refusal_with_values_the_database_cant_hold_is_audited_clipped(people, awaiting):  # noqa: F811
+def test_a_refusal_with_values_the_database_cant_hold_is_audited_clipped(people, awaiting):
     """Callers other than the edge (a command, a script) can send anything: the refusal
     is still recorded, with each value cut to what its column holds."""
     execution, request = awaiting
@@ -103,7 +103,7 @@ def test_a_refusal_with_values_the_database_cant_hold_is_audited_clipped(people,
 # --- the burst limit
 
 
-def test_refusals_past_the_burst_are_429_and_summarised_in_one_entry(people, awaiting):  # noqa: F811
+def test_refusals_past_the_burst_are_429_and_summarised_in_one_entry(people, awaiting):
     """More than 10 refused decisions in 60 s: the rest are 429, counted, not written
     one by one; the next refusal after the window writes one summary entry."""
     execution, request = awaiting
@@ -133,7 +133,7 @@ def test_refusals_past_the_burst_are_429_and_summarised_in_one_entry(people, awa
     assert not Decision.objects.exists()
 
 
-def test_a_limited_user_can_still_make_a_valid_decision(people, awaiting):  # noqa: F811
+def test_a_limited_user_can_still_make_a_valid_decision(people, awaiting):
     """Only refused attempts are limited: a manager who mistyped the hash eleven times
     still approves with the right one."""
     execution, request = awaiting
@@ -145,7 +145,7 @@ def test_a_limited_user_can_still_make_a_valid_decision(people, awaiting):  # no
     assert Decision.objects.get().decided_by == manager.user
 
 
-def test_the_sweeper_summarises_a_closed_burst_once(people, awaiting, settings):  # noqa: F811
+def test_the_sweeper_summarises_a_closed_burst_once(people, awaiting, settings):
     settings.APPROVAL_REFUSAL_BURST = 2
     settings.APPROVAL_REFUSAL_WINDOW_SECONDS = 30  # the five attempts fall in it, however slow the machine
     execution, request = awaiting
@@ -164,7 +164,7 @@ def test_the_sweeper_summarises_a_closed_burst_once(people, awaiting, settings):
     assert len(refused_entries(outsider.user)) == 2
 
 
-def test_concurrent_refusals_from_several_clients_share_one_limit(people, awaiting):  # noqa: F811
+def test_concurrent_refusals_from_several_clients_share_one_limit(people, awaiting):
     """Web processes share no memory: the limit lives in the database row, locked."""
     execution, request = awaiting
     outsider = people["outsider"]
@@ -191,7 +191,7 @@ def test_concurrent_refusals_from_several_clients_share_one_limit(people, awaiti
     assert RefusalWindow.objects.get(user=outsider.user).suppressed == 10
 
 
-def test_the_approval_card_shows_the_limit_as_a_message(people, awaiting):  # noqa: F811
+def test_the_approval_card_shows_the_limit_as_a_message(people, awaiting):
     execution, request = awaiting
     client = logged_in(people["outsider"])
     url = f"/executions/{execution.ref}/approvals/{request.pk}/decide/"

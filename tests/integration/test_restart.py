@@ -20,10 +20,9 @@ from artifacts.models import Artifact, ArtifactVersion
 from executions.engine import lifecycle
 from executions.errors import InvalidInput
 from executions.models import Action, Execution, ExecutionEvent, Status, StepRun
-from tests.scenarios.test_replacement_order import add_fault
-from tests.scenarios.test_resume_preview import approved, up
+from tests.support.orders import add_fault
 from tests.support.procs import http, wait_for
-from tests.support.stack import pk, wait_status
+from tests.support.stack import approved, pk, up, wait_status
 from triage.restart import execution_restart
 
 EARLIER = ["retrieve_figures", "analyze", "draft_report", "review"]

@@ -16,9 +16,8 @@ from django.test import Client
 
 from executions.engine import ledger
 from executions.models import Action, Execution, ExecutionEvent
-from tests.scenarios.test_replacement_order import add_fault
-from tests.scenarios.test_resume_preview import approved, up
-from tests.support.stack import pk, wait_status
+from tests.support.orders import add_fault
+from tests.support.stack import approved, pk, up, wait_status
 
 
 def operator_page(people) -> Client:

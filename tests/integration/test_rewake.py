@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 
 from executions.models import Execution, ExecutionEvent, Wait
-from tests.scenarios.test_replacement_order import add_fault
+from tests.support.orders import add_fault
 from tests.support.stack import pk, wait_status
 
 # The web process calls an execution runnable-and-unclaimed after this long (no_worker):

@@ -2,82 +2,11 @@
 
 from __future__ import annotations
 
-import uuid
-
 import pytest
-from django.test import Client
 
 from approvals.models import ApprovalRequest, Decision
-from artifacts import store
-from artifacts.models import Artifact, ArtifactVersion
-from executions.engine import lifecycle
 from executions.models import Execution, Status
-
-
-def logged_in(person, **kwargs) -> Client:
-    client = Client(**kwargs)
-    client.force_login(person.user)  # the login form itself is tested in tests/integration/test_accounts.py
-    return client
-
-
-@pytest.fixture
-def awaiting(people, transactional_db):
-    """An execution stopped at its approval gate with a real artifact version."""
-    from django.db import transaction
-
-    execution = Execution.objects.create(
-        workflow="monthly_report",
-        workflow_version=1,
-        input={"month": "2026-08"},
-        input_digest="d",
-        created_by=people["requester"].user,
-        current_step="review",
-        context={
-            "artifacts": {},
-            "notes": {
-                "goal": "",
-                "constraints": [],
-                "facts": [],
-                "completed_steps": [],
-                "open_questions": [],
-                "next_action": "",
-            },
-        },
-    )
-    blob = store.put(b"# Report\n\nV1 body\n")
-    artifact = Artifact.objects.create(kind="report", title="Report", execution=execution)
-    version = ArtifactVersion.objects.create(
-        artifact=artifact,
-        number=1,
-        sha256=blob.sha256,
-        size=blob.size,
-        content_type="text/markdown",
-        storage_path=blob.path,
-        produced_by_step="draft_report",
-    )
-    request = ApprovalRequest.objects.create(
-        execution=execution,
-        step="review",
-        artifact_version=version,
-        version=1,
-        content_sha256=blob.sha256,
-        action="publish_report",
-        requested_by=people["requester"].user,
-    )
-    with transaction.atomic():
-        lifecycle.apply(execution, "start")
-        lifecycle.apply(execution, "await_approval")
-    return execution, request
-
-
-def decide_form(request, **over) -> dict:
-    return {
-        "decision": "approve",
-        "artifact_version": request.version,
-        "content_sha256": request.content_sha256,
-        "event_id": uuid.uuid4().hex,
-        **over,
-    }
+from tests.support.screens import decide_form, logged_in
 
 
 def test_pages_need_login(client):
@@ -185,30 +114,6 @@ def test_cancel_from_the_page_withdraws_the_request(people, awaiting):
     assert response.status_code == 302
     assert Execution.objects.get(pk=execution.pk).status == Status.CANCELLED
     assert ApprovalRequest.objects.get(pk=request.pk).status == ApprovalRequest.State.WITHDRAWN
-
-
-@pytest.fixture
-def unknown_outcome(people, awaiting):
-    """An execution that needs attention because its publish outcome is unknown."""
-    from django.db import transaction
-
-    from executions.models import Action
-
-    execution, request = awaiting
-    with transaction.atomic():
-        execution = Execution.objects.get(pk=execution.pk)
-        lifecycle.apply(execution, "resume_after_decision")
-        execution = Execution.objects.get(pk=execution.pk)
-        lifecycle.apply(execution, "flag", reason="outcome of publish can't be established")
-    action = Action.objects.create(
-        key=f"{execution.ref}:publish:v1",
-        execution=execution,
-        step="publish",
-        type="publish_report",
-        status=Action.State.UNKNOWN,
-        attempts=1,
-    )
-    return execution, action
 
 
 def test_operator_resolves_an_unknown_outcome_from_the_page(people, unknown_outcome):

@@ -12,54 +12,17 @@ import pytest
 from django.test import Client
 
 from executions.models import Action, ExecutionEvent, ModelCall, StepRun
+from tests.support.agents import (
+    PROVIDER_ENDPOINTS,
+    VARIANTS,
+    approved_document,
+    model_calls,
+    model_env,
+    start_ticket,
+)
+from tests.support.orders import orders_with_reference
 from tests.support.procs import http, wait_for
 from tests.support.stack import pk, wait_status
-
-PROVIDER_ENDPOINTS = {"openai": "/v1/chat/completions", "anthropic": "/v1/messages"}
-
-
-def model_env(stack, provider: str) -> dict[str, str]:
-    """The worker's environment for ``provider`` (offline, openai, anthropic) against the sandbox."""
-    if provider == "openai":
-        return {
-            "RUNTIME_MODEL_CLIENT": "openai",
-            "RUNTIME_MODEL": "gpt-test",
-            "OPENAI_BASE_URL": f"{stack.sandbox_url}/v1",
-            "OPENAI_API_KEY": "sk-test",
-        }
-    if provider == "anthropic":
-        return {
-            "RUNTIME_MODEL_CLIENT": "anthropic",
-            "RUNTIME_MODEL": "claude-test",
-            "ANTHROPIC_BASE_URL": stack.sandbox_url,
-            "ANTHROPIC_API_KEY": "sk-ant-test",
-        }
-    return {"RUNTIME_MODEL_CLIENT": "offline"}
-
-
-def start_ticket(api, ticket: str = "TCK-1001") -> str:
-    response = api.post("/executions", {"workflow": "support_agent", "input": {"ticket": ticket}})
-    assert response.status_code == 201, response.text
-    return response.json()["id"]
-
-
-def approved_document(api, approval: dict) -> bytes:
-    response = api.get(f"/artifacts/{approval['artifact_id']}/versions/{approval['artifact_version']}/content")
-    assert response.status_code == 200, response.text
-    assert response.headers["X-Content-SHA256"] == approval["content_sha256"]
-    return response.content
-
-
-def orders_for(stack, reference: str) -> list[dict]:
-    return http().get(f"{stack.sandbox_url}/orders", params={"reference": reference}, timeout=5).json()["orders"]
-
-
-def model_calls(api, ref: str, step: str | None = None) -> list[dict]:
-    """The journal of ``ref`` (only ``step``'s calls when given)."""
-    response = api.get(f"/executions/{ref}/model-calls")
-    assert response.status_code == 200, response.text
-    return [c for c in response.json()["items"] if step is None or c["step"] == step]
-
 
 # support_agent v2 (the latest) routes first: one journalled call of its ``route`` step,
 # then version 1's agent step ``resolve`` (docs/agents.md, "Routes").
@@ -97,7 +60,7 @@ def test_support_agent_end_to_end_one_order_one_reply(stack, people, api_as, pro
 
     submit = Action.objects.get(key=planned["key"])
     assert submit.status == "succeeded" and submit.args == expected["args"]
-    [order] = orders_for(stack, planned["key"])
+    [order] = orders_with_reference(stack, planned["key"])
     assert {k: order[k] for k in ("original_order", "sku", "quantity")} == expected["args"]
     [reply] = [a for a in done["actions"] if a["type"] == "reply_to_customer"]
     stats = stack.sandbox_stats()
@@ -136,13 +99,6 @@ def test_an_unknown_ticket_is_refused_at_start(stack, people, api_as):
     assert response.status_code == 422
     [error] = response.json()["detail"]
     assert error["loc"] == ["body", "input", "ticket"] and "TCK-1001" in error["msg"]
-
-
-VARIANTS = "workflows.monthly_report,workflows.support_agent,tests.support.agent_variants"
-
-
-def provider_calls(stack, provider: str) -> int:
-    return stack.sandbox_stats()["endpoints"].get(PROVIDER_ENDPOINTS[provider], {}).get("calls", 0)
 
 
 @pytest.mark.own_stack
@@ -237,7 +193,7 @@ def test_s30_what_was_approved_is_what_ran_after_a_clamp(stack, people, api_as):
     action = Action.objects.get(execution_id=pk(ref), type="submit_replacement")
     ran = json.dumps({"args": action.args, "tool": action.type}, sort_keys=True, separators=(",", ":"))
     assert hashlib.sha256(ran.encode()).hexdigest() == approval["content_sha256"]
-    [order] = orders_for(stack, action.key)
+    [order] = orders_with_reference(stack, action.key)
     assert order["quantity"] == 2 and order["sku"] == "SKU-GLS-20"
 
 

@@ -201,7 +201,6 @@ def test_s18_no_authority_or_self_approval_is_refused_and_logged(stack, people, 
     [("approvals_decision", "comment"), ("executions_executionevent", "type"), ("approvals_auditentry", "kind")],
 )
 def test_append_only_tables_refuse_raw_sql_update_and_delete(people, transactional_db, table, column):
-    from tests.integration.test_screens import decide_form  # noqa: F401  (fixtures below build real rows)
 
     execution = Execution.objects.create(
         workflow="monthly_report",

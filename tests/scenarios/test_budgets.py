@@ -8,7 +8,7 @@ import json
 from decimal import Decimal
 
 from executions.models import Action, ExecutionEvent, ModelCall
-from tests.scenarios.test_agents import VARIANTS, model_calls, model_env, provider_calls
+from tests.support.agents import VARIANTS, model_calls, model_env, provider_calls
 from tests.support.stack import pk, wait_status
 
 # Dear on purpose: a call's worst case (its prompt and 1024 tokens out) is a few dollars.

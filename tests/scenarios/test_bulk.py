@@ -13,7 +13,7 @@ from approvals.models import AuditEntry
 from executions import services
 from executions.models import Action, Execution, ExecutionEvent, Wait
 from tests.support.procs import http
-from tests.support.stack import pk, untold, wait_status
+from tests.support.stack import approved, pk, untold, wait_status
 
 BULK = "/executions/bulk"
 
@@ -38,11 +38,6 @@ def bulk(api, **body):
 
 def fault(stack, **spec) -> None:
     assert http().post(f"{stack.sandbox_url}/_faults", json=spec, timeout=5).status_code == 201
-
-
-def approved(api_as, people, ref: str) -> None:
-    approval = wait_status(api_as(people["requester"]), ref, "awaiting_approval")["pending_approval"]
-    assert api_as(people["manager"]).decide(ref, approval).status_code == 202
 
 
 def test_s26_bulk_cancel_dry_run_changes_nothing_and_the_run_acts_only_on_the_frozen_ids(stack, people, api_as):

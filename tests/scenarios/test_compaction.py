@@ -8,7 +8,7 @@ from __future__ import annotations
 from django.test import Client
 
 from executions.models import ExecutionEvent, ModelCall
-from tests.scenarios.test_agents import VARIANTS
+from tests.support.agents import VARIANTS
 from tests.support.procs import run_manage, wait_for
 from tests.support.stack import pk, wait_status
 

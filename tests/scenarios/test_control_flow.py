@@ -14,28 +14,10 @@ from django.test import Client
 
 from approvals.models import ApprovalRequest
 from executions.models import Action, ExecutionEvent, StepRun, Wait
+from tests.support.agents import model_env
+from tests.support.control_env import ENV
 from tests.support.procs import wait_for
-from tests.support.stack import pk, wait_status
-
-ENV = {
-    "RUNTIME_WORKFLOW_MODULES": "workflows.replacement_order,workflows.replacement_order_v2,tests.support.control_flows"
-}
-
-
-def model_env(stack) -> dict[str, str]:
-    """The workers ask the sandbox's OpenAI-compatible model (it counts each call by key)."""
-    return {
-        "RUNTIME_MODEL_CLIENT": "openai",
-        "RUNTIME_MODEL": "gpt-test",
-        "OPENAI_BASE_URL": f"{stack.sandbox_url}/v1",
-        "OPENAI_API_KEY": "sk-test",
-    }
-
-
-def start(api, workflow: str, **input) -> str:
-    answer = api.post("/executions", {"workflow": workflow, "input": input})
-    assert answer.status_code == 201, answer.text
-    return answer.json()["id"]
+from tests.support.stack import pk, start, wait_status
 
 
 def output(ref: str, step: str) -> dict:

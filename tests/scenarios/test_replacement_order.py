@@ -18,8 +18,9 @@ import pytest
 from django.test import Client
 
 from executions.models import Action, Execution, ExecutionEvent, StepRun
+from tests.support.orders import add_fault, orders_mode, orders_with_reference
 from tests.support.procs import http, wait_for
-from tests.support.stack import own_actions, pk, wait_status
+from tests.support.stack import own_actions, pk, up, wait_status
 from workflows import orders
 
 SETTLED = ("completed", "failed", "cancelled", "needs_attention")
@@ -54,22 +55,6 @@ def wait_settled(api, ref: str, timeout: float = 90) -> dict:
     return wait_for(settled, timeout=timeout, what=f"{ref} to settle in one of {SETTLED}")
 
 
-def orders_mode(stack, *, idempotent: bool) -> None:
-    answer = http().post(f"{stack.sandbox_url}/_config", json={"orders_idempotent": idempotent}, timeout=5)
-    assert answer.status_code == 200 and answer.json()["orders_idempotent"] is idempotent, answer.text
-
-
-def add_fault(stack, **fault: Any) -> None:
-    answer = http().post(f"{stack.sandbox_url}/_faults", json=fault, timeout=5)
-    assert answer.status_code == 201, answer.text
-
-
-def orders_with_reference(stack, reference: str) -> list[dict]:
-    answer = http().get(f"{stack.sandbox_url}/orders", params={"reference": reference}, timeout=5)
-    assert answer.status_code == 200, answer.text
-    return answer.json()["orders"]
-
-
 def action_history(ref: str, key: str) -> list[ExecutionEvent]:
     return list(ExecutionEvent.objects.filter(execution_id=pk(ref), type__startswith="action.", payload__key=key))
 
@@ -86,10 +71,6 @@ def approve(people, api_as) -> tuple[str, dict]:
     ref = start(requester)["id"]
     approval = wait_status(requester, ref, "awaiting_approval")["pending_approval"]
     return ref, approval
-
-
-def up(stack, **worker_env: str) -> None:
-    stack.up(worker_env=worker_env)
 
 
 # --- pure helpers (no processes)

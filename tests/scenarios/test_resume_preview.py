@@ -27,23 +27,13 @@ from executions.engine import lifecycle
 from executions.errors import Conflict
 from executions.models import Action, Execution, ExecutionEvent, StepRun
 from executions.services import execution_resume
-from tests.integration.test_screens import awaiting  # noqa: F401 - fixture
-from tests.scenarios.test_replacement_order import add_fault, orders_mode, orders_with_reference
+from tests.support.orders import add_fault, orders_mode, orders_with_reference
 from tests.support.procs import http
-from tests.support.stack import pk, wait_for, wait_status
+from tests.support.stack import approved, pk, up, wait_for, wait_status
 from triage.preview import resume_preview
 
 REPORT_STEPS = ["retrieve_figures", "analyze", "draft_report", "review", "publish", "notify"]
 ORDER_STEPS = ["load_order", "propose_replacement", "review", "submit_order", "record_order", "shipment", "confirm"]
-
-
-def up(stack, **worker_env: str) -> None:
-    stack.up(worker_env=worker_env)
-
-
-def approved(api_as, people, ref: str) -> None:
-    approval = wait_status(api_as(people["requester"]), ref, "awaiting_approval")["pending_approval"]
-    assert api_as(people["manager"]).decide(ref, approval).status_code == 202
 
 
 def preview_of(operator, ref: str) -> dict:
@@ -214,7 +204,7 @@ def test_s25_s16_unknown_outcome_at_a_provider_without_dedup_blocks_resume_until
 
 
 @pytest.fixture
-def approved_then_stopped(people, awaiting):  # noqa: F811
+def approved_then_stopped(people, awaiting):
     """RUN_0001's report V1 approved by the manager; then the publish was refused (403)
     and it waits for an operator at publish, as the worker leaves it."""
     execution, request = awaiting

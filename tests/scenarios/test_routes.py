@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from executions.models import ExecutionEvent, ModelCall
-from tests.scenarios.test_agents import model_calls, model_env, start_ticket
+from tests.support.agents import model_calls, model_env, start_ticket
 from tests.support.procs import http, wait_for
 from tests.support.stack import own_actions, pk, wait_status
 

@@ -12,7 +12,7 @@ from django.test import Client
 from executions.models import Action, Execution, ExecutionEvent, StepRun, WorkflowSwitch
 from executions.stuck import REASONS
 from tests.support.procs import http
-from tests.support.stack import pk, wait_for, wait_status
+from tests.support.stack import approved, pk, wait_for, wait_status
 
 
 def recorded(user, status: str, code: str = "", *, workflow: str = "monthly_report", **fields) -> Execution:
@@ -46,11 +46,6 @@ def found(api, ref: str, reason: str, timeout: float = 60) -> dict:
     assert api.get("/executions/summary").json()["by_reason"][reason] >= 1
     body = api.execution(ref)
     return body
-
-
-def approved(api_as, people, ref: str) -> None:
-    approval = wait_status(api_as(people["requester"]), ref, "awaiting_approval")["pending_approval"]
-    assert api_as(people["manager"]).decide(ref, approval).status_code == 202
 
 
 def test_each_reason_from_a_real_situation_is_filtered_and_counted(stack, people, api_as):

@@ -16,9 +16,10 @@ from django.utils import timezone
 
 from executions.engine import lifecycle
 from executions.models import Execution, Status, StepRun
-from tests.scenarios.test_control_flow import ENV, model_env, start
+from tests.support.agents import model_env
+from tests.support.control_env import ENV
 from tests.support.procs import http, run_manage
-from tests.support.stack import pk, wait_status
+from tests.support.stack import pk, start, wait_status
 
 LOOP_EDITS = ENV["RUNTIME_WORKFLOW_MODULES"] + ",tests.support.loop_edits"
 

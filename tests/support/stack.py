@@ -396,3 +396,21 @@ def wait_status(api, ref: str, status: str, timeout: float = 40) -> dict:
         timeout=timeout,
         what=f"{ref} to be {status}",
     )
+
+
+def start(api, workflow: str, **input) -> str:
+    """A new execution of ``workflow`` with ``input``, started through the API; its id."""
+    answer = api.post("/executions", {"workflow": workflow, "input": input})
+    assert answer.status_code == 201, answer.text
+    return answer.json()["id"]
+
+
+def up(stack, **worker_env: str) -> None:
+    """The shared stack with workers of ``worker_env``."""
+    stack.up(worker_env=worker_env)
+
+
+def approved(api_as, people, ref: str) -> None:
+    """The manager approves the version ``ref`` awaits (its requester sees it first)."""
+    approval = wait_status(api_as(people["requester"]), ref, "awaiting_approval")["pending_approval"]
+    assert api_as(people["manager"]).decide(ref, approval).status_code == 202
