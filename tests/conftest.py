@@ -24,7 +24,7 @@ from tests.support.procs import PgBouncer, http
 from tests.support.stack import APP_DB_ROLE, Sandbox, SharedStack, SharedStacks, Stack
 
 # Fixtures more than one test folder uses (a folder's own are in its conftest.py).
-pytest_plugins = ["tests.support.gate_fixtures"]
+pytest_plugins = ["tests.support.gate_fixtures", "tests.support.browsing"]
 
 # Fixtures that start keel's processes (or need them): their tests are marked ``processes``.
 # ``keel`` is the author's kit as docs/authoring.md names its fixture (tests/examples).

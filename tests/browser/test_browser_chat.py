@@ -16,16 +16,11 @@ from playwright.sync_api import expect
 
 from executions.models import Execution, Status
 from executions.services import execution_start
-from tests.browser import test_browser as browsing
-from tests.browser.test_browser_metrics import approve
+from tests.support.browsing import approve_when_waiting, login
 from tests.support.procs import wait_for
 
 pytestmark = pytest.mark.browser
 
-browser = browsing.browser
-chromium = browsing.chromium
-web_stack = browsing.web_stack
-login = browsing.login
 
 SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "screenshots" / "chat.png"
 
@@ -44,7 +39,7 @@ def test_the_requester_chats_with_the_support_agent_and_closes_the_chat(web_stac
     page.get_by_label("Your next message (1–2,000 characters)").fill("It is ticket TCK-1001.")
     page.get_by_role("button", name="Send", exact=True).click()
     expect(page.locator("#turn-2 .chat-customer")).to_contain_text("It is ticket TCK-1001.")
-    approve(execution, people["manager"].user)  # the replacement the agent proposed
+    approve_when_waiting(execution, people["manager"].user)  # the replacement the agent proposed
     expect(page.locator("#turn-2 .chat-agent")).to_contain_text("replacement", timeout=40_000)
     expect(page.locator("#turn-2 .chat-calls")).to_contain_text("submit_replacement — done")
     expect(page.get_by_role("button", name="Close the chat")).to_be_visible(timeout=40_000)

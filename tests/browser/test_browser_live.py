@@ -16,15 +16,10 @@ from approvals.models import ApprovalRequest
 from approvals.services import approval_decide
 from executions.models import Action, Execution, Status
 from executions.services import execution_start
-from tests.browser import test_browser as browsing
+from tests.support.browsing import login
 from tests.support.procs import http, wait_for
 
 pytestmark = pytest.mark.browser
-
-browser = browsing.browser  # the fixture: Debian's Chromium
-chromium = browsing.chromium  # the module's launch of it
-web_stack = browsing.web_stack  # the fixture: live server + sandbox, worker, beat
-login = browsing.login
 
 
 def pending(execution: Execution, version: int) -> ApprovalRequest | None:

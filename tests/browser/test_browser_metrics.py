@@ -13,19 +13,13 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import expect
 
-from approvals.models import ApprovalRequest
-from approvals.services import approval_decide
 from executions.models import Execution, Status
 from executions.services import execution_cancel, execution_start
-from tests.browser import test_browser as browsing
+from tests.support.browsing import approve_when_waiting, login
 from tests.support.procs import http, wait_for
 
 pytestmark = pytest.mark.browser
 
-browser = browsing.browser  # the fixture: Debian's Chromium
-chromium = browsing.chromium  # the module's launch of it
-web_stack = browsing.web_stack  # the fixture: live server + sandbox, worker, beat
-login = browsing.login
 
 SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "screenshots" / "metrics.png"
 STARTED_RGB = (0x24, 0x47, 0xB8)  # static/js/metrics.js: the "started" series
@@ -33,20 +27,6 @@ STARTED_RGB = (0x24, 0x47, 0xB8)  # static/js/metrics.js: the "started" series
 
 def status_of(execution: Execution) -> str:
     return Execution.objects.get(pk=execution.pk).status
-
-
-def approve(execution: Execution, manager) -> None:
-    wait_for(lambda: status_of(execution) == Status.AWAITING_APPROVAL, timeout=40, what=f"{execution} to wait")
-    request = ApprovalRequest.objects.get(execution=execution, status="pending")
-    approval_decide(
-        execution_ref=execution.ref,
-        approval_id=request.pk,
-        user=manager,
-        decision="approve",
-        artifact_version=request.version,
-        content_sha256=request.content_sha256,
-        event_id=f"ok-{execution.pk}",
-    )
 
 
 def colored_pixels(page, selector: str, rgb: tuple[int, int, int]) -> int:
@@ -86,11 +66,11 @@ def test_the_metrics_page_draws_the_charts_and_each_links_to_its_list(web_stack,
         execution_start(user=requester, workflow="monthly_report", input={"month": month})[0]
         for month in ("2026-05", "2026-06", "2026-07")
     )
-    approve(done, manager)
+    approve_when_waiting(done, manager)
     wait_for(lambda: status_of(done) == Status.COMPLETED, timeout=40, what="the first report to complete")
     spec = {"endpoint": "/reports/publish", "fault": "error_403", "count": 1}
     assert http().post(f"{web_stack_sandbox(settings)}/_faults", json=spec, timeout=5).status_code == 201
-    approve(attention, manager)
+    approve_when_waiting(attention, manager)
     wait_for(lambda: status_of(attention) == Status.NEEDS_ATTENTION, timeout=40, what="the refused publish")
     wait_for(lambda: status_of(dropped) == Status.AWAITING_APPROVAL, timeout=40, what="the third to wait")
     execution_cancel(ref=dropped.ref, user=people["operator"].user, reason="not this month")

@@ -25,17 +25,12 @@ from playwright.sync_api import expect
 from approvals.models import ApprovalRequest
 from executions.models import Action, Execution, ModelCall, Status
 from executions.services import execution_cancel, execution_start
-from tests.browser import test_browser as browsing
-from tests.browser.test_browser_triage import approve, fault, to_approval
 from tests.support.agents import model_env
+from tests.support.browsing import approve, login, report_awaiting_approval
+from tests.support.orders import add_fault
 from tests.support.procs import http, wait_for
 
 pytestmark = pytest.mark.browser
-
-browser = browsing.browser  # the fixture: Debian's Chromium
-chromium = browsing.chromium  # the module's launch of it
-web_stack = browsing.web_stack  # the fixture: live server + sandbox, worker, beat
-login = browsing.login
 
 
 def status_of(execution: Execution) -> str:
@@ -63,8 +58,8 @@ def test_a_unknown_outcome_resolved_resumes_into_a_wait_the_page_describes_truth
         lambda: ApprovalRequest.objects.filter(execution=execution, status="pending").first(), timeout=40
     )
     key = f"{execution.ref}:submit_order:v1"
-    fault(stack.sandbox_url, endpoint="/orders", fault="commit_then_hang", count=1, hang_seconds=5)
-    fault(stack.sandbox_url, endpoint="/orders", fault="error_500", method="GET", count=10_000)
+    add_fault(stack, endpoint="/orders", fault="commit_then_hang", count=1, hang_seconds=5)
+    add_fault(stack, endpoint="/orders", fault="error_500", method="GET", count=10_000)
     approve(people, execution, request)
     reach(execution, Status.NEEDS_ATTENTION, timeout=150)
     http().delete(f"{stack.sandbox_url}/_faults", timeout=5)
@@ -106,8 +101,8 @@ def test_a_unknown_outcome_resolved_resumes_into_a_wait_the_page_describes_truth
 
 
 def test_b_rate_limited_then_retry_now_from_the_page_completes(web_stack, stack, people, browser):
-    execution, request = to_approval(people, "2026-05")
-    fault(stack.sandbox_url, endpoint="/reports/publish", fault="rate_limit", retry_after=900)
+    execution, request = report_awaiting_approval(people, "2026-05")
+    add_fault(stack, endpoint="/reports/publish", fault="rate_limit", retry_after=900)
     approve(people, execution, request)
     reach(execution, Status.RETRY_PENDING)
 
@@ -130,8 +125,8 @@ def test_b_rate_limited_then_retry_now_from_the_page_completes(web_stack, stack,
 
 
 def test_d_failed_restarts_from_the_step_the_form_picks_and_nothing_repeats(web_stack, stack, people, browser):
-    execution, request = to_approval(people, "2026-06")
-    fault(stack.sandbox_url, endpoint="/notify", fault="error_400")
+    execution, request = report_awaiting_approval(people, "2026-06")
+    add_fault(stack, endpoint="/notify", fault="error_400")
     approve(people, execution, request)
     reach(execution, Status.FAILED)
     cancelled, _ = execution_start(user=people["requester"].user, workflow="monthly_report", input={"month": "2026-04"})

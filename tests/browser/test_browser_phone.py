@@ -10,15 +10,11 @@ from playwright.sync_api import expect
 
 from approvals.models import ApprovalRequest
 from executions.models import Execution, Status
-from tests.browser import test_browser as browsing
+from tests.support.browsing import login, report_awaiting_approval
 from tests.support.procs import wait_for
 
 pytestmark = pytest.mark.browser
 
-browser = browsing.browser
-chromium = browsing.chromium
-web_stack = browsing.web_stack
-login = browsing.login
 
 PHONE = {"width": 390, "height": 844}
 
@@ -29,7 +25,7 @@ def sideways(page) -> int:
 
 
 def test_a_manager_approves_the_exact_version_on_a_phone(web_stack, people, browser):
-    execution, request = browsing.report_awaiting_approval(people)
+    execution, request = report_awaiting_approval(people)
     page = browser.new_page(viewport=PHONE, is_mobile=True, has_touch=True)
     login(page, web_stack.url, people["manager"])
     assert sideways(page) == 0, "the executions list is wider than the phone"

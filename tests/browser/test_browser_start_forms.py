@@ -9,13 +9,9 @@ from playwright.sync_api import expect
 
 import examples.expense_approval.workflow  # noqa: F401 - registered in this process's web app too
 from executions.models import Execution
-from tests.browser import test_browser as browsing
+from tests.support.browsing import login
 
 pytestmark = pytest.mark.browser
-
-browser = browsing.browser
-chromium = browsing.chromium  # the module's launch of it
-login = browsing.login
 
 
 @pytest.fixture

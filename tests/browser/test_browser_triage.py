@@ -13,60 +13,28 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import expect
 
-from approvals.models import ApprovalRequest
-from approvals.services import approval_decide
 from executions.models import Execution, Status
-from executions.services import execution_start
-from tests.browser import test_browser as browsing
+from tests.support.browsing import approve, login, report_awaiting_approval
+from tests.support.orders import add_fault
 from tests.support.procs import http, wait_for
 
 pytestmark = pytest.mark.browser
 
-browser = browsing.browser
-chromium = browsing.chromium  # the module's launch of it
-web_stack = browsing.web_stack
-login = browsing.login
 SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "screenshots" / "triage.png"
-
-
-def to_approval(people, month: str) -> tuple[Execution, ApprovalRequest]:
-    execution, _ = execution_start(user=people["requester"].user, workflow="monthly_report", input={"month": month})
-    request = wait_for(
-        lambda: ApprovalRequest.objects.filter(execution=execution, status="pending").first(),
-        timeout=40,
-        what=f"{execution.ref} to await approval",
-    )
-    return execution, request
-
-
-def approve(people, execution: Execution, request: ApprovalRequest) -> None:
-    approval_decide(
-        user=people["manager"].user,
-        execution_ref=execution.ref,
-        approval_id=request.pk,
-        decision="approve",
-        artifact_version=request.version,
-        content_sha256=request.content_sha256,
-        event_id=f"approve-{execution.ref}",
-    )
-
-
-def fault(sandbox_url: str, **spec) -> None:
-    assert http().post(f"{sandbox_url}/_faults", json=spec, timeout=5).status_code == 201
 
 
 def test_operator_triages_from_the_counts_resolves_and_resumes_without_reloading(
     web_stack, stack, people, browser, tmp_path
 ):
-    unknown, unknown_request = to_approval(people, "2026-08")
-    denied, denied_request = to_approval(people, "2026-07")
+    unknown, unknown_request = report_awaiting_approval(people, "2026-08")
+    denied, denied_request = report_awaiting_approval(people, "2026-07")
     # The publish commits but its answer is lost and every lookup fails: an unknown outcome.
-    fault(stack.sandbox_url, endpoint="/reports/publish", fault="commit_then_hang", count=1, hang_seconds=5)
-    fault(stack.sandbox_url, endpoint="/reports/publications", fault="error_500", method="GET", count=10_000)
+    add_fault(stack, endpoint="/reports/publish", fault="commit_then_hang", count=1, hang_seconds=5)
+    add_fault(stack, endpoint="/reports/publications", fault="error_500", method="GET", count=10_000)
     approve(people, unknown, unknown_request)
     wait_for(lambda: Execution.objects.get(pk=unknown.pk).status == Status.NEEDS_ATTENTION, timeout=120)
     http().delete(f"{stack.sandbox_url}/_faults", timeout=5)
-    fault(stack.sandbox_url, endpoint="/reports/publish", fault="error_403")  # the service refuses us
+    add_fault(stack, endpoint="/reports/publish", fault="error_403")  # the service refuses us
     approve(people, denied, denied_request)
     wait_for(lambda: Execution.objects.get(pk=denied.pk).status == Status.NEEDS_ATTENTION, timeout=60)
 

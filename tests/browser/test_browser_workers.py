@@ -8,13 +8,10 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser import test_browser as browsing
+from tests.support.browsing import login
 
 pytestmark = pytest.mark.browser
 
-browser = browsing.browser
-chromium = browsing.chromium
-login = browsing.login
 
 ENV = {"RUNTIME_WORKER_HEARTBEAT_SECONDS": "0.3", "RUNTIME_WORKER_STALE_SECONDS": "1.5"}
 

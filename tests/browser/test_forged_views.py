@@ -9,7 +9,7 @@ import pytest
 from approvals.models import ApprovalRequest, AuditEntry
 from executions.models import Execution, Status
 from executions.services import execution_start
-from tests.browser.test_browser import browser, chromium, login, web_stack  # noqa: F401 - fixtures
+from tests.support.browsing import login
 from tests.support.procs import wait_for
 
 pytestmark = pytest.mark.browser
@@ -34,9 +34,9 @@ def views_of(request: ApprovalRequest) -> list[AuditEntry]:
 
 
 def test_a_same_origin_image_in_a_report_records_no_view_of_the_request_it_points_at(
-    web_stack,  # noqa: F811
+    web_stack,
     people,
-    browser,  # noqa: F811
+    browser,
 ):
     """The requester's report embeds ``![x](/approvals/N/)`` and ``![x](/executions/RUN/)``
     for another request N; a manager opens the report's own approval page, its execution

@@ -8,13 +8,8 @@ from django.urls import include, path
 from playwright.sync_api import expect
 
 from config.csp import DEFAULT_POLICY, HEADER, header_value
-from tests.browser.test_browser import browser, chromium, login  # noqa: F401 - fixtures
-from tests.support.screens import logged_in, make_gate
-
-POLICY = (
-    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
-    "object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'self'"
-)
+from tests.support.browsing import login
+from tests.support.screens import POLICY, logged_in, make_gate
 
 
 def crash(request):
@@ -78,7 +73,7 @@ def test_the_server_error_page_carries_the_policy():
 
 
 @pytest.mark.browser
-def test_our_pages_run_under_the_policy_without_a_violation(live_server, people, browser):  # noqa: F811
+def test_our_pages_run_under_the_policy_without_a_violation(live_server, people, browser):
     """Chromium reports no CSP violation on the pages, the admin's login and the API docs:
     htmx, the page script, styles and Swagger UI all come from our origin."""
     request = make_gate(people)

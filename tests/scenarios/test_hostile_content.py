@@ -8,15 +8,15 @@ from playwright.sync_api import expect
 from approvals.models import ApprovalRequest, Decision
 from executions.models import Execution, Status
 from executions.services import execution_start
-from tests.browser.test_browser import browser, chromium, login, web_stack  # noqa: F401 - fixtures
-from tests.integration.test_csp import POLICY
+from tests.support.browsing import login
 from tests.support.procs import wait_for
+from tests.support.screens import POLICY
 from tests.support.world import HOSTILE_CONSTRAINT
 
 pytestmark = pytest.mark.browser
 
 
-def test_s31_a_javascript_link_and_a_remote_image_in_a_constraint_are_inert(web_stack, people, browser):  # noqa: F811
+def test_s31_a_javascript_link_and_a_remote_image_in_a_constraint_are_inert(web_stack, people, browser):
     """S31: a requester puts a javascript: link, a remote image and a raw <script> in a constraint;
     on the execution, approval and version pages a manager sees no active script URL, no
     request leaves for another host, no script from the content runs, and the CSP is there."""

@@ -15,6 +15,12 @@ from artifacts.models import Artifact, ArtifactVersion
 from executions.engine import lifecycle
 from executions.models import Execution
 
+# The Content-Security-Policy every page is served with (config/csp.py).
+POLICY = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
+    "object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'self'"
+)
+
 V1 = b"# Report\n\nSales: 100\nStatus: draft\nRegion: north\n"
 V2 = b"# Report\n\nSales: 120\nStatus: final\nRegion: north\n"
 
