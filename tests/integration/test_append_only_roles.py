@@ -17,15 +17,12 @@ import uuid
 
 import psycopg
 import pytest
-from django.contrib.auth import get_user_model
 from django.core.management import CommandError, call_command
 from django.db import connection
 
 from accounts.database_roles import append_only_tables
-from approvals.models import ApprovalRequest
-from artifacts.models import Artifact, ArtifactVersion
-from executions.models import Execution
 from tests.support.procs import ROOT, wait_for
+from tests.support.roles import dsn
 from tests.support.stack import APP_DB_ROLE
 
 APPEND_ONLY = [
@@ -42,11 +39,6 @@ APPEND_ONLY = [
 PRIMARY_KEY = {"retention_archiveanchor": "seq"}  # the others' is id
 
 
-def dsn(user: str) -> str:
-    db = connection.settings_dict
-    return f"postgresql://{user}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
-
-
 def protect_trigger(table: str) -> str:
     """The pgtrigger Protect trigger's name on ``table``: what an attacker would put in pgtrigger.ignore."""
     with connection.cursor() as cursor:
@@ -55,35 +47,6 @@ def protect_trigger(table: str) -> str:
         )
         (name,) = cursor.fetchone()
     return name
-
-
-@pytest.fixture
-def rows(transactional_db):
-    """One committed row of each append-only table's parents, inserted as the owner."""
-    user = get_user_model().objects.create_user("someone")
-    execution = Execution.objects.create(
-        workflow="monthly_report", workflow_version=1, input={}, input_digest="d", created_by=user
-    )
-    artifact = Artifact.objects.create(kind="report", title="r", execution=execution)
-    version = ArtifactVersion.objects.create(
-        artifact=artifact,
-        number=1,
-        sha256="a" * 64,
-        size=1,
-        content_type="text/markdown",
-        storage_path="x",
-        produced_by_step="draft",
-    )
-    request = ApprovalRequest.objects.create(
-        execution=execution,
-        step="review",
-        artifact_version=version,
-        version=1,
-        content_sha256="a" * 64,
-        action="publish",
-        requested_by=user,
-    )
-    return {"user": user.pk, "execution": execution.pk, "artifact": artifact.pk, "request": request.pk}
 
 
 def insert_as_app(cur, rows: dict) -> None:

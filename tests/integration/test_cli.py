@@ -6,7 +6,6 @@ the ``--as`` user, like an API call."""
 from __future__ import annotations
 
 import json
-import subprocess
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -16,26 +15,7 @@ from executions import services
 from executions.answers import ExecutionOut
 from executions.engine import lifecycle
 from executions.models import Execution, ExecutionEvent, Status
-from tests.support.procs import run_manage
-from tests.support.stack import app_env
-
-
-@pytest.fixture
-def env(transactional_db, tmp_path) -> dict[str, str]:
-    """A ``manage.py keel`` process's environment: the test database, as the application's role."""
-    return app_env(tmp_path)
-
-
-def keel(env, *args: str) -> subprocess.CompletedProcess:
-    return run_manage("keel", *args, env=env)
-
-
-def refused(done: subprocess.CompletedProcess, status: int, *words: str) -> None:
-    assert done.returncode == status, (done.returncode, done.stdout, done.stderr)
-    sentence = done.stderr.strip()
-    assert sentence and "\n" not in sentence and "Traceback" not in sentence, sentence
-    for word in words:
-        assert word in sentence, sentence
+from tests.support.cli import keel, refused
 
 
 def test_start_list_show_and_cancel_as_a_person_would(env, people):

@@ -8,9 +8,7 @@ import json
 from executions import services
 from executions.models import Execution, Status
 from schedules import services as schedules
-from tests.integration.test_cli import env, keel, refused  # env is a fixture
-
-__all__ = ["env"]
+from tests.support.cli import keel, refused
 
 
 def test_keel_pause_then_resume_and_its_refusals(env, people):

@@ -25,11 +25,11 @@ from django.db import transaction
 
 import bench.flows  # noqa: F401 - registers bench_noop5
 import tests.support.connection_probe  # noqa: F401 - registers connection_probe
-from executions.authoring import notes, registry
 from executions.engine import runner
 from executions.models import Execution, Status, StepRun
-from executions.services import execution_start, input_digest
+from executions.services import execution_start
 from tests.support.procs import wait_for
+from tests.support.records import pending
 from tests.support.wire import wire_trace
 
 STEPS = 5
@@ -37,22 +37,6 @@ STEPS = 5
 # pending → running transition and its event in one fenced statement.
 CLAIM_STATEMENTS = 2
 PROBE_TASKS = 100
-
-
-def pending(user, workflow: str) -> Execution:
-    """A committed, pending execution of ``workflow``, as ``execution_start`` makes it,
-    without ringing the doorbell (this test runs it itself)."""
-    flow = registry.latest(workflow)
-    data = flow.parse_input({})
-    return Execution.objects.create(
-        workflow=flow.name,
-        workflow_version=flow.version,
-        input=data,
-        input_digest=input_digest(flow.name, data),
-        created_by=user,
-        current_step=flow.first_step,
-        context={"artifacts": {}, "notes": notes.initial(goal=flow.goal(data), constraints=[])},
-    )
 
 
 class Boom(Exception):

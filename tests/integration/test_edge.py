@@ -9,13 +9,9 @@ import json
 from typing import Any
 
 import pytest
-from django.db import transaction
 from django.test import Client
 
-from approvals.models import ApprovalRequest, AuditEntry, Decision, RefusalWindow
-from artifacts.models import ArtifactVersion
-from executions.engine import lifecycle
-from executions.models import Action, Execution, ExecutionEvent, StepRun
+from tests.support.records import snapshot
 from tests.support.screens import logged_in
 
 BIG = 2**31  # one past the integer columns
@@ -23,93 +19,6 @@ HUGE = 2**63
 NUL = "a\x00b"
 SURROGATE = "a\ud800b"  # sent as the JSON escape "\ud800"
 TEN_MB = "x" * 10_000_000
-
-
-def at_publish(people, context: dict, *transitions: str, month: str = "2026-07") -> Execution:
-    """A monthly report at its publish step, moved through ``transitions``."""
-    execution = Execution.objects.create(
-        workflow="monthly_report",
-        workflow_version=1,
-        input={"month": month},
-        input_digest=f"d-{month}",
-        created_by=people["requester"].user,
-        current_step="publish",
-        context=context,
-    )
-    with transaction.atomic():
-        for name in ("start", *transitions):
-            lifecycle.apply(Execution.objects.get(pk=execution.pk), name, reason=name)
-    return Execution.objects.get(pk=execution.pk)
-
-
-@pytest.fixture
-def world(people, awaiting):
-    """RUN_1 awaits approval 1 of its report V1; RUN_2 needs attention over an unknown
-    outcome; RUN_3 needs attention after a refused publish (resumable); RUN_4 failed at
-    publish (restartable from it); RUN_5 was cancelled with a compensation to close."""
-    execution, request = awaiting
-    other = at_publish(people, execution.context, "flag")
-    action = Action.objects.create(
-        key=f"{other.ref}:publish:v1",
-        execution=other,
-        step="publish",
-        type="publish_report",
-        status=Action.State.UNKNOWN,
-        attempts=1,
-    )
-    paused = at_publish(people, execution.context, "flag", month="2026-06")
-    Action.objects.create(
-        key=f"{paused.ref}:publish:v1",
-        execution=paused,
-        step="publish",
-        type="publish_report",
-        status=Action.State.FAILED,
-        attempts=1,
-    )
-    done = {"retrieve_figures": {}, "analyze": {}, "draft_report": {}, "review": {}}
-    failed = at_publish(people, {**execution.context, "carried": done}, "fail", month="2026-05")
-    cancelled = at_publish(people, execution.context, "cancel", month="2026-04")
-    compensation = Action.objects.create(
-        key=f"{cancelled.ref}:publish:v1:compensate",
-        execution=cancelled,
-        step="publish",
-        type="compensate_publish_report",
-        status=Action.State.PLANNED,
-    )
-    return {
-        "awaiting": execution,
-        "request": request,
-        "attention": other,
-        "action": action,
-        "paused": paused,
-        "failed": failed,
-        "compensation": compensation,
-    }
-
-
-def snapshot() -> tuple:
-    """Everything a write could change: row counts and every status. An approval page
-    the refused form redirects to records that it was viewed (what the approver saw);
-    that is the page's, not the form's, so ``viewed`` entries don't count."""
-    counts = tuple(
-        model.objects.count()
-        for model in (
-            Execution,
-            ExecutionEvent,
-            StepRun,
-            Action,
-            ApprovalRequest,
-            Decision,
-            ArtifactVersion,
-            RefusalWindow,
-        )
-    ) + (AuditEntry.objects.exclude(kind=AuditEntry.Kind.VIEWED).count(),)
-    statuses = (
-        tuple(Execution.objects.order_by("pk").values_list("status", "status_reason")),
-        tuple(Action.objects.order_by("pk").values_list("status", "receipt")),
-        tuple(ApprovalRequest.objects.order_by("pk").values_list("status", flat=True)),
-    )
-    return counts, statuses
 
 
 # --- the API: POST endpoints

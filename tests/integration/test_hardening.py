@@ -19,9 +19,9 @@ from django.test import Client
 
 from approvals.spreadsheet import safe_cell
 from executions.models import ExecutionEvent
-from tests.integration.test_append_only_roles import dsn, rows  # noqa: F401 - fixture
-from tests.integration.test_security_settings import PRINT_KEY, clean_env, django
 from tests.support.procs import http
+from tests.support.roles import dsn
+from tests.support.settings_probe import PRINT_KEY, clean_env, django
 from tests.support.stack import APP_DB_ROLE, wait_status
 
 LONG = "u" * 300
@@ -130,7 +130,7 @@ def test_info_bodies_are_json_objects_without_unknown_fields(stack, people, api_
     assert api.execution(ref)["status"] != "cancelled"  # nothing was applied
 
 
-def test_info_the_application_role_cannot_back_date_history(rows):  # noqa: F811
+def test_info_the_application_role_cannot_back_date_history(rows):
     """As keel_app, an INSERT that names created_at gets the database's clock instead;
     the owner (migrations, archives, fixtures) keeps what it writes."""
     with psycopg.connect(dsn(APP_DB_ROLE), autocommit=True) as app, app.cursor() as cur:

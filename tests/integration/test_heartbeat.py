@@ -17,7 +17,7 @@ from django.db import connection
 import bench.flows  # noqa: F401 - registers bench_noop5
 from executions.engine import leases
 from executions.models import Execution
-from tests.integration.test_cost_floor import pending
+from tests.support.records import pending
 
 
 def _dsn() -> str:

@@ -6,19 +6,13 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from django.db import connection, transaction
+from django.db import transaction
 from django.test import Client
-from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from executions.models import Action, Execution, ExecutionEvent, Status, StepRun
 from tests.support.records import approved_execution
-
-TOKEN = "scrape-secret"
-
-
-def bearer(token: str) -> dict[str, str]:
-    return {"HTTP_AUTHORIZATION": f"Bearer {token}"}
+from tests.support.scraping import TOKEN, bearer, queries
 
 
 @pytest.fixture
@@ -183,14 +177,6 @@ def _one(requester, manager, *, started, i: int) -> None:
             for step, kind in (("analyze", "model"), ("review", "approval"), ("publish", "effect"))
         ]
     )
-
-
-def queries(client: Client, path: str, token: str) -> int:
-    client.get(path, **bearer(token))  # the token's last use is written once a minute: not measured
-    with CaptureQueriesContext(connection) as captured:
-        answer = client.get(path, **bearer(token))
-    assert answer.status_code == 200, answer.content
-    return len(captured)
 
 
 def test_the_query_count_does_not_grow_with_the_number_of_executions(people, scrape_token):

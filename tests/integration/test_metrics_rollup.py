@@ -24,8 +24,8 @@ from metrics.measures import measures
 from metrics.models import Folded, Rollup
 from metrics.prometheus import RESUME_BUCKETS, STEP_BUCKETS
 from metrics.windows import Window
-from tests.integration.test_metrics_api import TOKEN, bearer, queries
 from tests.support.records import approved_execution
+from tests.support.scraping import TOKEN, bearer, queries
 
 # --- histograms
 

@@ -9,7 +9,7 @@ import pytest
 from django.test import Client
 
 from executions.models import Action, Execution
-from tests.integration.test_edge import snapshot, world  # noqa: F401 - fixture
+from tests.support.records import snapshot
 from tests.support.screens import logged_in
 
 NOT_OPERATORS = ["requester", "manager", "auditor"]
@@ -22,7 +22,7 @@ def api(people, who: str | None, method: str, path: str, body: dict | None = Non
     return Client().post(path, body or {}, content_type="application/json", **auth)
 
 
-def calls(world: dict) -> dict[str, tuple[str, str, dict | None, int]]:  # noqa: F811
+def calls(world: dict) -> dict[str, tuple[str, str, dict | None, int]]:
     """name → (method, path, body, the operator's status)."""
     return {
         "preview": ("GET", f"/api/executions/{world['paused'].ref}/resume-preview", None, 200),
@@ -42,7 +42,7 @@ def calls(world: dict) -> dict[str, tuple[str, str, dict | None, int]]:  # noqa:
 
 
 @pytest.mark.parametrize("name", ["preview", "restart", "close"])
-def test_the_api_answers_401_without_credentials_403_to_non_operators_and_serves_operators(people, world, name):  # noqa: F811
+def test_the_api_answers_401_without_credentials_403_to_non_operators_and_serves_operators(people, world, name):
     method, path, body, ok = calls(world)[name]
     before = snapshot()
     assert api(people, None, method, path, body).status_code == 401
@@ -55,7 +55,7 @@ def test_the_api_answers_401_without_credentials_403_to_non_operators_and_serves
     assert answer.status_code == ok, answer.content
 
 
-def test_unknown_ids_are_404_for_operators_and_403_for_others(people, world):  # noqa: F811
+def test_unknown_ids_are_404_for_operators_and_403_for_others(people, world):
     for method, path, body in [
         ("GET", "/api/executions/RUN_9999/resume-preview", None),
         ("POST", "/api/executions/RUN_9999/restart", {"from_step": "publish", "reason": "x"}),
@@ -65,7 +65,7 @@ def test_unknown_ids_are_404_for_operators_and_403_for_others(people, world):  #
         assert api(people, "requester", method, path, body).status_code == 403, path
 
 
-def test_the_preview_page_is_for_operators(people, world):  # noqa: F811
+def test_the_preview_page_is_for_operators(people, world):
     ref = world["paused"].ref
     url = f"/executions/{ref}/resume/preview/"
     anonymous = Client().get(url)
@@ -82,7 +82,7 @@ def test_the_preview_page_is_for_operators(people, world):  # noqa: F811
     assert link not in logged_in(people["requester"]).get(f"/executions/{ref}/").content.decode()
 
 
-def test_the_restart_and_close_forms_are_for_operators(people, world):  # noqa: F811
+def test_the_restart_and_close_forms_are_for_operators(people, world):
     failed, compensation = world["failed"], world["compensation"]
     forms = {
         f"/executions/{failed.ref}/restart/": {"from_step": "publish", "reason": "the provider is back"},

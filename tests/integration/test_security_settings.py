@@ -4,42 +4,19 @@ environment, and `Cache-Control: no-store` on everything the application renders
 
 from __future__ import annotations
 
-import os
 import re
 import secrets
 import stat
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from django.test import Client
 
 from tests.support.procs import ROOT
+from tests.support.settings_probe import PRINT_KEY, clean_env, django
 
-PRINT_KEY = "from django.conf import settings; print(settings.SECRET_KEY)"
 STRONG_KEY = "9vQ2-kX7pL4mZ8rT1wY6nB3cF5hJ0dS" * 2  # 64 characters, many distinct
-
-
-def clean_env(tmp_path: Path, **extra: str) -> dict[str, str]:
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("DJANGO_", "KEEL_", "SECURE_")) and k not in ("DATABASE_URL", "CELERY_BROKER_URL")
-    }
-    env.update(DJANGO_SETTINGS_MODULE="config.settings", KEEL_VAR_DIR=str(tmp_path / "var"), **extra)
-    return env
-
-
-def django(env: dict[str, str], code: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-c", f"import django; django.setup(); {code}"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
 
 
 def test_without_a_key_one_is_made_once_kept_private_and_shared(tmp_path):

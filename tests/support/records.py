@@ -1,12 +1,20 @@
 """Rows as a real run leaves them, written directly: for tests that measure reads
-(metrics, query counts) rather than the runtime."""
+(metrics, query counts) rather than the runtime, or that need an execution in a given
+state without running it (``at_publish``, ``pending``); and a ``snapshot`` of every
+row count and status, to prove a refused write wrote nothing."""
 
 from __future__ import annotations
 
-from approvals.models import ApprovalRequest, Decision
+from django.db import transaction
+
+from approvals.models import ApprovalRequest, AuditEntry, Decision, RefusalWindow
 from artifacts import store
+from artifacts.models import ArtifactVersion
 from artifacts.services import artifact_version_create
-from executions.models import Execution
+from executions.authoring import notes, registry
+from executions.engine import lifecycle
+from executions.models import Action, Execution, ExecutionEvent, StepRun
+from executions.services import input_digest
 
 
 def approved_execution(requester, manager, i: int, *, workflow: str = "monthly_report") -> tuple:
@@ -84,3 +92,61 @@ def awaiting_execution(requester, *, workflow: str = "monthly_report", expires_a
         lifecycle.apply(execution, "start")
         lifecycle.apply(execution, "await_approval")
     return execution, request
+
+
+def at_publish(people, context: dict, *transitions: str, month: str = "2026-07") -> Execution:
+    """A monthly report at its publish step, moved through ``transitions``."""
+    execution = Execution.objects.create(
+        workflow="monthly_report",
+        workflow_version=1,
+        input={"month": month},
+        input_digest=f"d-{month}",
+        created_by=people["requester"].user,
+        current_step="publish",
+        context=context,
+    )
+    with transaction.atomic():
+        for name in ("start", *transitions):
+            lifecycle.apply(Execution.objects.get(pk=execution.pk), name, reason=name)
+    return Execution.objects.get(pk=execution.pk)
+
+
+def pending(user, workflow: str) -> Execution:
+    """A committed, pending execution of ``workflow``, as ``execution_start`` makes it,
+    without ringing the doorbell (this test runs it itself)."""
+    flow = registry.latest(workflow)
+    data = flow.parse_input({})
+    return Execution.objects.create(
+        workflow=flow.name,
+        workflow_version=flow.version,
+        input=data,
+        input_digest=input_digest(flow.name, data),
+        created_by=user,
+        current_step=flow.first_step,
+        context={"artifacts": {}, "notes": notes.initial(goal=flow.goal(data), constraints=[])},
+    )
+
+
+def snapshot() -> tuple:
+    """Everything a write could change: row counts and every status. An approval page
+    the refused form redirects to records that it was viewed (what the approver saw);
+    that is the page's, not the form's, so ``viewed`` entries don't count."""
+    counts = tuple(
+        model.objects.count()
+        for model in (
+            Execution,
+            ExecutionEvent,
+            StepRun,
+            Action,
+            ApprovalRequest,
+            Decision,
+            ArtifactVersion,
+            RefusalWindow,
+        )
+    ) + (AuditEntry.objects.exclude(kind=AuditEntry.Kind.VIEWED).count(),)
+    statuses = (
+        tuple(Execution.objects.order_by("pk").values_list("status", "status_reason")),
+        tuple(Action.objects.order_by("pk").values_list("status", "receipt")),
+        tuple(ApprovalRequest.objects.order_by("pk").values_list("status", flat=True)),
+    )
+    return counts, statuses
