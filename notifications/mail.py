@@ -29,6 +29,8 @@ from artifacts.models import ArtifactVersion
 from artifacts.sanitize import sanitize_html
 from executions.errors import FailureKind, StepFailure
 
+from . import channels, recipients
+
 SUBJECTS = {
     "opened": "[keel] {ref}: {action} of {artifact} V{version} awaits your decision",
     "reminder": "[keel] Reminder: {ref}: {action} of {artifact} V{version} still awaits a decision",
@@ -129,3 +131,24 @@ def send(args: dict[str, Any], key: str) -> dict[str, Any]:
         with contextlib.suppress(OSError, smtplib.SMTPException):
             connection.close()
     return {"message_id": args["message_id"], "to": args["to"], "backend": settings.EMAIL_BACKEND.rsplit(".", 2)[-2]}
+
+
+def still_wanted(delivery) -> str | None:
+    """Why this message should no longer go (None: it should). Decided or cancelled
+    requests get nothing more; a superseded one only its "replaced" note; a person who
+    turned e-mail off, or has no address, gets none."""
+    if delivery.recipient is not None and (refused := recipients.wants_email(delivery.recipient)):
+        return refused
+    request = ApprovalRequest.objects.get(pk=delivery.request_id)
+    wanted = ApprovalRequest.State.SUPERSEDED if delivery.kind == "superseded" else ApprovalRequest.State.PENDING
+    if request.status != wanted:
+        return f"approval {request.pk} is {request.status}: nothing more is sent about it"
+    return None
+
+
+# SMTP has no idempotency key: a lost answer leaves the message ``unknown``, never re-sent.
+EMAIL = channels.register(
+    channels.Channel(
+        name="email", action_type="notify_approver", honors_key=False, send=send, still_wanted=still_wanted
+    )
+)

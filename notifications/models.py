@@ -27,12 +27,8 @@ class Delivery(models.Model):
     """The sender's schedule for one beside action: when it is next due (None: nothing
     more to do — sent, refused for good, unknown, or no longer wanted)."""
 
-    class Channel(models.TextChoices):
-        EMAIL = "email"
-        WEBHOOK = "webhook"
-
     action = models.OneToOneField("executions.Action", on_delete=models.PROTECT, related_name="delivery")
-    channel = models.CharField(max_length=20, choices=Channel.choices)
+    channel = models.CharField(max_length=20)  # a registered channel's name (notifications.channels)
     # E-mail: opened, reminder, approval_overdue, superseded. Webhook: the event's name.
     kind = models.CharField(max_length=60)
     request = models.ForeignKey(

@@ -36,13 +36,11 @@ from artifacts.models import ArtifactVersion
 from executions import runtime
 from executions.models import Action, ExecutionEvent, Status
 
-from . import mail, recipients, webhooks
+from . import channels, mail, recipients, webhooks
 from .models import Cursor, Delivery, Occasion
 
 log = logging.getLogger(__name__)
 SEND = "notifications.send"
-NOTIFY = "notify_approver"
-WEBHOOK = "webhook"
 BATCH = 100
 # Transactions that commit this long after their event's timestamp are still read.
 MARGIN = timedelta(seconds=60)
@@ -121,15 +119,8 @@ def plan_occasion(request_id: int, kind: str) -> int:
         if kind == "opened" and settings.KEEL_WEBHOOK_URL:
             key = f"{request.gate_ref}:webhook:approval.requested"
             args = webhooks.describe(request.execution, event="approval.requested", status=Status.AWAITING_APPROVAL)
-            made += _record(
-                request.execution,
-                key,
-                WEBHOOK,
-                args,
-                honors_key=True,
-                channel=Delivery.Channel.WEBHOOK,
-                kind="approval.requested",
-                request=request,
+            made += record_delivery(
+                request.execution, key, webhooks.WEBHOOK, args, kind="approval.requested", request=request
             )
         return made
 
@@ -145,17 +136,7 @@ def mail_locked(
     for user, may_decide in audience:
         key = notify_key(request, user.get_username(), occasion or kind)
         args = mail.compose(request, kind=kind, to=user.email, key=key, may_decide=may_decide, **facts)
-        made += _record(
-            request.execution,
-            key,
-            NOTIFY,
-            args,
-            honors_key=False,
-            channel=Delivery.Channel.EMAIL,
-            kind=kind,
-            request=request,
-            recipient=user,
-        )
+        made += record_delivery(request.execution, key, mail.EMAIL, args, kind=kind, request=request, recipient=user)
     return made
 
 
@@ -168,7 +149,7 @@ def _audience(request: ApprovalRequest, kind: str) -> list[tuple[Any, bool]]:
         told = {u.pk for u in deciders}
         return [(u, True) for u in deciders] + [(u, False) for u in recipients.operators() if u.pk not in told]
     # superseded: those an ``opened`` message was recorded for
-    told = Delivery.objects.filter(request=request, kind="opened", channel=Delivery.Channel.EMAIL)
+    told = Delivery.objects.filter(request=request, kind="opened", channel=mail.EMAIL.name)
     return [
         (d.recipient, True)
         for d in told.select_related("recipient").order_by("id")
@@ -176,15 +157,19 @@ def _audience(request: ApprovalRequest, kind: str) -> list[tuple[Any, bool]]:
     ]
 
 
-def _record(execution, key, action_type, args, *, honors_key, channel, kind, request=None, recipient=None) -> int:
+def record_delivery(execution, key, channel: channels.Channel, args, *, kind, request=None, recipient=None) -> int:
+    """One delivery through ``channel``: its beside action in the ledger (once per key) and
+    its ``Delivery``, handed to the sender after commit."""
     action, created = runtime.record_beside(
-        execution, key=key, action_type=action_type, args=args, honors_key=honors_key, actor_label=ACTOR
+        execution, key=key, action_type=channel.action_type, args=args, honors_key=channel.honors_key, actor_label=ACTOR
     )
     if not created:
         return 0
     # Handed out now (the doorbell below); due again past the claim window only if that ring was lost.
     due = timezone.now() + timedelta(seconds=settings.RUNTIME_NOTIFY_CLAIM_SECONDS)
-    Delivery.objects.create(action=action, channel=channel, kind=kind, request=request, recipient=recipient, due_at=due)
+    Delivery.objects.create(
+        action=action, channel=channel.name, kind=kind, request=request, recipient=recipient, due_at=due
+    )
     transaction.on_commit(lambda: _ring(key))
     return 1
 
@@ -217,15 +202,7 @@ def _transitions() -> int:
             if key in known:
                 continue
             args = webhooks.describe(event.execution, event=TERMINAL_EVENTS[event.to_status], status=event.to_status)
-            made += _record(
-                event.execution,
-                key,
-                WEBHOOK,
-                args,
-                honors_key=True,
-                channel=Delivery.Channel.WEBHOOK,
-                kind=TERMINAL_EVENTS[event.to_status],
-            )
+            made += record_delivery(event.execution, key, webhooks.WEBHOOK, args, kind=TERMINAL_EVENTS[event.to_status])
         cursor.at = events[-1].created_at if len(events) == BATCH * 5 else now
         cursor.save(update_fields=["at"])
     return made

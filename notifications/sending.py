@@ -14,29 +14,22 @@ with the same ``Idempotency-Key``. None of this ever touches the execution's sta
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import timedelta
-from typing import Any
 
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from approvals.models import ApprovalRequest
 from executions import runtime
 from executions.authoring.retry import RetryPolicy, Verdict, decide
 from executions.errors import FailureKind
 from executions.models import Action
 from executions.runtime import worker_identity
 
-from . import mail, recipients, webhooks
+from . import channels
 from .models import Delivery
 
 POLICY = RetryPolicy()  # the effects' default: 5 attempts, exponential backoff with jitter, 30 minutes
-SENDERS: dict[str, Callable[[dict[str, Any], str], dict[str, Any]]] = {
-    Delivery.Channel.EMAIL: mail.send,
-    Delivery.Channel.WEBHOOK: webhooks.send,
-}
 
 
 def deliver(key: str) -> str:
@@ -48,7 +41,7 @@ def deliver(key: str) -> str:
         return delivery.action.status
     action, failure = runtime.perform_beside(
         key=key,
-        call=SENDERS[delivery.channel],
+        call=channels.get(delivery.channel).send,
         in_flight_seconds=settings.RUNTIME_NOTIFY_CLAIM_SECONDS,
         still_wanted=lambda _action: why_not(delivery),
         actor_label=worker_identity(),
@@ -58,17 +51,8 @@ def deliver(key: str) -> str:
 
 
 def why_not(delivery: Delivery) -> str | None:
-    """Why this message should no longer go (None: it should). Decided or cancelled
-    requests get nothing more; a superseded one only its "replaced" note."""
-    if delivery.channel == Delivery.Channel.WEBHOOK:
-        return None
-    if delivery.recipient is not None and (refused := recipients.wants_email(delivery.recipient)):
-        return refused
-    request = ApprovalRequest.objects.get(pk=delivery.request_id)
-    wanted = ApprovalRequest.State.SUPERSEDED if delivery.kind == "superseded" else ApprovalRequest.State.PENDING
-    if request.status != wanted:
-        return f"approval {request.pk} is {request.status}: nothing more is sent about it"
-    return None
+    """Why this delivery should no longer go (None: it should): its channel's say."""
+    return channels.get(delivery.channel).still_wanted(delivery)
 
 
 def _schedule(delivery: Delivery, action: Action, failure) -> None:

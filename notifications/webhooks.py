@@ -22,6 +22,8 @@ from executions import selectors
 from executions.authoring.http import post_bytes
 from executions.models import Execution, Status
 
+from . import channels
+
 EVENTS = ("approval.requested", "execution.needs_attention", "execution.failed", "execution.completed")
 
 
@@ -51,3 +53,7 @@ def send(args: dict[str, Any], key: str) -> dict[str, Any]:
     url = settings.KEEL_WEBHOOK_URL or args["url"]  # where it goes now, if that was changed since
     answer = post_bytes(url, body, key=key, headers={"X-Keel-Signature": signature(body, settings.KEEL_WEBHOOK_SECRET)})
     return {"url": url, "answer": answer}
+
+
+# A receiver de-duplicates on the Idempotency-Key: a lost answer is sent again with the same key.
+WEBHOOK = channels.register(channels.Channel(name="webhook", action_type="webhook", honors_key=True, send=send))
