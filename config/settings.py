@@ -381,7 +381,7 @@ CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 # --- Runtime timing (docs/design.md §6).
 RUNTIME_LEASE_SECONDS = env_int("RUNTIME_LEASE_SECONDS", 30)
 # How stale a worker's view of the workflow kill switches may be at a step boundary
-# (executions.engine.holds): 0, the default, reads them before every step (one indexed read).
+# (executions.engine.pauses): 0, the default, reads them before every step (one indexed read).
 RUNTIME_SWITCH_RECHECK_SECONDS = float(os.environ.get("RUNTIME_SWITCH_RECHECK_SECONDS", "0"))
 RUNTIME_SWEEP_SECONDS = float(
     os.environ.get("RUNTIME_SWEEP_SECONDS", "5")

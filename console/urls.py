@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import bulk_views, decide, holds_views, operate, operator_audit_views, start_views, views
+from . import bulk_views, decide, operate, operations_views, operator_audit_views, start_views, views
 
 app_name = "executions"
 
@@ -39,9 +39,9 @@ urlpatterns += [
     path("bulk/results/", bulk_views.bulk_results, name="bulk_results"),
     path("workflows/", start_views.workflows_page, name="workflows"),
     path("operator-audit/", operator_audit_views.operator_audit_list, name="operator_audit"),
-    path("operations/", holds_views.operations, name="operations"),
-    path("operations/workflows/<str:name>/", holds_views.workflow_switch, name="workflow_switch"),
-    path("operations/schedules/", holds_views.schedule_add, name="schedule_add"),
-    path("operations/schedules/<int:schedule_id>/delete/", holds_views.schedule_delete, name="schedule_delete"),
+    path("operations/", operations_views.operations, name="operations"),
+    path("operations/workflows/<str:name>/", operations_views.workflow_switch, name="workflow_switch"),
+    path("operations/schedules/", operations_views.schedule_add, name="schedule_add"),
+    path("operations/schedules/<int:schedule_id>/delete/", operations_views.schedule_delete, name="schedule_delete"),
     path("operator-audit/export.csv", operator_audit_views.operator_audit_export, name="operator_audit_export"),
 ]

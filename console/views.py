@@ -16,7 +16,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from approvals import services as approval_services
 from artifacts.rendering import render_artifact
-from executions import holds, inputs, selectors, services, stuck, waits
+from executions import inputs, pauses, selectors, services, stuck, waits
 from executions.authoring import registry
 from executions.errors import InvalidInput, NotFound, ServiceError
 from executions.models import Action, Execution, Status, execution_for
@@ -270,7 +270,7 @@ def execution_pause(request: HttpRequest, ref: str) -> HttpResponse:
     return _operate(
         request,
         ref,
-        lambda: holds.execution_pause(ref=ref, user=request.user, reason=_form(request, inputs.ReasonIn).reason),
+        lambda: pauses.execution_pause(ref=ref, user=request.user, reason=_form(request, inputs.ReasonIn).reason),
         lambda execution: f"Paused {execution.ref}: resume returns it to {execution.paused_from}.",
     )
 

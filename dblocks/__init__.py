@@ -32,7 +32,7 @@ class Lock(IntEnum):
     rolling deploy runs old and new code against the same locks."""
 
     ARCHIVE = 0x6B65_6501  # one archive pass at a time (retention.archiver)
-    WORKFLOW_SWITCH = 0x6B65_6502  # one switch of a workflow at a time (executions.holds)
+    WORKFLOW_SWITCH = 0x6B65_6502  # one switch of a workflow at a time (executions.pauses)
     BUDGET = 2121  # one reservation at a time per budget holder (executions.engine.costs)
     BLOBS = 0x6B65_6504  # the blob sweep against a version row reusing a blob (artifacts.store)
 

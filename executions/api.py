@@ -24,7 +24,7 @@ from artifacts import selectors as artifact_selectors
 from artifacts.services import artifact_version_content
 from artifacts.store import CorruptArtifact
 
-from . import catalogue, holds, selectors, services
+from . import catalogue, pauses, selectors, services
 from .answers import ActionDetailOut, ExecutionOut, ExecutionPage, ReasonName
 from .engine import events
 from .errors import Conflict, NotFound
@@ -106,7 +106,7 @@ def retry_execution(request: HttpRequest, execution_id: ExecutionRef, payload: R
 def pause_execution(request: HttpRequest, execution_id: ExecutionRef, payload: ReasonIn):
     """Operators: hold it where it is (pending, running, retry_pending, waiting or
     awaiting_approval; anything else: 409); ``resume`` returns it to the status it left."""
-    execution = holds.execution_pause(ref=execution_id, user=request.user, reason=payload.reason)
+    execution = pauses.execution_pause(ref=execution_id, user=request.user, reason=payload.reason)
     return selectors.execution_payload(execution)
 
 
@@ -330,14 +330,14 @@ def get_workflow(request: HttpRequest, name: RequiredWorkflowName):
 
 @router.post("/workflows/{name}/pause", response={200: WorkflowOut, **WRITE_ONE}, tags=["workflows"])
 def pause_workflow(request: HttpRequest, name: RequiredWorkflowName, payload: ReasonIn):
-    """Operators: the workflow's kill switch (executions.holds). New executions are accepted
+    """Operators: the workflow's kill switch (executions.pauses). New executions are accepted
     and stay pending; running ones pause at their next step boundary. → the catalogue item."""
-    holds.workflow_pause(name=name, user=request.user, reason=payload.reason)
+    pauses.workflow_pause(name=name, user=request.user, reason=payload.reason)
     return catalogue.item(name)
 
 
 @router.post("/workflows/{name}/resume", response={200: WorkflowOut, **WRITE_ONE}, tags=["workflows"])
 def resume_workflow(request: HttpRequest, name: RequiredWorkflowName, payload: ReasonIn):
     """Operators: lift the kill switch; what it paused goes on, the pending ones start."""
-    holds.workflow_resume(name=name, user=request.user, reason=payload.reason)
+    pauses.workflow_resume(name=name, user=request.user, reason=payload.reason)
     return catalogue.item(name)

@@ -13,7 +13,7 @@ from typing import Any
 
 from django.db.models import Count
 
-from . import holds
+from . import pauses
 from .authoring import registry
 from .errors import NotFound
 from .models import TERMINAL, Execution
@@ -21,8 +21,8 @@ from .models import TERMINAL, Execution
 
 def hold_of(name: str) -> dict[str, Any]:
     """Workflow ``name``'s kill switch as the catalogue shows it (``paused``,
-    ``paused_reason``, ``paused_by``, ``paused_at``), from its latest switch (executions.holds)."""
-    switch = holds.switch_of(name)
+    ``paused_reason``, ``paused_by``, ``paused_at``), from its latest switch (executions.pauses)."""
+    switch = pauses.switch_of(name)
     if switch is None or not switch.paused:
         return {"paused": False, "paused_reason": None, "paused_by": None, "paused_at": None}
     return {

@@ -153,7 +153,7 @@ class Execution(ConcurrentTransitionMixin, models.Model):
     # The cost budget in USD (issue 21, executions.engine.costs): no model call of this
     # execution or of its descendants starts unless its worst case fits what remains; None: no budget.
     budget_usd = models.DecimalField(max_digits=16, decimal_places=6, null=True, blank=True)
-    # A hold (issue 22, executions.holds): the status a paused execution left, which resume
+    # A hold (issue 22, executions.pauses): the status a paused execution left, which resume
     # returns it to, and whether its workflow's kill switch (not an operator) paused it.
     paused_from = models.CharField(max_length=30, blank=True, default="")
     paused_by_workflow = models.BooleanField(default=False)
@@ -420,7 +420,7 @@ def pk_from_ref(ref: str) -> int | None:
 class WorkflowSwitch(models.Model):
     """A workflow's kill switch thrown (``paused``) or lifted, by whom and why: append-only,
     one row per switch (the audit), the latest row of a workflow being its state
-    (executions.holds). No row: the workflow runs. ``created_at`` is the database's clock
+    (executions.pauses). No row: the workflow runs. ``created_at`` is the database's clock
     for every role but the owner (``keel_stamp_created_at``, as on the other append-only
     tables)."""
 

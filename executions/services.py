@@ -13,7 +13,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
 from django.db.models.functions import Now
 
-from . import blockers, holds
+from . import blockers, pauses
 from . import children as children_module
 from .agent.modelclient import get_model_client
 from .authoring import registry
@@ -327,7 +327,7 @@ def _compensations_of(execution: Execution) -> dict:
 
 def execution_resume(*, ref: str, user: AbstractBaseUser, reason: str) -> Execution:
     """Operators: send an execution that needs attention back to work at its current step,
-    or a paused one back to the status it left (``executions.holds``; refused while its
+    or a paused one back to the status it left (``executions.pauses``; refused while its
     workflow is paused).
 
     Refused (Conflict naming each blocker) while the resume preview says it can't
@@ -344,10 +344,10 @@ def execution_resume(*, ref: str, user: AbstractBaseUser, reason: str) -> Execut
         if not reason.strip():
             raise InvalidInput("reason", "say why it is safe to resume")
         if execution.status == Status.PAUSED:
-            refused = holds.unpause_refusal(execution)
+            refused = pauses.unpause_refusal(execution)
             if refused:
                 raise Conflict(f"{execution.ref} can't be resumed: {refused}", blocked_by=[refused])
-            holds.unpause_locked(execution, actor=user, reason=reason)
+            pauses.unpause_locked(execution, actor=user, reason=reason)
             return execution
         resume_locked(execution, actor=user, reason=reason)
     return execution

@@ -43,7 +43,7 @@ from django.db.models.functions import Now
 
 from . import children
 from .authoring import registry
-from .engine import holds, routing
+from .engine import pauses, routing
 from .models import ACTIVE, COMPENSATION_SUFFIX, Action, Execution, Status
 from .plans import plain_plans
 from .reasons import StuckReason
@@ -164,7 +164,7 @@ def reason_filter(reason: str) -> Q:
     """The rows ``annotated`` gives ``reason``, as a condition the indexes serve (the
     list's ``reason=`` filter), rather than a filter on the computed reason."""
     found = _recorded(reason)
-    for observed, condition in _observed(holds.paused_names()):
+    for observed, condition in _observed(pauses.paused_names()):
         if observed == reason:
             found |= condition
     return found
@@ -181,7 +181,7 @@ def annotated() -> QuerySet[Execution]:
     done, or terminal and handled); filter it as ``Execution.objects``. The reasons'
     conditions exclude one another (``_observed``, ``_recorded``), so a row matches at
     most one of them."""
-    paused = sorted(holds.paused_names())
+    paused = sorted(pauses.paused_names())
     key = (*paused, settings.RUNTIME_STUCK_SECONDS)
     base = _annotated.get(key)
     if base is None:
@@ -246,7 +246,7 @@ def counts(*, workflow: str | None = None) -> dict[str, int]:
     rows = Execution.objects.order_by()
     if workflow:
         rows = rows.filter(workflow=workflow)
-    tallies = [(reason, rows.filter(condition)) for reason, condition in _observed(holds.paused_names())]
+    tallies = [(reason, rows.filter(condition)) for reason, condition in _observed(pauses.paused_names())]
     # Recorded with the status (counted from the (status, workflow, reason_code) index): the
     # statuses whose only reason is their code (BY_CODE); retry_pending, less those due too
     # long ago (no_worker, above); failed, less those a restart handled (one restart each).

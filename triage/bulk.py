@@ -33,7 +33,7 @@ from django.core import signing
 from django.db import transaction
 from django.db.models import OuterRef, Q, QuerySet, Subquery
 
-from executions import holds, runtime, selectors, services
+from executions import pauses, runtime, selectors, services
 from executions.errors import Conflict, Forbidden, InvalidInput, ServiceError
 from executions.models import ACTIVE, HOLDABLE, Action, Execution, ExecutionEvent, Status, pk_from_ref, ref_for
 
@@ -77,7 +77,7 @@ OPERATIONS = {
         blocked_by_unknown_outcome=True,
     ),
     "retry": Operation("retry", frozenset({Status.RETRY_PENDING}), services.execution_retry_now),
-    "pause": Operation("pause", frozenset(HOLDABLE), holds.execution_pause),
+    "pause": Operation("pause", frozenset(HOLDABLE), pauses.execution_pause),
 }
 
 

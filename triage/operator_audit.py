@@ -12,7 +12,7 @@ written by the service that made the change, in its transaction:
 | close_compensation | ``action.succeeded`` / ``action.failed`` with ``closed`` | ``compensations.action_close`` |
 | restart | ``execution.restarted`` (on the failed execution) | ``restart.execution_restart`` |
 | signal | ``wait.received`` | ``waits.signal_deliver`` |
-| pause, unpause | a ``transition`` by a user (an operator's hold, or a workflow resumed) | ``executions.holds`` |
+| pause, unpause | a ``transition`` by a user (an operator's hold, or a workflow resumed) | ``executions.pauses`` |
 | pause by a kill switch | the worker's ``pause`` transition marked ``by: workflow``, its actor the switch's thrower | ``runner._pause_at_boundary`` |
 | hold, release_hold (legal holds) | ``hold.placed`` / ``hold.released`` | ``retention.holds`` |
 
@@ -21,7 +21,7 @@ Acts on no one execution come from their own records and are listed beside them 
 
 | act | the record | service |
 |---|---|---|
-| workflow_pause, workflow_resume (the kill switch) | a ``WorkflowSwitch`` row (append-only) | ``executions.holds`` |
+| workflow_pause, workflow_resume (the kill switch) | a ``WorkflowSwitch`` row (append-only) | ``executions.pauses`` |
 | schedule_create, schedule_delete | the ``Schedule`` row's ``created_*`` / ``deleted_*`` | ``schedules.services`` |
 | archive (its acts went into the archive with it) | the ``ExecutionTombstone`` | ``retention.archiver`` |
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
 
-from executions import holds, runtime, visits
+from executions import pauses, runtime, visits
 from executions.authoring import registry
 from executions.authoring.workflow import Step, StepKind, Workflow
 from executions.blockers import Blocker, blockers, workflow_of
@@ -42,14 +42,14 @@ def resume_preview(execution: Execution) -> dict[str, Any]:
     found = blockers(execution, actions=actions, stale=stale)
     blocked_by = [b.sentence for b in found]
     hold = None
-    if execution.status == Status.PAUSED:  # a hold: resume checks only that its workflow may run (executions.holds)
-        refused = holds.unpause_refusal(execution)
+    if execution.status == Status.PAUSED:  # a hold: resume checks only that its workflow may run (executions.pauses)
+        refused = pauses.unpause_refusal(execution)
         blocked_by = [refused] if refused else []
         hold = {
             "paused_from": execution.paused_from,
             "by": "workflow" if execution.paused_by_workflow else "operator",
             "reason": execution.status_reason,
-            "why": holds.resume_explained(execution),
+            "why": pauses.resume_explained(execution),
         }
     elif execution.status != Status.NEEDS_ATTENTION:
         blocked_by.insert(0, _status_sentence(execution))

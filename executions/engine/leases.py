@@ -34,7 +34,7 @@ from django.db.models.expressions import RawSQL
 from django.db.models.functions import Now
 
 from ..models import Execution, Status, StepRun
-from . import holds, lifecycle, routing, writer
+from . import lifecycle, pauses, routing, writer
 from .compiled import CompiledRead
 
 log = logging.getLogger(__name__)
@@ -68,7 +68,7 @@ class Lease:
     # Set on a takeover from a worker whose step ran past its timeout: that worker.
     overran_by: str = ""
     # The row as the claim left it (annotated with ``db_now`` and its workflow's kill switch,
-    # ``switch_thrown``: executions.engine.holds), for the slice to start from.
+    # ``switch_thrown``: executions.engine.pauses), for the slice to start from.
     row: Execution | None = field(default=None, compare=False, repr=False)
 
 
@@ -131,7 +131,7 @@ def _claim(execution_id: int, *, owner: str, queues: frozenset[str] | None) -> L
     if row is None:
         return None
     if row.status == Status.PENDING and row.switch_thrown:
-        return None  # its workflow's kill switch is thrown: it waits, pending (executions.engine.holds)
+        return None  # its workflow's kill switch is thrown: it waits, pending (executions.engine.pauses)
     waiting = row.status in (Status.RETRY_PENDING, Status.WAITING)
     if waiting and not (row.due_at is not None and row.due_at <= row.db_now):
         return None
@@ -196,7 +196,7 @@ def _claimable(pk: int) -> QuerySet[Execution]:
     its workflow's kill switch and, on PostgreSQL, its steps' outputs (``Execution.outputs``:
     no second read when the slice starts)."""
     rows = Execution.objects.filter(pk=pk, status__in=[Status.RUNNING, *CLAIM_TRANSITION]).order_by()
-    rows = rows.annotate(db_now=Now(), switch_thrown=holds.switch_thrown_of_row())
+    rows = rows.annotate(db_now=Now(), switch_thrown=pauses.switch_thrown_of_row())
     if connection.vendor == "postgresql":
         rows = rows.annotate(succeeded_outputs=_SUCCEEDED_OUTPUTS)
     return rows

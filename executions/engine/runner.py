@@ -45,7 +45,6 @@ from . import (
     dispatch,
     failpoints,
     gates,
-    holds,
     kinds,
     leases,
     ledger,
@@ -53,6 +52,7 @@ from . import (
     logcontext,
     outages,
     parking,
+    pauses,
     routing,
     writer,
 )
@@ -130,7 +130,7 @@ def _run_slice(lease: Lease, heartbeat: Heartbeat) -> str:
     while True:
         if heartbeat.lost.is_set():
             raise LeaseLost("heartbeat lost the lease")
-        if holds.paused_at_boundary(execution):
+        if pauses.paused_at_boundary(execution):
             return _pause_at_boundary(lease, execution)
         if not execution.current_step:  # its last step checkpointed under a hold: only the completion is left
             return _complete_after_hold(lease, execution)
@@ -318,7 +318,7 @@ def _finish_in_one(lease, execution, ctx, workflow, step, output, started, follo
         step_deadline=leases.in_seconds(workflow.timeout_for(following)),
         run=_run_of(lease, execution, step, started, StepRun.Outcome.SUCCEEDED, output=output, attempt=attempt),
         now=timezone.now(),
-        probe=(holds.SWITCH_SQL, [execution.workflow]),  # read for the next boundary (holds.paused_at_boundary)
+        probe=(pauses.SWITCH_SQL, [execution.workflow]),  # read for the next boundary (pauses.paused_at_boundary)
     )
     if not written:
         raise leases.Fenced(f"execution {lease.execution_id} is not running at {step.name} under token {lease.token}")

@@ -23,7 +23,7 @@ from django.db.models.functions import Now
 from django.utils import timezone
 
 import bench.flows  # noqa: F401 - registers bench_noop5
-from executions.engine import holds, leases, runner
+from executions.engine import leases, pauses, runner
 from executions.engine.compiled import CompiledRead
 from executions.models import Execution, Status, StepRun, WorkflowSwitch
 
@@ -31,7 +31,7 @@ from executions.models import Execution, Status, StepRun, WorkflowSwitch
 def _queryset(pk):
     return (
         Execution.objects.filter(pk=pk, status__in=[Status.PENDING, Status.RUNNING])
-        .annotate(db_now=Now(), switch_thrown=holds.switch_thrown_of_row())
+        .annotate(db_now=Now(), switch_thrown=pauses.switch_thrown_of_row())
         .order_by()
     )
 

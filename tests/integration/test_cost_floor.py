@@ -83,7 +83,7 @@ def test_the_wire_trace_reads_statements_prepared_before_it(transactional_db, tm
 
 def test_a_compute_step_costs_one_commit_and_at_most_three_statements(transactional_db, tmp_path, settings):
     # At the default RUNTIME_SWITCH_RECHECK_SECONDS=0 the kill switch is read before every step,
-    # with the claim's locked read and each checkpoint's statement (executions.engine.holds): no
+    # with the claim's locked read and each checkpoint's statement (executions.engine.pauses): no
     # statement of its own.
     settings.RUNTIME_SWITCH_RECHECK_SECONDS = 0
     user = get_user_model().objects.create_user("floor")

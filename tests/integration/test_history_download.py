@@ -8,7 +8,7 @@ import json
 
 from django.test import Client
 
-from executions import holds, services
+from executions import pauses, services
 from executions.models import ExecutionEvent
 
 
@@ -19,7 +19,7 @@ def test_an_execution_s_history_downloads_as_json_lines(people):
     execution = services.execution_start(
         user=people["requester"].user, workflow="monthly_report", input={"month": "2026-08"}
     )[0]
-    holds.execution_pause(ref=execution.ref, user=people["operator"].user, reason="provider outage")
+    pauses.execution_pause(ref=execution.ref, user=people["operator"].user, reason="provider outage")
     url = f"/api/executions/{execution.ref}/history.jsonl"
 
     answer = Client(HTTP_AUTHORIZATION=f"Bearer {people['outsider'].token}").get(url)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from django.test import Client
 
-from executions import catalogue, holds, services
+from executions import catalogue, pauses, services
 from executions.engine import leases
 from executions.models import Execution, Status, WorkflowSwitch
 
@@ -71,7 +71,7 @@ def test_pause_refusals_who_may_and_terminal_is_409(people):
 
 def test_a_paused_execution_can_be_cancelled(people):
     execution = started(people)
-    holds.execution_pause(ref=execution.ref, user=people["operator"].user, reason="hold")
+    pauses.execution_pause(ref=execution.ref, user=people["operator"].user, reason="hold")
     status, body = post(people["operator"], f"/executions/{execution.ref}/cancel", {"reason": "give up"})
     assert status == 200 and body["status"] == "cancelled"
 
@@ -122,7 +122,7 @@ def test_kill_switch_new_executions_stay_pending_until_the_workflow_resumes(peop
         user=people["requester"].user, workflow="replacement_order", input={"original_order": "ORD-1001"}
     )[0]
     paused_one = started(people, "2026-05")
-    holds.execution_pause(ref=paused_one.ref, user=operator.user, reason="by hand")
+    pauses.execution_pause(ref=paused_one.ref, user=operator.user, reason="by hand")
     status, body = post(operator, f"/executions/{paused_one.ref}/resume", {"reason": "go"})
     assert status == 409 and "monthly_report is paused" in body["detail"]  # resume the workflow first
 
@@ -192,16 +192,16 @@ def test_the_execution_page_pauses_and_offers_resume(people):
 def test_a_kill_switch_read_is_the_latest_switch_of_that_workflow(people, settings):
     """The runner's read before each step (one index probe of the workflow's latest switch)
     says what the list of thrown switches says, whatever was thrown and lifted before."""
-    from executions.engine import holds as engine_holds
+    from executions.engine import pauses as engine_pauses
 
     settings.RUNTIME_SWITCH_RECHECK_SECONDS = 0
     actor = people["operator"].user
     for workflow, paused in [("a", True), ("a", False), ("b", False), ("b", True), ("c", True), ("c", True)]:
         WorkflowSwitch.objects.create(workflow=workflow, paused=paused, reason="drill", actor=actor)
-    assert engine_holds.paused_names() == ["b", "c"]
+    assert engine_pauses.paused_names() == ["b", "c"]
     for workflow in ("a", "b", "c", "never_switched"):
-        assert engine_holds.workflow_paused(workflow) == (workflow in ("b", "c")), workflow
-        assert engine_holds.workflow_paused(workflow, fresh=False) == (workflow in ("b", "c")), workflow
+        assert engine_pauses.workflow_paused(workflow) == (workflow in ("b", "c")), workflow
+        assert engine_pauses.workflow_paused(workflow, fresh=False) == (workflow in ("b", "c")), workflow
 
 
 def test_the_operations_page_says_when_a_workflow_was_paused_in_24_hour_utc(people):
@@ -210,7 +210,7 @@ def test_the_operations_page_says_when_a_workflow_was_paused_in_24_hour_utc(peop
     says ``YYYY-MM-DD HH:MM:SS UTC``."""
     import re
 
-    holds.workflow_pause(name="monthly_report", user=people["operator"].user, reason="incident 7")
+    pauses.workflow_pause(name="monthly_report", user=people["operator"].user, reason="incident 7")
     switch = WorkflowSwitch.objects.get()
     page = page_client(people["operator"]).get("/operations/").content.decode()
     assert f"{switch.created_at:%Y-%m-%d %H:%M:%S} UTC" in page

@@ -304,7 +304,7 @@ def test_kill_switch_legal_holds_and_schedules_are_operator_acts(people, sandbox
     the action filter — with who, when, what and why, from the records they leave."""
     from approvals.models import ApprovalRequest
     from approvals.services import approval_decide
-    from executions import holds
+    from executions import pauses
     from executions.engine import runner
     from retention.holds import hold_place, hold_release
     from schedules import services as schedules
@@ -320,7 +320,7 @@ def test_kill_switch_legal_holds_and_schedules_are_operator_acts(people, sandbox
         if execution.status == "awaiting_approval":
             break
     request = ApprovalRequest.objects.get(execution=execution, status="pending")
-    holds.workflow_pause(name="monthly_report", user=operator, reason="publisher is down")
+    pauses.workflow_pause(name="monthly_report", user=operator, reason="publisher is down")
     approval_decide(
         user=people["manager"].user,
         execution_ref=execution.ref,
@@ -333,7 +333,7 @@ def test_kill_switch_legal_holds_and_schedules_are_operator_acts(people, sandbox
     runner.advance(execution.pk, worker="worker:audit-test")  # the claim reads the switch: paused there
     execution.refresh_from_db()
     assert execution.status == "paused" and execution.paused_by_workflow
-    holds.workflow_resume(name="monthly_report", user=operator, reason="publisher is back")
+    pauses.workflow_resume(name="monthly_report", user=operator, reason="publisher is back")
     hold_place(ref=execution.ref, user=auditor, reason="litigation L-7")
     hold_release(ref=execution.ref, user=auditor)
     schedule = schedules.schedule_create(user=operator, workflow="monthly_report", cron="0 6 1 * *")

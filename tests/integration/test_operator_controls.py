@@ -12,7 +12,7 @@ import pytest
 from django.test import Client
 
 from approvals.models import ApprovalRequest, Decision
-from executions import holds
+from executions import pauses
 from executions.models import Execution, Status
 from tests.support.records import awaiting_execution
 
@@ -102,7 +102,7 @@ def test_a_paused_executions_card_says_who_paused_it_and_that_resume_makes_it_de
     be decided (it expired…)"; it names who paused it and why, and that it can be
     decided once resumed — on the execution page and on the approval page."""
     execution, request = awaiting
-    holds.execution_pause(ref=execution.ref, user=people["operator"].user, reason="audit of the figures")
+    pauses.execution_pause(ref=execution.ref, user=people["operator"].user, reason="audit of the figures")
     manager = logged_in(people["manager"])
     for url in (f"/executions/{execution.ref}/", f"/approvals/{request.pk}/"):
         page = manager.get(url).content.decode()

@@ -1,6 +1,6 @@
 """Operations (operators): each workflow's kill switch with its reason and who threw it,
 and the schedules with their latest firings — pause or resume a workflow, add or delete
-a schedule. Thin: one service call each (``executions.holds``, ``schedules.services``);
+a schedule. Thin: one service call each (``executions.pauses``, ``schedules.services``);
 a refusal is a message on the page, never a 500."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from executions import catalogue, holds
+from executions import catalogue, pauses
 from executions.authoring import registry
 from executions.errors import InvalidInput, ServiceError
 from schedules import services as schedules
@@ -42,7 +42,7 @@ def operations(request: HttpRequest) -> HttpResponse:
 @require_POST
 def workflow_switch(request: HttpRequest, name: str) -> HttpResponse:
     """Pause (``switch=pause``) or resume a workflow, with the reason given."""
-    act = holds.workflow_pause if request.POST.get("switch") == "pause" else holds.workflow_resume
+    act = pauses.workflow_pause if request.POST.get("switch") == "pause" else pauses.workflow_resume
     try:
         act(name=name, user=request.user, reason=request.POST.get("reason", ""))
         item = catalogue.item(name)

@@ -3,7 +3,7 @@ the same body, service and JSON); ``keel resume`` lifts it."""
 
 from __future__ import annotations
 
-from executions import holds
+from executions import pauses
 
 from ..registry import command
 from .executions import _acted, _reason_arguments
@@ -13,4 +13,4 @@ command(
     help="Pause an execution where it is; resume returns it to the status it left (operators)",
     arguments=_reason_arguments,
     acts=True,
-)(_acted(holds.execution_pause))
+)(_acted(pauses.execution_pause))

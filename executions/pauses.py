@@ -1,11 +1,12 @@
-"""Holds (docs/design.md §6 Operations): an operator's pause of one execution, and a workflow's
-kill switch. Shared by the API, the console, the CLI and bulk operations.
+"""Pauses (docs/design.md §6 Operations): an operator's pause of one execution, and a workflow's
+kill switch (a legal hold is another thing: ``retention.holds``). Shared by the API, the
+console, the CLI and bulk operations.
 
 A pause is a transition (``pause``) from pending, running, retry_pending, waiting or
 awaiting_approval to ``paused``, remembering the status it left (``paused_from``);
 resume (``unpause``) returns it there and rings the doorbell. Pausing a running
 execution doesn't stop its worker mid-step: the step finishes and checkpoints, then
-the worker lets go (``executions.engine.holds``). A paused execution's gates stay open
+the worker lets go (``executions.engine.pauses``). A paused execution's gates stay open
 but can't be passed: a decision or a signal on it is refused (409) until it is resumed.
 
 A workflow's kill switch is an append-only row per switch (``WorkflowSwitch``: the
@@ -23,7 +24,7 @@ from django.db import transaction
 import dblocks
 
 from .authoring import registry
-from .engine import dispatch, gates, holds, lifecycle
+from .engine import dispatch, gates, lifecycle, pauses
 from .errors import Conflict, Forbidden, InvalidInput, NotFound
 from .models import HOLDABLE, OPERATE, TERMINAL, Execution, Status, WorkflowSwitch, execution_for
 from .reasons import StuckReason
@@ -100,7 +101,7 @@ def unpause_locked(execution: Execution, *, actor: AbstractBaseUser, reason: str
 
 def unpause_refusal(execution: Execution) -> str | None:
     """Why a paused ``execution`` can't be resumed now (its workflow is paused), or None."""
-    if holds.workflow_paused(execution.workflow):
+    if pauses.workflow_paused(execution.workflow):
         return f"its workflow {execution.workflow} is paused: resume the workflow"
     return None
 

@@ -1,7 +1,7 @@
-"""A hold, as the engine sees it (docs/design.md §6 Operations): where a worker lets a paused
+"""A pause, as the engine sees it (docs/design.md §6 Operations): where a worker lets a paused
 execution go, and a workflow's kill switch read at each step boundary.
 
-An operator's pause (``executions.holds``) is an unfenced transition: it may land while
+An operator's pause (``executions.pauses``) is an unfenced transition: it may land while
 a worker is in a step. That worker's step finishes and checkpoints all the same (the
 runner's held checkpoint, fenced on its lease and ``paused`` left from ``running``),
 then it gives the lease back and nothing after the step runs; no effect starts while
