@@ -46,7 +46,10 @@ class Verdict(StrEnum):
 
 
 @dataclass(frozen=True)
-class Decision:
+class Ruling:
+    """What the retry policy rules for one failed attempt: retry after ``delay_seconds``,
+    fail, or ask a person; ``reason`` says why."""
+
     verdict: Verdict
     delay_seconds: float = 0.0
     reason: str = ""
@@ -79,21 +82,19 @@ def decide(
     retry_after: float | None = None,
     seconds_to_deadline: float | None = None,
     rng: random.Random | None = None,
-) -> Decision:
+) -> Ruling:
     """What to do after failed attempt ``attempt`` of a step, ``elapsed_seconds`` after its first."""
     if kind not in policy.retry_on:
-        return Decision(WHEN_NOT_RETRIED[kind], reason=f"{kind} is not retried")
+        return Ruling(WHEN_NOT_RETRIED[kind], reason=f"{kind} is not retried")
     if attempt >= policy.max_attempts:
-        return Decision(
-            WHEN_NOT_RETRIED[kind], reason=f"retries exhausted: {attempt} of {policy.max_attempts} attempts"
-        )
+        return Ruling(WHEN_NOT_RETRIED[kind], reason=f"retries exhausted: {attempt} of {policy.max_attempts} attempts")
     delay = backoff_seconds(policy, attempt, rng=rng)
     if kind == K.RATE_LIMITED and retry_after is not None:
         delay = max(delay, retry_after)  # the provider said when; never earlier
     if elapsed_seconds + delay > policy.max_elapsed_seconds:
-        return Decision(Verdict.FAIL, reason=f"retrying would exceed {policy.max_elapsed_seconds:g}s for this step")
+        return Ruling(Verdict.FAIL, reason=f"retrying would exceed {policy.max_elapsed_seconds:g}s for this step")
     if seconds_to_deadline is not None and delay > seconds_to_deadline:
-        return Decision(Verdict.FAIL, reason="the next attempt would come after the execution's deadline")
-    return Decision(
+        return Ruling(Verdict.FAIL, reason="the next attempt would come after the execution's deadline")
+    return Ruling(
         Verdict.RETRY, delay_seconds=delay, reason=f"attempt {attempt} failed ({kind}); retrying in {delay:.1f}s"
     )

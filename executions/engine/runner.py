@@ -534,7 +534,7 @@ def _step_failed(lease: Lease, step: Step, failure: StepFailure, started, *, une
             error=f"{failure.kind}: {failure.message}",
         )
         if unexpected:
-            verdict = retry.Decision(retry.Verdict.ATTENTION, reason="unexpected error in step code")
+            verdict = retry.Ruling(retry.Verdict.ATTENTION, reason="unexpected error in step code")
         else:
             first = StepRun.objects.filter(execution=execution, step=step.name, round=execution.round).order_by("id")[0]
             verdict = retry.decide(
@@ -592,7 +592,7 @@ _CODES = {
 }
 
 
-def _stop_code(failure: StepFailure, verdict: retry.Decision, *, unexpected: bool) -> str:
+def _stop_code(failure: StepFailure, verdict: retry.Ruling, *, unexpected: bool) -> str:
     if unexpected:
         return StuckReason.STEP_ERROR
     if failure.kind in _CODES:
