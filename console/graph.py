@@ -380,20 +380,35 @@ def _lanes(spans: list[tuple[int, int]]) -> list[int]:
     return lanes
 
 
+_ALTERNATIVE_LABELS = {"timed_out": "on timeout", "reject": "on reject"}
+
+
 def _edges_of(flow: Workflow, progress: Progress, states: Mapping[str, StepState]) -> list[tuple[str, str, str, bool]]:
-    """(source, target, label, taken): every declared edge, END as "", then each approval
+    """(source, target, label, taken): every declared edge, END as "" — a route's and a
+    branch's every choice (the one recorded taken), a gate's other way on (a wait's
+    timeout, an approval's reject) beside its usual edge —, then each approval
     gate's way back when changes are requested (where the spec or the record says; taken
     once the step it leads back to is on its second visit)."""
     outputs = progress.outputs
+    index = {s.name: i for i, s in enumerate(flow.steps)}
     found = []
     for step in flow.steps:
         done = step.name in outputs
-        if step.route is not None:
-            chosen = (outputs.get(step.name) or {}).get("route") if done else None
-            found += [(step.name, t, "chosen" if t == chosen else "option", t == chosen) for t in step.route.to]
+        if step.route is not None or step.kind == StepKind.BRANCH:  # a choice, recorded: {"route"} or {"next"}
+            options = step.route.to if step.route is not None else step.to
+            chosen = (outputs.get(step.name) or {}).get("route" if step.route is not None else "next") if done else None
+            # Its latest visit chose ``chosen``; each earlier visit went round again, back up the graph.
+            looped = step.name in states and states[step.name].visit > 1
+            for t in options:
+                back = looped and bool(t) and index.get(t, len(index)) <= index[step.name]
+                taken = done and (t == chosen or back)
+                found.append((step.name, t, "chosen" if done and t == chosen else "option", taken))
             continue
+        other = step.alternative(outputs.get(step.name) or {}) if done else None  # a timeout, a reject
         following = flow.next_step(step.name)
-        found.append((step.name, following, "then" if step.then is not None else "", done))
+        found.append((step.name, following, "then" if step.then is not None else "", done and other is None))
+        for outcome, target in step.alternatives.items():
+            found.append((step.name, target, _ALTERNATIVE_LABELS[outcome], done and other == target))
     for step in flow.steps:
         if step.kind != StepKind.APPROVAL:
             continue

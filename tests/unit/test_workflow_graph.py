@@ -218,3 +218,34 @@ def test_the_svg_escapes_labels_is_an_image_with_a_summary_and_lists_the_same_fa
     assert re.findall(r'<g id="graph-step-(\w+)" data-state="(\w+)"', html) == [("one", "done"), ("two", "current")]
     assert len(re.findall(r'<li id="graph-item-', html)) == 2 and "style=" not in html
     assert render_to_string("executions/_graph.html", {"graph": None}).strip() == ""
+
+
+def test_every_shipped_workflow_lays_out_as_a_plan():
+    """A branch (support_chat's ``turn``) and a wait's timeout (its ``next``) are edges too:
+    the graph of a workflow with either was dropped from the page (a KeyError)."""
+    for name in registry.names():
+        for flow in [registry.get(name, v) for v in registry.versions(name)]:
+            assert graph.layout(flow).nodes, flow.name
+
+
+def test_a_chat_that_went_round_twice_shows_its_branch_both_ways_and_the_timeout_not_taken():
+    flow = registry.get("support_chat", 1)
+    outputs = {
+        "answer": {"answer": "…"},
+        "next": {"timed_out": False, "payload": {"text": "close"}},
+        "turn": {"next": "finish"},
+        "finish": {},
+    }
+    succeeded = {
+        "answer": frozenset({1, 2}),
+        "next": frozenset({1, 2}),
+        "turn": frozenset({1, 2}),
+        "finish": frozenset({2}),
+    }
+    g = graph.layout(flow, Progress(status=Status.COMPLETED, current="", round=2, succeeded=succeeded, outputs=outputs))
+    by = edges(g)
+    assert by[("turn", "finish")].taken and by[("turn", "finish")].label == "chosen"
+    assert by[("turn", "answer")].taken, "the first visit went round again"
+    assert by[("next", "finish")].label == "on timeout" and not by[("next", "finish")].taken
+    assert by[("next", "turn")].taken
+    assert states(g)["answer"] == (NodeState.DONE, 2)
