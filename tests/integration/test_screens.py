@@ -151,3 +151,8 @@ def test_resolve_refused_for_non_operators_and_without_evidence(people, unknown_
     assert "evidence" in response.content.decode()
     action.refresh_from_db()
     assert action.status == "unknown"
+
+
+def test_the_executions_address_leads_to_the_list_with_its_filters(people):
+    answer = logged_in(people["operator"]).get("/executions/?status=failed")
+    assert answer.status_code == 302 and answer["Location"] == "/?status=failed"
