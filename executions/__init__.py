@@ -15,6 +15,7 @@ docs/architecture.md):
 - ``authoring/``: the surface a workflow imports (``executions.authoring``);
 - ``models``, and the leaves ``errors``, ``reasons``, ``storable``.
 
-Imported by approvals, triage, console, metrics, workflows and config; it imports none
-of them (only ``accounts`` and ``artifacts``, below it).
+Imported by approvals, triage, notifications, schedules, retention, fleet, console, cli, metrics,
+workflows and config; it imports none of them (only ``apikit``, ``accounts``, ``artifacts`` and
+``dblocks``, below it).
 """

@@ -8,5 +8,5 @@ and their endpoints (``api``, assembled in config.api). The screens that use the
 the console's.
 
 May import: executions (its services, selectors and record), accounts, artifacts.
-Imported by console, metrics and config; never by executions or approvals.
+Imported by console, cli, metrics, retention and config; never by executions or approvals.
 """
