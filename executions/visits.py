@@ -44,11 +44,6 @@ class Visit:
     def done(self) -> bool:
         return self.run is not None or self.carried
 
-    def title(self, *, visits: int | None = None) -> str:
-        """``draft``, or ``draft (visit 2)`` when the step has more than one visit (``visits``:
-        how many it has in the list the title is shown in; None: always numbered)."""
-        return self.name if visits == 1 else f"{self.name} (visit {self.visit})"
-
 
 def done(workflow: Workflow, execution: Execution) -> list[Visit]:
     """Every visit ``execution`` completed, oldest first: the ones a restart carried over
