@@ -33,6 +33,10 @@ class ArtifactVersion(models.Model):
     content_type = models.CharField(max_length=100)
     storage_path = models.CharField(max_length=300)
     produced_by_step = models.CharField(max_length=100)
+    # The round its producing step's visit ran in (executions.visits tells a loop's passes
+    # apart by it); 0: copied by a restart from the execution it continues; null: stored
+    # before it was kept.
+    produced_in_round = models.PositiveIntegerField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -19,6 +19,7 @@ def artifact_version_create(
     blob: store.StoredBlob,
     content_type: str,
     step: str,
+    round: int | None = None,
 ) -> ArtifactVersion:
     """Add the next version of the execution's ``kind`` artifact (creating the artifact).
 
@@ -37,6 +38,7 @@ def artifact_version_create(
         content_type=content_type,
         storage_path=blob.path,
         produced_by_step=step,
+        produced_in_round=round,
     )
 
 
@@ -61,6 +63,7 @@ def artifact_copy(version: ArtifactVersion, *, execution) -> ArtifactVersion:
             content_type=old.content_type,
             storage_path=old.storage_path,
             produced_by_step=old.produced_by_step,
+            produced_in_round=0,  # carried over: made before this execution's first round
         )
     return copied
 

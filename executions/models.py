@@ -278,7 +278,10 @@ class Execution(ConcurrentTransitionMixin, models.Model):
         if step not in self.outputs():
             return []
         context = self.context or {}
-        carried = [output for name, output in context.get("carried_visits", []) if name == step]
+        if "carried_visits" in context:
+            carried = [output for name, output in context["carried_visits"] if name == step]
+        else:  # a restart before visits were carried: its latest output only
+            carried = [context["carried"][step]] if step in context.get("carried", {}) else []
         runs = StepRun.objects.filter(execution_id=self.pk, step=step, outcome=StepRun.Outcome.SUCCEEDED)
         own = list(runs.order_by("id").values_list("output", flat=True)) if self.pk is not None else []
         return [*carried, *own] or [self.outputs()[step]]

@@ -365,6 +365,7 @@ def execution_history(execution: Execution) -> Iterator[str]:
     )
     merged = heapq.merge(events, _attempts(execution), key=lambda line: line["time"])
     for line in merged:
+        line["time"] = line["time"].isoformat()  # microseconds and +00:00, as before the merge
         yield json.dumps(line, cls=DjangoJSONEncoder, ensure_ascii=False, sort_keys=True) + "\n"
 
 

@@ -307,13 +307,15 @@ def execution_rewind(
     execution.context = state
     execution.current_step = to_step
     execution.failed_attempts = 0
+    round_field = execution.start_round()
     lifecycle.apply(
         execution,
         "resume_after_decision",
         actor=actor,
         reason=reason,
-        payload=payload,
-        update_fields=("context", execution.start_round(), "current_step", "failed_attempts"),
+        # The constraint and the round it holds from: a replay rebuilds earlier rounds without it.
+        payload={**payload, "constraint": constraint, "round": execution.round},
+        update_fields=("context", round_field, "current_step", "failed_attempts"),
     )
     dispatch.dispatch_on_commit(execution.pk)
 

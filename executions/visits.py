@@ -140,20 +140,34 @@ def visit_of(visits: list[Visit], step: str, at: datetime) -> Visit | None:
     )
 
 
-def produced_before(ref: dict[str, Any], before: list[Visit]) -> ArtifactVersion | None:
+def producer_of(version: ArtifactVersion, done_visits: list[Visit]) -> Visit | None:
+    """The visit (of ``done_visits``, every one the execution made) that produced artifact
+    ``version``: the visit of its step in the round it records; for a copy a restart made,
+    the step's last carried visit; for a version stored before the round was kept, the
+    first visit of its step whose run finished after it."""
+    step = version.produced_by_step
+    if version.produced_in_round == 0:
+        return next((v for v in reversed(done_visits) if v.name == step and v.carried), None)
+    if version.produced_in_round is not None:
+        made = version.produced_in_round
+        return next((v for v in done_visits if v.name == step and v.run is not None and v.run.round == made), None)
+    made_in = visit_of(done_visits, step, version.created_at)
+    if made_in is None:  # none of its runs finished after it: a step a restart carried over made it
+        made_in = next((v for v in reversed(done_visits) if v.name == step and v.carried), None)
+    return made_in
+
+
+def produced_before(ref: dict[str, Any], before: list[Visit], done_visits: list[Visit]) -> ArtifactVersion | None:
     """The newest version of the artifact ``ref`` points at (an artifact reference of the
-    context) that one of the visits ``before`` produced (run or carried over), or None."""
+    context) that one of the visits ``before`` produced, or None. ``done_visits``: every
+    visit the execution made (to tell which produced each version)."""
     latest = ArtifactVersion.objects.filter(pk=ref.get("version_pk")).first()
     if latest is None:
         return None
-    ran = [v for v in before if v.run is not None]
-    carried = {v.name for v in before if v.carried}
+    kept = {(v.name, v.visit) for v in before}
     versions = ArtifactVersion.objects.filter(artifact_id=latest.artifact_id).select_related("artifact")
-    return next(
-        (
-            version
-            for version in versions.order_by("-number")
-            if version.produced_by_step in carried or visit_of(ran, version.produced_by_step, version.created_at)
-        ),
-        None,
-    )
+    for version in versions.order_by("-number"):
+        producer = producer_of(version, done_visits)
+        if producer is not None and (producer.name, producer.visit) in kept:
+            return version
+    return None

@@ -41,8 +41,6 @@ from .windows import Window
 
 __all__ = ["STAYS", "measures", "notifications_now", "stuck_now"]
 
-# The ledger types of what is sent beside the steps (notifications/, issue 22), by channel.
-NOTIFICATION_TYPES = {"email": "notify_approver", "webhook": "webhook"}
 NOTIFICATION_STATES = {"sent": "succeeded", "failed": "failed", "unknown": "unknown"}
 
 
@@ -61,13 +59,16 @@ def notifications_now(workflow: str | None = None) -> dict[str, dict[str, int]]:
     from django.db.models import Count
 
     from executions.models import Action
+    from notifications import channels
 
-    rows = Action.objects.filter(beside=True, type__in=NOTIFICATION_TYPES.values())
+    # The ledger types of what is sent beside the steps, by channel (notifications.channels).
+    types = {channel.name: channel.action_type for channel in channels.registered()}
+    rows = Action.objects.filter(beside=True, type__in=types.values())
     if workflow:
         rows = rows.filter(execution__workflow=workflow)
     counted = {(t, st): n for t, st, n in rows.order_by().values_list("type", "status").annotate(n=Count("id"))}
     out = {}
-    for channel, kind in NOTIFICATION_TYPES.items():
+    for channel, kind in types.items():
         seen = {name: counted.get((kind, status), 0) for name, status in NOTIFICATION_STATES.items()}
         total = sum(n for (t, _), n in counted.items() if t == kind)
         out[channel] = {**seen, "pending": total - sum(seen.values())}

@@ -36,6 +36,7 @@ import hashlib
 from typing import Any
 
 from django.db import transaction
+from django.db.models import Q
 
 from approvals.models import ApprovalRequest
 from executions import runtime, visits
@@ -45,7 +46,7 @@ from executions.authoring.http import offline
 from executions.authoring.modelcalls import ModelRequest, canonical_json
 from executions.authoring.step_context import StepContext
 from executions.authoring.workflow import StepKind, Workflow
-from executions.models import TERMINAL, Action, Execution, ModelCall
+from executions.models import TERMINAL, Action, Execution, ExecutionEvent, ModelCall
 
 from .network_guard import guarded
 
@@ -127,6 +128,7 @@ class _Replay:
         self.notes: dict[str, Any] = recorded.get("notes") or progress_notes.initial(goal="", constraints=[])
         self.latest_artifacts: dict[str, Any] = recorded.get("artifacts", {})
         self.built: dict[str, str] = {}  # artifact name → sha256 of what the code builds now
+        self.done: list[visits.Visit] = []  # every visit it made (run() reads them)
 
     def run(self) -> None:
         current = self.recorded.current_step
@@ -159,7 +161,7 @@ class _Replay:
                 )
         # Each visit it made, in order, with the context as it stood then (a loop's later visits
         # too); a visit a restart carried over was made by the execution it continues.
-        done = visits.done(self.flow, self.recorded)
+        done = self.done = visits.done(self.flow, self.recorded)
         for index, visit in enumerate(done):
             if visit.run is not None:
                 self._replay_step(done[:index], visit)
@@ -179,17 +181,20 @@ class _Replay:
         self.execution.round = self.recorded.round if current or visit.run is None else visit.run.round
         self.execution.current_step = step.name  # ctx.visit: this one
         notes = dict(self.notes)
-        notes["facts"] = [f for f in self.notes.get("facts", []) if f.get("step") in earlier]
-        notes["hypotheses"] = [
-            h for h in self.notes.get("hypotheses", []) if self._heard_before(h.get("source", ""), earlier)
+        notes["constraints"] = self._constraints_at(visit)
+        notes["facts"] = [
+            f
+            for f in self.notes.get("facts", [])
+            if f.get("step") in earlier and self._before(f.get("round"), f.get("step", ""), visit)
         ]
+        notes["hypotheses"] = [h for h in self.notes.get("hypotheses", []) if self._heard_before(h, earlier, visit)]
         names = [v.name for v in earlier_visits]
         completed = list(self.notes.get("completed_steps", []))
         notes["completed_steps"] = names if completed[: len(names)] == names else [s for s in completed if s in earlier]
-        notes["next_action"] = step.label if earlier_visits else ""  # the runner names the next step after each
+        notes["next_action"] = self._next_action_after(earlier_visits[-1]) if earlier_visits else ""
         artifacts = {}
         for name, ref in self.latest_artifacts.items():
-            version = visits.produced_before(ref, earlier_visits)
+            version = visits.produced_before(ref, earlier_visits, self.done)
             if version is not None:
                 artifacts[name] = version.as_ref()
         outputs: dict[str, Any] = {}
@@ -345,14 +350,48 @@ class _Replay:
                 f"the code now builds {artifact} with sha256 {built[:12]}, a version nobody approved",
             )
 
-    def _heard_before(self, key: str, earlier: set[str]) -> bool:
-        """Whether the call ``key`` (``RUN_0001:analyze:r1:c1``) was answered before the step
-        being replayed: a call of an earlier step, or of an earlier round."""
-        parts = key.split(":")
-        if len(parts) < 4:
+    def _next_action_after(self, visit: visits.Visit) -> str:
+        """What the runner wrote as the next action when ``visit`` completed: the label of
+        the step its edge led to (not the step replayed now: changes requested jump back
+        without writing it)."""
+        try:
+            following = self.flow.next_step(visit.name, visit.output)
+        except KeyError:
+            return visit.step.label
+        return self.flow.label_for(following) if following else "done"
+
+    def _before(self, round_: Any, step: str, visit: visits.Visit) -> bool:
+        """Whether what ``step`` recorded in round ``round_`` was there when ``visit`` began
+        (this round is ``self.execution.round``): an earlier round's, or this round's by
+        another step (``round_`` None: recorded before rounds were kept; assumed so)."""
+        if not isinstance(round_, int):
+            return True
+        return round_ < self.execution.round or (round_ == self.execution.round and step != visit.name)
+
+    def _heard_before(self, hypothesis: dict[str, Any], earlier: set[str], visit: visits.Visit) -> bool:
+        """Whether the model's answer ``hypothesis`` came from (its source, a call key like
+        ``RUN_0001:analyze:r1:c1``) was heard before ``visit`` began."""
+        parts = str(hypothesis.get("source", "")).split(":")
+        if len(parts) < 4 or not parts[2].removeprefix("r").isdigit():
             return False
-        step, round_ = parts[1], parts[2].removeprefix("r")
-        return step in earlier or (round_.isdigit() and int(round_) < self.execution.round)
+        step, round_ = parts[1], int(parts[2].removeprefix("r"))
+        return (step in earlier or round_ < self.execution.round) and self._before(round_, step, visit)
+
+    def _constraints_at(self, visit: visits.Visit) -> list[str]:
+        """The mandatory constraints as ``visit`` saw them: all of them, less those changes
+        requested later appended (each rewind appends one; its event names its round, or,
+        recorded before, is later than the visit's start)."""
+        constraints = list(self.notes.get("constraints", []))
+        if visit.run is None:
+            return constraints
+        rewinds = ExecutionEvent.objects.filter(execution_id=self.recorded.pk, type="transition").filter(
+            Q(payload__has_key="constraint") | Q(payload__reason__startswith="changes requested on V")
+        )
+        later = 0
+        for payload, at in rewinds.values_list("payload", "created_at"):
+            made = payload.get("round") if isinstance(payload, dict) else None
+            later += (made > visit.run.round) if isinstance(made, int) else (at > visit.run.started_at)
+        return constraints[: len(constraints) - later] if later else constraints
 
 
 _MISSING = object()

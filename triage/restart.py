@@ -308,38 +308,51 @@ def _create(failed: Execution, workflow: Workflow, *, from_step: str, kept: list
         deadline=timezone.now() + timedelta(seconds=workflow.deadline_seconds) if workflow.deadline_seconds else None,
         context={"artifacts": {}, "notes": {}},
     )
-    names = list(dict.fromkeys(v.name for v in kept))
     restarted.context = {
         # Each kept step's latest output (``Execution.outputs``), and every kept visit in
         # order (``ctx.visits``, the visits' numbering: ``executions.visits``).
         "carried": {v.name: v.output for v in kept},
         "carried_visits": [[v.name, v.output] for v in kept],
-        "artifacts": _artifacts(old.get("artifacts", {}), kept, restarted),
-        "notes": _notes(old["notes"], names, next_action=workflow.label_for(from_step)),
+        "artifacts": _artifacts(old.get("artifacts", {}), kept, restarted, done=visits.done(workflow, failed)),
+        "notes": _notes(old["notes"], kept, next_action=workflow.label_for(from_step)),
     }
     restarted.save(update_fields=["context"])
     return restarted
 
 
-def _artifacts(refs: dict[str, dict], kept: list[visits.Visit], restarted: Execution) -> dict[str, dict]:
+def _artifacts(
+    refs: dict[str, dict], kept: list[visits.Visit], restarted: Execution, *, done: list[visits.Visit]
+) -> dict[str, dict]:
     """Each artifact's newest version a kept visit produced, copied into ``restarted``."""
     out = {}
     for name, ref in refs.items():
-        version = visits.produced_before(ref, kept)
+        version = visits.produced_before(ref, kept, done)
         if version is not None:
             out[name] = artifact_copy(version, execution=restarted).as_ref()
     return out
 
 
-def _notes(notes: dict[str, Any], kept: list[str], *, next_action: str) -> dict[str, Any]:
-    """The progress notes as they stood after the kept steps: every constraint (those a
-    manager added included), the facts the kept steps verified, the kept steps done.
-    Facts recorded without their step are kept only when every completed step is kept."""
-    done = notes.get("completed_steps", [])
-    everything_kept = set(done) <= set(kept)
+def _notes(notes: dict[str, Any], kept: list[visits.Visit], *, next_action: str) -> dict[str, Any]:
+    """The progress notes as they stood after the kept visits: every constraint (those a
+    manager added included), the facts the kept visits verified (a fact names its step
+    and its visit's round; one recorded before rounds were kept, its step alone), the kept
+    visits done. Facts recorded without their step are kept only when every completed
+    step is kept."""
+    names = {v.name for v in kept}
+    rounds = {(v.name, v.run.round) for v in kept if v.run is not None}
+    carried = {v.name for v in kept if v.run is None}
+    everything_kept = set(notes.get("completed_steps", [])) <= names
+
+    def verified_by_a_kept_visit(fact: dict[str, Any]) -> bool:
+        if "step" not in fact:
+            return everything_kept
+        if not isinstance(fact.get("round"), int) or fact["step"] in carried:
+            return fact["step"] in names
+        return (fact["step"], fact["round"]) in rounds
+
     return {
         **notes,
-        "facts": [f for f in notes.get("facts", []) if f.get("step") in kept or ("step" not in f and everything_kept)],
-        "completed_steps": [s for s in done if s in kept],
+        "facts": [f for f in notes.get("facts", []) if verified_by_a_kept_visit(f)],
+        "completed_steps": [v.name for v in kept],
         "next_action": next_action,
     }

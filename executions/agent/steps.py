@@ -504,6 +504,7 @@ class _Visit:
                 blob=blob,
                 content_type="application/json",
                 step=self.step.name,
+                round=execution.round,
             )
             gates.new_version(version, actor_label=self._leased.owner)
             # The notes stay as they were: the step's facts are committed when it completes,

@@ -276,9 +276,11 @@ def _note_step(state: dict[str, Any], ctx: StepContext, workflow: Workflow, step
     and progress notes into ``state`` (in memory); the next step ("" at the end)."""
     ctx.execution.outputs()[step.name] = output
     notes = state["notes"]
-    # Each fact remembers the step that verified it, so a restart keeps only the facts of
-    # the steps it reuses (triage.restart).
-    notes["facts"] = progress_notes.merge_facts(notes["facts"], [{"step": step.name, **f} for f in ctx.new_facts])
+    # Each fact remembers the step that verified it and its visit's round, so a restart keeps
+    # only the facts of the visits it reuses (triage.restart) and a replay of an earlier
+    # visit leaves out what later ones verified (triage.replay).
+    verified = [{"step": step.name, "round": ctx.execution.round, **f} for f in ctx.new_facts]
+    notes["facts"] = progress_notes.merge_facts(notes["facts"], verified)
     notes["hypotheses"] = progress_notes.merge_hypotheses(notes.get("hypotheses", []), ctx.new_hypotheses)
     notes["completed_steps"].append(step.name)
     following = workflow.next_step(step.name, output)  # a route's output names the step it chose
@@ -359,6 +361,7 @@ def _commit_step(lease, execution, ctx, workflow, step, output, started, action,
             blob=staged.blob,
             content_type=staged.content_type,
             step=step.name,
+            round=execution.round,
         )
         state.setdefault("artifacts", {})[staged.name] = version.as_ref()
         gates.new_version(version, actor_label=lease.owner)

@@ -18,7 +18,7 @@ from executions.engine import lifecycle
 from executions.models import Execution, Status, StepRun
 from tests.support.agents import model_env
 from tests.support.control_env import ENV
-from tests.support.procs import http, run_manage
+from tests.support.procs import http, run_manage, wait_for
 from tests.support.stack import pk, start, wait_status
 
 LOOP_EDITS = ENV["RUNTIME_WORKFLOW_MODULES"] + ",tests.support.loop_edits"
@@ -90,6 +90,7 @@ def test_s51_a_loop_speaks_visits_in_the_resume_preview_the_page_and_replay(stac
     assert attempts == [(step, n) for n in (1, 2, 3) for step in ("think", "more")]
     times = [h["time"] for h in history]
     assert times == sorted(times) and history[0]["type"] == "execution.created"
+    assert all(t.endswith("+00:00") for t in times), times[:3]  # as the events' own: ISO 8601, microseconds
 
     same = replay(stack, ref, "")
     assert same["verdict"] == "ok", same
@@ -178,6 +179,7 @@ def test_a_loop_is_restarted_from_the_visit_an_operator_chooses(stack, people, a
     new = Execution.objects.get(restarted_from=failed)
     assert answer.status_code == 302 and answer.headers["Location"] == f"/executions/{new.ref}/"
     assert new.context["carried_visits"] == [["think", {"visit": 1, "thought": "a"}], ["more", {"next": "think"}]]
+    assert new.context["notes"]["completed_steps"] == ["think", "more"]  # the first pass only
 
     stuck = wait_status(operator, new.ref, "needs_attention")["stuck"]
     assert stuck["reason"] == "loop_limit" and "think was visited 3 times" in stuck["detail"]
@@ -187,3 +189,31 @@ def test_a_loop_is_restarted_from_the_visit_an_operator_chooses(stack, people, a
     assert [(s["step"], s["visit"]) for s in preview["steps"][:2]] == [("think", 1), ("more", 1)]
     assert f"recorded by {failed.ref}" in preview["steps"][0]["why"]
     assert Execution.objects.get(pk=failed.pk).status == Status.FAILED
+
+
+def test_a_report_whose_changes_were_requested_replays_each_draft_as_it_stood(stack, people, api_as):
+    """Changes requested on V1 send the report back to its analysis in a new round with the
+    manager's words as a constraint. ``keel replay`` rebuilds the first analysis without
+    that constraint (it came later) and the second with it: no drift, on the record as
+    the workers left it."""
+    stack.up()
+    requester, manager = api_as(people["requester"]), api_as(people["manager"])
+    ref = start(requester, "monthly_report", month="2026-08")
+    first = wait_status(requester, ref, "awaiting_approval")["pending_approval"]
+    asked = manager.decide(ref, first, "request_changes", comment="Shorter, and lead with the regions.")
+    assert asked.status_code == 202, asked.text
+    second = wait_for(
+        lambda: (
+            (body := requester.execution(ref))["status"] == "awaiting_approval"
+            and body["pending_approval"]["artifact_version"] == 2
+            and body["pending_approval"]
+        ),
+        timeout=60,
+        what="V2 to await approval",
+    )
+    assert second["id"] != first["id"]
+    calls = [c["key"] for c in requester.get(f"/executions/{ref}/model-calls").json()["items"]]
+    assert calls == [f"{ref}:analyze:r1:c1", f"{ref}:analyze:r2:c1"], calls
+    done = run_manage("keel", "replay", "--id", ref, "--json", env=stack.env)
+    [item] = json.loads(done.stdout)["items"]
+    assert done.returncode == 0 and item["verdict"] == "ok", item
