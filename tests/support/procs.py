@@ -112,9 +112,9 @@ def keel_env(**values: str) -> dict[str, str]:
         "RUNTIME_UNHELD_SECONDS": "2",  # the "nothing hangs without a reason" check
         "RUNTIME_EFFECT_TIMEOUT_SECONDS": "3",
         "PYTHONUNBUFFERED": "1",
-        # Off for a process outside the run's stacks (the sandbox, a fork's helper); every keel
-        # process of a stack tells people and systems, as production does (stack.app_env).
-        "KEEL_NOTIFICATIONS": "off",
+        # E-mail and webhooks stay as production runs them (KEEL_NOTIFICATIONS on by default):
+        # a stack's processes send to the run's receivers (stack.app_env), any other keel
+        # process to its var dir's mail folder.
         **values,
     }
 
