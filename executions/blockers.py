@@ -39,11 +39,16 @@ def workflow_of(execution: Execution) -> Workflow | None:
 
 
 def blockers(
-    execution: Execution, *, actions: list[Action] | None = None, stale: list[gates.StaleGrant] | None = None
+    execution: Execution,
+    *,
+    actions: list[Action] | None = None,
+    stale: list[gates.StaleGrant] | None = None,
+    done: list[visits.Visit] | None = None,
 ) -> list[Blocker]:
     """What keeps ``execution`` from going back to work, whatever its status: an
-    unresolved outcome, a stale approval guarding an effect still to run, an undeployed
-    workflow version."""
+    unresolved outcome, a stale approval guarding an effect still to run, a loop at its
+    limit, an undeployed workflow version. ``actions``, ``stale``, ``done``: what the
+    caller read already (the preview), else read here."""
     workflow = workflow_of(execution)
     if workflow is None:
         return [Blocker(f"{execution.workflow} v{execution.workflow_version} is not deployed here: nothing can run it")]
@@ -58,7 +63,7 @@ def blockers(
         for a in actions
         if _unresolved(a, execution)
     ]
-    coming = visits.ahead(workflow, execution)
+    coming = visits.ahead(workflow, execution, done)
     ahead = {v.name for v in coming}
     if coming and coming[0].visit > workflow.max_visits:  # the runner would stop there again (loop_limit)
         found.append(

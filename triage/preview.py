@@ -39,7 +39,8 @@ def resume_preview(execution: Execution) -> dict[str, Any]:
     # own task) is never sent again by a resume, so it is no part of what a resume would do.
     actions = [a for a in execution.actions.order_by("id") if not a.beside]
     stale = runtime.stale_of(execution)
-    found = blockers(execution, actions=actions, stale=stale)
+    done = visits.done(workflow, execution) if workflow is not None else []
+    found = blockers(execution, actions=actions, stale=stale, done=done)
     blocked_by = [b.sentence for b in found]
     hold = None
     if execution.status == Status.PAUSED:  # a hold: resume checks only that its workflow may run (executions.pauses)
@@ -53,7 +54,7 @@ def resume_preview(execution: Execution) -> dict[str, Any]:
         }
     elif execution.status != Status.NEEDS_ATTENTION:
         blocked_by.insert(0, _status_sentence(execution))
-    steps = _steps(execution, workflow, actions, found) if workflow is not None else []
+    steps = _steps(execution, workflow, actions, found, done) if workflow is not None else []
     ahead = {s["step"] for s in steps if s["plan"] != SKIP} if workflow is not None else None
     return {
         "can_resume": not blocked_by,
@@ -136,10 +137,11 @@ def _effect(action: Action, ahead: set[str] | None) -> dict[str, Any]:
     }
 
 
-def _steps(execution: Execution, workflow: Workflow, actions: list[Action], found: list[Blocker]) -> list[dict]:
+def _steps(
+    execution: Execution, workflow: Workflow, actions: list[Action], found: list[Blocker], done: list[visits.Visit]
+) -> list[dict]:
     """Each visit the execution made (skipped: its output is reused), then each a resume
     would make (run, or blocked), numbered per step (``executions.visits``)."""
-    done = visits.done(workflow, execution)
     coming = visits.ahead(workflow, execution, done)
     blocking = {b.step: b for b in found if b.step}
     first_blocked = ""

@@ -129,6 +129,7 @@ class _Replay:
         self.latest_artifacts: dict[str, Any] = recorded.get("artifacts", {})
         self.built: dict[str, str] = {}  # artifact name → sha256 of what the code builds now
         self.done: list[visits.Visit] = []  # every visit it made (run() reads them)
+        self.rewinds: list[tuple[Any, Any]] | None = None  # the changes requested (_constraints_at)
 
     def run(self) -> None:
         current = self.recorded.current_step
@@ -384,11 +385,13 @@ class _Replay:
         constraints = list(self.notes.get("constraints", []))
         if visit.run is None:
             return constraints
-        rewinds = ExecutionEvent.objects.filter(execution_id=self.recorded.pk, type="transition").filter(
-            Q(payload__has_key="constraint") | Q(payload__reason__startswith="changes requested on V")
-        )
+        if self.rewinds is None:  # read once a replay
+            rewinds = ExecutionEvent.objects.filter(execution_id=self.recorded.pk, type="transition").filter(
+                Q(payload__has_key="constraint") | Q(payload__reason__startswith="changes requested on V")
+            )
+            self.rewinds = list(rewinds.values_list("payload", "created_at"))
         later = 0
-        for payload, at in rewinds.values_list("payload", "created_at"):
+        for payload, at in self.rewinds:
             made = payload.get("round") if isinstance(payload, dict) else None
             later += (made > visit.run.round) if isinstance(made, int) else (at > visit.run.started_at)
         return constraints[: len(constraints) - later] if later else constraints
