@@ -355,7 +355,14 @@ def execution_resume(*, ref: str, user: AbstractBaseUser, reason: str) -> Execut
     return execution
 
 
-def resume_locked(execution: Execution, *, actor: AbstractBaseUser, reason: str, if_clear: bool = False) -> bool:
+def resume_locked(
+    execution: Execution,
+    *,
+    actor: AbstractBaseUser,
+    reason: str,
+    if_clear: bool = False,
+    follows: str = "",
+) -> bool:
     """Send ``execution`` (needs_attention, its row locked, a transaction open) back to
     work at its current step: one audited ``resume`` and its message after commit. The
     one resume: an operator's, a resolved outcome's, an accepted drift's, a parent
@@ -363,7 +370,9 @@ def resume_locked(execution: Execution, *, actor: AbstractBaseUser, reason: str,
 
     While a blocker stands (``executions.blockers``): Conflict naming each, writing
     nothing — or, ``if_clear``, False and the execution left as it is (the caller's
-    own write, a resolution, still stands)."""
+    own write, a resolution, still stands). ``follows``: the operator's act this resume
+    is part of (``resolve``, ``accept_request``), marked on its transition so the operator
+    audit lists the act once."""
     blocked = blockers.blockers(execution)
     if blocked and if_clear:
         return False
@@ -373,7 +382,7 @@ def resume_locked(execution: Execution, *, actor: AbstractBaseUser, reason: str,
             blocked_by=[b.sentence for b in blocked],
             keys=[b.key for b in blocked if b.key],
         )
-    lifecycle.apply(execution, "resume", actor=actor, reason=reason)
+    lifecycle.apply(execution, "resume", actor=actor, reason=reason, payload={"follows": follows} if follows else None)
     dispatch.dispatch_on_commit(execution.pk)
     return True
 
@@ -476,7 +485,9 @@ def action_resolve(
         fields = _resolved_receipt_fields(execution, action, given) if outcome == Action.State.SUCCEEDED else {}
         ledger.resolve(action, execution=execution, outcome=outcome, fields=fields, actor=user, evidence=evidence)
         if outcome == Action.State.SUCCEEDED:  # back to work, unless something else still holds it
-            resume_locked(execution, actor=user, reason=f"{key} resolved as succeeded", if_clear=True)
+            resume_locked(
+                execution, actor=user, reason=f"{key} resolved as succeeded", if_clear=True, follows="resolve"
+            )
         else:
             lifecycle.apply(execution, "fail", actor=user, reason=f"{key} resolved as failed: {evidence}")
     return action

@@ -119,5 +119,10 @@ def execution_accept_request(
             },
         )
         # The one resume (it refuses, writing nothing, while a blocker such as an unknown outcome stands).
-        runtime.resume_locked(execution, actor=user, reason=f"accepted the new request for {drift.key}: {reason}")
+        runtime.resume_locked(
+            execution,
+            actor=user,
+            reason=f"accepted the new request for {drift.key}: {reason}",
+            follows="accept_request",
+        )
     return execution

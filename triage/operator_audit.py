@@ -232,7 +232,9 @@ def acts(filters: Filters | None = None) -> QuerySet[ExecutionEvent]:
             via=Case(When(Exists(from_cli), then=Value("cli")), default=Value(""), output_field=CharField()),
         )
         .exclude(Q(type="transition", payload__transition="cancel") & Exists(rejected))
-        .exclude(Q(type="transition") & Exists(after_resolve))
+        # A resume that is part of a resolution or an accepted request: marked on it (``follows``),
+        # or, recorded before the mark, the event right after that act's.
+        .exclude(Q(type="transition") & (Q(payload__has_key="follows") | Exists(after_resolve)))
         .select_related("actor")
     )
     if filters.actor:

@@ -50,6 +50,7 @@ def test_a_manager_approves_the_exact_version_on_a_phone(web_stack, people, brow
     box = approve.bounding_box()
     assert box and box["x"] + box["width"] <= PHONE["width"], box
     approve.tap()
+    page.wait_for_url("**/approvals/inbox/**")  # the decision's answer leads back to the inbox: let it land first
     wait_for(
         lambda: Execution.objects.get(pk=execution.pk).status == Status.COMPLETED,
         timeout=40,
