@@ -98,7 +98,6 @@ GLYPHS: Mapping[str, str] = {
     NodeState.SKIPPED: "M-5 0 H5",
     NodeState.NOT_REACHED: "",
 }
-_GATES = frozenset({StepKind.APPROVAL, StepKind.WAIT, StepKind.CHILDREN})
 
 
 # --- what the record says
@@ -212,20 +211,18 @@ def step_states(flow: Workflow, progress: Progress) -> dict[str, StepState]:
 
 
 def _route_choices(flow: Workflow, outputs: Mapping[str, Any]) -> dict[str, str]:
-    """route step → the step it chose (recorded routes only)."""
+    """step that chooses (a route, a branch) → the step it chose (recorded choices only)."""
     chosen = {}
     for step in flow.steps:
-        if step.route is not None:
-            output = outputs.get(step.name)
-            if isinstance(output, dict) and output.get("route") in step.route.to:
-                chosen[step.name] = output["route"]
+        if step.choice is not None and (choice := step.choice.chosen(outputs.get(step.name))):
+            chosen[step.name] = choice
     return chosen
 
 
 def _skipped_because(name: str, flow: Workflow, chosen: Mapping[str, str]) -> str:
-    for route, choice in chosen.items():
-        if name in flow.get_step(route).route.to and name != choice:  # type: ignore[union-attr]
-            return f"{flow.label_for(route)} chose {flow.label_for(choice)}"
+    for source, choice in chosen.items():
+        if name in flow.get_step(source).choice.to and name != choice:  # type: ignore[union-attr]
+            return f"{flow.label_for(source)} chose {flow.label_for(choice)}"
     return "not on the path taken"
 
 
@@ -394,9 +391,9 @@ def _edges_of(flow: Workflow, progress: Progress, states: Mapping[str, StepState
     found = []
     for step in flow.steps:
         done = step.name in outputs
-        if step.route is not None or step.kind == StepKind.BRANCH:  # a choice, recorded: {"route"} or {"next"}
-            options = step.route.to if step.route is not None else step.to
-            chosen = (outputs.get(step.name) or {}).get("route" if step.route is not None else "next") if done else None
+        if step.choice is not None:  # a choice, recorded in its output (a route's {"route"}, a branch's {"next"})
+            options = step.choice.to
+            chosen = step.choice.chosen(outputs.get(step.name)) if done else None
             # Its latest visit chose ``chosen``; each earlier visit went round again, back up the graph.
             looped = step.name in states and states[step.name].visit > 1
             for t in options:
@@ -479,7 +476,7 @@ def layout(flow: Workflow, progress: Progress | None = None) -> Graph:
                 y=top(i),
                 tone=TONES[state.state],
                 glyph=GLYPHS[state.state],
-                marker="diamond" if step.kind == StepKind.ROUTE else "square" if step.kind in _GATES else "circle",
+                marker="diamond" if step.route is not None else "square" if step.is_gate else "circle",
                 leads_to=tuple(leads.get(step.name, ())),
             )
         )

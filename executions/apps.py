@@ -7,13 +7,13 @@ class ExecutionsConfig(AppConfig):
 
     def ready(self) -> None:
         """Plug the rooms into the engine, then load the workflows: the wait gate and its
-        event type (``waits``), the model and agent step kinds (``agent.steps``). The
+        event type (``waits``), the model, agent and route step kinds (``agent.kinds``). The
         engine never imports them; they register themselves on import."""
         from . import (
             children,  # noqa: F401 - registers the children gate and wakes parents
             waits,  # noqa: F401 - registers the wait gate and the signal event type
         )
-        from .agent import routes, steps  # noqa: F401 - register the model, agent and route step kinds
+        from .agent import kinds  # noqa: F401 - registers the model, agent and route step kinds
         from .authoring import registry
 
         try:

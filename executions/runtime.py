@@ -10,7 +10,10 @@ surface, ``executions.authoring``.
 
 The names, by what an app does with them:
 
-- *plug in*: a gate (``Gate`` and what its visit answers: ``Passed``, ``Attention``,
+- *plug in*: a step kind (``StepHandler`` and what its visit answers: ``Done``,
+  ``Parked``; ``register_step_kind``, ``step_kind``, ``step_kinds``; the model behind
+  the journal, ``journaled_model``; ``declaration``, its ``flow.<name>(…)``; how a
+  visit stops for a person, ``NeedsAttention``), a gate (``Gate`` and what its visit answers: ``Passed``, ``Attention``,
   ``Reopen``, ``Opened``; ``register_gate``), an event type (``EventType``,
   ``register_event_type``, ``event_types``), the queues a worker consumes
   (``set_consumers``, ``routed_queues``, ``ADVANCE``);
@@ -27,8 +30,7 @@ The names, by what an app does with them:
   ``accepted``, ``ACCEPTED``, ``ModelDrift``), an agent's recorded tool results
   (``recorded_results``, ``TOOL_CALL_ARTIFACT_KIND``), a compiled read
   (``CompiledRead``), the database clock (``in_seconds``);
-- *replay*: ``replay_agent``, ``replay_route`` and how they stop (``ReplayEnded``,
-  ``ReplayDrift``);
+- *replay*: how a kind's ``StepHandler.replay`` stops (``ReplayEnded``, ``ReplayDrift``);
 - *the process*: ``worker_identity``, ``unavailable`` (an outage of the database or
   the broker), ``get_model_client``, ``failpoint`` (the crash tests' hook).
 
@@ -41,8 +43,8 @@ from __future__ import annotations
 from .agent.modelclient import get_model_client
 from .agent.replaying import Drift as ReplayDrift
 from .agent.replaying import Ended as ReplayEnded
-from .agent.replaying import replay_agent, replay_route
 from .agent.steps import TOOL_CALL_ARTIFACT_KIND, recorded_results
+from .authoring.declarations import declaration
 from .engine.compiled import CompiledRead
 from .engine.dispatch import ADVANCE, dispatch_on_commit
 from .engine.events import EventType
@@ -51,8 +53,12 @@ from .engine.events import registered as event_types
 from .engine.failpoints import hit as failpoint
 from .engine.gates import Attention, Gate, Opened, Passed, PendingGate, Reopen, StaleGrant, pending_of, stale_of
 from .engine.gates import register as register_gate
-from .engine.journal import ACCEPTED, ModelDrift, accepted, call_key, response_of
-from .engine.leases import in_seconds, worker_identity
+from .engine.journal import ACCEPTED, JournaledModel, ModelDrift, accepted, call_key, response_of
+from .engine.kinds import Done, Parked, StepHandler
+from .engine.kinds import get as step_kind
+from .engine.kinds import register as register_step_kind
+from .engine.kinds import registered as step_kinds
+from .engine.leases import Lease, in_seconds, worker_identity
 from .engine.ledger import (
     authorise,
     close_compensation,
@@ -65,7 +71,17 @@ from .engine.lifecycle import apply as transition
 from .engine.lifecycle import record
 from .engine.outages import unavailable
 from .engine.routing import routed_queues, set_consumers
+from .errors import NeedsAttention
+from .models import Execution
 from .services import cancel_locked, execution_continue, execution_rewind, resume_locked
+
+
+def journaled_model(lease: Lease, execution: Execution, step: str) -> JournaledModel:
+    """The configured model behind the journal, for a step kind's visit under ``lease``:
+    ``ask(request)`` answers from the journal when the call was recorded, else asks the
+    provider and records the answer before the step goes on."""
+    return JournaledModel(get_model_client(), lease=lease, execution=execution, step=step)
+
 
 __all__ = [
     "ACCEPTED",
@@ -73,21 +89,26 @@ __all__ = [
     "TOOL_CALL_ARTIFACT_KIND",
     "Attention",
     "CompiledRead",
+    "Done",
     "EventType",
     "Gate",
     "ModelDrift",
+    "NeedsAttention",
     "Opened",
     "Passed",
+    "Parked",
     "PendingGate",
     "Reopen",
     "ReplayDrift",
     "ReplayEnded",
     "StaleGrant",
+    "StepHandler",
     "accepted",
     "authorise",
     "call_key",
     "cancel_locked",
     "close_compensation",
+    "declaration",
     "dispatch_on_commit",
     "event_types",
     "execution_continue",
@@ -95,6 +116,7 @@ __all__ = [
     "failpoint",
     "get_model_client",
     "in_seconds",
+    "journaled_model",
     "locked_by_key",
     "pending_of",
     "perform_beside",
@@ -104,13 +126,14 @@ __all__ = [
     "recorded_results",
     "register_event_type",
     "register_gate",
-    "replay_agent",
-    "replay_route",
+    "register_step_kind",
     "response_of",
     "resume_locked",
     "routed_queues",
     "set_consumers",
     "stale_of",
+    "step_kind",
+    "step_kinds",
     "transition",
     "unavailable",
     "worker_identity",

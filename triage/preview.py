@@ -253,29 +253,24 @@ def _effect_again(step: Step, actions: list[Action]) -> str:
 
 
 def _runs_later(step: Step) -> str:
-    """What a step after the current one does when the resume reaches it (``LATER``)."""
-    sentence = LATER.get(step.kind)
-    return sentence(step) if sentence is not None else f"runs (a {step.kind} step)"
+    """What a step after the current one does when the resume reaches it: the engine's own
+    kinds (``LATER``), a gate, or the sentence a kind that plugs in says of itself."""
+    if step.is_gate:
+        return f"the {step.kind} gate stops the execution here until it passes"
+    if step.kind in LATER:
+        return LATER[step.kind](step)
+    try:
+        return runtime.step_kind(step.kind).later(step)
+    except (LookupError, NotImplementedError):
+        return f"runs (a {step.kind} step)"
 
 
-def _gate_later(step: Step) -> str:
-    return f"the {step.kind} gate stops the execution here until it passes"
-
-
-# What each kind of step does when a resume reaches it: one entry per ``StepKind``
-# (tests/unit/test_step_kinds.py checks none is missing).
+# What each of the engine's own kinds does when a resume reaches it (gates and the kinds
+# that plug in say it themselves; tests/unit/test_step_kinds.py checks every kind is covered).
 LATER: dict[str, Callable[[Step], str]] = {
     StepKind.COMPUTE: lambda step: "runs",
     StepKind.EFFECT: lambda step: (
         f"sends its effect ({step.action})" + (f", once {step.guarded_by} let it through" if step.guarded_by else "")
     ),
-    StepKind.MODEL: lambda step: f"asks the model (prompt {step.prompt_version}); the response is recorded",
-    StepKind.AGENT: lambda step: (
-        "asks the model and runs the tools it proposes that the runtime allows; each call is recorded"
-    ),
-    StepKind.ROUTE: lambda step: "asks the model which step comes next; its choice is recorded",
     StepKind.BRANCH: lambda step: "its code chooses the next step; the choice is recorded",
-    StepKind.APPROVAL: _gate_later,
-    StepKind.WAIT: _gate_later,
-    StepKind.CHILDREN: _gate_later,
 }

@@ -51,23 +51,16 @@ from executions.models import TERMINAL, Action, Execution, ExecutionEvent, Model
 from .network_guard import guarded
 
 OK, DRIFT, UNREGISTERED = "ok", "drift", "unregistered_version"
-MODEL_KINDS = (StepKind.MODEL, StepKind.AGENT, StepKind.ROUTE)  # replayed with the journal as their model
-
-# Each kind of step, replayed (a method of ``_Replay``): one entry per ``StepKind``
-# (tests/unit/test_step_kinds.py checks none is missing). A gate checks what it is bound
-# to; an effect is built and compared with the ledger; a model, agent or route step runs
-# with the journal as its model; a compute step runs offline (its record stands if it
-# can't); a branch must choose as it did.
+# The engine's own kinds, replayed (a method of ``_Replay``): a compute step runs offline
+# (its record stands if it can't); an effect is built and compared with the ledger; a
+# branch must choose as it did. A gate checks what it is bound to; every kind that plugs
+# in (model, agent, route: executions.engine.kinds) replays itself with the journal as
+# its model (``StepHandler.replay``). tests/unit/test_step_kinds.py checks every kind is
+# covered.
 REPLAYS = {
     StepKind.COMPUTE: "_replay_compute",
     StepKind.EFFECT: "_check_effect",
-    StepKind.MODEL: "_replay_model",
-    StepKind.AGENT: "_replay_model",
-    StepKind.ROUTE: "_replay_model",
     StepKind.BRANCH: "_check_branch",
-    StepKind.APPROVAL: "_check_gate",
-    StepKind.WAIT: "_check_gate",
-    StepKind.CHILDREN: "_check_gate",
 }
 
 
@@ -210,37 +203,41 @@ class _Replay:
     # --- each kind of step
 
     def _replay_step(self, earlier: list[visits.Visit], visit: visits.Visit) -> None:
-        """One visit, replayed by its kind (``REPLAYS``); a kind without an entry is a
-        finding, never skipped."""
-        method = REPLAYS.get(visit.step.kind)
-        if method is None:
-            raise Found("structure", visit.name, "", f"replay doesn't know the step kind {visit.step.kind!r}")
-        getattr(self, method)(earlier, visit)
+        """One visit, replayed by its kind (``REPLAYS``, a gate's check, or the kind's own
+        replay); a kind nothing knows is a finding, never skipped."""
+        step = visit.step
+        if step.is_gate:
+            self._check_gate(earlier, visit)
+        elif step.kind in REPLAYS:
+            getattr(self, REPLAYS[step.kind])(earlier, visit)
+        else:
+            self._replay_plugged(earlier, visit)
 
     def _replay_current(self, earlier: list[visits.Visit], visit: visits.Visit) -> None:
         """The step the execution stands at, as far as the record goes: a gate it is parked
-        at (what it is bound to, and the effects it guards, as planned); a model, agent or
-        route step up to its first call not made yet; nothing else has run any of it."""
+        at (what it is bound to, and the effects it guards, as planned); a kind that plugs
+        in (a model, agent or route step) up to its first call not made yet; nothing else
+        has run any of it."""
         step = visit.step
         if step.is_gate:
             self._check_gate(earlier, visit)
             for guarded in self.flow.steps:
                 if guarded.kind == StepKind.EFFECT and guarded.guarded_by == step.name:
                     self._check_effect(earlier, visits.Visit(guarded, 0), planned=True)
-        elif step.kind in MODEL_KINDS:
-            self._replay_model(earlier, visit, current=True)
+        elif step.kind not in REPLAYS:
+            self._replay_plugged(earlier, visit, current=True)
 
-    def _replay_model(self, earlier: list[visits.Visit], visit: visits.Visit, *, current: bool = False) -> None:
+    def _replay_plugged(self, earlier: list[visits.Visit], visit: visits.Visit, *, current: bool = False) -> None:
+        """A kind that plugs in, run again by its own ``replay`` with the journal as its model."""
         step = visit.step
+        try:
+            kind = runtime.step_kind(step.kind)
+        except LookupError:
+            raise Found("structure", step.name, "", f"replay doesn't know the step kind {step.kind!r}") from None
         ctx = self._context(earlier, visit, current=current)
         model = JournalModel(self.execution, step.name, current=current)
         try:
-            if step.kind == StepKind.MODEL:
-                step.fn(ctx, model)
-            elif step.kind == StepKind.AGENT:
-                runtime.replay_agent(ctx, self.flow, step, model=model, current=current)
-            else:
-                runtime.replay_route(ctx, self.flow, step, model=model, current=current)
+            kind.replay(ctx, self.flow, step, model=model, recorded=None if current else (visit.output or {}))
         except runtime.ReplayEnded:
             pass  # the current step got no further than this
         except runtime.ReplayDrift as drift:

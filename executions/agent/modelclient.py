@@ -27,8 +27,8 @@ class OfflineModelClient:
     """Deterministic and offline: no network, no key; the same request always gives the
     same answer, so tests and demos are repeatable.
 
-    With tools and an ``offline_policy``, the policy (the workflow's) proposes the next
-    tool call. Otherwise it writes a short narrative from the verified facts and the
+    With an ``offline_policy``, the policy (the workflow's) answers: the next tool call
+    when tools are offered, else its text. Otherwise it writes a short narrative from the verified facts and the
     mandatory constraints in the prompt (those of its ``Mandatory constraints:`` block
     only): it only restates facts it was given, never invents numbers.
     """
@@ -40,10 +40,10 @@ class OfflineModelClient:
 
     def complete(self, request: ModelRequest, *, call_key: str) -> ModelResponse:
         prompt = "\n".join([request.system, request.user_text])
-        if request.tools and request.offline_policy is not None:
+        if request.offline_policy is not None:
             decision = request.offline_policy(request)
             calls: tuple[ToolCall, ...] = ()
-            if decision.tool is not None:
+            if decision.tool is not None and request.tools:
                 call_id = "call_" + hashlib.sha256(f"{call_key}:{decision.tool}".encode()).hexdigest()[:16]
                 calls = (ToolCall(id=call_id, name=decision.tool, args=decision.args),)
             text = decision.text

@@ -56,17 +56,18 @@ def replay_agent(ctx: StepContext, workflow: Workflow, step: Step, *, model: Any
     _settle(visit.run, current=current, step=step)
 
 
-def replay_route(ctx: StepContext, workflow: Workflow, step: Step, *, model: Any, current: bool) -> None:
+def replay_route(ctx: StepContext, workflow: Workflow, step: Step, *, model: Any, recorded: JSON | None) -> None:
     """Run route step ``step`` again against the record: its choice asked of the journal,
-    refusals told to it as a worker would, recorded nowhere."""
+    refusals told to it as a worker would, recorded nowhere; it must choose what
+    ``recorded`` (the visit's output; None for the current step) says it chose."""
 
     def choose() -> None:
         chosen = routes.choose(ctx, workflow, step, model, refused=lambda *_: None)["route"]
-        recorded = (ctx.state.get(step.name) or {}).get("route")
-        if recorded is not None and chosen != recorded:
-            raise Drift("model_call", model.keys[-1], f"the route now chooses {chosen}; it chose {recorded}")
+        was = (recorded or {}).get("route")
+        if recorded is not None and chosen != was:
+            raise Drift("model_call", model.keys[-1], f"the route now chooses {chosen}; it chose {was}")
 
-    _settle(choose, current=current, step=step)
+    _settle(choose, current=recorded is None, step=step)
 
 
 def _settle(run, *, current: bool, step: Step) -> None:

@@ -1,5 +1,4 @@
-"""Route steps, plugged into the engine as the ``route`` step kind (``kinds.register`` at
-the bottom): the model chooses the next step among the successors the workflow
+"""Route steps (the ``route`` step kind, registered in ``executions.agent.kinds``): the model chooses the next step among the successors the workflow
 declares, the runtime enforces it (``executions.authoring.routes``).
 
 One visit asks the model, through the journal, with the execution's notes, the step's
@@ -25,27 +24,13 @@ from django.db import transaction
 from ..authoring.modelcalls import ModelRequest, ModelResponse
 from ..authoring.routes import ROUTE_TOOL
 from ..authoring.step_context import StepContext
-from ..authoring.workflow import Step, StepKind, Workflow
-from ..engine import failpoints, kinds, lifecycle
+from ..authoring.workflow import Step, Workflow
+from ..engine import failpoints, lifecycle
 from ..engine.costs import BudgetExceeded
-from ..engine.journal import JournaledModel
 from ..engine.leases import Lease, fenced_row
 from ..models import ExecutionEvent
-from .modelclient import get_model_client
 
 JSON = dict[str, Any]
-
-
-class RouteStep(kinds.StepHandler):
-    kind = StepKind.ROUTE
-
-    def run(self, lease: Lease, ctx: StepContext, workflow: Workflow, step: Step) -> kinds.Done:
-        model = JournaledModel(get_model_client(), lease=lease, execution=ctx.execution, step=step.name)
-
-        def refused(key: str, response: ModelResponse, reason: str) -> None:
-            _record_refusal(lease, step, key=key, response=response, reason=reason)
-
-        return kinds.Done(choose(ctx, workflow, step, model, refused=refused))
 
 
 def choose(
@@ -124,7 +109,7 @@ def _read(response: ModelResponse, allowed: tuple[str, ...]) -> tuple[str, str, 
     return chosen, (why if isinstance(why, str) else "")[:500], None
 
 
-def _record_refusal(lease: Lease, step: Step, *, key: str, response: ModelResponse, reason: str) -> None:
+def record_refusal(lease: Lease, step: Step, *, key: str, response: ModelResponse, reason: str) -> None:
     """Once per call key (a replay of the same answer records nothing new), fenced."""
     if ExecutionEvent.objects.filter(execution_id=lease.execution_id, type="route.refused", payload__call=key).exists():
         return
@@ -142,6 +127,3 @@ def _record_refusal(lease: Lease, step: Step, *, key: str, response: ModelRespon
                 "reason": reason,
             },
         )
-
-
-kinds.register(RouteStep())

@@ -1,5 +1,5 @@
-"""Model and agent steps, plugged into the engine as step kinds (``kinds.register``
-at the bottom; the runner looks them up and never imports this module).
+"""Model and agent steps (the ``model`` and ``agent`` step kinds, registered in
+``executions.agent.kinds``; the runner looks them up and never imports this module).
 
 A model step's function gets the model behind the journal. An agent step: the model
 proposes tool calls, the runtime decides.
@@ -534,30 +534,3 @@ def _approval(tool: Tool) -> GateSpec:
     approval = tool.approval
     assert approval is not None, "only a tool that needs approval is asked for one"
     return approval
-
-
-class ModelStep(kinds.StepHandler):
-    """A model step: its function is called with the model behind the journal (each call
-    recorded before the step goes on, replayed rather than asked again)."""
-
-    kind = StepKind.MODEL
-
-    def run(self, lease: Lease, ctx: StepContext, workflow: Workflow, step: Step) -> kinds.Done:
-        model = JournaledModel(get_model_client(), lease=lease, execution=ctx.execution, step=step.name)
-        assert step.fn is not None, "a model step declares its function"
-        output = step.fn(ctx, model) or {}
-        output["model_calls"] = model.summary()
-        return kinds.Done(output)
-
-
-class AgentStep(kinds.StepHandler):
-    """An agent step: the model proposes tool calls, the runtime decides (above)."""
-
-    kind = StepKind.AGENT
-
-    def run(self, lease: Lease, ctx: StepContext, workflow: Workflow, step: Step) -> kinds.Done | kinds.Parked:
-        return _Visit(lease, ctx, workflow, step).run()
-
-
-kinds.register(ModelStep())
-kinds.register(AgentStep())

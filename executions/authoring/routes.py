@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .modelcalls import Decision, ModelRequest, ToolSpec
+from .specs import Choice
 
 ROUTE_TOOL = "choose_next_step"
 
@@ -29,6 +30,11 @@ class RouteSpec:
     to: tuple[str, ...]
     offline_policy: Callable[[ModelRequest], Decision] | None = None
     max_refusals: int = 2
+
+    @property
+    def choice(self) -> Choice:
+        """The model's choice, recorded as the step's output ``{"route": step}``."""
+        return Choice(to=self.to, key="route")
 
     def tool(self, labels: dict[str, str]) -> ToolSpec:
         """The one tool offered: ``step`` one of ``to`` (each described by its label)."""

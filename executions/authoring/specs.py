@@ -1,4 +1,5 @@
-"""What a workflow says about a gate step: its spec. A leaf, so the authoring surface,
+"""What a workflow says about a gate step: its spec; and ``Choice``, what a step that
+chooses its next step says about the choice. A leaf, so the authoring surface,
 the engine and every gate (``approvals.gate``, ``executions.waits``) share it without
 importing each other.
 
@@ -19,6 +20,8 @@ import pydantic
 from ..errors import InvalidInput, readable
 
 JSON = dict[str, Any]
+# ``then=END``: the workflow completes after this step (instead of going on to the next declared).
+END = ""
 
 
 class GateSpec:
@@ -99,3 +102,18 @@ class WaitFor(GateSpec):
         if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not seconds > 0:
             raise ValueError(f"a wait's timeout must be a positive number of seconds (got {seconds!r})")
         return float(seconds)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Choice:
+    """The successors a step chooses among (``to``), and the field of its recorded output
+    that names the one chosen (``key``); ``may_end``: it may choose ``END``."""
+
+    to: tuple[str, ...]
+    key: str
+    may_end: bool = False
+
+    def chosen(self, output: JSON | None) -> str | None:
+        """The step ``output`` chose, or None when it names none of ``to``."""
+        chosen = (output or {}).get(self.key)
+        return chosen if chosen in self.to or (self.may_end and chosen == END) else None

@@ -23,6 +23,7 @@ gates are run by the gate of their spec's kind (executions.engine.gates).
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -34,17 +35,16 @@ from django.conf import settings
 
 from ..errors import InvalidInput, readable
 from ..storable import text_refusal
+from . import declarations
 from .children import StartChildren
 from .outbound import Template
 from .retry import DEFAULT as DEFAULT_RETRY
 from .retry import RetryPolicy
 from .routes import RouteSpec
-from .specs import GateSpec, WaitFor
+from .specs import END, Choice, GateSpec, WaitFor
 from .tools import AgentSpec, Budget, Tool
 
 JSON = dict[str, Any]
-# ``then=END``: the workflow completes after this step (instead of going on to the next declared).
-END = ""
 # The optional ``constraints`` every workflow takes: how many, and how long each.
 MAX_CONSTRAINTS = 20
 MAX_CONSTRAINT_LENGTH = 500
@@ -211,16 +211,18 @@ class Step:
     action: str = ""  # effect: the ledger action type
     guarded_by: str = ""  # effect: the gate step that must let it through (checked right before the call)
     retry: RetryPolicy = DEFAULT_RETRY
-    spec: GateSpec | None = None  # gate: what the gate of kind ``spec.kind`` needs
+    # The kind's own declaration, in one slot: a gate's GateSpec (run by the gate of kind
+    # ``spec.kind``), an agent's AgentSpec, a route's RouteSpec, or whatever a kind that
+    # plugs in declares (executions.engine.kinds). A spec that chooses the next step has
+    # a ``choice`` (a ``Choice``).
+    spec: Any = None
     timeout_seconds: float | None = None  # how long one attempt may run; None: the workflow's
     receipt_fields: tuple[ReceiptField, ...] = ()  # effect: what the next steps read from its receipt
-    agent: AgentSpec | None = None  # agent: its tools, budget and template
     third_party: bool = False  # effect: sends text to someone outside (executions.authoring.outbound)
     templates: tuple[Template, ...] = ()  # effect: the fixed messages it sends, when no gate guards it
     # Earlier steps whose output names this execution (a key, a client reference) and that
     # this step checks: a restart that runs this step must run them again too.
     restart_with: tuple[str, ...] = ()
-    route: RouteSpec | None = None  # route: the successors the model chooses among
     to: tuple[str, ...] = ()  # branch: the successors its code chooses among (or END)
     # The edge out of this step: None, the next declared step; END, the workflow completes;
     # a step's name, that step. A route's edges are its ``route.to``.
@@ -228,13 +230,29 @@ class Step:
 
     @property
     def is_gate(self) -> bool:
-        return self.spec is not None
+        return isinstance(self.spec, GateSpec)
+
+    @property
+    def agent(self) -> AgentSpec | None:
+        return self.spec if isinstance(self.spec, AgentSpec) else None
+
+    @property
+    def route(self) -> RouteSpec | None:
+        return self.spec if isinstance(self.spec, RouteSpec) else None
+
+    @property
+    def choice(self) -> Choice | None:
+        """What it chooses its next step among, by its recorded output: a branch's ``to``
+        (its code's ``{"next"}``), or its declaration's (a route's ``{"route"}``)."""
+        if self.kind == StepKind.BRANCH:
+            return Choice(to=self.to, key="next", may_end=True)
+        return getattr(self.spec, "choice", None)
 
     @property
     def chooses(self) -> bool:
         """Its next step depends on its recorded output: a route, a branch, a wait with
         ``on_timeout``, an approval with ``on_reject``."""
-        return self.route is not None or self.kind == StepKind.BRANCH or bool(self.alternatives)
+        return self.choice is not None or bool(self.alternatives)
 
     @property
     def alternatives(self) -> dict[str, str]:
@@ -394,17 +412,15 @@ class Workflow:
             done_when=done_when,
             offline_policy=offline_policy,
         )
-        self._add(
-            Step(
-                name=name,
-                label=label,
-                kind=StepKind.AGENT,
-                prompt_version=prompt_version,
-                retry=retry,
-                timeout_seconds=timeout,
-                agent=spec,
-                then=then,
-            )
+        self.declare(
+            StepKind.AGENT,
+            name,
+            label=label,
+            spec=spec,
+            prompt_version=prompt_version,
+            retry=retry,
+            timeout=timeout,
+            then=then,
         )
 
     def route(
@@ -434,16 +450,8 @@ class Workflow:
             offline_policy=offline_policy,
             max_refusals=max_refusals,
         )
-        self._add(
-            Step(
-                name=name,
-                label=label,
-                kind=StepKind.ROUTE,
-                prompt_version=prompt_version,
-                retry=retry,
-                timeout_seconds=timeout,
-                route=spec,
-            )
+        self.declare(
+            StepKind.ROUTE, name, label=label, spec=spec, prompt_version=prompt_version, retry=retry, timeout=timeout
         )
 
     def branch(self, name: str, *, label: str, to: list[str], retry: RetryPolicy = DEFAULT_RETRY) -> Callable:
@@ -499,7 +507,44 @@ class Workflow:
 
     def gate(self, name: str, *, label: str, spec: GateSpec, then: str | None = None) -> None:
         """A gate step, run by the registered gate of kind ``spec.kind``."""
-        self._add(Step(name=name, label=label, kind=spec.kind, spec=spec, then=then))
+        self.declare(spec.kind, name, label=label, spec=spec, then=then)
+
+    def declare(
+        self,
+        kind: str,
+        name: str,
+        *,
+        label: str,
+        spec: Any = None,
+        fn: Callable | None = None,
+        prompt_version: str = "",
+        retry: RetryPolicy = DEFAULT_RETRY,
+        timeout: float | None = None,
+        then: str | None = None,
+    ) -> None:
+        """A step of any kind with its own declaration in ``spec``: how a step kind that
+        plugs in (executions.engine.kinds) is declared without a method here. Its module
+        may register a shorter way, ``flow.<name>(…)`` (executions.authoring.declarations)."""
+        self._add(
+            Step(
+                name=name,
+                label=label,
+                kind=kind,
+                spec=spec,
+                fn=fn,
+                prompt_version=prompt_version,
+                retry=retry,
+                timeout_seconds=timeout,
+                then=then,
+            )
+        )
+
+    def __getattr__(self, attr: str) -> Callable:
+        """``flow.<name>(…)`` for a declaration a step kind registered."""
+        declared = declarations.get(attr) if not attr.startswith("_") else None
+        if declared is None:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {attr!r}")
+        return functools.partial(declared, self)
 
     def wait(
         self,
@@ -604,19 +649,15 @@ class Workflow:
         gate's declared alternative (``on_timeout``, ``on_reject``), the step's ``then``,
         else the next declared step."""
         step = self.get_step(name)
-        if step.kind == StepKind.BRANCH:
-            chosen = (output or {}).get("next")
-            if chosen != END and chosen not in step.to:
-                raise KeyError(f"{self.name} v{self.version}: branch {name} chose {chosen!r}, not one of {step.to}")
-            return chosen
         alternative = step.alternative(output or {})
         if alternative:
             return alternative
-        if step.route is not None:
-            chosen = (output or {}).get("route")
-            if chosen not in step.route.to:
+        if (choice := step.choice) is not None:
+            chosen = choice.chosen(output)
+            if chosen is None:
                 raise KeyError(
-                    f"{self.name} v{self.version}: route {name} chose {chosen!r}, not one of {step.route.to}"
+                    f"{self.name} v{self.version}: {step.kind} {name} chose {(output or {}).get(choice.key)!r}, "
+                    f"not one of {choice.to}"
                 )
             return chosen
         if step.then is not None:
@@ -628,10 +669,8 @@ class Workflow:
     def successors(self, name: str) -> tuple[str, ...]:
         """The steps that may follow ``name``: the explicit edges of the step graph."""
         step = self.get_step(name)
-        if step.route is not None:
-            return step.route.to
-        if step.kind == StepKind.BRANCH:
-            return step.to
+        if step.choice is not None:
+            return step.choice.to
         following = self.next_step(name)
         return tuple(dict.fromkeys([*((following,) if following else ()), *step.alternatives.values()]))
 
@@ -664,7 +703,7 @@ class Workflow:
             raise ValueError(f"{self.name} v{self.version} declares no step")
         names = {s.name for s in self.steps}
         for step in self.steps:
-            targets = [*(step.route.to if step.route is not None else ()), *step.to, *step.alternatives.values()]
+            targets = [*(step.choice.to if step.choice else ()), *step.alternatives.values()]
             targets += [step.then] if step.then else []
             unknown = [t for t in targets if t != END and t not in names]
             if unknown:
