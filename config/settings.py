@@ -265,7 +265,7 @@ KEEL_TRUSTED_PROXY_COUNT = env_int("KEEL_TRUSTED_PROXY_COUNT", 0)
 AXES_CLIENT_IP_CALLABLE = "config.login.client_address"
 
 LOGIN_URL = "login"
-LOGIN_REDIRECT_URL = "executions:list"
+LOGIN_REDIRECT_URL = "console:list"
 LOGOUT_REDIRECT_URL = "login"
 
 LANGUAGE_CODE = "en-us"

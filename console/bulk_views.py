@@ -85,7 +85,7 @@ def _render_choose(
             "filters": filters,
             "filter_pairs": list(filters.items()),
             "filter_words": ", ".join(f"{k} {v}" for k, v in chosen.items()) or "all executions",
-            "list_url": reverse("executions:list") + (f"?{urlencode(chosen)}" if chosen else ""),
+            "list_url": reverse("console:list") + (f"?{urlencode(chosen)}" if chosen else ""),
             "operations": [(name, *WORDS[name]) for name in bulk.OPERATIONS],
             "operation": operation,
             "verb": WORDS[operation][0] if operation else "",
@@ -131,16 +131,16 @@ def bulk_run(request: HttpRequest) -> HttpResponse:
     except ServiceError as exc:
         messages.error(request, exc.message)
         if operation not in bulk.OPERATIONS or not ids:
-            return redirect("executions:bulk")
+            return redirect("console:bulk")
         try:
             dry = bulk.bulk_dry_run(user=request.user, operation=operation, ids=ids)
         except InvalidInput:  # the ids themselves are unusable: start again from the list
-            return redirect("executions:bulk")
+            return redirect("console:bulk")
         return _render_choose(request, filters=filters, operation=operation, dry=dry, status=422)
     kept = request.session.get(SESSION_KEY, {})
     kept[run.batch] = run.as_dict()
     request.session[SESSION_KEY] = dict(list(kept.items())[-KEPT_RUNS:])
-    return redirect(f"{reverse('executions:bulk_results')}?{urlencode({'batch': run.batch})}")
+    return redirect(f"{reverse('console:bulk_results')}?{urlencode({'batch': run.batch})}")
 
 
 @operators_only

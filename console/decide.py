@@ -85,7 +85,7 @@ def decide(request: HttpRequest, ref: str, approval_id: int) -> HttpResponse:
             )
         if request.POST.get("then") == THEN_INBOX:
             return _to_inbox(request, approval_id=approval_id, decided=error is None)
-        return redirect("executions:detail", ref=ref)
+        return redirect("console:detail", ref=ref)
     try:
         execution = execution_for(ref)
     except NotFound:
@@ -123,7 +123,7 @@ def _confirm_reject(
     if not decidable:
         messages.error(request, error or "This request can no longer be decided.")
         return (
-            redirect("approvals:detail", pk=approval_id) if confirm["then"] else redirect("executions:detail", ref=ref)
+            redirect("approvals:detail", pk=approval_id) if confirm["then"] else redirect("console:detail", ref=ref)
         )
     context = {"approval": approval, "execution": approval.execution, "reject_confirm": confirm}
     return render(request, "approvals/reject_confirm.html", context, status=status)

@@ -69,9 +69,9 @@ def execution_restart(request: HttpRequest, ref: str) -> HttpResponse:
         )
     except ServiceError as exc:
         messages.error(request, exc.message)
-        return redirect("executions:detail", ref=ref)
+        return redirect("console:detail", ref=ref)
     messages.success(request, f"Restarted {ref} from {form.from_step} as {restarted.ref}.")
-    return redirect("executions:detail", ref=restarted.ref)
+    return redirect("console:detail", ref=restarted.ref)
 
 
 @login_required
@@ -88,7 +88,7 @@ def accept_request(request: HttpRequest, ref: str) -> HttpResponse:
         messages.error(request, exc.message)
     else:
         messages.success(request, f"Accepted the new request for {form.key}; {ref} is running again.")
-    return redirect("executions:detail", ref=ref)
+    return redirect("console:detail", ref=ref)
 
 
 @login_required
@@ -103,7 +103,7 @@ def compensation_close(request: HttpRequest, ref: str) -> HttpResponse:
         messages.error(request, exc.message)
     else:
         messages.success(request, f"Closed {action.key} as {action.status}.")
-    return redirect("executions:detail", ref=ref)
+    return redirect("console:detail", ref=ref)
 
 
 @login_required
@@ -126,7 +126,7 @@ def execution_budget(request: HttpRequest, ref: str) -> HttpResponse:
             f"Raised the budget of {ref} to ${execution.budget_usd}."
             + (" Resume it to go on." if execution.status == Status.NEEDS_ATTENTION else ""),
         )
-    return redirect("executions:detail", ref=ref)
+    return redirect("console:detail", ref=ref)
 
 
 @login_required
@@ -149,7 +149,7 @@ def execution_hold(request: HttpRequest, ref: str) -> HttpResponse:
             if placing
             else f"Released the legal hold of {ref}: retention may archive it once it is old enough.",
         )
-    return redirect("executions:detail", ref=ref)
+    return redirect("console:detail", ref=ref)
 
 
 @login_required
@@ -171,7 +171,7 @@ def approval_remind(request: HttpRequest, ref: str) -> HttpResponse:
                 f"{reminded.at:%H:%M:%S} UTC{f' by {reminded.by}' if reminded.by else ''}: nothing sent again. "
                 f"The next reminder can go at {reminded.again_at:%Y-%m-%d %H:%M:%S} UTC.",
             )
-    return redirect("executions:detail", ref=ref)
+    return redirect("console:detail", ref=ref)
 
 
 def _usd(raw: str) -> Decimal:

@@ -50,7 +50,7 @@ def workflow_switch(request: HttpRequest, name: str) -> HttpResponse:
         messages.error(request, exc.message)
     else:
         messages.success(request, f"{name} is {'paused' if item['paused'] else 'running'}.")
-    return redirect("executions:operations")
+    return redirect("console:operations")
 
 
 @operators_only
@@ -76,7 +76,7 @@ def schedule_add(request: HttpRequest) -> HttpResponse:
         messages.success(
             request, f"Schedule #{made.pk} added; it first fires at {made.next_fire_at:%Y-%m-%d %H:%M:%S} UTC."
         )
-    return redirect("executions:operations")
+    return redirect("console:operations")
 
 
 def _shown(schedule: dict) -> dict:
@@ -96,7 +96,7 @@ def schedule_delete(request: HttpRequest, schedule_id: int) -> HttpResponse:
         found = [s for s in schedules.schedule_list(user=request.user) if s.pk == schedule_id]
         if not found:
             messages.error(request, f"There is no schedule #{schedule_id}.")
-            return redirect("executions:operations")
+            return redirect("console:operations")
         context = {"schedule": _shown(schedules.schedule_payload(found[0], firings=0))}
         return render(request, "executions/schedule_delete.html", context)
     try:
@@ -105,4 +105,4 @@ def schedule_delete(request: HttpRequest, schedule_id: int) -> HttpResponse:
         messages.error(request, exc.message)
     else:
         messages.success(request, f"Schedule #{schedule_id} deleted; it will not fire again.")
-    return redirect("executions:operations")
+    return redirect("console:operations")

@@ -101,7 +101,7 @@ class Nav:
     @property
     def poll_url(self) -> str:
         """The poll of a page without live panels of its own (the nav alone)."""
-        return f"{reverse('executions:live_nav')}?{urlencode({'stamp': make_token(self.stamps())})}"
+        return f"{reverse('console:live_nav')}?{urlencode({'stamp': make_token(self.stamps())})}"
 
 
 def next_inbox_item(user: AbstractBaseUser) -> ApprovalRequest | None:

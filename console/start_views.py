@@ -81,7 +81,7 @@ def start_form(request: HttpRequest, workflow: str) -> HttpResponse:
                 request, item, drawn, key=uuid.uuid4().hex, error=exc.message, status=exc.status_code, budget=budget
             )
         else:
-            return HttpResponseRedirect(reverse("executions:detail", args=[execution.ref]), status=303)
+            return HttpResponseRedirect(reverse("console:detail", args=[execution.ref]), status=303)
     if errors or budget_error or any(field == "budget_usd" for field, _ in refused):
         # Every field's reason at once: a bad field or budget doesn't hide the input's own.
         checked = services.execution_input_refusals(workflow=item["name"], input=data)

@@ -3,14 +3,14 @@ from django.views.generic import RedirectView
 
 from . import bulk_views, decide, operate, operations_views, operator_audit_views, start_views, views
 
-app_name = "executions"
+app_name = "console"
 
 urlpatterns = [
     path("", views.execution_list, name="list"),
     path("live/", views.nav_live, name="live_nav"),
     path("live/executions/", views.list_live, name="live_list"),
     # The breadcrumb reads "Executions / RUN_0042": its parent address leads to the list.
-    path("executions/", RedirectView.as_view(pattern_name="executions:list", query_string=True), name="list_alias"),
+    path("executions/", RedirectView.as_view(pattern_name="console:list", query_string=True), name="list_alias"),
     path("executions/start/", views.execution_start, name="start"),
     path("executions/start/<str:workflow>/", start_views.start_form, name="start_form"),
     path("executions/<str:ref>/", views.execution_detail, name="detail"),

@@ -98,7 +98,7 @@ def _list_context(request: HttpRequest, filters: dict[str, str], rows, following
         "workflows": registry.names(),
         "start_key": uuid.uuid4().hex,  # the quick start forms' idempotency key, made as they are drawn
         "nav": nav,
-        "live_url": _live_url("executions:live_list", stamps, **filters),
+        "live_url": _live_url("console:live_list", stamps, **filters),
         "stamps": stamps,
     }
 
@@ -152,9 +152,9 @@ def execution_start(request: HttpRequest) -> HttpResponse:
         execution, _ = services.execution_start(user=request.user, workflow=workflow, input=data, idempotency_key=key)
     except ServiceError as exc:
         messages.error(request, f"Could not start: {exc.message}")
-        return redirect("executions:list")
+        return redirect("console:list")
     messages.success(request, f"Started {execution.ref}.")
-    return redirect("executions:detail", ref=execution.ref)
+    return redirect("console:detail", ref=execution.ref)
 
 
 # --- the execution page
@@ -175,7 +175,7 @@ def _render_detail(
     context.update(
         nav=nav,
         latest_html=render_artifact(context["latest"]) if context["latest"] else "",
-        live_url=_live_url("executions:live", stamps, execution.ref),
+        live_url=_live_url("console:live", stamps, execution.ref),
     )
     return render(request, "executions/detail.html", context, status=status)
 
@@ -200,7 +200,7 @@ def execution_live(request: HttpRequest, ref: str) -> HttpResponse:
     context = page.panel_context(request, snap, changed)
     if "artifact" in changed:
         context["latest_html"] = render_artifact(context["latest"]) if context["latest"] else ""
-    context.update(nav=nav, changed=changed, live_url=_live_url("executions:live", stamps, execution.ref))
+    context.update(nav=nav, changed=changed, live_url=_live_url("console:live", stamps, execution.ref))
     return render(request, "executions/detail.html#live_update", context)
 
 
@@ -224,7 +224,7 @@ def execution_cancel(request: HttpRequest, ref: str) -> HttpResponse:
         messages.error(request, exc.message)
     else:
         messages.success(request, f"Cancelled {execution.ref}.")
-    return redirect("executions:detail", ref=execution.ref)
+    return redirect("console:detail", ref=execution.ref)
 
 
 def _cancel_page(request: HttpRequest, execution: Execution, *, error: str = "", status: int = 200) -> HttpResponse:
@@ -355,7 +355,7 @@ def action_resolve(request: HttpRequest, ref: str) -> HttpResponse:
                 f"{ref} has failed. If {action.key} happened after all, the effect exists at the provider: "
                 "check there before a restart, which would send it again under a new key.",
             )
-    return redirect("executions:detail", ref=ref)
+    return redirect("console:detail", ref=ref)
 
 
 @login_required
@@ -384,4 +384,4 @@ def _operate(request: HttpRequest, ref: str, call, success) -> HttpResponse:
         messages.error(request, exc.message)
     else:
         messages.success(request, success(result))
-    return redirect("executions:detail", ref=ref)
+    return redirect("console:detail", ref=ref)

@@ -108,12 +108,12 @@ def test_the_chat_is_on_the_execution_page_with_a_message_box_for_the_requester(
     turn_waiting(requester, ref, 1)
     page = Client()
     page.force_login(people["requester"].user)
-    html = page.get(reverse("executions:detail", args=[ref])).content.decode()
+    html = page.get(reverse("console:detail", args=[ref])).content.decode()
     assert 'id="chat"' in html and 'id="chat-form"' in html
     assert "Hello &lt;b&gt;there&lt;/b&gt;, my TCK-1002 lamp broke." in html  # the customer's words, escaped
     assert "out of stock" in html and "<code>check_stock</code> — done" in html
 
-    chat = reverse("executions:chat", args=[ref])
+    chat = reverse("console:chat", args=[ref])
     refused = page.post(chat, {"event_id": uuid.uuid4().hex, "do": "send", "text": ""}, follow=True)
     assert "payload.text" in refused.content.decode() or "at least 1 character" in refused.content.decode()
     assert requester.execution(ref)["status"] == "waiting"
@@ -122,5 +122,5 @@ def test_the_chat_is_on_the_execution_page_with_a_message_box_for_the_requester(
     page.post(chat, {"event_id": uuid.uuid4().hex, "do": "close"})
     done = wait_status(requester, ref, "completed")
     assert done["result"]["turns"] == 2 and done["result"]["closed_by"] == "customer"
-    html = page.get(reverse("executions:detail", args=[ref])).content.decode()
+    html = page.get(reverse("console:detail", args=[ref])).content.decode()
     assert "Is it shipped?" in html and 'id="chat-form"' not in html
