@@ -122,9 +122,7 @@ def _confirm_reject(
         return render(request, "executions/detail.html#approval_card", context)
     if not decidable:
         messages.error(request, error or "This request can no longer be decided.")
-        return (
-            redirect("approvals:detail", pk=approval_id) if confirm["then"] else redirect("console:detail", ref=ref)
-        )
+        return redirect("approvals:detail", pk=approval_id) if confirm["then"] else redirect("console:detail", ref=ref)
     context = {"approval": approval, "execution": approval.execution, "reject_confirm": confirm}
     return render(request, "approvals/reject_confirm.html", context, status=status)
 

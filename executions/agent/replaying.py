@@ -49,11 +49,14 @@ class Drift(Exception):
         self.kind, self.key, self.detail = kind, key, detail
 
 
-def replay_agent(ctx: StepContext, workflow: Workflow, step: Step, *, model: Any, current: bool) -> None:
+def replay_agent(
+    ctx: StepContext, workflow: Workflow, step: Step, *, model: Any, current: bool, visit: type | None = None
+) -> None:
     """Run agent step ``step`` again against the record (module docstring). Raises Drift,
-    or returns (the record covers it, or ends where a current step stopped)."""
-    visit = _Replayed(ctx, workflow, step, model=model, current=current)
-    _settle(visit.run, current=current, step=step)
+    or returns (the record covers it, or ends where a current step stopped). ``visit``:
+    the replayed visit's class, when the step's loop is not keel's (executions.agent.foreign)."""
+    replayed = (visit or _Replayed)(ctx, workflow, step, model=model, current=current)
+    _settle(replayed.run, current=current, step=step)
 
 
 def replay_route(ctx: StepContext, workflow: Workflow, step: Step, *, model: Any, recorded: JSON | None) -> None:

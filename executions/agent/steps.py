@@ -124,7 +124,7 @@ class _Visit:
 
     def __init__(self, lease: Lease | None, ctx: StepContext, workflow: Workflow, step: Step, model=None) -> None:
         self.lease, self.ctx, self.workflow, self.step = lease, ctx, workflow, step
-        spec = step.agent
+        spec = step.agent  # a framework's agent (executions.agent.foreign) is one too
         assert spec is not None, "an agent step declares its spec"
         self.spec = spec
         self.execution = ctx.execution
@@ -156,13 +156,10 @@ class _Visit:
 
     def run(self) -> kinds.Done | kinds.Parked:
         while True:
-            self._check_budget()
-            response = self.model.ask(self._request(), also=self._save)
+            response = self._ask(self._request())
             key = self.model.keys[-1]
-            self.call_keys.update({c.id: key for c in response.tool_calls})
-            self.ctx.add_hypothesis(response.text, source=key)
             if not response.tool_calls:
-                return self._finish(response)
+                return self._finish(response.text or None)
             self.messages.append(
                 {
                     "role": "assistant",
@@ -185,6 +182,16 @@ class _Visit:
                         "is_error": is_error,
                     }
                 )
+
+    def _ask(self, request: ModelRequest) -> ModelResponse:
+        """One model call through the journal, within the budget; the tool calls it proposes
+        are keyed by it, and its text becomes a hypothesis."""
+        self._check_budget()
+        response = self.model.ask(request, also=self._save)
+        key = self.model.keys[-1]
+        self.call_keys.update({c.id: key for c in response.tool_calls})
+        self.ctx.add_hypothesis(response.text, source=key)
+        return response
 
     def _compact(self) -> None:
         """Before the next call: apply the fold journalled for it, or fold now when the
@@ -228,17 +235,20 @@ class _Visit:
     def _progress(self) -> Progress:
         return Progress(input=self.ctx.input, results=dict(self.progress))
 
-    def _finish(self, response: ModelResponse) -> kinds.Done:
+    def _finish(self, answer: Any) -> kinds.Done:
+        """The visit's output: the final ``answer`` (text, or a framework's structured
+        output as JSON) and every proposed call."""
         done_when = self.spec.done_when
         if done_when is not None and not done_when(self._progress()):
+            shown = answer if isinstance(answer, str) else json.dumps(answer, sort_keys=True, default=str)
             raise NeedsAttention(
-                f"the model stopped before the task was done: {response.text[:300]}",
+                f"the model stopped before the task was done: {(shown or '')[:300]}",
                 code=StuckReason.STEP_ERROR,
-                evidence={"answer": response.text[:2000], "tool_calls": self.proposals},
+                evidence={"answer": (shown or "")[:2000], "tool_calls": self.proposals},
             )
         return kinds.Done(
             {
-                "answer": response.text or None,
+                "answer": answer,
                 # Each proposed call, as the workflow's next steps read it (docs/design.md §6): the
                 # arguments it ran with, done/refused/failed, and what it returned.
                 "calls": [

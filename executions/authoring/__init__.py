@@ -21,7 +21,7 @@ the journal happen underneath, in the engine. The names below are the whole surf
 using them takes (``parse_with`` for an input checked by hand, ``FailureKind`` for a failure,
 ``InvalidInput`` for a validator's own refusal, ``DB_INT_MAX`` to bound an integer,
 ``request_json`` to call a service with failures sorted by type, ``ToolArgs``,
-``Progress`` and ``Refused`` for tools, ``Template`` for a bounded message to a third party, ``SignalPayload`` for what a signal may carry, ``ModelRequest`` and ``Decision`` for an
+``Progress`` and ``Refused`` for tools, ``Template`` for a bounded message to a third party, ``effect_key`` for the ledger key inside another framework's tool run as an effect, ``SignalPayload`` for what a signal may carry, ``ModelRequest`` and ``Decision`` for an
 agent step's offline policy, ``END`` for a step after which the workflow completes —
 ``then=END``, the edge out of a branch a route chose). The approval gate's spec is its app's:
 ``approvals.gate.Approval``.
@@ -36,6 +36,7 @@ importing this package doesn't load it.
 from ..errors import FailureKind, InvalidInput, StepFailure
 from ..storable import DB_INT_MAX
 from .children import Child
+from .foreign import effect_key
 from .http import request_json
 from .modelcalls import Decision, ModelRequest
 from .outbound import Template
@@ -66,6 +67,7 @@ __all__ = [
     "ToolArgs",
     "Workflow",
     "WorkflowInput",
+    "effect_key",
     "parse_with",
     "register",
     "request_json",

@@ -15,6 +15,7 @@ bounded arguments (executions.authoring.outbound): declaring it otherwise fails 
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,6 +37,38 @@ class ToolArgs(pydantic.BaseModel):
 
 class Refused(Exception):
     """A proposal the runtime will not run; the message is told to the model."""
+
+
+class SchemaArgs:
+    """A tool's arguments given as a JSON Schema rather than a ``ToolArgs`` model: a tool
+    another framework declared (a pydantic-ai function's, an MCP server's input schema).
+    Checked with ``jsonschema`` (draft 2020-12) and fail closed: an object's property the
+    schema doesn't name is refused unless it says ``additionalProperties`` itself."""
+
+    def __init__(self, schema: JSON) -> None:
+        import jsonschema  # the framework bridges' dependency, loaded where one is declared
+
+        self.schema = _closed(copy.deepcopy(schema) or {"type": "object", "properties": {}})
+        jsonschema.Draft202012Validator.check_schema(self.schema)
+        self._validator = jsonschema.Draft202012Validator(self.schema)
+
+    def model_json_schema(self) -> JSON:
+        return copy.deepcopy(self.schema)
+
+    def check(self, raw: JSON, tool: str) -> JSON:
+        problems = sorted(self._validator.iter_errors(raw), key=lambda e: list(e.absolute_path))
+        if problems:
+            shown = "; ".join(
+                f"{'.'.join(str(p) for p in e.absolute_path) or 'arguments'}: {e.message}" for e in problems[:3]
+            )
+            raise Refused(f"invalid arguments for {tool}: {shown}")
+        return copy.deepcopy(raw)
+
+
+def _closed(schema: JSON) -> JSON:
+    if schema.get("type") == "object" and "additionalProperties" not in schema:
+        schema["additionalProperties"] = False
+    return schema
 
 
 @dataclass(frozen=True)
@@ -61,7 +94,7 @@ class Tool:
 
     name: str
     description: str
-    args: type[ToolArgs]
+    args: type[ToolArgs] | SchemaArgs
     run: Callable[..., Any]
     effect: bool = False
     approval: GateSpec | None = None  # needs_approval: the gate bound to the effective arguments
@@ -82,6 +115,8 @@ class Tool:
             raise ValueError(
                 f"tool {self.name} sends text to a third party: it needs an approval, or the templates it sends"
             )
+        if isinstance(self.args, SchemaArgs):
+            raise ValueError(f"tool {self.name} sends text to a third party: it needs an approval")
         free = unbounded_text(self.args)
         if free:
             raise ValueError(
@@ -108,6 +143,9 @@ class Tool:
         schema doesn't accept exactly raises Refused, naming the problem."""
         if raw is None:
             raise Refused(f"the arguments of {self.name} are not a JSON object")
+        if isinstance(self.args, SchemaArgs):
+            args = self.args.check(raw, self.name)
+            return self.normalise(args, progress) if self.normalise is not None else args
         try:
             args = self.args.model_validate(raw).model_dump(mode="json")
         except pydantic.ValidationError as exc:
