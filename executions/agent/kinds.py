@@ -15,7 +15,7 @@ from ..authoring.workflow import Step, StepKind, Workflow
 from ..engine import kinds
 from ..engine.journal import JournaledModel
 from ..engine.leases import Lease
-from . import pydanticai, replaying, routes, steps  # noqa: F401 - pydanticai registers pydantic_agent
+from . import openaiagents, pydanticai, replaying, routes, steps  # noqa: F401 - the frameworks register their kinds
 from .modelclient import get_model_client
 
 JSON = dict[str, Any]

@@ -4,26 +4,14 @@ support ticket started, the journal read, the sandbox's provider counts."""
 
 from __future__ import annotations
 
+from executions.authoring.testing.processes import provider_env
+
 PROVIDER_ENDPOINTS = {"openai": "/v1/chat/completions", "anthropic": "/v1/messages"}
 
 
 def model_env(stack, provider: str = "openai") -> dict[str, str]:
     """The worker's environment for ``provider`` (offline, openai, anthropic) against the sandbox."""
-    if provider == "openai":
-        return {
-            "RUNTIME_MODEL_CLIENT": "openai",
-            "RUNTIME_MODEL": "gpt-test",
-            "OPENAI_BASE_URL": f"{stack.sandbox_url}/v1",
-            "OPENAI_API_KEY": "sk-test",
-        }
-    if provider == "anthropic":
-        return {
-            "RUNTIME_MODEL_CLIENT": "anthropic",
-            "RUNTIME_MODEL": "claude-test",
-            "ANTHROPIC_BASE_URL": stack.sandbox_url,
-            "ANTHROPIC_API_KEY": "sk-ant-test",
-        }
-    return {"RUNTIME_MODEL_CLIENT": "offline"}
+    return provider_env(provider, stack.sandbox_url)
 
 
 def start_ticket(api, ticket: str = "TCK-1001") -> str:

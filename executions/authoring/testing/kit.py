@@ -71,7 +71,10 @@ class Keel:
     the web server too (``api()``, ``web_url``). ``sandbox``: start keel's sandbox as the
     fake provider (``SANDBOX_URL``, ``provider_calls``). ``workers``: how many workers
     (beat runs inside the first). ``failpoints``: ``RUNTIME_FAILPOINTS`` for the processes
-    (``"before_effect_call:pay=sleep:1"``). ``env``: more environment for every process.
+    (``"before_effect_call:pay=sleep:1"``). ``model``: ``offline`` (the default; each agent's
+    ``offline_policy`` plays the model) or ``openai`` / ``anthropic``: the workers' model
+    client speaks that provider's wire format to the sandbox, which plays the model (its
+    support-desk policy). ``env``: more environment for every process.
     ``tmp``: where logs and the processes' var dir go (default: a new temporary directory).
     ``database_url``: the processes' database, if not the one this process uses.
     """
@@ -84,6 +87,7 @@ class Keel:
         sandbox: bool = False,
         workers: int = 1,
         failpoints: str = "",
+        model: str = "offline",
         env: Mapping[str, str] | None = None,
         tmp: str | Path | None = None,
         database_url: str | None = None,
@@ -102,7 +106,7 @@ class Keel:
             self.tmp, environment(tmp=self.tmp, modules=",".join(names), db_url=database_url, extra=extra)
         )
         try:
-            self.processes.start(web=web, sandbox=sandbox, workers=workers)
+            self.processes.start(web=web, sandbox=sandbox, workers=workers, model=model)
         except BaseException:
             self.processes.close()
             raise

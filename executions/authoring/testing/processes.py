@@ -162,6 +162,30 @@ def environment(*, tmp: Path, modules: str, db_url: str | None, extra: Mapping[s
     }
 
 
+PROVIDERS = {
+    "openai": lambda url: {
+        "RUNTIME_MODEL_CLIENT": "openai",
+        "RUNTIME_MODEL": "gpt-test",
+        "OPENAI_BASE_URL": f"{url}/v1",
+        "OPENAI_API_KEY": "sk-test",
+    },
+    "anthropic": lambda url: {
+        "RUNTIME_MODEL_CLIENT": "anthropic",
+        "RUNTIME_MODEL": "claude-test",
+        "ANTHROPIC_BASE_URL": url,
+        "ANTHROPIC_API_KEY": "sk-ant-test",
+    },
+    "offline": lambda url: {"RUNTIME_MODEL_CLIENT": "offline"},
+}
+
+
+def provider_env(model: str, sandbox_url: str) -> dict[str, str]:
+    """The workers' environment for keel's model client ``model`` played by the sandbox."""
+    if model not in PROVIDERS:
+        raise ValueError(f"model must be one of {', '.join(sorted(PROVIDERS))}, not {model!r}")
+    return PROVIDERS[model](sandbox_url)
+
+
 class Processes:
     """keel's processes for one kit, all with ``env``, their logs in ``tmp``. Call ``close``."""
 
@@ -172,9 +196,10 @@ class Processes:
         self.web_url: str | None = None
         self.sandbox_url: str | None = None
 
-    def start(self, *, web: bool, sandbox: bool, workers: int) -> None:
+    def start(self, *, web: bool, sandbox: bool, workers: int, model: str = "offline") -> None:
         """The sandbox (first: the workers are told its URL), the workers and the web server,
-        started at once; returns when every one is ready."""
+        started at once; returns when every one is ready. ``model``: ``offline``, or the
+        provider (``openai``, ``anthropic``) whose wire format the workers speak to the sandbox."""
         if os.environ.get("KEEL_NO_PROCESSES"):  # keel's own inner loop (make test-fast) starts none
             raise RuntimeError("KEEL_NO_PROCESSES is set: this run starts no processes (mark the test `processes`)")
         waits: list[tuple[Child, Callable[[], bool], str]] = []
@@ -184,6 +209,9 @@ class Processes:
             db = str(self.tmp / "sandbox.sqlite3")
             child = self._spawn("sandbox", ["-m", "django", "runsandbox", "--port", str(port), "--db", db])
             waits.append((child, partial(answers, f"{self.sandbox_url}/_health"), "the sandbox listens"))
+            self.env.update(provider_env(model, self.sandbox_url))
+        elif model != "offline":
+            raise ValueError(f"model={model!r} is played by the sandbox: start it (sandbox=True)")
         for n in range(1, workers + 1):
             child = self.worker(f"w{n}", beat=n == 1, wait=False)
             waits.append((child, partial(worker_ready, child), "the worker is ready"))
