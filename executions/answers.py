@@ -117,6 +117,9 @@ class ExecutionOut(Schema):
     created_by: str
     pending_approval: PendingApprovalOut | None
     pending_gate: PendingGateOut | None
+    # A question a tool's provider asked mid-call (an MCP elicitation): {id, message, schema (the
+    # JSON Schema an answer must meet)}; answered by POST …/events {type: "input.answer", …}.
+    pending_input: dict[str, Any] | None = None
     actions: list[ActionOut]
     artifacts: list[ArtifactOut]
     created_at: datetime

@@ -11,6 +11,7 @@ class ExecutionsConfig(AppConfig):
         engine never imports them; they register themselves on import."""
         from . import (
             children,  # noqa: F401 - registers the children gate and wakes parents
+            questions,  # noqa: F401 - registers the input gate and the input.answer event type
             waits,  # noqa: F401 - registers the wait gate and the signal event type
         )
         from .agent import kinds  # noqa: F401 - registers the model, agent and route step kinds

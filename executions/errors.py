@@ -96,6 +96,19 @@ class StepFailure(Exception):
         self.evidence = evidence
 
 
+class InputNeeded(Exception):
+    """Raised by a tool's call when its provider asks a person for input before it acts
+    (an MCP server's elicitation): nothing was done. The agent step parks the execution
+    ``waiting`` at the question (``input_id``: the same each time the call asks it, so the
+    answer is found when the call runs again), and the call is made again once answered."""
+
+    gate = "input"  # the gate it parks at (executions.questions)
+
+    def __init__(self, *, input_id: str, tool: str, message: str, schema: Any) -> None:
+        super().__init__(f"{tool} asks: {message}")
+        self.input_id, self.tool, self.message, self.schema = input_id, tool, message, schema
+
+
 class NeedsAttention(Exception):
     """Raised by step code when a person must look; ``code`` is a stuck reason
     (``model_drift``, ``budget_exceeded``…). The runner records the failed attempt and

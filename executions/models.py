@@ -664,6 +664,11 @@ class Action(ConcurrentTransitionMixin, models.Model):
     def begin(self) -> None:
         """About to be sent (again, with the same key), committed before the call."""
 
+    @transition(field=status, source=State.EXECUTING, target=State.APPROVED)
+    def defer(self) -> None:
+        """The provider answered that it needs a person's input before it acts (an MCP
+        elicitation): nothing was done; it is sent again, with the same key, once answered."""
+
     @transition(field=status, source=[State.EXECUTING, State.UNKNOWN, State.FAILED], target=State.SUCCEEDED)
     def succeed(self) -> None:
         """The provider's receipt is known: from the call, a lookup, or an operator."""
@@ -746,3 +751,52 @@ class Wait(ConcurrentTransitionMixin, models.Model):
     @transition(field=status, source=State.WAITING, target=State.WITHDRAWN)
     def withdraw(self) -> None:
         """The execution was cancelled while waiting."""
+
+
+class Question(ConcurrentTransitionMixin, models.Model):
+    """What a tool's provider asked a person mid-call (an MCP server's elicitation:
+    executions.questions): the execution waits, ``pending_input`` in the API, until
+    someone answers. ``input_id`` is the question's id, the same every time the call asks
+    it again (the tool call and the server's key for the question). Closed exactly once:
+    answered, or withdrawn by a cancel."""
+
+    class State(models.TextChoices):
+        OPEN = "open"
+        ANSWERED = "answered"
+        WITHDRAWN = "withdrawn"
+
+    execution = models.ForeignKey(Execution, on_delete=models.PROTECT, related_name="questions")
+    step = models.CharField(max_length=100)
+    round = models.PositiveIntegerField(default=1)
+    input_id = models.CharField(max_length=300)
+    tool = models.CharField(max_length=200)
+    message = models.TextField()
+    schema = models.JSONField(default=dict)  # the JSON Schema an answer must meet
+    status = FSMField(default=State.OPEN, choices=State.choices, protected=True, db_index=True)
+    opened_at = models.DateTimeField(auto_now_add=True)
+    closed_at = models.DateTimeField(null=True, blank=True)
+    answer = models.JSONField(null=True, blank=True)
+    answered_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    # The answer's event_id (unique per execution: the same post again answers the same).
+    event_id = models.CharField(max_length=100, null=True, blank=True)  # noqa: DJ001 - NULL: not answered
+    execution_status = models.CharField(max_length=30, blank=True, default="")
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [
+            models.UniqueConstraint(fields=["execution", "input_id"], name="one_question_per_input_id"),
+            models.UniqueConstraint(fields=["execution", "event_id"], name="one_answer_event_per_execution"),
+        ]
+
+    def __str__(self) -> str:
+        return f"question {self.input_id} ({self.status})"
+
+    @transition(field=status, source=State.OPEN, target=State.ANSWERED)
+    def receive(self) -> None:
+        """Someone answered it."""
+
+    @transition(field=status, source=State.OPEN, target=State.WITHDRAWN)
+    def withdraw(self) -> None:
+        """The execution was cancelled while it waited for the answer."""

@@ -57,6 +57,11 @@ def approval_payload(pending: gates.PendingGate | None) -> dict[str, Any] | None
     return pending.details if pending is not None and pending.kind == "approval" else None
 
 
+def input_payload(pending: gates.PendingGate | None) -> dict[str, Any] | None:
+    """``pending_input`` of the API: the question a tool's provider asked, ``{id, message, schema}``."""
+    return pending.details if pending is not None and pending.kind == "input" else None
+
+
 def artifact_versions(execution: Execution) -> QuerySet[ArtifactVersion]:
     return ArtifactVersion.objects.filter(artifact__execution=execution).select_related("artifact")
 
@@ -109,6 +114,7 @@ def execution_payload(execution: Execution) -> dict[str, Any]:
         "created_by": execution.created_by.get_username(),
         "pending_approval": approval_payload(pending),
         "pending_gate": gate_payload(pending),
+        "pending_input": input_payload(pending),
         "actions": [
             {"key": a.key, "type": a.type, "status": a.status, "attempts": a.attempts} for a in execution.actions.all()
         ],

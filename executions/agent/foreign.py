@@ -33,6 +33,7 @@ from ..authoring.step_context import StepContext
 from ..authoring.workflow import Step, Workflow
 from ..engine import kinds
 from ..engine.leases import Lease
+from ..errors import InputNeeded
 from . import replaying, steps
 from .bridge import Bridge
 
@@ -77,10 +78,12 @@ class Driven(steps._Visit):
         self.order: dict[str, int] = {}  # tool call id → its place among its response's calls
         prompt = self.spec.instruction(self.ctx)
         try:
-            with foreign.in_step(self.ctx):
-                answer = self.bridge.run(lambda: self.framework.run(self, prompt))
+            answer = self.bridge.run(lambda: self.framework.run(self, prompt))
         except steps._Park as park:
             self._park(park)
+            return kinds.Parked()
+        except InputNeeded as asked:
+            self._wait_for_input(asked)
             return kinds.Parked()
         return self._finish(jsonable(answer))
 

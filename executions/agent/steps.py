@@ -48,6 +48,7 @@ from django.db.models import Sum
 from artifacts import store
 from artifacts.services import artifact_version_create
 
+from ..authoring import foreign
 from ..authoring.http import call_timeout
 from ..authoring.modelcalls import ModelRequest, ModelResponse, ToolCall, canonical_json
 from ..authoring.specs import GateSpec
@@ -58,8 +59,8 @@ from ..engine import gates, kinds, ledger, lifecycle, parking
 from ..engine.costs import BudgetExceeded
 from ..engine.journal import JournaledModel, call_key
 from ..engine.leases import Lease, fence
-from ..errors import FailureKind, NeedsAttention, StepFailure
-from ..models import Action, Execution, ExecutionEvent, ModelCall
+from ..errors import FailureKind, InputNeeded, NeedsAttention, StepFailure
+from ..models import Action, Execution, ExecutionEvent, ModelCall, Question
 from ..reasons import StuckReason
 from ..redaction import redact
 from . import compaction
@@ -173,6 +174,9 @@ class _Visit:
                 except _Park as park:
                     self._park(park)
                     return kinds.Parked()
+                except InputNeeded as asked:
+                    self._wait_for_input(asked)
+                    return kinds.Parked()
                 self.messages.append(
                     {
                         "role": "tool",
@@ -268,6 +272,27 @@ class _Visit:
     # --- one proposal
 
     def _handle(self, call: ToolCall, *, key: str, index: int) -> tuple[JSON, bool]:
+        """Decide one proposed call (refuse, read, send through the ledger, park at its
+        approval); a question its provider asks a person is answered from the record, or
+        raises InputNeeded (the execution waits for the answer)."""
+
+        asked_as = f"{key}:{call.name}" + (f":{index}" if index else "")
+        answers = dict(  # read here: a provider's question may come on its client's event loop
+            Question.objects.filter(
+                execution_id=self.execution.pk, input_id__startswith=f"{asked_as}:", status=Question.State.ANSWERED
+            ).values_list("input_id", "answer")
+        )
+
+        def ask(question: str, message: str, schema: Any) -> Any:
+            input_id = f"{asked_as}:{question}"
+            if input_id not in answers:
+                raise InputNeeded(input_id=input_id, tool=call.name, message=message, schema=schema)
+            return answers[input_id]
+
+        with foreign.asking(ask), foreign.in_step(self.ctx):  # in_step: what an author's key_fn reads
+            return self._decide(call, key=key, index=index)
+
+    def _decide(self, call: ToolCall, *, key: str, index: int) -> tuple[JSON, bool]:
         tool = self.spec.tool(call.name)
         progress = self._progress()
         proposal = {"call": key, "tool": call.name, "args": call.args, "outcome": ""}
@@ -495,6 +520,25 @@ class _Visit:
         execution.context = state
         execution.save(update_fields=["context", "updated_at"])
         self.unsaved = set()
+
+    def _wait_for_input(self, asked: InputNeeded) -> None:
+        """One commit (``parking.park``): what was verified so far, the question opened at
+        the input gate, the execution waiting (no worker held). The call it interrupted did
+        nothing; it is made again, from the journal, once someone answers."""
+
+        def prepare(execution: Execution) -> tuple[str, ...]:
+            self._save(execution)
+            return ()
+
+        parking.park(
+            self._leased,
+            gate=gates.get(asked.gate),
+            step=Step(name=self.step.name, label=self.step.label, kind=asked.gate, spec=asked),
+            workflow=self.workflow,
+            reopen=False,
+            prepare=prepare,
+            payload={"tool": asked.tool, "schema": asked.schema},
+        )
 
     def _park(self, park: _Park) -> None:
         """One commit (``parking.park``): what was verified so far, the effective

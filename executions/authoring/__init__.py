@@ -38,6 +38,7 @@ from ..storable import DB_INT_MAX
 from .children import Child
 from .foreign import effect_key
 from .http import request_json
+from .mcp import McpServer, mcp_tools
 from .modelcalls import Decision, ModelRequest
 from .outbound import Template
 from .registry import register
@@ -55,6 +56,7 @@ __all__ = [
     "Effect",
     "FailureKind",
     "InvalidInput",
+    "McpServer",
     "ModelRequest",
     "Progress",
     "ReceiptField",
@@ -68,6 +70,7 @@ __all__ = [
     "Workflow",
     "WorkflowInput",
     "effect_key",
+    "mcp_tools",
     "parse_with",
     "register",
     "request_json",

@@ -68,19 +68,54 @@ def _run(name: str, args: JSON, key: str | None) -> JSON:
 
 
 def foreign_tool(
-    name: str, description: str, schema: JSON, *, key_fn: KeyFn | None = None, approval: GateSpec | None = None
+    name: str,
+    description: str,
+    schema: JSON,
+    *,
+    key_fn: KeyFn | None = None,
+    approval: GateSpec | None = None,
+    call: Callable[[str, JSON, str | None], JSON] = _run,
+    lookup: Callable[[str, JSON], JSON | None] | None = None,
+    honors_key: bool = True,
 ) -> Tool:
-    """A framework's (or an MCP server's) tool as a keel ``Tool``."""
+    """A framework's (or an MCP server's) tool as a keel ``Tool``: ``call(name, args, key)``
+    runs it (key None for a read); ``lookup(key, args)`` finds an effect's outcome after a
+    crash; ``honors_key``: the provider deduplicates by the key, so an unknown outcome is
+    sent again under it."""
     effect = key_fn is not None or approval is not None
 
     def run(args: JSON, progress: Any, key: str | None = None) -> Any:
         if key is None:
-            return _run(name, args, None)
+            return call(name, args, None)
         # An approved call goes out under the approval's key (executions.agent.steps.grant_key).
         business = key if approval is not None or key_fn is None else key_fn(args, _context.get())
-        return Effect(key=business, args=args, call=lambda a, k: _run(name, a, k), honors_key=True)
+        return Effect(key=business, args=args, call=lambda a, k: call(name, a, k), lookup=lookup, honors_key=honors_key)
 
     return Tool(name=name, description=description, args=SchemaArgs(schema), run=run, effect=effect, approval=approval)
+
+
+# How a tool's call asks a person (set by the runtime around one call): ask(question key,
+# message, schema) → the answer given, or InputNeeded (the execution waits for it).
+_asking: ContextVar[Callable[[str, str, Any], Any] | None] = ContextVar("keel_asking", default=None)
+
+
+@contextmanager
+def asking(ask: Callable[[str, str, Any], Any]) -> Iterator[None]:
+    """While a visit handles one tool call: how its provider's questions reach a person."""
+    token = _asking.set(ask)
+    try:
+        yield
+    finally:
+        _asking.reset(token)
+
+
+def ask_person(question: str, message: str, schema: Any) -> Any:
+    """Inside a tool's call: the answer a person gave to ``question`` (the provider's key
+    for it), or InputNeeded: the execution waits for one and the call is made again."""
+    ask = _asking.get()
+    if ask is None:
+        raise RuntimeError("a tool can ask a person only while an agent step handles its call")
+    return ask(question, message, schema)
 
 
 # The step context of the visit handling the call, for a key_fn (set by the runtime).

@@ -55,12 +55,15 @@ class SchemaArgs:
     def model_json_schema(self) -> JSON:
         return copy.deepcopy(self.schema)
 
+    def problems(self, raw: Any) -> list[tuple[str, str]]:
+        """What the schema refuses of ``raw``: (the field's dotted path, "" for the whole; why)."""
+        found = sorted(self._validator.iter_errors(raw), key=lambda e: list(e.absolute_path))
+        return [(".".join(str(p) for p in e.absolute_path), e.message) for e in found]
+
     def check(self, raw: JSON, tool: str) -> JSON:
-        problems = sorted(self._validator.iter_errors(raw), key=lambda e: list(e.absolute_path))
+        problems = self.problems(raw)
         if problems:
-            shown = "; ".join(
-                f"{'.'.join(str(p) for p in e.absolute_path) or 'arguments'}: {e.message}" for e in problems[:3]
-            )
+            shown = "; ".join(f"{path or 'arguments'}: {why}" for path, why in problems[:3])
             raise Refused(f"invalid arguments for {tool}: {shown}")
         return copy.deepcopy(raw)
 

@@ -30,7 +30,7 @@ from django.db.models import DurationField, Q, Value
 from django.db.models.functions import Now
 
 from ..authoring.workflow import Effect
-from ..errors import FailureKind, NotFound, StepFailure
+from ..errors import FailureKind, InputNeeded, NotFound, StepFailure
 from ..models import COMPENSATION_SUFFIX, Action, Execution
 from ..redaction import redact
 from . import failpoints, lifecycle
@@ -59,6 +59,9 @@ def perform(
         receipt = redact(effect.call(effect.args, effect.key))  # outside data, before it is stored
     except StepFailure as failure:
         _record_failure(lease=lease, key=action.key, failure=failure)
+        raise
+    except InputNeeded as asked:  # the provider did nothing yet: it waits for a person's answer
+        _defer(lease=lease, key=action.key, asked=asked)
         raise
     failpoints.hit(f"after_effect_call:{step}")
     return action, receipt
@@ -407,6 +410,15 @@ def _resend(
     attempts = action.attempts + 1
     fields = {"attempts": attempts, "honors_key": honors_key}
     _move(action, "begin", lease.owner, execution=execution, fields=fields, attempt=attempts, **details)
+
+
+def _defer(*, lease: Lease, key: str, asked: InputNeeded) -> None:
+    """The provider answered that it needs a person's input before it acts: the action
+    goes back to ``approved`` (sent again, same key, no reconciliation: nothing was done)."""
+    with transaction.atomic():
+        execution = fenced_row(lease)
+        action = Action.objects.get(key=key, execution=execution)
+        _move(action, "defer", lease.owner, execution=execution, input_id=asked.input_id, asks=asked.message)
 
 
 def _record_failure(*, lease: Lease, key: str, failure: StepFailure) -> None:

@@ -262,6 +262,21 @@ class Keel:
         body = {"type": "signal", "name": name, "payload": payload, "event_id": event_id or uuid.uuid4().hex}
         return self._deliver(ref, by or self.requester, body)
 
+    def answer(self, ref: str, answer: Any, *, by: AbstractBaseUser | None = None, event_id: str | None = None) -> JSON:
+        """Answer the question ``ref`` waits at (``pending_input``: a tool's provider asked it
+        mid-call) as ``POST …/events`` ``type: "input.answer"`` does, as ``by`` (default: the
+        requester); its 202 body. InvalidInput when the schema refuses ``answer``."""
+        pending = self.execution(ref)["pending_input"]
+        if pending is None:
+            raise AssertionError(f"{ref} asks for no input: it is {_where(self.execution(ref))}")
+        body = {
+            "type": "input.answer",
+            "input_id": pending["id"],
+            "answer": answer,
+            "event_id": event_id or uuid.uuid4().hex,
+        }
+        return self._deliver(ref, by or self.requester, body)
+
     def decide(
         self,
         ref: str,

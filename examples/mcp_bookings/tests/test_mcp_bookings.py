@@ -1,0 +1,95 @@
+"""The MCP bookings example (examples/mcp_bookings) on keel's real processes and a real MCP
+server process (started over stdio for each call): the server's confirmation question
+parks the execution until a person answers it, then the booking goes on, once — and S57:
+the worker SIGKILLed after the server booked, before keel recorded it (reconciled with
+the server's own lookup: one booking), and a question answered while no worker is alive.
+"""
+
+import json
+import sys
+import time
+
+import pytest
+
+from executions.authoring import McpServer, mcp_tools
+from executions.authoring.testing import Keel
+from executions.errors import InvalidInput
+from executions.models import Action, execution_for
+
+MODULE = "examples.mcp_bookings.workflow"
+BOOKED = "after_effect_call:book"
+
+
+@pytest.fixture
+def keel(transactional_db, tmp_path, request):
+    bookings = tmp_path / "bookings.json"
+    env = {"BOOKINGS_FILE": str(bookings)}
+    with Keel(modules=MODULE, tmp=tmp_path, env=env, failpoints=getattr(request, "param", "")) as keel:
+        keel.bookings = bookings
+        yield keel
+
+
+def server_record(keel) -> list[dict]:
+    """The bookings as the MCP server keeps them."""
+    return json.loads(keel.bookings.read_text() or "[]") if keel.bookings.exists() else []
+
+
+def test_the_servers_question_waits_for_the_requester_then_books_once(keel):
+    ref = keel.start("mcp_bookings", {"request": "A room for 6 people on 2026-12-14"})
+    waiting = keel.wait(ref, "waiting")
+    asked = waiting["pending_input"]
+    assert asked["message"] == "Book Borealis on 2026-12-14 for 6 people?", waiting
+    assert asked["schema"]["required"] == ["confirm"] and waiting["stuck"] is None
+    assert server_record(keel) == []  # nothing booked before the answer
+    with pytest.raises(InvalidInput, match="answer.confirm"):
+        keel.answer(ref, {"confirm": "yes please"})
+    keel.answer(ref, {"confirm": True, "note": "coffee for six"})
+    done = keel.wait(ref, "completed")
+    [booking] = server_record(keel)
+    assert done["result"] == {
+        "answer": f"Borealis is yours on 2026-12-14 ({booking['booking_id']}).",
+        "booking": "BKG-0001",
+    }
+    assert booking["note"] == "coffee for six" and booking["people"] == 6
+    [action] = Action.objects.filter(execution=execution_for(ref))
+    assert (action.status, booking["key"]) == ("succeeded", action.key)
+
+
+@pytest.mark.parametrize("keel", [f"{BOOKED}=pause"], indirect=True)
+def test_s57_a_worker_killed_mid_mcp_effect_is_reconciled_and_a_question_waits_for_no_worker(keel):
+    ref = keel.start("mcp_bookings", {"request": "Somewhere for 3 people on 2026-12-15"})
+    keel.wait(ref, "waiting")
+    for child in keel.processes.children:  # no worker alive while the person answers
+        if child.name.startswith("worker-"):
+            child.kill()
+    keel.answer(ref, {"confirm": True})
+    assert keel.execution(ref)["status"] == "running"  # woken; no worker has it yet
+    keel.processes.worker("after-answer", beat=True)  # the failpoint pauses it after the server booked
+    deadline = time.monotonic() + 60
+    while not keel.failpoint_reached(BOOKED):
+        assert time.monotonic() < deadline, keel.logs()
+        time.sleep(0.1)
+    assert len(server_record(keel)) == 1  # booked at the server; keel has not recorded it
+    keel.crash_workers()
+    done = keel.wait(ref, "completed", timeout=90)
+    [booking] = server_record(keel)  # one booking: found again by its key, not made twice
+    assert done["result"]["booking"] == booking["booking_id"]
+    [action] = Action.objects.filter(execution=execution_for(ref))
+    assert action.status == "succeeded" and action.receipt["booking_id"] == booking["booking_id"]
+
+
+def test_a_tool_the_server_does_not_list_is_refused_naming_it(tmp_path):
+    server = McpServer(
+        "bookings",
+        command=[sys.executable, "examples/mcp_bookings/server.py"],
+        env={"BOOKINGS_FILE": str(tmp_path / "b.json")},
+    )
+    with pytest.raises(ValueError, match="has no tool 'cancel_booking'"):
+        mcp_tools(server, effects={"cancel_booking": lambda args, ctx: "k"})
+
+
+def test_a_server_that_will_not_start_is_refused_with_its_stderr(tmp_path):
+    broken = tmp_path / "broken.py"
+    broken.write_text("import sys\nprint('no database configured', file=sys.stderr)\nsys.exit(3)\n")
+    with pytest.raises(ValueError, match="MCP server bookings: .* did not start.*it said: no database configured"):
+        mcp_tools(McpServer("bookings", command=[sys.executable, str(broken)]))
