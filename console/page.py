@@ -369,6 +369,55 @@ def resolve_cards(rows: list[presenters.LedgerRow], form: ResolveForm | None) ->
     return cards
 
 
+def answer_fields(schema: dict[str, Any]) -> list[dict[str, Any]]:
+    """The form a question's JSON Schema draws: one field a property (a yes/no choice for
+    a boolean, a number, a choice of its ``enum``, else text), required where it says so."""
+    required = set(schema.get("required", []))
+    fields = []
+    for name, prop in (schema.get("properties") or {}).items():
+        kind = prop.get("type")
+        widget = (
+            "choice"
+            if "enum" in prop
+            else {"boolean": "yesno", "integer": "number", "number": "number"}.get(kind, "text")
+        )
+        fields.append(
+            {
+                "name": name,
+                "label": prop.get("title") or name,
+                "help": prop.get("description", ""),
+                "widget": widget,
+                "choices": [str(c) for c in prop.get("enum", [])],
+                "required": name in required,
+                "default": "" if prop.get("default") is None else str(prop.get("default")),
+                "step": "1" if kind == "integer" else "any",
+            }
+        )
+    return fields
+
+
+def answer_from_form(schema: dict[str, Any], posted: Any) -> dict[str, Any]:
+    """The answer a question's form posted (``answer.<field>``), typed as its schema says;
+    a field left empty is left out (the schema then says whether it may be). What can't be
+    read as its type is kept as posted: the schema's check names the field."""
+    answer: dict[str, Any] = {}
+    for name, prop in (schema.get("properties") or {}).items():
+        raw = posted.get(f"answer.{name}", "")
+        if raw == "":
+            continue
+        kind = prop.get("type")
+        value: Any = raw
+        if kind == "boolean":
+            value = {"yes": True, "no": False}.get(raw, raw)
+        elif kind in ("integer", "number"):
+            try:
+                value = int(raw) if kind == "integer" else float(raw)
+            except ValueError:
+                value = raw
+        answer[name] = value
+    return answer
+
+
 def panel_context(
     request,
     snap: Snapshot,
@@ -394,6 +443,9 @@ def panel_context(
     ctx["can_resolve"] = execution.status == Status.NEEDS_ATTENTION and operator
     ctx["waiting"] = runtime.pending_of(execution) if execution.status == Status.WAITING else None
     ctx["can_signal"] = ctx["can_cancel"] and ctx["waiting"] is not None and ctx["waiting"].kind == "wait"
+    # A tool's provider asked a question mid-call: the requester and operators answer it here.
+    ctx["can_answer"] = ctx["can_cancel"] and ctx["waiting"] is not None and ctx["waiting"].kind == "input"
+    ctx["answer_fields"] = answer_fields(ctx["waiting"].details["schema"]) if ctx["can_answer"] else []
     # Restart a failed execution from a step; close the compensations a cancel recorded.
     ctx["can_restart"] = execution.status == Status.FAILED and operator and snap.restarted_as is None
     ctx["restart"] = presenters.restart_form(execution) if ctx["can_restart"] else None

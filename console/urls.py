@@ -21,6 +21,7 @@ urlpatterns = [
     path("executions/<str:ref>/pause/", views.execution_pause, name="pause"),
     path("executions/<str:ref>/resolve/", views.action_resolve, name="resolve"),
     path("executions/<str:ref>/signal/", views.execution_signal, name="signal"),
+    path("executions/<str:ref>/answer/", views.execution_answer, name="answer"),
     path("executions/<str:ref>/chat/", views.execution_chat, name="chat"),
     path("executions/<str:ref>/redraft/", views.execution_redraft, name="redraft"),
     path("executions/<str:ref>/approvals/<int:approval_id>/decide/", decide.decide, name="decide"),

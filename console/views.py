@@ -16,7 +16,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from approvals import services as approval_services
 from artifacts.rendering import render_artifact
-from executions import inputs, pauses, selectors, services, stuck, waits
+from executions import inputs, pauses, questions, selectors, services, stuck, waits
 from executions.authoring import registry
 from executions.errors import InvalidInput, NotFound, ServiceError
 from executions.models import Action, Execution, Status, execution_for
@@ -294,6 +294,31 @@ def execution_signal(request: HttpRequest, ref: str) -> HttpResponse:
         )
 
     return _operate(request, ref, deliver, lambda answer: f"Sent the signal; {ref} is {answer['execution_status']}.")
+
+
+@login_required
+@require_POST
+def execution_answer(request: HttpRequest, ref: str) -> HttpResponse:
+    """The answer to a question a tool's provider asked (``pending_input``), from the form
+    drawn from its schema (``page.answer_fields``); the form's event_id makes a double
+    submit one answer. A refused answer (the schema, nothing asked) is a message on the page."""
+
+    def deliver():
+        input_id = request.POST.get("input_id", "")
+        pending = questions.pending_question(execution_for(ref), input_id)
+        answer = page.answer_from_form(pending.schema if pending else {}, request.POST)
+        body = {
+            "type": "input.answer",
+            "input_id": input_id,
+            "answer": answer,
+            "event_id": request.POST.get("event_id"),
+        }
+        parsed = inputs.parse(questions.AnswerEventIn, body)  # as the API reads it: the same refusals
+        return questions.answer_deliver(
+            ref=ref, user=request.user, input_id=parsed.input_id, answer=parsed.answer, event_id=parsed.event_id
+        )
+
+    return _operate(request, ref, deliver, lambda answer: f"Answered; {ref} is {answer['execution_status']}.")
 
 
 @login_required

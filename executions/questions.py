@@ -94,6 +94,11 @@ def _pending(question: Question) -> gates.PendingGate:
     )
 
 
+def pending_question(execution: Execution, input_id: str) -> Question | None:
+    """The open question ``input_id`` of ``execution``, if it asks it now."""
+    return Question.objects.filter(execution=execution, input_id=input_id, status=Question.State.OPEN).first()
+
+
 def answer_deliver(*, ref: str, user: AbstractBaseUser, input_id: str, answer: Any, event_id: str) -> dict[str, str]:
     """Answer the question ``input_id`` execution ``ref`` waits at: operators and the user
     who started it. Wakes it exactly once; the same ``event_id`` again answers the same

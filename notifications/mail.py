@@ -28,6 +28,7 @@ from approvals.models import ApprovalRequest
 from artifacts.models import ArtifactVersion
 from artifacts.sanitize import sanitize_html
 from executions.errors import FailureKind, StepFailure
+from executions.models import Question
 
 from . import channels, recipients
 
@@ -37,6 +38,7 @@ SUBJECTS = {
     "approval_overdue": "[keel] Overdue: {ref}: {action} of {artifact} V{version} passed its SLA undecided",
     "superseded": "[keel] {ref}: V{version} of {artifact} was replaced by V{newer}",
     "remind": "[keel] {asked_by} asks you to decide: {ref}: {action} of {artifact} V{version}",
+    "input.requested": "[keel] {ref}: {tool} asks for your answer",
 }
 
 
@@ -86,6 +88,33 @@ def compose(
         "message_id": message_id(key),
         "approval_id": request.pk,
         "kind": kind,
+    }
+
+
+def compose_question(question: Question, *, to: str, key: str) -> dict[str, Any]:
+    """The message telling the requester (or an operator) that a tool's provider asked a
+    question mid-call (``pending_input``): what it asks, and the page that answers it."""
+    execution = question.execution
+    about = execution.about
+    facts = {
+        "kind": "input.requested",
+        "ref": execution.ref,
+        "about": about,
+        "workflow": execution.workflow,
+        "tool": question.tool,
+        "message": question.message,
+        "execution_link": f"{settings.KEEL_BASE_URL}/executions/{execution.ref}/",
+        "account_link": f"{settings.KEEL_BASE_URL}/account/",
+    }
+    return {
+        "to": to,
+        "from": settings.DEFAULT_FROM_EMAIL,
+        "subject": SUBJECTS["input.requested"].format(**facts) + (f" ({about})" if about else ""),
+        "text": render_to_string("notifications/question.txt", facts),
+        "html": sanitize_html(render_to_string("notifications/question.html", facts)),
+        "message_id": message_id(key),
+        "question_id": question.pk,
+        "kind": "input.requested",
     }
 
 
@@ -139,6 +168,10 @@ def still_wanted(delivery) -> str | None:
     turned e-mail off, or has no address, gets none."""
     if delivery.recipient is not None and (refused := recipients.wants_email(delivery.recipient)):
         return refused
+    if delivery.kind == "input.requested":
+        question = Question.objects.get(pk=delivery.action.args["question_id"])
+        answered = question.status != Question.State.OPEN
+        return f"the question {question.input_id} is {question.status}: nothing more is sent" if answered else None
     request = ApprovalRequest.objects.get(pk=delivery.request_id)
     wanted = ApprovalRequest.State.SUPERSEDED if delivery.kind == "superseded" else ApprovalRequest.State.PENDING
     if request.status != wanted:

@@ -34,7 +34,7 @@ from django.utils import timezone
 from approvals.models import ApprovalRequest
 from artifacts.models import ArtifactVersion
 from executions import runtime
-from executions.models import Action, ExecutionEvent, Status
+from executions.models import Action, ExecutionEvent, Question, Status
 
 from . import channels, mail, recipients, webhooks
 from .models import Cursor, Delivery, Occasion
@@ -83,8 +83,41 @@ def plan() -> int:
         "superseded",
     )
     made += _each(replaced, "superseded")
+    made += _questions()
     if settings.KEEL_WEBHOOK_URL:
         made += _transitions()
+    return made
+
+
+def _questions() -> int:
+    """A question a tool's provider asked mid-call (``pending_input``), told once: an e-mail
+    to the requester (who may answer it) and the ``input.requested`` webhook; each
+    delivery's key names the question, so a second sweep records nothing."""
+    made = 0
+    asked = list(
+        Question.objects.filter(status=Question.State.OPEN)
+        .select_related("execution__created_by")
+        .order_by("id")[:BATCH]
+    )
+    mails = {q.pk: f"question:{q.pk}:notify:{q.execution.created_by.get_username()}:input.requested" for q in asked}
+    hooks = {q.pk: f"question:{q.pk}:webhook:input.requested" for q in asked}
+    known = set(Action.objects.filter(key__in=[*mails.values(), *hooks.values()]).values_list("key", flat=True))
+    for question in asked:
+        execution, requester = question.execution, question.execution.created_by
+        with transaction.atomic():
+            key = mails[question.pk]
+            if settings.KEEL_NOTIFICATIONS and key not in known and recipients.wants_email(requester) is None:
+                args = mail.compose_question(question, to=requester.email, key=key)
+                made += record_delivery(execution, key, mail.EMAIL, args, kind="input.requested", recipient=requester)
+            key = hooks[question.pk]
+            if settings.KEEL_WEBHOOK_URL and key not in known:
+                args = webhooks.describe(execution, event="input.requested", status=Status.WAITING)
+                args["body"]["input"] = {
+                    "id": question.input_id,
+                    "message": question.message,
+                    "schema": question.schema,
+                }
+                made += record_delivery(execution, key, webhooks.WEBHOOK, args, kind="input.requested")
     return made
 
 

@@ -24,7 +24,13 @@ from executions.models import Execution, Status
 
 from . import channels
 
-EVENTS = ("approval.requested", "execution.needs_attention", "execution.failed", "execution.completed")
+EVENTS = (
+    "approval.requested",
+    "input.requested",
+    "execution.needs_attention",
+    "execution.failed",
+    "execution.completed",
+)
 
 
 def describe(execution: Execution, *, event: str, status: str) -> dict[str, Any]:
