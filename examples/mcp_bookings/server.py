@@ -98,7 +98,6 @@ def find_booking(key: str) -> dict:
 
 if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "--http":
-        server.settings.port = int(sys.argv[2])
-        server.run("streamable-http")
+        server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
     else:
         server.run("stdio")
