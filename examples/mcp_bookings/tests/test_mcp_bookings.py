@@ -22,9 +22,12 @@ BOOKED = "after_effect_call:book"
 
 @pytest.fixture
 def keel(transactional_db, tmp_path, request):
+    """The processes; ``param``: the failpoints, or ``"web"`` for the web server too (the API)."""
     bookings = tmp_path / "bookings.json"
     env = {"BOOKINGS_FILE": str(bookings)}
-    with Keel(modules=MODULE, tmp=tmp_path, env=env, failpoints=getattr(request, "param", "")) as keel:
+    param = getattr(request, "param", "")
+    web, failpoints = param == "web", "" if param == "web" else param
+    with Keel(modules=MODULE, tmp=tmp_path, env=env, web=web, failpoints=failpoints) as keel:
         keel.bookings = bookings
         yield keel
 
@@ -34,13 +37,22 @@ def server_record(keel) -> list[dict]:
     return json.loads(keel.bookings.read_text() or "[]") if keel.bookings.exists() else []
 
 
+@pytest.mark.parametrize("keel", ["web"], indirect=True)
 def test_the_servers_question_waits_for_the_requester_then_books_once(keel):
     ref = keel.start("mcp_bookings", {"request": "A room for 6 people on 2026-12-14"})
     waiting = keel.wait(ref, "waiting")
     asked = waiting["pending_input"]
     assert asked["message"] == "Book Borealis on 2026-12-14 for 6 people?", waiting
     assert asked["schema"]["required"] == ["confirm"] and waiting["stuck"] is None
+    assert waiting["pending_gate"]["kind"] == "input"
     assert server_record(keel) == []  # nothing booked before the answer
+    api = keel.api()
+    answer = {"type": "input.answer", "input_id": asked["id"], "answer": {"confirm": "yes please"}, "event_id": "a1"}
+    refused = api.post(f"/executions/{ref}/events", answer)
+    assert refused.status_code == 422, refused.text
+    assert refused.json()["detail"][0]["loc"] == ["body", "answer", "confirm"], refused.text
+    nothing = api.post(f"/executions/{ref}/events", {**answer, "input_id": "RUN_0001:nothing", "event_id": "a2"})
+    assert nothing.status_code == 409 and "asks nothing under RUN_0001:nothing" in nothing.text, nothing.text
     with pytest.raises(InvalidInput, match="answer.confirm"):
         keel.answer(ref, {"confirm": "yes please"})
     keel.answer(ref, {"confirm": True, "note": "coffee for six"})
