@@ -207,7 +207,7 @@ def _runs_again(execution: Execution, step: Step, actions: list[Action]) -> str:
     drifted = _drifted(execution, failed)
     if drifted:
         return drifted
-    if failed.error.startswith("budget_exceeded:") and step.kind == StepKind.AGENT:
+    if failed.error.startswith("budget_exceeded:") and step.agent is not None:  # any agent kind (a framework's too)
         return (
             f"runs again with the same budget: its recorded calls replay and count against it, so it stops again "
             f"where it did ({failed.error.removeprefix('budget_exceeded: ')}) — unless only its time ran out"
