@@ -78,6 +78,12 @@ class _StackOrder:
 
 def pytest_configure(config) -> None:
     config.pluginmanager.register(_StackOrder(), "keel-stack-order")
+    # The author's kit (executions.authoring.testing) starts its processes as the stacks do here:
+    # forked from this pytest process's preloaded interpreter (tests/support/forkserver.py).
+    from executions.authoring.testing import processes as kit_processes
+    from tests.support import forkserver
+
+    kit_processes.spawn = lambda argv, env, log: forkserver.spawn(argv, env=env, cwd=Path.cwd(), log=log)
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)

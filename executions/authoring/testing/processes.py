@@ -28,6 +28,7 @@ import socket
 import subprocess
 import sys
 from collections.abc import Callable, Mapping
+from typing import Any
 from functools import partial
 from pathlib import Path
 from urllib.parse import quote
@@ -49,11 +50,23 @@ NOT_INHERITED = ("DJANGO_ALLOW_ASYNC_UNSAFE", "RUNTIME_FAILPOINTS", "DJANGO_SETT
 _SETPRIV = shutil.which("setpriv")
 
 
+# How a child is started: ``spawn(argv, env, log)`` → an object with Popen's ``pid``,
+# ``poll``, ``wait`` and ``returncode``, the child in a session of its own with its output
+# appended to ``log`` — or None to start it by exec (the default, as production does). A
+# test suite that starts its Python processes some faster way sets it (keel's own forks
+# them from a preloaded interpreter: tests/conftest.py).
+spawn: Callable[[list[str], dict[str, str], Path], Any] | None = None
+
+
 class Child:
     """One process, its output appended to ``log``, in a process group of its own."""
 
     def __init__(self, name: str, args: list[str], env: Mapping[str, str], log: Path) -> None:
         self.name, self.args, self.log = name, args, log
+        started = spawn(args, dict(env), log) if spawn is not None else None
+        if started is not None:
+            self.popen = started
+            return
         prefix = [_SETPRIV, "--pdeathsig", "KILL", "--"] if _SETPRIV else []
         with open(log, "ab") as out:
             self.popen = subprocess.Popen(
