@@ -28,9 +28,9 @@ import socket
 import subprocess
 import sys
 from collections.abc import Callable, Mapping
-from typing import Any
 from functools import partial
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 import requests
