@@ -196,14 +196,14 @@ def receipt_fields_by_step(execution: Execution) -> dict[str, tuple]:
 _TRANSITIONS = {
     "start": "Claimed by a worker",
     "await_approval": "Waiting for approval",
-    "wait": "Waiting for a signal",
+    "wait": "Waiting (a signal, a timer, children or a person's answer)",
     "schedule_retry": "Retry scheduled",
     "flag": "Needs attention",
     "complete": "Completed",
     "fail": "Failed",
     "cancel": "Cancelled",
     "resume_after_decision": "Continued after the decision",
-    "wake": "Woken up (signal or timer)",
+    "wake": "Woken up (a signal, a timer, children or an answer)",
     "retry": "Retrying",
     "resume": "Resumed",
 }
@@ -226,6 +226,9 @@ EVENT_TITLES = {
     "wait.received": "Signal received",
     "wait.timed_out": "Wait timed out",
     "wait.withdrawn": "Wait withdrawn",
+    "input.requested": "A tool asks a person",
+    "input.answered": "Answered",
+    "input.withdrawn": "Question withdrawn",
     "operator.retry_now": "Retry now, by an operator",
     "operator.raise_budget": "Budget raised, by an operator",
     "operator.accept_request": "New model request accepted by an operator",
@@ -265,6 +268,8 @@ def event_title(ev: ExecutionEvent) -> str:
         return "Compensation carried out" if ev.type == "action.succeeded" else "Compensation not possible"
     if ev.type == "execution.created" and payload.get("restarted_from"):
         return f"Started: a restart of {_clip(payload['restarted_from'])}"
+    if ev.type == "action.approved" and payload.get("input_id"):
+        return "Effect held: its provider asks a person first (nothing done)"
     if ev.type == "action.executing" and (payload.get("attempt") or 1) > 1:
         return "Effect sent again (same key)"
     if ev.type == "approval.decided":
@@ -284,7 +289,13 @@ def _event_details(ev: ExecutionEvent) -> list[Item]:
             out.append(Item(label, _clip(value), code=code))
 
     add("reason", payload.get("reason"))
+    if ev.type.startswith("input."):
+        add("tool", payload.get("tool"), code=True)
+        add("asks", payload.get("message"))
+        add("answer", payload.get("answer"), code=True)
+        add("id", payload.get("input_id"), code=True)
     if ev.type.startswith("action."):
+        add("asks", payload.get("asks"))
         add("key", payload.get("key"), code=True)
         add("attempt", payload.get("attempt"))
         add("error", payload.get("error"))

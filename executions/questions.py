@@ -182,6 +182,7 @@ def _close(
         payload={
             "input_id": question.input_id,
             "tool": question.tool,
+            **({"answer": question.answer} if question.status == Question.State.ANSWERED else {}),
             **({"reason": reason} if reason else {}),
             **({"event_id": question.event_id} if question.event_id else {}),
         },
