@@ -3,9 +3,10 @@
 The agent (``support``, a plain ``pydantic_ai.Agent``) has two tools: ``get_purchase``
 looks an order up at keel's sandbox (``GET /orders/{id}``: ORD-1001 … ORD-1005) and
 ``refund`` refunds one (``POST /notify`` to the payments desk, with the ledger's key).
-Nothing in the agent knows about keel. The workflow says what keel adds: a refund
-needs a manager's approval of exactly its arguments (``approvals``), and goes through
-the ledger keyed by that approval, so it happens once whatever the model repeats and
+Nothing in the agent knows about keel; ``refund`` is marked ``requires_approval`` as
+pydantic-ai has it. The workflow says what keel adds: that approval is a manager's, of
+exactly the refund's arguments (``approvals``), and the refund goes through the ledger
+keyed by it, so it happens once whatever the model repeats and
 whatever crashes. Offline, ``offline_policy`` plays the model; with a provider set
 (``RUNTIME_MODEL_CLIENT``), the provider answers, every request journaled. Result:
 ``{"answer", "refunded"}``. docs/agents.md, "Bring your agent".
@@ -43,7 +44,7 @@ def get_purchase(order_id: str) -> dict:
     return {"order_id": order["order_id"], "placed_on": order["placed_on"], "total_eur": round(total, 2)}
 
 
-@support.tool_plain
+@support.tool_plain(requires_approval=True)  # pydantic-ai's own human-in-the-loop: keel's approval stands in
 def refund(order_id: str, reason: str) -> dict:
     """Refund an order in full."""
     notice = {"channel": "payments", "to": ["refunds@payments.example"], "subject": f"Refund {order_id}: {reason}"}

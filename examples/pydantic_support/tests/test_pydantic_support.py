@@ -64,3 +64,30 @@ def test_s56_a_worker_killed_after_the_approved_refund_finishes_without_a_second
     [action] = Action.objects.filter(execution=execution_for(ref))
     assert keel.provider_calls(action.key)["effects"] == 1, keel.provider_calls(action.key)
     asked_once(ref)
+
+
+def test_a_pydantic_ai_tool_that_requires_approval_must_be_named_in_approvals(db):
+    from pydantic_ai import Agent
+
+    from approvals.gate import Approval
+    from executions.authoring import Workflow, WorkflowInput
+
+    class In(WorkflowInput):
+        message: str
+
+    agent = Agent(instructions="")
+
+    @agent.tool_plain(requires_approval=True)
+    def wire(amount: int) -> str:
+        """Wire money."""
+        return "wired"
+
+    flow = Workflow(name="wiring", version=1, title="Wiring", input=In)
+    with pytest.raises(ValueError, match="wiring v1: pydantic_agent pay: wire requires approval in pydantic-ai"):
+        flow.pydantic_agent("pay", label="Paying", agent=agent, prompt=str)
+    approved = {"wire": Approval(artifact="wire", action="wire_money")}
+    flow.pydantic_agent("pay", label="Paying", agent=agent, prompt=str, approvals=approved)  # keel's approval stands in
+    with pytest.raises(ValueError, match="has no tool 'refund'"):
+        flow.pydantic_agent(
+            "pay2", label="Paying", agent=agent, prompt=str, approvals=approved, effects={"refund": str}
+        )
