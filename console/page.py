@@ -375,6 +375,8 @@ def answer_fields(schema: dict[str, Any]) -> list[dict[str, Any]]:
     required = set(schema.get("required", []))
     fields = []
     for name, prop in (schema.get("properties") or {}).items():
+        if not isinstance(prop, dict):
+            continue
         kind = prop.get("type")
         widget = (
             "choice"
@@ -402,6 +404,8 @@ def answer_from_form(schema: dict[str, Any], posted: Any) -> dict[str, Any]:
     read as its type is kept as posted: the schema's check names the field."""
     answer: dict[str, Any] = {}
     for name, prop in (schema.get("properties") or {}).items():
+        if not isinstance(prop, dict):
+            continue
         raw = posted.get(f"answer.{name}", "")
         if raw == "":
             continue

@@ -41,6 +41,9 @@ class InputGate(gates.Gate):
     def open(self, execution: Execution, step: Step, workflow: Workflow, *, actor_label: str) -> gates.Opened:
         asked = step.spec
         assert isinstance(asked, InputNeeded), "the input gate opens on a tool's question"
+        stale = Question.objects.select_for_update().filter(execution=execution, status=Question.State.OPEN)
+        for other in stale.exclude(input_id=asked.input_id):  # asked before, never answered, not asked now
+            _close(other, "withdraw", execution, actor_label=actor_label, reason="a new question replaced it")
         question, created = Question.objects.get_or_create(
             execution=execution,
             input_id=asked.input_id,
@@ -72,13 +75,15 @@ class InputGate(gates.Gate):
         return Q(Exists(Question.objects.filter(execution=OuterRef("pk"), status=Question.State.OPEN)))
 
     def pending(self, execution: Execution) -> gates.PendingGate | None:
-        question = Question.objects.filter(execution=execution, status=Question.State.OPEN).order_by("-id").first()
-        return _pending(question) if question is not None else None
+        return self.pending_many([execution]).get(execution.pk)
 
     def pending_many(self, executions: list[Execution]) -> dict[int, gates.PendingGate]:
+        """The question each execution waits at: open, asked at the step it is at."""
         found: dict[int, gates.PendingGate] = {}
-        for question in Question.objects.filter(execution__in=executions, status=Question.State.OPEN).order_by("-id"):
-            found.setdefault(question.execution_id, _pending(question))
+        at = {e.pk: e.current_step for e in executions if e.status == Status.WAITING}
+        for question in Question.objects.filter(execution__in=list(at), status=Question.State.OPEN).order_by("-id"):
+            if question.step == at[question.execution_id]:
+                found.setdefault(question.execution_id, _pending(question))
         return found
 
 
@@ -120,9 +125,14 @@ def answer_deliver(*, ref: str, user: AbstractBaseUser, input_id: str, answer: A
             .filter(execution=execution, input_id=input_id, status=Question.State.OPEN)
             .first()
         )
-        if execution.status != Status.WAITING or question is None:
+        if execution.status != Status.WAITING or question is None or question.step != execution.current_step:
             raise Conflict(_not_asked(execution, input_id), status=execution.status)
-        problems = SchemaArgs(question.schema).problems(answer)
+        try:
+            problems = SchemaArgs(question.schema).problems(answer)
+        except Exception:  # a schema the server sent that no answer can meet (keel asks only drawable ones)
+            raise Conflict(
+                f"{execution.ref}'s question {input_id} has a schema keel can't check answers against"
+            ) from None
         if problems:
             (path, why), *more = problems
             raise InvalidInput(

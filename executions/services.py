@@ -134,7 +134,7 @@ def _budgetable(flow, field: str) -> None:
     """A budget must be able to stop something: InvalidInput naming ``field`` when ``flow``
     asks no model (no model, agent, route or children step), or when ``RUNTIME_MODEL_PRICES``
     has no price for the model calls are asked of."""
-    if not any(step.kind in ASKS_A_MODEL for step in flow.steps):
+    if not any(step.kind in ASKS_A_MODEL or step.agent is not None for step in flow.steps):  # a framework's agent too
         raise InvalidInput(
             field, f"{flow.name} asks no model (no model, agent, route or children step): a budget would stop nothing"
         )

@@ -28,7 +28,8 @@ from typing import Any
 from celery import current_app
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Exists, OuterRef
+from django.db.models import CharField, Exists, OuterRef, Value
+from django.db.models.functions import Cast, Concat
 from django.utils import timezone
 
 from approvals.models import ApprovalRequest
@@ -94,8 +95,14 @@ def _questions() -> int:
     to the requester (who may answer it) and the ``input.requested`` webhook; each
     delivery's key names the question, so a second sweep records nothing."""
     made = 0
+    # Those told already (a delivery keyed by the question) are left out, so an old question no
+    # one answers never keeps a newer one from being told.
+    told = Action.objects.filter(
+        key__startswith=Concat(Value("question:"), Cast(OuterRef("pk"), CharField()), Value(":"))
+    )
     asked = list(
         Question.objects.filter(status=Question.State.OPEN)
+        .exclude(Exists(told))
         .select_related("execution__created_by")
         .order_by("id")[:BATCH]
     )

@@ -61,11 +61,21 @@ class OpenAIAgents:
         for member in agents:
             if not isinstance(member, Agent):
                 raise ValueError(f"{member!r} is not an agents.Agent")
+            if member.input_guardrails or member.output_guardrails:
+                raise ValueError(
+                    f"agent {member.name!r} has guardrails; they run agents of their own outside keel's journal: "
+                    "check the input in a step before, the output in one after"
+                )
             if member.mcp_servers:
                 raise ValueError(
                     f"agent {member.name!r} has MCP servers; give their tools as keel's mcp_tools(…) in tools=[…]"
                 )
             for tool in member.tools:
+                if getattr(tool, "_is_agent_tool", False):  # Agent.as_tool(): a nested Runner of its own
+                    raise ValueError(
+                        f"agent {member.name!r}'s tool {tool.name} is an agent (as_tool); declare it in agents=[…] "
+                        "and hand off to it, so its requests are journaled too"
+                    )
                 if not isinstance(tool, FunctionTool):
                     raise ValueError(
                         f"agent {member.name!r}'s tool {type(tool).__name__} is not a function tool; "
@@ -135,7 +145,8 @@ class OpenAIAgents:
             copies[member.name].handoffs = [handed(t) for t in member.handoffs]
         model = _model_for(visit)
         config = RunConfig(model=model, tracing_disabled=True, workflow_name=visit.step.name)
-        result = await Runner.run(copies[team[0].name], prompt, run_config=config)
+        turns = visit.spec.budget.max_calls + 1  # keel's budget stops the step first, as a budget
+        result = await Runner.run(copies[team[0].name], prompt, run_config=config, max_turns=turns)
         return result.final_output
 
 

@@ -24,6 +24,7 @@ from ..authoring.retry import DEFAULT as DEFAULT_RETRY
 from ..authoring.retry import RetryPolicy
 from ..authoring.specs import GateSpec
 from ..authoring.tools import Budget, Tool
+from ..errors import FailureKind, StepFailure
 from . import foreign
 
 JSON = dict[str, Any]
@@ -61,6 +62,7 @@ class PydanticAI:
         ]
 
     async def run(self, visit: foreign.Driven, prompt: str) -> Any:
+        from pydantic_ai import ModelRetry
         from pydantic_ai import Tool as PaiTool
         from pydantic_ai.models.function import AgentInfo, FunctionModel
         from pydantic_ai.toolsets import FunctionToolset, WrapperToolset
@@ -85,9 +87,15 @@ class PydanticAI:
 
             async def call_tool(self, name: str, tool_args: JSON, ctx: Any, tool: Any) -> Any:
                 async def invoke(args: JSON) -> Any:
-                    return await self.wrapped.call_tool(name, args, ctx, tool)
+                    try:  # the arguments keel let through, validated into the tool's own types again
+                        return await self.wrapped.call_tool(name, tool.args_validator.validate_python(args), ctx, tool)
+                    except (
+                        ModelRetry
+                    ) as retry:  # the tool asks the model to try again: told to it, as keel tells a refusal
+                        raise StepFailure(FailureKind.INVALID_INPUT, f"{name}: {retry.message}") from None
 
-                content, _ = await visit.call(ctx.tool_call_id, name, tool_args, invoke)
+                # keel decides on the arguments as JSON (the model's call), never on Python objects
+                content, _ = await visit.call(ctx.tool_call_id, name, foreign.jsonable(tool_args), invoke)
                 return foreign.tool_content(content)
 
         def keel_tool(tool: Tool) -> Any:  # a keel Tool given beside the agent's (mcp_tools)

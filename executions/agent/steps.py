@@ -112,6 +112,9 @@ def tool_call_document(tool: str, args: JSON) -> bytes:
     return canonical_json({"args": args, "tool": tool})
 
 
+INPUT_ID_MAX = 300  # Question.input_id
+
+
 class _Park(Exception):
     """Raised inside a call's handling: this call needs the approval gate first."""
 
@@ -279,12 +282,14 @@ class _Visit:
         asked_as = f"{key}:{call.name}" + (f":{index}" if index else "")
         answers = dict(  # read here: a provider's question may come on its client's event loop
             Question.objects.filter(
-                execution_id=self.execution.pk, input_id__startswith=f"{asked_as}:", status=Question.State.ANSWERED
+                execution_id=self.execution.pk, step=self.step.name, status=Question.State.ANSWERED
             ).values_list("input_id", "answer")
         )
 
         def ask(question: str, message: str, schema: Any) -> Any:
             input_id = f"{asked_as}:{question}"
+            if len(input_id) > INPUT_ID_MAX:  # a long step or tool name: the same id, shorter
+                input_id = f"{self.execution.ref}:{hashlib.sha256(input_id.encode()).hexdigest()}"
             if input_id not in answers:
                 raise InputNeeded(input_id=input_id, tool=call.name, message=message, schema=schema)
             return answers[input_id]

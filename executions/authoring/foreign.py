@@ -25,6 +25,7 @@ from .workflow import Effect
 
 JSON = dict[str, Any]
 KeyFn = Callable[[JSON, Any], str]  # key_fn(args, ctx) → the effect's business key
+TOOL_NAME_MAX = 60  # what the ledger keeps of a tool's name (Action.type)
 
 # How the tool being handled is run: fn(name, args, key) → its JSON result; key is the
 # ledger key for an effect, None for a read. Set by the runtime around one call.
@@ -162,6 +163,9 @@ def foreign_agent(
     for tool_name in sorted(set(effects) | set(approvals)):
         if tool_name not in have:
             raise ValueError(f"{where} has no tool {tool_name!r} (it has {', '.join(sorted(have)) or 'none'})")
+    for tool_name in sorted(have):
+        if len(tool_name) > TOOL_NAME_MAX:
+            raise ValueError(f"{where}: the tool name {tool_name[:80]!r} is longer than {TOOL_NAME_MAX} characters")
     for tool_name, approval in approvals.items():
         if getattr(approval, "on_reject", None):
             raise ValueError(f"{where}: the approval of {tool_name} can't take on_reject (a rejection is told to it)")

@@ -87,6 +87,12 @@ def mcp_tools(
         if tool not in effects and tool not in approvals:
             raise ValueError(f"MCP server {server.name}: lookups names {tool!r}, which is not an effect")
     chosen = only if only is not None else [n for n in listed if n not in set(lookups.values())]
+    too_long = sorted(name for name in chosen if len(name) > foreign.TOOL_NAME_MAX)
+    if too_long:
+        raise ValueError(
+            f"the MCP server {server.name}'s tool names {', '.join(n[:80] for n in too_long)} are over "
+            f"{foreign.TOOL_NAME_MAX} characters (what the ledger keeps): leave them out with only=[…]"
+        )
 
     def call(name: str, args: JSON, key: str | None) -> JSON:
         return _call(server, name, args, key=key, effect=name in effects or name in approvals)
@@ -139,7 +145,9 @@ def _call(server: McpServer, tool: str, args: JSON, *, key: str | None, effect: 
     async def elicited(context: Any, params: Any) -> Any:
         import mcp_types as types
 
-        message, schema = params.message, getattr(params, "requested_schema", None) or {}
+        message, schema = params.message, getattr(params, "requested_schema", None)
+        if getattr(params, "mode", "form") != "form" or not _form_schema(schema):
+            return types.ElicitResult(action="decline")  # a URL to open, or a form keel can't draw: no one is asked
         question = hashlib.sha256(json.dumps([tool, message, schema], sort_keys=True).encode()).hexdigest()[:16]
         try:
             answer = foreign.ask_person(question, message, schema)
@@ -152,7 +160,7 @@ def _call(server: McpServer, tool: str, args: JSON, *, key: str | None, effect: 
         return await client.call_tool(tool, args, meta={KEY_META: key} if key else None)
 
     result = _connected(server, calling, asked=elicited, effect=effect)
-    if needed:  # nobody has answered the server's question: it did nothing, the execution waits
+    if needed and result.is_error:  # nobody has answered its question: it did nothing, the execution waits
         raise needed[0]
     if result.is_error:
         text = _text(result)
@@ -169,6 +177,23 @@ def _call(server: McpServer, tool: str, args: JSON, *, key: str | None, effect: 
     except ValueError:
         return {"text": text}
     return parsed if isinstance(parsed, dict) else {"result": parsed}
+
+
+def _form_schema(schema: Any) -> bool:
+    """Whether ``schema`` is a form a person can fill: an object whose properties are each
+    a JSON Schema of a string, number, integer or boolean (MCP's elicitation subset)."""
+    import jsonschema
+
+    if not isinstance(schema, dict) or not isinstance(schema.get("properties", {}), dict):
+        return False
+    try:
+        jsonschema.Draft202012Validator.check_schema(schema)
+    except jsonschema.SchemaError:
+        return False
+    return all(
+        isinstance(prop, dict) and prop.get("type") in ("string", "number", "integer", "boolean")
+        for prop in schema.get("properties", {}).values()
+    )
 
 
 def _text(result: Any) -> str:

@@ -32,6 +32,7 @@ def test_the_model_repeating_an_approved_pydantic_call_is_told_the_receipt_and_p
     assert action.status == "succeeded"
     assert keel.provider_calls(action.key) == {"calls": 1, "effects": 1}
     receipt = action.receipt["notification_id"]
+    assert action.args["on"] == "2026-12-24"  # the JSON keel decided on and approved
     # the call and its three repeats: each done, each told the one receipt
     assert done["result"] == {"answer": f"paid under {receipt}", "paid": [["done", receipt]] * 4}
 

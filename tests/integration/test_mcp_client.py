@@ -120,3 +120,13 @@ def test_a_server_that_will_not_start_is_transient_at_call_time(tmp_path):
         look.run({"day": "2026-12-20"}, None)
     assert failed.value.kind == FailureKind.TRANSIENT and "did not start" in failed.value.message
     assert "port 5432 refused" in failed.value.evidence["stderr"]
+
+
+def test_only_a_form_a_person_can_fill_is_asked():
+    from executions.authoring.mcp import _form_schema
+
+    assert _form_schema({"type": "object", "properties": {"confirm": {"type": "boolean"}}, "required": ["confirm"]})
+    assert not _form_schema({"type": "object", "properties": {"x": True}})  # not a schema a form can draw
+    assert not _form_schema({"type": "object", "properties": {"rooms": {"type": "array"}}})
+    assert not _form_schema({"type": "object", "properties": {"x": {"type": "nonsense"}}})
+    assert not _form_schema(None)

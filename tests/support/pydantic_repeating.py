@@ -2,12 +2,14 @@
 tests/integration/test_foreign_agents.py): ``pay`` posts a payout notice to the sandbox
 under the ledger's key and needs a manager's approval of its arguments. The offline
 policy proposes the same ``pay`` call ``1 + REPEATS`` times, then answers with the
-receipts it was told."""
+receipts it was told. ``pay`` takes a ``date``: keel decides on the call's JSON, the tool
+gets its own types."""
 
 from __future__ import annotations
 
 import json
 import os
+from datetime import date
 
 from pydantic_ai import Agent
 
@@ -20,9 +22,10 @@ payer = Agent(instructions="Pay the customer the amount asked, once.")
 
 
 @payer.tool_plain
-def pay(customer: str, amount: int) -> dict:
-    """Pay the customer the amount."""
-    notice = {"channel": "payments", "to": [f"{customer}@payouts.example"], "subject": f"Pay {amount} EUR"}
+def pay(customer: str, amount: int, on: date) -> dict:
+    """Pay the customer the amount on a day (a typed argument: pydantic-ai hands the tool a date)."""
+    subject = f"Pay {amount} EUR on {on.strftime('%d %b %Y')}"  # a str would have no strftime
+    notice = {"channel": "payments", "to": [f"{customer}@payouts.example"], "subject": subject}
     return request_json("POST", os.environ["SANDBOX_URL"].rstrip("/") + "/notify", body=notice, key=effect_key())
 
 
@@ -35,7 +38,8 @@ def policy(request) -> Decision:
     asked = json.loads(next(m["content"] for m in request.messages if m["role"] == "user"))
     paid = [m for m in request.messages if m["role"] == "tool" and m["name"] == "pay"]
     if len(paid) <= REPEATS:
-        return Decision(text="paying", tool="pay", args={"customer": asked["customer"], "amount": asked["amount"]})
+        args = {"customer": asked["customer"], "amount": asked["amount"], "on": "2026-12-24"}
+        return Decision(text="paying", tool="pay", args=args)
     receipts = sorted({json.loads(m["content"]).get("notification_id", "?") for m in paid})
     return Decision(text=f"paid under {', '.join(receipts)}")
 

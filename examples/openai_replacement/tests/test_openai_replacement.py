@@ -6,7 +6,7 @@ escalation agent; declarations keel refuses."""
 
 import pytest
 import requests
-from agents import Agent, function_tool
+from agents import Agent, InputGuardrail, function_tool
 
 from executions.authoring import Workflow, WorkflowInput
 from executions.authoring.testing import Keel
@@ -81,3 +81,9 @@ def test_declarations_keel_cannot_gate_are_refused_naming_what(db):
         _flow("b").openai_agent("s", label="s", agent=Agent(name="b", tools=[wire]), prompt=str)
     with pytest.raises(ValueError, match="hands off to 'stranger', which the step doesn't declare"):
         _flow("c").openai_agent("s", label="s", agent=Agent(name="c", handoffs=[stranger]), prompt=str)
+    nested = Agent(name="d", tools=[stranger.as_tool(tool_name="ask_stranger", tool_description="Ask.")])
+    with pytest.raises(ValueError, match="ask_stranger is an agent"):  # its Runner would ask outside the journal
+        _flow("d").openai_agent("s", label="s", agent=nested, prompt=str)
+    guarded = Agent(name="e", input_guardrails=[InputGuardrail(guardrail_function=lambda *a: None)])
+    with pytest.raises(ValueError, match="has guardrails"):
+        _flow("e").openai_agent("s", label="s", agent=guarded, prompt=str)
