@@ -17,11 +17,11 @@ from typing import Annotated, Any, Literal, TypeVar
 
 import pydantic
 from ninja import Schema
-from pydantic import AfterValidator, Field
+from pydantic import Field
 
 from .engine.events import EventId
 from .errors import InvalidInput, readable
-from .storable import DB_INT_MAX, STORABLE, storable_json
+from .storable import DB_INT_MAX, STORABLE, STORABLE_JSON
 from .waits import SignalName
 
 MAX_COMMENT = 4000
@@ -32,7 +32,7 @@ MAX_COMMENT = 4000
 
 DbInt = Annotated[int, Field(ge=1, le=DB_INT_MAX)]
 Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$", description="64 lowercase hex characters")]
-SafeJsonObject = Annotated[dict[str, Any], AfterValidator(storable_json)]
+SafeJsonObject = Annotated[dict[str, Any], STORABLE_JSON]
 
 ExecutionRef = Annotated[str, Field(min_length=1, max_length=40), STORABLE]
 ArtifactRef = Annotated[str, Field(min_length=1, max_length=60), STORABLE]

@@ -17,7 +17,7 @@ question is answered from the row (``answered``).
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import pydantic
 from django.contrib.auth.models import AbstractBaseUser
@@ -30,7 +30,7 @@ from .authoring.workflow import Step, Workflow
 from .engine import dispatch, events, gates, lifecycle
 from .errors import Conflict, Forbidden, InputNeeded, InvalidInput
 from .models import OPERATE, Execution, Question, Status, execution_for
-from .storable import storable_json
+from .storable import STORABLE_JSON
 
 KIND = "input"
 
@@ -207,13 +207,10 @@ class AnswerEventIn(pydantic.BaseModel):
 
     type: Literal["input.answer"]
     input_id: str = pydantic.Field(min_length=1, max_length=300)
-    answer: Any = pydantic.Field(description="JSON meeting the question's schema (pending_input.schema)")
+    answer: Annotated[Any, STORABLE_JSON] = pydantic.Field(
+        description="JSON meeting the question's schema (pending_input.schema)"
+    )
     event_id: events.EventId
-
-    @pydantic.field_validator("answer")
-    @classmethod
-    def _storable(cls, value: Any) -> Any:
-        return storable_json(value)
 
 
 class AnswerOut(pydantic.BaseModel):

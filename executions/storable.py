@@ -75,6 +75,8 @@ def storable_json(value: Any) -> Any:
 # surrogates refused (``storable_text``). Every text field of an input reads
 # ``Annotated[str, Field(min_length=…, max_length=…), STORABLE]``.
 STORABLE = AfterValidator(storable_text)
+# The same for any JSON a body carries (a signal's payload, an answer): ``Annotated[Any, STORABLE_JSON]``.
+STORABLE_JSON = AfterValidator(storable_json)
 
 
 def clip_text(value: Any, limit: int) -> str:

@@ -38,7 +38,7 @@ from .engine import dispatch, events, gates, lifecycle
 from .errors import Conflict, Forbidden
 from .models import OPERATE, Execution, Status, Wait, execution_for
 from .reasons import StuckReason
-from .storable import STORABLE, storable_json
+from .storable import STORABLE, STORABLE_JSON
 
 SWEEP_BATCH = 200
 
@@ -333,13 +333,10 @@ class SignalIn(pydantic.BaseModel):
     model_config = pydantic.ConfigDict(extra="forbid")  # a field it does not declare: 422 naming it
 
     name: SignalName
-    payload: Any = pydantic.Field(default=None, description="any JSON; recorded as the wait step's output")
+    payload: Annotated[Any, STORABLE_JSON] = pydantic.Field(
+        default=None, description="any JSON; recorded as the wait step's output"
+    )
     event_id: events.EventId
-
-    @pydantic.field_validator("payload")
-    @classmethod
-    def _storable(cls, value: Any) -> Any:
-        return storable_json(value)
 
 
 class SignalEventIn(SignalIn):

@@ -28,7 +28,18 @@ pytest_plugins = ["tests.support.gate_fixtures", "tests.support.browsing"]
 
 # Fixtures that start keel's processes (or need them): their tests are marked ``processes``.
 # ``keel`` is the author's kit as docs/authoring.md names its fixture (tests/examples).
-PROCESS_FIXTURES = {"stack", "sandbox", "run_sandbox", "shared_stacks", "world", "web_stack", "run_pgbouncer", "keel"}
+PROCESS_FIXTURES = {
+    "stack",
+    "sandbox",
+    "run_sandbox",
+    "shared_stacks",
+    "world",
+    "web_stack",
+    "run_pgbouncer",
+    "keel",
+    "pydantic_keel",
+    "mcp_keel",
+}
 # KEEL_TEST_PGBOUNCER=1: every stack's processes connect through the run's PgBouncer in
 # transaction mode (issue 24; S46 runs the worker-killing scenarios so in every run).
 THROUGH_PGBOUNCER = bool(os.environ.get("KEEL_TEST_PGBOUNCER"))
@@ -79,11 +90,17 @@ class _StackOrder:
 def pytest_configure(config) -> None:
     config.pluginmanager.register(_StackOrder(), "keel-stack-order")
     # The author's kit (executions.authoring.testing) starts its processes as the stacks do here:
-    # forked from this pytest process's preloaded interpreter (tests/support/forkserver.py).
+    # forked from this pytest process's preloaded interpreter (tests/support/forkserver.py),
+    # telling people by e-mail and other systems by webhook to the run's receivers, as
+    # production does (a test's own env= still wins).
     from executions.authoring.testing import processes as kit_processes
     from tests.support import forkserver
+    from tests.support.stack import outbox_env
 
-    kit_processes.spawn = lambda argv, env, log: forkserver.spawn(argv, env=env, cwd=Path.cwd(), log=log)
+    def spawn(argv, env, log):
+        return forkserver.spawn(argv, env={**outbox_env(), **env}, cwd=Path.cwd(), log=log)
+
+    kit_processes.spawn = spawn
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)

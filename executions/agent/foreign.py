@@ -29,7 +29,10 @@ from pydantic_core import to_jsonable_python
 
 from ..authoring import foreign
 from ..authoring.modelcalls import ModelRequest, ModelResponse, ToolCall, ToolSpec
+from ..authoring.retry import RetryPolicy
+from ..authoring.specs import GateSpec
 from ..authoring.step_context import StepContext
+from ..authoring.tools import Budget, Tool
 from ..authoring.workflow import Step, Workflow
 from ..engine import kinds
 from ..engine.leases import Lease
@@ -46,6 +49,10 @@ class Framework(Protocol):
 
     def tools(self, agent: Any) -> list[tuple[str, str, JSON]]:
         """The agent's own tools: (name, description, JSON schema of the arguments)."""
+        ...
+
+    def check(self, agent: Any) -> list[str]:
+        """ValueError for what keel can't gate; the tools the framework says need approval."""
         ...
 
     async def run(self, visit: Driven, prompt: str) -> Any:
@@ -157,6 +164,64 @@ class ForeignAgentStep(kinds.StepHandler):
             f"runs the {self.framework.title} agent; each model request is recorded and each tool call goes "
             "through the runtime's checks, the ledger and approvals"
         )
+
+
+def declare(
+    framework: Framework,
+    flow: Any,
+    name: str,
+    *,
+    label: str,
+    agent: Any,
+    prompt: Any,
+    effects: dict[str, foreign.KeyFn] | None,
+    approvals: dict[str, GateSpec] | None,
+    tools: list[Tool] | None,
+    budget: Budget | None,
+    offline_policy: Any,
+    prompt_version: str,
+    retry: RetryPolicy,
+    timeout: float | None,
+    then: str | None,
+) -> None:
+    """Declare a framework's agent step on ``flow`` (``flow.pydantic_agent``,
+    ``flow.openai_agent``): refused at start-up (ValueError naming the workflow, the step
+    and what) when keel can't gate the agent, or a tool the framework says needs approval
+    is not in ``approvals`` (keel's approval of its arguments stands in)."""
+    where = f"{flow.name} v{flow.version}: {framework.name} {name}"
+    try:
+        unapproved = sorted(set(framework.check(agent)) - set(approvals or {}))
+        described = framework.tools(agent)
+    except ValueError as refused:
+        raise ValueError(f"{where}: {refused}") from None
+    if unapproved:
+        raise ValueError(
+            f"{where}: {', '.join(unapproved)} needs approval in {framework.title}; name it in approvals={{…}} "
+            "so keel's approval of its arguments stands in"
+        )
+    spec = foreign.foreign_agent(
+        flow,
+        name,
+        framework=framework.name,
+        agent=agent,
+        prompt=prompt,
+        tools=described,
+        effects=effects,
+        approvals=approvals,
+        extra=tools,
+        budget=budget,
+        offline_policy=offline_policy,
+    )
+    flow.declare(
+        framework.name,
+        name,
+        label=label,
+        spec=spec,
+        prompt_version=prompt_version,
+        retry=retry,
+        timeout=timeout,
+        then=then,
+    )
 
 
 def register(framework: Framework) -> None:

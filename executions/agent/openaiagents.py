@@ -22,7 +22,7 @@ from dataclasses import replace
 from typing import Any
 
 from ..authoring.declarations import declaration
-from ..authoring.foreign import KeyFn, foreign_agent
+from ..authoring.foreign import KeyFn
 from ..authoring.modelcalls import ModelResponse, ToolSpec
 from ..authoring.retry import DEFAULT as DEFAULT_RETRY
 from ..authoring.retry import RetryPolicy
@@ -52,10 +52,11 @@ class OpenAIAgents:
                 found[name] = (tool, (name, tool.description or "", tool.params_json_schema))
         return [described for _, described in found.values()]
 
-    def check(self, agents: list[Any]) -> list[str]:
+    def check(self, agent: Any) -> list[str]:
         """Refuses (ValueError) what keel can't gate; the tools that need approval in the SDK."""
         from agents import Agent, FunctionTool, Handoff
 
+        agents = self.team(agent)
         names = {a.name for a in agents}
         approval = []
         for member in agents:
@@ -291,30 +292,20 @@ def openai_agent(
     it may hand off to], effects={tool: key_fn}, approvals={tool: Approval(…)}, tools=[keel
     tools beside its own], …)``."""
     team = [agent, *(a for a in agents or [] if a is not agent)]
-    where = f"{flow.name} v{flow.version}: openai_agent {name}"
-    try:
-        unapproved = sorted(set(FRAMEWORK.check(team)) - set(approvals or {}))
-        described = FRAMEWORK.tools(team)
-    except ValueError as refused:
-        raise ValueError(f"{where}: {refused}") from None
-    if unapproved:
-        raise ValueError(
-            f"{where}: {', '.join(unapproved)} needs approval in the OpenAI Agents SDK; name it in approvals={{…}} "
-            "so keel's approval of its arguments stands in"
-        )
-    spec = foreign_agent(
+    foreign.declare(
+        FRAMEWORK,
         flow,
         name,
-        framework=KIND,
+        label=label,
         agent=team,
         prompt=prompt,
-        tools=described,
         effects=effects,
         approvals=approvals,
-        extra=tools,
+        tools=tools,
         budget=budget,
         offline_policy=offline_policy,
-    )
-    flow.declare(
-        KIND, name, label=label, spec=spec, prompt_version=prompt_version, retry=retry, timeout=timeout, then=then
+        prompt_version=prompt_version,
+        retry=retry,
+        timeout=timeout,
+        then=then,
     )

@@ -18,7 +18,7 @@ from dataclasses import replace
 from typing import Any
 
 from ..authoring.declarations import declaration
-from ..authoring.foreign import KeyFn, foreign_agent
+from ..authoring.foreign import KeyFn
 from ..authoring.modelcalls import ModelResponse, ToolSpec
 from ..authoring.retry import DEFAULT as DEFAULT_RETRY
 from ..authoring.retry import RetryPolicy
@@ -50,9 +50,10 @@ class PydanticAI:
                 found.append((name, definition.description or "", definition.parameters_json_schema))
         return found
 
-    def approval_required(self, agent: Any) -> list[str]:
+    def check(self, agent: Any) -> list[str]:
         from pydantic_ai.toolsets import FunctionToolset
 
+        self.tools(agent)  # refuses a toolset that is not one of functions
         return [
             name
             for toolset in agent.toolsets
@@ -215,25 +216,20 @@ def pydantic_agent(
 ) -> None:
     """``flow.pydantic_agent(name, label=…, agent=Agent(…), prompt=fn(ctx), effects={tool:
     key_fn}, approvals={tool: Approval(…)}, tools=[keel tools beside its own], …)``."""
-    unapproved = sorted(set(FRAMEWORK.approval_required(agent)) - set(approvals or {}))
-    if unapproved:
-        raise ValueError(
-            f"{flow.name} v{flow.version}: pydantic_agent {name}: {', '.join(unapproved)} requires approval in "
-            "pydantic-ai; name it in approvals={…} so keel's approval of its arguments stands in"
-        )
-    spec = foreign_agent(
+    foreign.declare(
+        FRAMEWORK,
         flow,
         name,
-        framework=KIND,
+        label=label,
         agent=agent,
         prompt=prompt,
-        tools=FRAMEWORK.tools(agent),
         effects=effects,
         approvals=approvals,
-        extra=tools,
+        tools=tools,
         budget=budget,
         offline_policy=offline_policy,
-    )
-    flow.declare(
-        KIND, name, label=label, spec=spec, prompt_version=prompt_version, retry=retry, timeout=timeout, then=then
+        prompt_version=prompt_version,
+        retry=retry,
+        timeout=timeout,
+        then=then,
     )

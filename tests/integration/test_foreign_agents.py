@@ -28,7 +28,7 @@ def test_the_model_repeating_an_approved_pydantic_call_is_told_the_receipt_and_p
     keel.wait(ref, "awaiting_approval")
     keel.decide(ref, "approve")
     done = keel.wait(ref, "completed")
-    [action] = Action.objects.filter(execution=execution_for(ref))
+    [action] = Action.objects.filter(execution=execution_for(ref), beside=False)
     assert action.status == "succeeded"
     assert keel.provider_calls(action.key) == {"calls": 1, "effects": 1}
     receipt = action.receipt["notification_id"]

@@ -41,7 +41,8 @@ def test_an_approved_claim_is_paid_once_through_the_api_and_the_cli(keel):
     done = keel.run("expense_approval", CLAIM)
     assert done["status"] == "completed", done
     key = f"{done['id']}:pay:v1"
-    assert done["actions"] == [{"key": key, "type": "pay_expense", "status": "succeeded", "attempts": 1}]
+    own = [a for a in done["actions"] if a["type"] not in ("notify_approver", "webhook")]  # not the e-mails, webhooks
+    assert own == [{"key": key, "type": "pay_expense", "status": "succeeded", "attempts": 1}]
     assert keel.provider_calls(key) == {"calls": 1, "effects": 1}  # paid exactly once
 
     cli = subprocess.run(

@@ -38,7 +38,7 @@ def test_the_sdk_agent_through_the_openai_endpoint_waits_for_approval_then_repla
     keel.decide(ref, "approve")
     done = keel.wait(ref, "completed")
     assert done["result"]["replacement"], done
-    actions = {a.type: a for a in Action.objects.filter(execution=execution_for(ref))}
+    actions = {a.type: a for a in Action.objects.filter(execution=execution_for(ref), beside=False)}
     assert set(actions) == {"submit_replacement", "reply_to_customer"}, actions
     for action in actions.values():
         assert keel.provider_calls(action.key)["effects"] == 1, (action.tool, keel.provider_calls(action.key))
@@ -52,7 +52,7 @@ def test_an_out_of_stock_ticket_is_handed_to_the_declared_escalation_agent(keel)
     ref = keel.start("openai_replacement", {"ticket": "TCK-1002"})  # its lamp is out of stock
     done = keel.wait(ref, "completed")
     assert done["result"] == {"answer": "Out of stock: a person takes this ticket over.", "replacement": None}
-    assert not Action.objects.filter(execution=execution_for(ref)).exists()
+    assert not Action.objects.filter(execution=execution_for(ref), beside=False).exists()
     assert len(asked(ref)) == 5  # three reads, the handoff, escalation's note
 
 

@@ -182,7 +182,8 @@ class Keel:
     def _user(self, name: str, *, group: str | None = None) -> AbstractBaseUser:
         user = get_user_model().objects.filter(username=name).first()  # a flushed database drops them
         if user is None:
-            user = get_user_model().objects.create_user(username=name)
+            # An address, as people have: a manager is told of an approval by e-mail, as in production.
+            user = get_user_model().objects.create_user(username=name, email=f"{name}@example.com")
             if group:
                 ensure_roles()  # a flushed database drops the groups too
                 user.groups.add(Group.objects.get(name=group))
