@@ -42,20 +42,28 @@ class Command:
     arguments: Callable[[argparse.ArgumentParser], None]
     run: Callable[..., Result]
     acts: bool = False  # takes --as USER, and acts with that user's authority
+    # Acts one item at a time, each committed with its via.cli marks (cli.trace.acting per
+    # item, a bulk's): a crash keeps what was done. Otherwise the whole act is one transaction.
+    per_item: bool = False
 
 
 _commands: dict[str, Command] = {}
 
 
 def command(
-    name: str, *, help: str, arguments: Callable[[argparse.ArgumentParser], None] = lambda _p: None, acts=False
+    name: str,
+    *,
+    help: str,
+    arguments: Callable[[argparse.ArgumentParser], None] = lambda _p: None,
+    acts=False,
+    per_item=False,
 ) -> Callable[[Callable[..., Result]], Callable[..., Result]]:
     """Register ``run`` as ``manage.py keel NAME``."""
 
     def register(run: Callable[..., Result]) -> Callable[..., Result]:
         if name in _commands:
             raise ValueError(f"keel command {name!r} registered twice")
-        _commands[name] = Command(name=name, help=help, arguments=arguments, run=run, acts=acts)
+        _commands[name] = Command(name=name, help=help, arguments=arguments, run=run, acts=acts, per_item=per_item)
         return run
 
     return register

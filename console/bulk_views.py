@@ -86,7 +86,8 @@ def _render_choose(
             "filter_pairs": list(filters.items()),
             "filter_words": ", ".join(f"{k} {v}" for k, v in chosen.items()) or "all executions",
             "list_url": reverse("console:list") + (f"?{urlencode(chosen)}" if chosen else ""),
-            "operations": [(name, *WORDS[name]) for name in bulk.OPERATIONS],
+            # A migration names its version and accepts blockers one execution at a time: the API and keel migrate.
+            "operations": [(name, *WORDS[name]) for name in bulk.OPERATIONS if name in WORDS],
             "operation": operation,
             "verb": WORDS[operation][0] if operation else "",
             "dry": dry,

@@ -1,5 +1,6 @@
 """The runtime's answer shapes (django-ninja schemas): an execution as the Task API shows
-it (``ExecutionOut`` and its parts), a page of them, an action after it was resolved.
+it (``ExecutionOut`` and its parts), a page of them, an action after it was resolved, a
+workflow as the catalogue shows it (``WorkflowOut``).
 ``executions.api`` answers with them, and so does every app whose endpoint answers with
 an execution (approvals, triage, retention) or prints one (the CLI's ``--json``). The
 bodies are in ``executions.inputs``; the error shape and the auth in ``apikit``.
@@ -151,3 +152,48 @@ class ActionDetailOut(Schema):
     attempts: int
     receipt: dict[str, Any] | None
     last_error: str
+
+
+# --- the catalogue (docs/design.md §6, "Platform"; executions.catalogue)
+
+
+class WorkflowStepOut(Schema):
+    name: str
+    label: str
+    kind: str
+
+
+class CatalogueVersionOut(Schema):
+    version: int
+    input_schema: dict[str, Any]
+    steps: list[WorkflowStepOut]
+    live: int  # its executions not yet completed, failed or cancelled (none: it can be retired)
+
+
+class RolloutOut(Schema):
+    version: int
+    percent: int  # of the new starts without a version: to ``version``; the rest to ``stable``
+    stable: int
+    reason: str
+    by: str
+    at: datetime
+
+
+class WorkflowOut(Schema):
+    name: str
+    title: str
+    description: str
+    version: int
+    versions: list[int]
+    input_schema: dict[str, Any]
+    steps: list[WorkflowStepOut]
+    # Every registered version, oldest first, with its own steps and input (a start may
+    # choose one: ``version`` on POST /api/executions).
+    by_version: list[CatalogueVersionOut]
+    # Versions no longer registered with live executions, by version: their count.
+    unregistered_live: dict[str, int]
+    rollout: RolloutOut | None  # none: every start without a version goes to the latest
+    paused: bool
+    paused_reason: str | None
+    paused_by: str | None
+    paused_at: datetime | None

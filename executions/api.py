@@ -25,7 +25,7 @@ from artifacts.services import artifact_version_content
 from artifacts.store import CorruptArtifact
 
 from . import catalogue, pauses, selectors, services
-from .answers import ActionDetailOut, ExecutionOut, ExecutionPage, ReasonName
+from .answers import ActionDetailOut, ExecutionOut, ExecutionPage, ReasonName, WorkflowOut
 from .engine import events
 from .errors import Conflict, NotFound
 from .inputs import (
@@ -281,35 +281,6 @@ def artifact_content(request: HttpRequest, artifact_id: ArtifactRef, n: DbInt):
 
 
 # --- the catalogue (docs/design.md §6, "Platform"): what can be started, and with what input
-
-
-class WorkflowStepOut(Schema):
-    name: str
-    label: str
-    kind: str
-
-
-class CatalogueVersionOut(Schema):
-    version: int
-    input_schema: dict[str, Any]
-    steps: list[WorkflowStepOut]
-
-
-class WorkflowOut(Schema):
-    name: str
-    title: str
-    description: str
-    version: int
-    versions: list[int]
-    input_schema: dict[str, Any]
-    steps: list[WorkflowStepOut]
-    # Every registered version, oldest first, with its own steps and input (a start may
-    # choose one: ``version`` on POST /api/executions).
-    by_version: list[CatalogueVersionOut]
-    paused: bool
-    paused_reason: str | None
-    paused_by: str | None
-    paused_at: datetime | None
 
 
 class WorkflowPage(Schema):

@@ -13,7 +13,7 @@ from typing import Any
 
 from django.db.models import Count
 
-from . import pauses
+from . import pauses, rollouts
 from .authoring import registry
 from .errors import NotFound
 from .models import TERMINAL, Execution
@@ -41,9 +41,12 @@ def workflow(name: str):
         raise NotFound(f"no workflow {name!r}; known: {', '.join(registry.names()) or 'none'}") from None
 
 
-def item(name: str) -> dict[str, Any]:
-    """One catalogue item (``GET /api/workflows/{name}``); NotFound for an unknown name."""
+def item(name: str, *, live: dict[tuple[str, int], int] | None = None) -> dict[str, Any]:
+    """One catalogue item (``GET /api/workflows/{name}``); NotFound for an unknown name.
+    Each version says how many live executions it has (``live``: a version with none can be
+    retired), and ``rollout`` which version new starts go to (executions.rollouts)."""
     latest = workflow(name)
+    live = live_counts(name) if live is None else live
     return {
         "name": latest.name,
         "title": latest.title,
@@ -53,10 +56,15 @@ def item(name: str) -> dict[str, Any]:
         "input_schema": latest.input_schema(),
         "steps": _steps(latest),
         "by_version": [
-            {"version": v, "input_schema": flow.input_schema(), "steps": _steps(flow)}
+            {"version": v, "input_schema": flow.input_schema(), "steps": _steps(flow), "live": live.get((name, v), 0)}
             for v in registry.versions(name)
             for flow in [registry.get(name, v)]
         ],
+        # Versions no longer registered that still have live executions (migrate them, or deploy it again).
+        "unregistered_live": {
+            str(v): n for (w, v), n in sorted(live.items()) if w == name and v not in registry.versions(name)
+        },
+        "rollout": rollouts.shown(name),
         **hold_of(name),
     }
 
@@ -67,15 +75,15 @@ def _steps(flow) -> list[dict[str, str]]:
 
 def items() -> list[dict[str, Any]]:
     """Every registered workflow, sorted by name (``GET /api/workflows``)."""
-    return [item(name) for name in registry.names()]
+    live = live_counts()
+    return [item(name, live=live) for name in registry.names()]
 
 
-def live_counts() -> dict[tuple[str, int], int]:
-    """How many executions are live (not terminal) per (workflow, version), for the page."""
-    rows = (
-        Execution.objects.exclude(status__in=TERMINAL)
-        .values("workflow", "workflow_version")
-        .annotate(n=Count("id"))
-        .order_by()
-    )
+def live_counts(workflow: str | None = None) -> dict[tuple[str, int], int]:
+    """How many executions are live (not terminal) per (workflow, version): every
+    workflow's, or ``workflow``'s."""
+    rows = Execution.objects.exclude(status__in=TERMINAL)
+    if workflow is not None:
+        rows = rows.filter(workflow=workflow)
+    rows = rows.values("workflow", "workflow_version").annotate(n=Count("id")).order_by()
     return {(r["workflow"], r["workflow_version"]): r["n"] for r in rows}

@@ -41,6 +41,9 @@ ACTIVE = frozenset(set(Status) - TERMINAL)
 S = Status
 # Where an operator's hold (or a workflow's kill switch) can pause an execution from (docs/design.md §6 Operations).
 HOLDABLE = (S.PENDING, S.RUNNING, S.RETRY_PENDING, S.WAITING, S.AWAITING_APPROVAL)
+# Where an operator can move an execution to another version of its workflow from: live, and
+# no worker holds it (triage.migration). It keeps its status, or runs again to re-open a gate.
+MIGRATABLE = (S.PENDING, S.RETRY_PENDING, S.WAITING, S.AWAITING_APPROVAL, S.NEEDS_ATTENTION, S.PAUSED)
 
 
 # What the progress notes hold when nothing is in them (executions.authoring.notes.initial),
@@ -249,8 +252,7 @@ class Execution(ConcurrentTransitionMixin, models.Model):
         context = self.context or {}
         loaded = self.__dict__.pop("succeeded_outputs", None)
         if loaded is None:
-            runs = StepRun.objects.filter(execution_id=self.pk, outcome=StepRun.Outcome.SUCCEEDED).order_by("id")
-            loaded = dict(runs.values_list("step", "output")) if self.pk is not None else {}
+            loaded = dict(self.succeeded_runs().values_list("step", "output")) if self.pk is not None else {}
         self._outputs = {**context.get("state", {}), **context.get("carried", {}), **loaded}
         return self._outputs
 
@@ -282,9 +284,18 @@ class Execution(ConcurrentTransitionMixin, models.Model):
             carried = [output for name, output in context["carried_visits"] if name == step]
         else:  # a restart before visits were carried: its latest output only
             carried = [context["carried"][step]] if step in context.get("carried", {}) else []
-        runs = StepRun.objects.filter(execution_id=self.pk, step=step, outcome=StepRun.Outcome.SUCCEEDED)
-        own = list(runs.order_by("id").values_list("output", flat=True)) if self.pk is not None else []
+        runs = self.succeeded_runs().filter(step=step)
+        own = list(runs.values_list("output", flat=True)) if self.pk is not None else []
         return [*carried, *own] or [self.outputs()[step]]
+
+    def succeeded_runs(self) -> models.QuerySet[StepRun]:
+        """Its succeeded step runs, oldest first, that count as its visits: after a migration
+        to another version (``context["migrated_through"]``, the last run before it), only
+        the later ones; what came before is carried over, as the migration mapped it
+        (``context["carried_visits"]``, triage.migration), the way a restart carries."""
+        runs = StepRun.objects.filter(execution_id=self.pk, outcome=StepRun.Outcome.SUCCEEDED)
+        through = (self.context or {}).get("migrated_through")
+        return (runs.filter(pk__gt=through) if through else runs).order_by("id")
 
     @property
     def restart(self) -> Execution | None:
@@ -347,6 +358,13 @@ class Execution(ConcurrentTransitionMixin, models.Model):
         """An operator's hold, or its workflow's kill switch: remembers the status it left
         (the caller saves ``paused_from``)."""
         self.paused_from = self.status
+
+    @transition(field=status, source=list(MIGRATABLE), target=RETURN_VALUE(*MIGRATABLE, S.RUNNING))
+    def migrate(self, *, reopen: bool = False) -> str:
+        """Moved to another version of its workflow by an operator (the caller saves
+        ``workflow_version`` and what the move changed): it keeps its status, or, to ask a
+        gate again that the new version asks differently (``reopen``), runs again."""
+        return S.RUNNING if reopen else self.status
 
     @transition(field=status, source=S.PAUSED, target=RETURN_VALUE(*HOLDABLE))
     def unpause(self) -> str:
@@ -442,6 +460,28 @@ class WorkflowSwitch(models.Model):
 
     def __str__(self) -> str:
         return f"{self.workflow} {'paused' if self.paused else 'resumed'}"
+
+
+class Rollout(models.Model):
+    """Which version of a workflow new starts without a ``version`` go to (triage.rollout):
+    ``percent`` of them to ``version``, the rest to the highest registered version below it.
+    Append-only, one row per change (the audit); the latest row of a workflow is its state.
+    No row: every start goes to the latest registered version."""
+
+    workflow = models.CharField(max_length=100)
+    version = models.PositiveIntegerField()
+    percent = models.PositiveSmallIntegerField()
+    reason = models.TextField()
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+        indexes = [models.Index(fields=["workflow", "-id"], name="rollout_latest")]
+        triggers = [pgtrigger.Protect(name="rollout_append_only", operation=pgtrigger.Update | pgtrigger.Delete)]
+
+    def __str__(self) -> str:
+        return f"{self.workflow} v{self.version} at {self.percent}%"
 
 
 class ExecutionEvent(models.Model):
@@ -588,6 +628,10 @@ class CostReservation(models.Model):
         return f"{self.key}#{self.revision}"
 
 
+def _never_sent(action: Action) -> bool:
+    return action.attempts == 0 and not action.is_compensation and not action.beside
+
+
 class Action(ConcurrentTransitionMixin, models.Model):
     """The ledger: one external side effect, keyed by its business identity.
 
@@ -655,6 +699,11 @@ class Action(ConcurrentTransitionMixin, models.Model):
     @transition(field=status, source=[State.PLANNED, State.APPROVED], target=State.FAILED)
     def void(self) -> None:
         """It will never run: refused, superseded or expired approval, or a cancel."""
+
+    @transition(field=status, source=[State.PLANNED, State.FAILED], target=State.PLANNED, conditions=[_never_sent])
+    def replan(self) -> None:
+        """A gate asks again (a new round, another version's gate) and plans it anew: never
+        sent, it takes the new plan's type, arguments and gate."""
 
     @transition(
         field=status,

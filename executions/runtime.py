@@ -20,6 +20,7 @@ The names, by what an app does with them:
 - *change one execution inside the caller's transaction*: ``transition`` (the one
   writer of its status), ``record`` (an event), ``dispatch_on_commit`` (the doorbell),
   and, the execution locked, ``execution_continue`` (a gate let it through),
+  ``withdraw_gates`` (close what its gates asked: a cancel's, a migration's),
   ``execution_rewind`` (back to an earlier step, in a new round), ``cancel_locked``,
   ``resume_locked`` (the one resume, its blockers checked in one place);
 - *effects beside the steps and the ledger's other rows*: ``record_beside``,
@@ -53,6 +54,7 @@ from .engine.events import registered as event_types
 from .engine.failpoints import hit as failpoint
 from .engine.gates import Attention, Gate, Opened, Passed, PendingGate, Reopen, StaleGrant, pending_of, stale_of
 from .engine.gates import register as register_gate
+from .engine.gates import withdraw_all as withdraw_gates
 from .engine.journal import ACCEPTED, JournaledModel, ModelDrift, accepted, call_key, response_of
 from .engine.kinds import Done, Parked, StepHandler
 from .engine.kinds import get as step_kind
@@ -136,5 +138,6 @@ __all__ = [
     "step_kinds",
     "transition",
     "unavailable",
+    "withdraw_gates",
     "worker_identity",
 ]

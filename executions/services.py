@@ -13,7 +13,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
 from django.db.models.functions import Now
 
-from . import blockers, pauses
+from . import blockers, pauses, rollouts
 from . import children as children_module
 from .agent.modelclient import get_model_client
 from .authoring import registry
@@ -34,8 +34,9 @@ def execution_start(
     budget_usd: Any = None,
     version: Any = None,
 ) -> tuple[Execution, bool]:
-    """Start an execution of the latest deployed version of ``workflow`` (or of ``version``,
-    one of its registered versions).
+    """Start an execution of ``workflow``: of ``version`` (one of its registered versions),
+    or of the version its rollout chooses (``executions.rollouts``: the latest deployed
+    version when it has none).
 
     Returns (execution, created). The idempotency key is scoped to the user: the same
     key with the same input returns the original execution; with other input, Conflict.
@@ -51,7 +52,8 @@ def execution_start(
         with _refusals(refused):
             budget = usd_amount("budget_usd", budget_usd)
     try:
-        flow = registry.latest(workflow)
+        # Without a version: the one its rollout chooses (executions.rollouts; the latest without one).
+        flow = rollouts.choose(workflow, seed=f"{user.pk}:{idempotency_key}" if idempotency_key else "")
     except registry.UnknownWorkflow as exc:
         raise InvalidInput.of([("workflow", str(exc)), *refused]) from None
     if version is not None:

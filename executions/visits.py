@@ -57,7 +57,7 @@ def done(workflow: Workflow, execution: Execution) -> list[Visit]:
         if name in declared:
             count[name] += 1
             out.append(Visit(declared[name], count[name], carried=True, output=output))
-    runs = list(StepRun.objects.filter(execution_id=execution.pk, outcome=StepRun.Outcome.SUCCEEDED).order_by("id"))
+    runs = list(execution.succeeded_runs())
     # Rows written before issue 25 kept every output in ``context["state"]``: one without a run is done.
     legacy = (execution.context or {}).get("state") or {}
     ran = {run.step for run in runs} | set(count)
@@ -142,15 +142,20 @@ def visit_of(visits: list[Visit], step: str, at: datetime) -> Visit | None:
 
 def producer_of(version: ArtifactVersion, done_visits: list[Visit]) -> Visit | None:
     """The visit (of ``done_visits``, every one the execution made) that produced artifact
-    ``version``: the visit of its step in the round it records; for a copy a restart made,
-    the step's last carried visit; for a version stored before the round was kept, the
+    ``version``: the visit of its step in the round it records (the step's last carried
+    visit when a migration carried them all); for a copy a restart made, the step's last
+    carried visit; for a version stored before the round was kept, the
     first visit of its step whose run finished after it."""
     step = version.produced_by_step
     if version.produced_in_round == 0:
         return next((v for v in reversed(done_visits) if v.name == step and v.carried), None)
     if version.produced_in_round is not None:
         made = version.produced_in_round
-        return next((v for v in done_visits if v.name == step and v.run is not None and v.run.round == made), None)
+        found = next((v for v in done_visits if v.name == step and v.run is not None and v.run.round == made), None)
+        if found is None and not any(v.name == step and v.run is not None for v in done_visits):
+            # Its visits were carried over by a migration to another version (its runs stay as the record).
+            found = next((v for v in reversed(done_visits) if v.name == step and v.carried), None)
+        return found
     made_in = visit_of(done_visits, step, version.created_at)
     if made_in is None:  # none of its runs finished after it: a step a restart carried over made it
         made_in = next((v for v in reversed(done_visits) if v.name == step and v.carried), None)

@@ -177,9 +177,9 @@ def _durations(rows: QuerySet, measure: str, value, *, at: str, label: str | Non
 
 
 def _stays(events: QuerySet) -> Iterator[Observation]:
-    transitions = events.filter(type="transition", from_status__in=STAYS).annotate(
-        wf=F("execution__workflow"), entered=_entered()
-    )
+    # A transition that keeps the status (an operator's migrate) ends no stay.
+    transitions = events.filter(type="transition", from_status__in=STAYS).exclude(to_status=F("from_status"))
+    transitions = transitions.annotate(wf=F("execution__workflow"), entered=_entered())
     yield from _durations(
         transitions, "stay", Seconds(F("created_at"), F("entered")), at="created_at", label="from_status"
     )

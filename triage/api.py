@@ -18,14 +18,14 @@ from pydantic import Field
 from accounts.roles import reads_operator_audit
 from apikit.answers import READ, READ_ONE, WRITE, WRITE_ONE, ErrorOut
 from executions import selectors
-from executions.answers import ActionDetailOut, ExecutionOut
+from executions.answers import ActionDetailOut, ExecutionOut, WorkflowOut
 from executions.errors import Forbidden, InvalidInput
-from executions.inputs import ActionKey, Cursor, DbInt, ExecutionRef, WorkflowName
+from executions.inputs import ActionKey, Cursor, DbInt, ExecutionRef, RequiredWorkflowName, WorkflowName
 from executions.models import pk_from_ref, ref_for
 from executions.storable import STORABLE
 
-from . import bulk, compensations, drift, operator_audit, preview, restart, tallies
-from .inputs import AcceptRequestIn, BulkIn, CloseIn, RestartIn
+from . import bulk, compensations, drift, migration, operator_audit, preview, restart, rollout, tallies
+from .inputs import AcceptRequestIn, BulkIn, CloseIn, MigrateIn, RestartIn, RolloutIn
 
 router = Router()
 
@@ -72,7 +72,7 @@ class BulkRunOut(Schema):
 
 @router.post("/executions/bulk", response={200: BulkDryRunOut | BulkRunOut, **WRITE}, tags=["executions"])
 def bulk_operation(request: HttpRequest, payload: BulkIn):
-    """Operators: cancel, resume or retry many executions. A dry run (``ids`` or a
+    """Operators: cancel, resume, retry, pause or migrate (``to_version``) many executions. A dry run (``ids`` or a
     ``filter``) changes nothing and lists what is eligible; a real run takes the ``ids``
     a dry run returned and reports per item, each its own audited transition."""
     if payload.dry_run:
@@ -81,6 +81,7 @@ def bulk_operation(request: HttpRequest, payload: BulkIn):
             operation=payload.operation,
             ids=payload.ids,
             filter=payload.filter.model_dump() if payload.filter is not None else None,
+            to_version=payload.to_version,
         )
         return found.as_dict()
     if payload.filter is not None:
@@ -88,7 +89,12 @@ def bulk_operation(request: HttpRequest, payload: BulkIn):
     if payload.ids is None:
         raise InvalidInput("ids", "name the executions (the eligible ids of a dry run)")
     return bulk.bulk_run(
-        user=request.user, operation=payload.operation, ids=payload.ids, reason=payload.reason, token=payload.token
+        user=request.user,
+        operation=payload.operation,
+        ids=payload.ids,
+        reason=payload.reason,
+        token=payload.token,
+        to_version=payload.to_version,
     ).as_dict()
 
 
@@ -151,6 +157,96 @@ class ResumePreviewOut(Schema):
 def resume_preview(request: HttpRequest, execution_id: ExecutionRef):
     """Operators: what a resume would skip, run and risk; resume refuses while ``can_resume`` is false."""
     return preview.execution_resume_preview(ref=execution_id, user=request.user)
+
+
+# --- versions in flight (triage.migration)
+
+
+class MigrationStepOut(Schema):
+    step: str
+    plan: Literal["skip", "run", "gone"]
+    why: str
+
+
+class MigrationEffectOut(Schema):
+    key: str
+    type: str
+    status: str
+    may_repeat: bool
+
+
+class MigrationStaleOut(Schema):
+    approval_id: int
+    why: str
+
+
+class PositionOut(Schema):
+    step: str
+    maps_to: str | None
+
+
+class ReplayFindingOut(Schema):
+    kind: str
+    step: str
+    key: str
+    detail: str
+
+
+class MigrationReplayOut(Schema):
+    verdict: str  # ok | drift | unregistered_version, or "" when it could not be placed to replay
+    findings: list[ReplayFindingOut]
+
+
+class MigratePreviewOut(Schema):
+    id: str
+    can_migrate: bool
+    blocked_by: list[str]
+    from_: int = Field(alias="from")
+    to: int
+    position: PositionOut
+    steps: list[MigrationStepOut]
+    effects: list[MigrationEffectOut]
+    stale_approvals: list[MigrationStaleOut]
+    replay: MigrationReplayOut
+
+    model_config = {"populate_by_name": True}
+
+
+@router.get(
+    "/executions/{execution_id}/migrate-preview",
+    response={200: MigratePreviewOut, **READ_ONE, 403: ErrorOut},
+    tags=["executions"],
+    by_alias=True,
+)
+def migrate_preview(request: HttpRequest, execution_id: ExecutionRef, to: DbInt):
+    """Operators: what moving the execution to version ``to`` of its workflow would skip, run,
+    repeat and make stale, and its replay against that version's code; ``migrate`` refuses
+    while ``can_migrate`` is false unless each blocker is accepted by name."""
+    return migration.execution_migrate_preview(ref=execution_id, user=request.user, to=to)
+
+
+@router.post("/executions/{execution_id}/migrate", response={200: ExecutionOut, **WRITE_ONE}, tags=["executions"])
+def migrate_execution(request: HttpRequest, execution_id: ExecutionRef, payload: MigrateIn):
+    """Operators: move the execution to version ``to_version`` of its workflow, one audited
+    ``migrate`` transition; 409 naming each blocker of its preview not in ``accept``."""
+    execution = migration.execution_migrate(
+        ref=execution_id,
+        user=request.user,
+        to_version=payload.to_version,
+        reason=payload.reason,
+        accept=payload.accept,
+    )
+    return selectors.execution_payload(execution)
+
+
+@router.post("/workflows/{name}/rollout", response={200: WorkflowOut, **WRITE_ONE}, tags=["workflows"])
+def rollout_workflow(request: HttpRequest, name: RequiredWorkflowName, payload: RolloutIn):
+    """Operators: ``percent`` of the new starts without a ``version`` go to ``version``, the
+    rest to the highest registered version below it (0: a rollback for new starts). Raising
+    it → 409 naming the executions on that version whose replay finds drift. → the catalogue item."""
+    return rollout.workflow_rollout(
+        name=name, user=request.user, version=payload.version, percent=payload.percent, reason=payload.reason
+    )
 
 
 @router.post("/executions/{execution_id}/restart", response={201: ExecutionOut, **WRITE_ONE}, tags=["executions"])

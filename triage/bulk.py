@@ -1,11 +1,11 @@
-"""Bulk operations: cancel, resume, retry or pause many executions at once (docs/design.md §6).
+"""Bulk operations: cancel, resume, retry, pause or migrate many executions at once (docs/design.md §6).
 
 Two steps. A *dry run* says, for a filter or a list of ids, to which executions the
 operation applies now and why not to the others; it writes nothing. A *run* takes the
 frozen list of ids a dry run returned — never a filter, so an execution that appeared
 or changed since is not swept along — and applies the operation to each id through
 the one-execution service (``services.execution_cancel`` / ``execution_resume`` /
-``execution_retry_now``), one transaction per item: the item's audited transition,
+``execution_retry_now``, ``migration.execution_migrate``), one transaction per item: the item's audited transition,
 its events and an ``operator.bulk_item`` event naming the batch commit together or
 not at all. An item whose state changed since the dry run is ``skipped`` with why;
 one that breaks is an ``error``; neither stops the others.
@@ -16,7 +16,11 @@ another operation or operator, an expired one, or ids that aren't exactly the on
 lists are refused before anything is done). The console always binds its run to its
 dry run this way; an API client may.
 
-Operators only. Used by the API (``POST /api/executions/bulk``) and the console.
+A migration (``to_version``) lists as ineligible each execution whose migration preview
+has a blocker (triage.migration), with its sentences: accepting one is done one
+execution at a time, where the operator reads it.
+
+Operators only. Used by the API (``POST /api/executions/bulk``), the console and ``keel migrate``.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import hashlib
 import logging
 import uuid
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -35,8 +40,19 @@ from django.db.models import OuterRef, Q, QuerySet, Subquery
 
 from executions import pauses, runtime, selectors, services
 from executions.errors import Conflict, Forbidden, InvalidInput, ServiceError
-from executions.models import ACTIVE, HOLDABLE, Action, Execution, ExecutionEvent, Status, pk_from_ref, ref_for
+from executions.models import (
+    ACTIVE,
+    HOLDABLE,
+    MIGRATABLE,
+    Action,
+    Execution,
+    ExecutionEvent,
+    Status,
+    pk_from_ref,
+    ref_for,
+)
 
+from . import migration
 from .inputs import MAX_BULK_ITEMS
 
 log = logging.getLogger(__name__)
@@ -51,6 +67,12 @@ class Operation:
     statuses: frozenset[str]  # where it applies
     service: Callable[..., Execution]  # the one-execution service: (ref=, user=, reason=)
     blocked_by_unknown_outcome: bool = False  # an action whose outcome is unknown must be resolved first
+    version: int | None = None  # a migration's: the version they move to
+
+    @property
+    def signed(self) -> str:
+        """What a dry run's token names: the operation, and a migration's version."""
+        return f"{self.name}:v{self.version}" if self.version is not None else self.name
 
     def why_not(self, status: str, unknown_action: str | None) -> str | None:
         """Why it doesn't apply to an execution in ``status`` (None: it does)."""
@@ -78,6 +100,7 @@ OPERATIONS = {
     ),
     "retry": Operation("retry", frozenset({Status.RETRY_PENDING}), services.execution_retry_now),
     "pause": Operation("pause", frozenset(HOLDABLE), pauses.execution_pause),
+    "migrate": Operation("migrate", frozenset(MIGRATABLE), migration.execution_migrate),
 }
 
 
@@ -194,12 +217,42 @@ class Run:
 # --- checks shared by both steps
 
 
-def _operation(user: AbstractBaseUser, name: str) -> Operation:
+def _operation(user: AbstractBaseUser, name: str, to_version: int | None = None) -> Operation:
+    """The operation ``name``; a migration bound to ``to_version`` (its token says which)."""
     if not user.has_perm(services.OPERATE):
         raise Forbidden("only operators may run bulk operations")
     if name not in OPERATIONS:
         raise InvalidInput("operation", f"unknown operation {name!r}; one of {', '.join(OPERATIONS)}")
-    return OPERATIONS[name]
+    op = OPERATIONS[name]
+    if name != "migrate":
+        if to_version is not None:
+            raise InvalidInput("to_version", f"only a migration moves to a version, not {name}")
+        return op
+    if isinstance(to_version, bool) or not isinstance(to_version, int) or to_version < 1:
+        raise InvalidInput("to_version", "say which version they move to (a positive integer)")
+
+    def migrate(*, ref: str, user: AbstractBaseUser, reason: str) -> Execution:
+        return migration.execution_migrate(ref=ref, user=user, to_version=to_version, reason=reason)
+
+    return replace(op, service=migrate, version=to_version)
+
+
+def _migration_refusals(op: Operation, pks: Sequence[int]) -> dict[int, str]:
+    """Each of ``pks`` that ``op`` (a migration) can't move as it stands: why (the version
+    it lacks, or its preview's blockers, which only a migration of its own can accept)."""
+    if op.version is None:
+        return {}
+    refused = {}
+    for execution in Execution.objects.filter(pk__in=pks):
+        try:
+            flow = migration.target(execution.workflow, op.version)
+        except InvalidInput as exc:
+            refused[execution.pk] = exc.reason
+            continue
+        blocked = migration.plan(execution, flow).blocked_by
+        if blocked:
+            refused[execution.pk] = "blocked: " + "; ".join(blocked) + " (accept it by migrating it alone)"
+    return refused
 
 
 def parse_ids(ids: Sequence[str]) -> list[int]:
@@ -230,6 +283,7 @@ def bulk_dry_run(
     operation: str,
     ids: Sequence[str] | None = None,
     filter: dict[str, str | None] | None = None,
+    to_version: int | None = None,
 ) -> DryRun:
     """Which executions ``operation`` applies to now, and why not the others. Writes nothing.
 
@@ -237,35 +291,43 @@ def bulk_dry_run(
     ineligible). With ``filter`` (``status``, ``reason``, ``workflow``, as the list
     filters): the newest MAX_ITEMS eligible matches and the newest MAX_ITEMS ineligible
     ones; ``truncated`` says more matched. ``notes``: what the operation does beyond an
-    eligible execution (cancelling a child stops its live parent). Raises Forbidden, InvalidInput.
+    eligible execution (cancelling a child stops its live parent). ``to_version``: a
+    migration's. Raises Forbidden, InvalidInput.
     """
-    op = _operation(user, operation)
+    op = _operation(user, operation, to_version)
     if (ids is None) == (filter is None):
         raise InvalidInput("ids", "give either ids or a filter")
     if ids is not None:
         pks = parse_ids(ids)
         found = {e.pk: e for e in _with_unknown_action(Execution.objects.filter(pk__in=pks))}
+        refused = _migration_refusals(op, [pk for pk, e in found.items() if not op.why_not(e.status, e.unknown_action)])
         eligible, ineligible = [], []
         for pk in pks:
             execution = found.get(pk)
             why = "no such execution" if execution is None else op.why_not(execution.status, execution.unknown_action)
+            why = why or refused.get(pk)
             if why:
                 ineligible.append(Ineligible(ref_for(pk), why))
             else:
                 eligible.append(ref_for(pk))
         return DryRun(
-            op.name, eligible, ineligible, token=dry_run_token(user=user, operation=op.name, eligible=eligible)
+            op.name, eligible, ineligible, token=dry_run_token(user=user, operation=op.signed, eligible=eligible)
         ).with_notes()
     rows = _with_unknown_action(_matching(filter)).order_by("-id")
+    if op.version is not None:  # a migration's filter: what is already on that version is done
+        rows = rows.exclude(workflow_version=op.version)
     yes = list(rows.filter(op.eligible()).values_list("pk", flat=True)[: MAX_ITEMS + 1])
     no = list(rows.exclude(op.eligible()).values_list("pk", "status", "unknown_action")[: MAX_ITEMS + 1])
-    eligible = [ref_for(pk) for pk in yes[:MAX_ITEMS]]
+    refused = _migration_refusals(op, yes[:MAX_ITEMS])
+    eligible = [ref_for(pk) for pk in yes[:MAX_ITEMS] if pk not in refused]
+    ineligible = [Ineligible(ref_for(pk), why) for pk, why in refused.items()]
+    ineligible += [Ineligible(ref_for(pk), op.why_not(status, unknown) or "") for pk, status, unknown in no[:MAX_ITEMS]]
     return DryRun(
         op.name,
         eligible,
-        [Ineligible(ref_for(pk), op.why_not(status, unknown) or "") for pk, status, unknown in no[:MAX_ITEMS]],
+        ineligible,
         truncated=len(yes) > MAX_ITEMS or len(no) > MAX_ITEMS,
-        token=dry_run_token(user=user, operation=op.name, eligible=eligible),
+        token=dry_run_token(user=user, operation=op.signed, eligible=eligible),
     ).with_notes()
 
 
@@ -292,6 +354,8 @@ def bulk_run(
     reason: str,
     token: str | None = None,
     require_token: bool = False,
+    to_version: int | None = None,
+    each: Callable[[], AbstractContextManager[Any]] = transaction.atomic,
 ) -> Run:
     """Apply ``operation`` to exactly ``ids`` (the frozen set of a dry run), each in its
     own transaction, with ``reason`` recorded on each. With ``token`` (required with
@@ -302,14 +366,14 @@ def bulk_run(
     (missing, expired, of another dry run) or ``reason`` (empty); Forbidden for anyone
     but an operator. Otherwise every id gets a result: ``done``, ``skipped`` (the
     operation no longer applies: its state changed since the dry run), or ``error``
-    (logged).
+    (logged). ``each``: the transaction of one item (the CLI's marks its events too).
     """
-    op = _operation(user, operation)
+    op = _operation(user, operation, to_version)
     pks = parse_ids(ids)
     if token or require_token:
         if not token:
             raise InvalidInput("token", "confirm the executions of a dry run: dry-run first")
-        check_token(token, user=user, operation=op.name, pks=pks)
+        check_token(token, user=user, operation=op.signed, pks=pks)
     missing = sorted(set(pks) - set(Execution.objects.filter(pk__in=pks).values_list("pk", flat=True)))
     if missing:
         raise InvalidInput("ids", f"no such executions: {', '.join(ref_for(pk) for pk in missing[:20])}")
@@ -317,13 +381,15 @@ def bulk_run(
     if not reason:
         raise InvalidInput("reason", f"say why these executions should {op.name}")
     batch = f"BULK-{uuid.uuid4().hex[:12].upper()}"
-    return Run(op.name, batch, [_run_one(op, pk, user=user, reason=reason, batch=batch) for pk in pks])
+    return Run(op.name, batch, [_run_one(op, pk, user=user, reason=reason, batch=batch, each=each) for pk in pks])
 
 
-def _run_one(op: Operation, pk: int, *, user: AbstractBaseUser, reason: str, batch: str) -> Result:
+def _run_one(
+    op: Operation, pk: int, *, user: AbstractBaseUser, reason: str, batch: str, each: Callable[[], Any]
+) -> Result:
     ref = ref_for(pk)
     try:
-        with transaction.atomic():
+        with each():
             locked = _with_unknown_action(Execution.objects.filter(pk=pk))
             execution = locked.select_for_update(no_key=True, of=("self",)).get()
             before = execution.status
@@ -345,4 +411,6 @@ def _run_one(op: Operation, pk: int, *, user: AbstractBaseUser, reason: str, bat
     except Exception as exc:
         log.exception("bulk %s %s of %s failed", op.name, ref, batch)
         return Result(ref, "error", f"internal error: {type(exc).__name__}")
+    if op.version is not None:
+        return Result(ref, "done", f"moved to v{op.version} ({after})")
     return Result(ref, "done", "due now" if op.name == "retry" else f"{before} → {after}")

@@ -19,6 +19,7 @@ from executions.inputs import (
     Reason,
     Sha256,
     WorkflowName,
+    WorkflowVersion,
 )
 from executions.models import Status
 from executions.reasons import StuckReason
@@ -56,6 +57,27 @@ class CloseFormIn(CloseIn):
     key: ActionKey
 
 
+# --- versions in flight (triage.migration, triage.rollout)
+
+Blocker = Annotated[str, Field(min_length=1, max_length=2000), STORABLE]
+
+
+class MigrateIn(Body):
+    """Move an execution to another version of its workflow."""
+
+    to_version: WorkflowVersion
+    reason: Reason = ""
+    accept: list[Blocker] = Field(default_factory=list, max_length=100)  # blocker sentences, as the preview says them
+
+
+class RolloutIn(Body):
+    """Send ``percent`` of the new starts without a version to ``version``."""
+
+    version: WorkflowVersion
+    percent: Annotated[int, Field(ge=0, le=100, strict=True)]
+    reason: Reason = ""
+
+
 # --- bulk operations (triage.bulk)
 
 MAX_BULK_ITEMS = 500  # executions in one bulk run
@@ -74,12 +96,13 @@ FormToken = Annotated[str, Field(max_length=1000), STORABLE]
 
 
 class BulkIn(Body):
-    operation: Literal["cancel", "resume", "retry", "pause"]
+    operation: Literal["cancel", "resume", "retry", "pause", "migrate"]
     ids: list[ExecutionRef] | None = Field(default=None, min_length=1, max_length=MAX_BULK_ITEMS)
     filter: BulkFilterIn | None = None
     reason: Reason = ""
     dry_run: bool = False
     token: BulkToken | None = None  # a dry run's: the run does exactly its ids or nothing
+    to_version: WorkflowVersion | None = None  # migrate: the version they move to
 
 
 class BulkFormIn(Schema):

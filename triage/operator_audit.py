@@ -13,6 +13,7 @@ written by the service that made the change, in its transaction:
 | restart | ``execution.restarted`` (on the failed execution) | ``restart.execution_restart`` |
 | signal | ``wait.received`` | ``waits.signal_deliver`` |
 | pause, unpause | a ``transition`` by a user (an operator's hold, or a workflow resumed) | ``executions.pauses`` |
+| migrate | the ``migrate`` transition (another version of its workflow) | ``triage.migration`` |
 | pause by a kill switch | the worker's ``pause`` transition marked ``by: workflow``, its actor the switch's thrower | ``runner._pause_at_boundary`` |
 | hold, release_hold (legal holds) | ``hold.placed`` / ``hold.released`` | ``retention.holds`` |
 
@@ -70,6 +71,7 @@ ACTIONS = (
     "unpause",
     "hold",
     "release_hold",
+    "migrate",
 )
 # Acts of the page and the CSV that are not execution events (``console.audit_feed``).
 ARCHIVE = "archive"  # an archived execution: its acts went with it (issue 39 item 10)

@@ -155,7 +155,7 @@ def _steps(
         elif index == 0:
             plan, why = RUN, _runs_again(execution, visit.step, actions)
         else:
-            plan, why = RUN, _runs_later(visit.step)
+            plan, why = RUN, runs_later(visit.step)
         out.append(_entry(visit, plan, why))
     if coming and coming[-1].step.chooses:
         out[-1]["why"] += f"; what comes after it is {coming[-1].name}'s to choose"
@@ -252,7 +252,7 @@ def _effect_again(step: Step, actions: list[Action]) -> str:
     )
 
 
-def _runs_later(step: Step) -> str:
+def runs_later(step: Step) -> str:
     """What a step after the current one does when the resume reaches it: the engine's own
     kinds (``LATER``), a gate, or the sentence a kind that plugs in says of itself."""
     if step.is_gate:

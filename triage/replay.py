@@ -72,9 +72,16 @@ class Found(Exception):
         self.finding = {"kind": kind, "step": step, "key": key, "detail": detail}
 
 
-def replay(refs: list[str] | None = None, *, workflow: str | None = None, against: int | None = None) -> dict:
-    """Every selected non-terminal execution (default: all), replayed; the answer of
-    ``keel replay --json``. Writes nothing (a transaction rolled back at the end)."""
+def replay(
+    refs: list[str] | None = None,
+    *,
+    workflow: str | None = None,
+    against: int | None = None,
+    version: int | None = None,
+) -> dict:
+    """Every selected non-terminal execution (default: all; ``version``: only those pinned
+    to it), replayed; the answer of ``keel replay --json``. Writes nothing (a transaction
+    rolled back at the end)."""
     executions = Execution.objects.exclude(status__in=TERMINAL).order_by("pk")
     if refs:
         executions = executions.filter(pk__in=[int(ref.removeprefix("RUN_")) for ref in refs])
@@ -82,6 +89,8 @@ def replay(refs: list[str] | None = None, *, workflow: str | None = None, agains
         executions = executions.filter(workflow=workflow)
     if against is not None:
         executions = executions.exclude(workflow_version=against)
+    if version is not None:
+        executions = executions.filter(workflow_version=version)
     items = []
     with transaction.atomic():
         for execution in executions:
@@ -224,6 +233,8 @@ class _Replay:
             for guarded in self.flow.steps:
                 if guarded.kind == StepKind.EFFECT and guarded.guarded_by == step.name:
                     self._check_effect(earlier, visits.Visit(guarded, 0), planned=True)
+        elif step.kind == StepKind.EFFECT:  # the effect it stands at: as the ledger has it, if it does
+            self._check_effect(earlier, visit, planned=True)
         elif step.kind not in REPLAYS:
             self._replay_plugged(earlier, visit, current=True)
 

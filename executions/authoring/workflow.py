@@ -319,10 +319,22 @@ class Workflow:
     # How many visits one step may have (each pass through a loop is one): past it the
     # execution needs attention (``loop_limit``), nothing called.
     max_visits: int = 25
+    # How an execution of an older version becomes one of this version when an operator
+    # migrates it (triage.migration): ``{old_version: fn(state) -> state}``, where ``state`` is
+    # ``{"step": the step it stands at, "outputs": {step: output}}`` as the old version left
+    # it and the answer is the same shape for this version (a step renamed, an output
+    # reshaped). Without an entry, a step keeps its name and its output as it is.
+    migrate_from: dict[int, Callable[[JSON], JSON]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if isinstance(self.max_visits, bool) or not isinstance(self.max_visits, int) or self.max_visits < 1:
             raise ValueError(f"{self.name} v{self.version}: max_visits must be an integer of at least 1")
+        for old, fn in self.migrate_from.items():
+            if isinstance(old, bool) or not isinstance(old, int) or not 1 <= old < self.version or not callable(fn):
+                raise ValueError(
+                    f"{self.name} v{self.version}: migrate_from maps an older version (an integer below "
+                    f"{self.version}) to a function of the state, not {old!r}: {fn!r}"
+                )
         if self.input is not None and not (isinstance(self.input, type) and issubclass(self.input, WorkflowInput)):
             raise TypeError(f"{self.name} v{self.version}: input must be a WorkflowInput subclass, not {self.input!r}")
         extra = self.parse_input or _anything

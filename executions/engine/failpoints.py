@@ -12,7 +12,9 @@ yet recorded), ``before_model_call:<step>:c<n>``, ``after_model_call:<step>:c<n>
 (the n-th model call of the step; answered, not yet in the journal),
 ``after_route_choice:<step>:c<n>`` (a route's n-th answer in the journal, the step not
 yet checkpointed), ``before_beside_call:<type>``, ``after_beside_call:<type>`` (a
-notification or a webhook, sent beside the steps; answered, not yet recorded).
+notification or a webhook, sent beside the steps; answered, not yet recorded),
+``migrate:<RUN_…>`` (an operator's migration of that execution, inside its transaction,
+nothing written yet: triage.migration).
 """
 
 from __future__ import annotations

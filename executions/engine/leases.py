@@ -206,7 +206,8 @@ def _claimable(pk: int) -> QuerySet[Execution]:
 _SUCCEEDED_OUTPUTS = RawSQL(
     f"SELECT COALESCE(jsonb_object_agg(r.step, r.output ORDER BY r.id), '{{}}'::jsonb) "
     f'FROM "{StepRun._meta.db_table}" r WHERE r.execution_id = "{Execution._meta.db_table}"."id" '
-    "AND r.outcome = %s",
+    # After a migration to another version, only the runs since (Execution.succeeded_runs).
+    f"""AND r.outcome = %s AND r.id > COALESCE(("{Execution._meta.db_table}"."context"->>'migrated_through')::bigint, 0)""",
     [StepRun.Outcome.SUCCEEDED],
     output_field=JSONField(),
 )

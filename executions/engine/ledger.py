@@ -83,6 +83,22 @@ def plan(execution: Execution, *, step, effect: Effect, gate_ref: str, actor_lab
     )
     if created:
         _history(execution, action, "", Action.State.PLANNED, actor_label, gate=gate_ref)
+        return action
+    plan_now = {"type": step.action, "args": effect.args, "gate_ref": gate_ref, "honors_key": effect.honors_key}
+    stale = {name: value for name, value in plan_now.items() if getattr(action, name) != value}
+    if stale and action.status in (Action.State.PLANNED, Action.State.FAILED) and action.attempts == 0:
+        # Asked again (a new round, or another version's gate after a migration): the plan that
+        # was voided or never authorised is this gate's now, never sent under the old one.
+        action = Action.objects.select_for_update().get(pk=action.pk)
+        _move(
+            action,
+            "replan",
+            actor_label,
+            execution=execution,
+            fields={**plan_now, "last_error": ""},
+            gate=gate_ref,
+            replanned=True,
+        )
     return action
 
 

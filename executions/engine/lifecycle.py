@@ -39,6 +39,7 @@ TRANSITIONS = (
     "resume",
     "pause",
     "unpause",
+    "migrate",
 )
 
 __all__ = ["TRANSITIONS", "Fenced", "TransitionNotAllowed", "apply", "event", "on_terminal", "record"]
@@ -81,6 +82,7 @@ def apply(
     update_fields: Sequence[str] = (),
     where: dict[str, Any] | None = None,
     with_rows: tuple[Model, ...] = (),
+    options: dict[str, Any] | None = None,
 ) -> ExecutionEvent:
     """Run transition ``name``, save it, and append the event. Raises TransitionNotAllowed.
 
@@ -93,15 +95,18 @@ def apply(
     writer (``executions.engine.writer``: one statement on PostgreSQL), with ``with_rows``
     (unsaved rows that belong to it, e.g. the last step's run) inserted with it, and
     needs no transaction; an unfenced one is saved in the caller's transaction.
+    ``options``: keyword arguments of the transition method (``migrate``'s ``reopen``).
     """
     if name not in TRANSITIONS:
         raise ValueError(f"unknown transition {name!r}")
     assert where is not None or transaction.get_connection().in_atomic_block, "lifecycle.apply needs a transaction"
     before, entered = execution.status, execution.status_changed_at
-    getattr(execution, name)()
-    execution.status_changed_at = timezone.now()
-    execution.status_reason = reason  # the reason for *this* status; none clears the last one
-    execution.reason_code = code
+    getattr(execution, name)(**(options or {}))
+    now = timezone.now()
+    if execution.status != before:  # a transition that keeps the status (migrate) keeps its time and reason
+        execution.status_changed_at = now
+        execution.status_reason = reason  # the reason for *this* status; none clears the last one
+        execution.reason_code = code
     fields = {"status", "status_changed_at", "status_reason", "reason_code", "updated_at", *update_fields}
     transition = event(
         execution,
@@ -127,7 +132,7 @@ def apply(
         transition.save()
         _watch(execution)
         return transition
-    execution.updated_at = execution.status_changed_at
+    execution.updated_at = now
     values = {name: getattr(execution, name) for name in sorted(fields)}
     # The UPDATE, ``with_rows`` and the event, written together or not at all (one statement on PostgreSQL).
     transition.pk = writer.write(values, {**where, "status": before}, [*with_rows, transition])

@@ -33,6 +33,7 @@ APPEND_ONLY = [
     "executions_executionevent",
     "executions_executiontombstone",
     "executions_modelcall",
+    "executions_rollout",
     "executions_workflowswitch",
     "retention_archiveanchor",
 ]
@@ -74,6 +75,11 @@ def insert_as_app(cur, rows: dict) -> None:
     cur.execute(  # a switch of a workflow nobody runs: the audit row of a kill switch
         "INSERT INTO executions_workflowswitch (workflow, paused, reason, actor_id, created_at)"
         " VALUES ('probe', false, 'probe', %s, now())",
+        [rows["user"]],
+    )
+    cur.execute(  # a rollout of a workflow nobody runs: the audit row of a rollout (issue 43)
+        "INSERT INTO executions_rollout (workflow, version, percent, reason, actor_id, created_at)"
+        " VALUES ('probe', 1, 0, 'probe', %s, now())",
         [rows["user"]],
     )
     cur.execute(

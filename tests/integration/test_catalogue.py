@@ -21,6 +21,8 @@ ITEM_KEYS = {
     "input_schema",
     "steps",
     "by_version",
+    "unregistered_live",
+    "rollout",
     "paused",
     "paused_reason",
     "paused_by",

@@ -12,8 +12,10 @@ from executions.engine import lifecycle
 from executions.models import Execution, Status
 
 S = Status
+# ``migrate`` (another version of its workflow, triage.migration) keeps the status it finds:
+# each status it applies to reaches itself.
 ALLOWED = {
-    S.PENDING: {S.RUNNING, S.CANCELLED, S.PAUSED},
+    S.PENDING: {S.PENDING, S.RUNNING, S.CANCELLED, S.PAUSED},
     S.RUNNING: {
         S.AWAITING_APPROVAL,
         S.WAITING,
@@ -24,12 +26,12 @@ ALLOWED = {
         S.CANCELLED,
         S.PAUSED,
     },
-    S.AWAITING_APPROVAL: {S.RUNNING, S.CANCELLED, S.NEEDS_ATTENTION, S.PAUSED},
-    S.WAITING: {S.RUNNING, S.NEEDS_ATTENTION, S.CANCELLED, S.PAUSED},
-    S.RETRY_PENDING: {S.RUNNING, S.FAILED, S.CANCELLED, S.PAUSED},
+    S.AWAITING_APPROVAL: {S.AWAITING_APPROVAL, S.RUNNING, S.CANCELLED, S.NEEDS_ATTENTION, S.PAUSED},
+    S.WAITING: {S.WAITING, S.RUNNING, S.NEEDS_ATTENTION, S.CANCELLED, S.PAUSED},
+    S.RETRY_PENDING: {S.RETRY_PENDING, S.RUNNING, S.FAILED, S.CANCELLED, S.PAUSED},
     # Paused: back to the status it left (here it left running; every other is below), or cancelled.
-    S.PAUSED: {S.RUNNING, S.CANCELLED},
-    S.NEEDS_ATTENTION: {S.RUNNING, S.FAILED, S.CANCELLED},
+    S.PAUSED: {S.PAUSED, S.RUNNING, S.CANCELLED},
+    S.NEEDS_ATTENTION: {S.NEEDS_ATTENTION, S.RUNNING, S.FAILED, S.CANCELLED},
     S.COMPLETED: set(),
     S.FAILED: set(),
     S.CANCELLED: set(),
@@ -69,6 +71,17 @@ def test_a_hold_returns_to_the_status_it_left(left):
     assert (execution.status, execution.paused_from) == (S.PAUSED, left)
     execution.unpause()
     assert (execution.status, execution.paused_from) == (left, "")
+
+
+def test_a_migration_keeps_the_status_or_reopens_an_approval_gate():
+    """Issue 43: ``migrate`` keeps the status it finds; to ask a gate again it runs (no
+    worker holds a migrating execution: never from running, never once it ended)."""
+    for status in (S.RUNNING, S.COMPLETED, S.FAILED, S.CANCELLED):
+        with pytest.raises(TransitionNotAllowed):
+            execution_in(status).migrate()
+    execution = execution_in(S.AWAITING_APPROVAL)
+    execution.migrate(reopen=True)
+    assert execution.status == S.RUNNING
 
 
 def test_every_pair_outside_the_table_is_refused():

@@ -15,7 +15,7 @@ from executions.authoring.workflow import Step, StepKind
 from executions.engine import gates
 from executions.reasons import StuckReason
 from executions.stuck import ACTION
-from triage.preview import LATER, _runs_later
+from triage.preview import LATER, runs_later
 from triage.replay import REPLAYS, _Replay
 
 
@@ -33,10 +33,10 @@ def test_every_step_kind_is_the_engines_a_gate_or_plugged_in_with_its_replay_and
 def test_the_preview_asks_a_plugged_kind_and_names_one_it_does_not_know():
     from examples.classify import workflow
 
-    assert _runs_later(workflow.flow.get_step("label")) == (
+    assert runs_later(workflow.flow.get_step("label")) == (
         "asks the model to label it one of refund, question, complaint; the answer is recorded"
     )
-    assert _runs_later(Step(name="x", label="X", kind="teleport")) == "runs (a teleport step)"
+    assert runs_later(Step(name="x", label="X", kind="teleport")) == "runs (a teleport step)"
 
 
 def test_every_stuck_reason_has_an_operator_action():

@@ -83,8 +83,11 @@ class Command(BaseCommand):
         try:
             if cmd.acts:
                 user = _user(options["as_user"])
-                with trace.acting(user=user, command=cmd.name):  # the act and its via.cli marks, together
+                if cmd.per_item:  # each item commits with its marks (cli.trace.acting, by the command)
                     result = cmd.run(options, user)
+                else:
+                    with trace.acting(user=user, command=cmd.name):  # the act and its via.cli marks, together
+                        result = cmd.run(options, user)
             else:
                 result = cmd.run(options)
         except UsageError as exc:
