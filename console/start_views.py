@@ -106,16 +106,29 @@ def start_form(request: HttpRequest, workflow: str) -> HttpResponse:
 @login_required
 @require_GET
 def workflows_page(request: HttpRequest) -> HttpResponse:
-    """Each workflow: its versions (and how many executions are live on each), its steps,
-    its input fields, a link to its start form."""
-    live = catalogue.live_counts()
+    """Each workflow: its versions (how many executions are live on each, the share of new
+    starts each gets, whether it can be retired), its steps, its input fields, a link to its
+    start form."""
     rows = []
     for item in catalogue.items():
         rows.append(
             {
                 **item,
                 "fields": start_forms.fields(item["input_schema"]),
-                "live": [(v, live.get((item["name"], v), 0)) for v in item["versions"]],
+                "live": [_version_row(item, v) for v in item["by_version"]],
             }
         )
     return render(request, "workflows/list.html", {"workflows": rows})
+
+
+def _version_row(item: dict, version: dict) -> dict:
+    """One version as the page shows it: live executions, share of the new starts without a
+    version (executions.rollouts), and whether it can be retired."""
+    number, rollout = version["version"], item["rollout"]
+    if rollout is None:
+        share = 100 if number == item["version"] else 0
+    elif number == rollout["version"]:
+        share = rollout["percent"] if rollout["stable"] != number else 100
+    else:
+        share = 100 - rollout["percent"] if number == rollout["stable"] else 0
+    return {"version": number, "live": version["live"], "share": share, "retirable": not version["live"] and not share}

@@ -1,0 +1,170 @@
+"""Issue 43: moving an execution to another version of its workflow, without processes (the
+steps run in this process, ``runner.advance``): ``migrate_from`` renaming a step and
+reshaping its output, a step gone, a position the new version can't place, a
+``migrate_from`` that fails, an execution pinned to a version whose module is gone, and
+bad input — a clear 4xx that changes nothing. S58 runs the same on real processes
+(tests/scenarios/test_versions_in_flight.py)."""
+
+from __future__ import annotations
+
+import pytest
+from django.test import Client
+
+import tests.support.migrating_flow  # noqa: F401 - registers "migrating" v1–v4
+from executions import services, waits
+from executions.engine import runner
+from executions.errors import Conflict
+from executions.models import Execution, ExecutionEvent, Status
+from triage import migration
+from triage.replay import replay_one
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def run(execution: Execution) -> Execution:
+    """Its steps in this process until it stops (waits, ends)."""
+    for _ in range(20):
+        if runner.advance(execution.pk, worker="worker:test-migration") != "sliced":
+            break
+    execution.refresh_from_db()
+    return execution
+
+
+def waiting_on_v1(people) -> Execution:
+    execution, _ = services.execution_start(user=people["requester"].user, workflow="migrating", input={}, version=1)
+    execution = run(execution)
+    assert (execution.status, execution.current_step) == (Status.WAITING, "hold"), execution.status_reason
+    return execution
+
+
+def go(people, execution: Execution) -> Execution:
+    waits.signal_deliver(ref=execution.ref, user=people["requester"].user, name="go", payload=None, event_id="go-1")
+    return run(execution)
+
+
+def operator_api(people) -> Client:
+    return Client(headers={"authorization": f"Bearer {people['operator'].token}"})
+
+
+def test_migrate_from_renames_a_step_and_reshapes_its_output(people):
+    execution = waiting_on_v1(people)
+    preview = migration.plan(execution, migration.target("migrating", 2)).as_dict()
+    assert preview["can_migrate"], preview["blocked_by"]
+    assert {s["step"]: s["plan"] for s in preview["steps"]} == {
+        "collect": "skip",
+        "tally": "skip",  # what v1's count produced, as migrate_from reshaped it
+        "hold": "run",
+        "finish": "run",
+        "count": "gone",
+    }
+    moved = migration.execution_migrate(
+        ref=execution.ref, user=people["operator"].user, to_version=2, reason="count is tally now"
+    )
+    assert (moved.workflow_version, moved.status, moved.current_step) == (2, Status.WAITING, "hold")
+    fresh = Execution.objects.get(pk=execution.pk)
+    assert fresh.outputs() == {"collect": {"items": ["a", "b", "c"]}, "tally": {"total": 3}}
+    assert replay_one(fresh)["verdict"] == "ok", "a migrated execution replays clean on its new version"
+    done = go(people, fresh)
+    assert done.status == Status.COMPLETED
+    assert done.outputs()["finish"] == {"done": 3, "on": 2}
+    [event] = ExecutionEvent.objects.filter(execution=execution, type="transition", payload__transition="migrate")
+    assert (event.from_status, event.to_status, event.actor.username) == ("waiting", "waiting", "operator")
+    assert event.payload["position"] == {"step": "hold", "maps_to": "hold"}
+
+
+def test_a_step_gone_is_dropped_and_the_rest_goes_on(people):
+    execution = waiting_on_v1(people)
+    moved = migration.execution_migrate(ref=execution.ref, user=people["operator"].user, to_version=3, reason="v3")
+    assert moved.workflow_version == 3
+    done = go(people, Execution.objects.get(pk=execution.pk))
+    assert done.status == Status.COMPLETED and done.outputs()["finish"] == {"done": 3, "on": 3}
+
+
+def test_what_cant_be_placed_is_refused_even_when_accepted(people):
+    execution = waiting_on_v1(people)
+    plan = migration.plan(execution, migration.target("migrating", 4))
+    assert plan.impossible and not plan.acceptable
+    assert "migrate_from[1] failed" in plan.impossible[0] and "legacy_field" in plan.impossible[0]
+    with pytest.raises(Conflict, match="legacy_field"):
+        migration.execution_migrate(
+            ref=execution.ref, user=people["operator"].user, to_version=4, reason="x", accept=plan.impossible
+        )
+    assert Execution.objects.get(pk=execution.pk).workflow_version == 1
+    assert not ExecutionEvent.objects.filter(execution=execution, payload__transition="migrate").exists()
+
+
+def test_an_execution_of_a_version_no_longer_deployed_moves_and_runs(people):
+    """The old module need not stay listed: an execution pinned to v9 (registered nowhere) moves to v2."""
+    execution, _ = services.execution_start(user=people["requester"].user, workflow="migrating", input={}, version=1)
+    Execution.objects.filter(pk=execution.pk).update(workflow_version=9)  # as if v1's module were gone, renamed v9
+    pinned = Execution.objects.get(pk=execution.pk)
+    preview = migration.plan(pinned, migration.target("migrating", 2)).as_dict()
+    assert preview["can_migrate"] and preview["position"] == {"step": "collect", "maps_to": "collect"}
+    migration.execution_migrate(ref=execution.ref, user=people["operator"].user, to_version=2, reason="v9 retired")
+    assert run(Execution.objects.get(pk=execution.pk)).current_step == "hold"
+
+
+def test_bad_input_is_a_clear_4xx_and_changes_nothing(people):
+    execution = waiting_on_v1(people)
+    api, base = operator_api(people), f"/api/executions/{execution.ref}"
+    for query in ("", "?to=", "?to=abc", "?to=0", "?to=99999999999"):
+        answer = api.get(f"{base}/migrate-preview{query}")
+        assert answer.status_code == 422, (query, answer.content)
+    assert api.get(f"{base}/migrate-preview?to=7").status_code == 422
+    assert api.get("/api/executions/RUN_999999/migrate-preview?to=2").status_code == 404
+    requester = Client(headers={"authorization": f"Bearer {people['requester'].token}"})
+    assert requester.get(f"{base}/migrate-preview?to=2").status_code == 403
+    for body in (
+        {},
+        {"to_version": "2", "reason": "r"},  # strict: a number
+        {"to_version": 2},  # no reason
+        {"to_version": 2, "reason": "r", "accept": "all"},
+        {"to_version": 2, "reason": "r", "accept": [""]},
+        {"to_version": 7, "reason": "r"},
+        {"to_version": 2, "reason": "r\x00"},
+    ):
+        answer = api.post(f"{base}/migrate", body, content_type="application/json")
+        assert answer.status_code == 422, (body, answer.content)
+    assert (
+        requester.post(f"{base}/migrate", {"to_version": 2, "reason": "r"}, content_type="application/json").status_code
+        == 403
+    )
+    same = api.post(f"{base}/migrate", {"to_version": 1, "reason": "r"}, content_type="application/json")
+    assert same.status_code == 409 and "already on v1" in same.json()["detail"], same.content
+    bulk = api.post(
+        "/api/executions/bulk",
+        {"operation": "cancel", "ids": [execution.ref], "dry_run": True, "to_version": 2},
+        content_type="application/json",
+    )
+    assert bulk.status_code == 422 and "to_version" in bulk.content.decode()
+    missing = api.post(
+        "/api/executions/bulk",
+        {"operation": "migrate", "ids": [execution.ref], "dry_run": True},
+        content_type="application/json",
+    )
+    assert missing.status_code == 422 and "to_version" in missing.content.decode()
+    untouched = Execution.objects.get(pk=execution.pk)
+    assert (untouched.workflow_version, untouched.status) == (1, Status.WAITING)
+
+    done = go(people, untouched)
+    assert done.status == Status.COMPLETED
+    ended = api.post(f"{base}/migrate", {"to_version": 2, "reason": "r"}, content_type="application/json")
+    assert ended.status_code == 409 and "completed" in ended.content.decode()
+    assert not ExecutionEvent.objects.filter(execution=execution, payload__transition="migrate").exists()
+
+
+def test_the_workflows_page_shows_each_versions_share_of_new_starts_and_what_can_be_retired(people):
+    execution = waiting_on_v1(people)  # live on v1
+    from triage.rollout import workflow_rollout
+
+    workflow_rollout(name="migrating", user=people["operator"].user, version=2, percent=25, reason="canary")
+    client = Client()
+    client.force_login(people["operator"].user)
+    page = client.get("/workflows/").content.decode()
+    section = page.split('id="workflow-migrating"')[1].split("</section>")[0]
+    rows = {v: section.split(f'id="version-migrating-v{v}"')[1].split("</tr>")[0] for v in (1, 2, 3, 4)}
+    assert "75%" in rows[1] and "migrate its live executions first" in rows[1]
+    assert "25%" in rows[2] and "new starts go to it" in rows[2]
+    assert "0%" in rows[3] and "can be retired" in rows[3]
+    assert "rollout: 25% to v2, set by operator: canary" in section
+    assert execution.workflow_version == 1
