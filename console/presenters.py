@@ -206,6 +206,7 @@ _TRANSITIONS = {
     "wake": "Woken up (a signal, a timer, children or an answer)",
     "retry": "Retrying",
     "resume": "Resumed",
+    "migrate": "Moved to another version of its workflow",
 }
 
 EVENT_TITLES = {
@@ -345,6 +346,12 @@ def _event_details(ev: ExecutionEvent) -> list[Item]:
         add("from", payload.get("previous_owner"))
         add("token", payload.get("token"))
     elif ev.type == "transition":
+        if payload.get("transition") == "migrate":
+            add("version", f"v{payload.get('from_version')} → v{payload.get('to_version')}")
+            position = payload.get("position") or {}
+            if position.get("maps_to") and position.get("maps_to") != position.get("step"):
+                add("position", f"{position.get('step')} → {position.get('maps_to')}")
+            add("accepted", "; ".join(payload.get("accepted") or []) or None)
         add("code", payload.get("code"), code=True)
         add("signal", payload.get("signal"), code=True)
         add("error", payload.get("error"))

@@ -123,12 +123,5 @@ def workflows_page(request: HttpRequest) -> HttpResponse:
 
 def _version_row(item: dict, version: dict) -> dict:
     """One version as the page shows it: live executions, share of the new starts without a
-    version (executions.rollouts), and whether it can be retired."""
-    number, rollout = version["version"], item["rollout"]
-    if rollout is None:
-        share = 100 if number == item["version"] else 0
-    elif number == rollout["version"]:
-        share = rollout["percent"] if rollout["stable"] != number else 100
-    else:
-        share = 100 - rollout["percent"] if number == rollout["stable"] else 0
-    return {"version": number, "live": version["live"], "share": share, "retirable": not version["live"] and not share}
+    version (executions.rollouts), and whether it can be retired (neither)."""
+    return {**version, "retirable": not version["live"] and not version["share"]}

@@ -167,7 +167,8 @@ class CatalogueVersionOut(Schema):
     version: int
     input_schema: dict[str, Any]
     steps: list[WorkflowStepOut]
-    live: int  # its executions not yet completed, failed or cancelled (none: it can be retired)
+    live: int  # its executions not yet completed, failed or cancelled
+    share: int  # the percentage of new starts without a version that go to it (executions.rollouts)
 
 
 class RolloutOut(Schema):

@@ -47,6 +47,7 @@ def item(name: str, *, live: dict[tuple[str, int], int] | None = None) -> dict[s
     retired), and ``rollout`` which version new starts go to (executions.rollouts)."""
     latest = workflow(name)
     live = live_counts(name) if live is None else live
+    shares = rollouts.shares(name)
     return {
         "name": latest.name,
         "title": latest.title,
@@ -56,7 +57,13 @@ def item(name: str, *, live: dict[tuple[str, int], int] | None = None) -> dict[s
         "input_schema": latest.input_schema(),
         "steps": _steps(latest),
         "by_version": [
-            {"version": v, "input_schema": flow.input_schema(), "steps": _steps(flow), "live": live.get((name, v), 0)}
+            {
+                "version": v,
+                "input_schema": flow.input_schema(),
+                "steps": _steps(flow),
+                "live": live.get((name, v), 0),
+                "share": shares.get(v, 0),
+            }
             for v in registry.versions(name)
             for flow in [registry.get(name, v)]
         ],

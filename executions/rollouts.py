@@ -46,6 +46,17 @@ def choose(workflow: str, *, seed: str = "") -> Workflow:
     return registry.get(workflow, chosen)
 
 
+def shares(workflow: str) -> dict[int, int]:
+    """version → the percentage of new starts without a version that go to it now."""
+    rollout, versions = current(workflow), registry.versions(workflow)
+    if rollout is None or rollout.version not in versions:
+        return {max(versions): 100} if versions else {}
+    stable = stable_version(workflow, rollout.version)
+    if stable == rollout.version:
+        return {stable: 100}
+    return {v: p for v, p in ((rollout.version, rollout.percent), (stable, 100 - rollout.percent)) if p}
+
+
 def shown(workflow: str) -> dict[str, Any] | None:
     """The catalogue's ``rollout``: ``{version, percent, stable, reason, by, at}``, or None."""
     rollout = current(workflow)

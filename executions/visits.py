@@ -108,10 +108,17 @@ def visit_numbers(runs: Iterable[StepRun], *, carried: Counter[str] | None = Non
 
 
 def carried_counts(execution: Execution) -> Counter[str]:
-    """How many visits of each step a restart carried over into ``execution``."""
+    """How many visits of each step a restart carried over into ``execution`` (not its own
+    runs a migration carried over: those are numbered as the runs they are)."""
     context = execution.context or {}
     carried = context.get("carried_visits") or [[name, None] for name in context.get("carried", {})]
-    return Counter(name for name, _ in carried)
+    counts = Counter(name for name, _ in carried)
+    through = context.get("migrated_through")
+    if through:  # a migration carried its own earlier runs too: those stay numbered as its runs
+        own = StepRun.objects.filter(execution_id=execution.pk, outcome=StepRun.Outcome.SUCCEEDED, pk__lte=through)
+        counts.subtract(Counter(own.values_list("step", flat=True)))
+        counts = +counts
+    return counts
 
 
 def _carried(workflow: Workflow, context: dict[str, Any]) -> list[list[Any]]:

@@ -4,6 +4,7 @@ did, 2 on bad input. It calls nothing and writes nothing."""
 
 from __future__ import annotations
 
+from executions import catalogue
 from executions.authoring import registry
 from executions.errors import InvalidInput
 from executions.models import TERMINAL
@@ -41,4 +42,8 @@ def replay(args) -> Result:
         lines += [said] + [f"  {f['kind']} at {f['step'] or '—'} {f['key']}: {f['detail']}" for f in item["findings"]]
         lines += [f"  refused at {r['step'] or '—'}: {r['detail']}" for r in item.get("refused", [])]  # network
     lines.append(f"{answer['checked']} checked, {answer['drifted']} drifted")
+    if workflow:  # retiring a version: none of its executions is live and no new start goes to it
+        for v in catalogue.item(workflow)["by_version"]:
+            if not v["live"] and not v["share"]:
+                lines.append(f"{workflow} v{v['version']}: no live executions, no new starts: it can be unregistered")
     return Result(answer, lines, exit=1 if answer["drifted"] else 0)

@@ -7,7 +7,11 @@ bad input — a clear 4xx that changes nothing. S58 runs the same on real proces
 
 from __future__ import annotations
 
+import contextlib
+import io
+
 import pytest
+from django.core.management import call_command
 from django.test import Client
 
 import tests.support.migrating_flow  # noqa: F401 - registers "migrating" v1–v4
@@ -70,6 +74,10 @@ def test_migrate_from_renames_a_step_and_reshapes_its_output(people):
     [event] = ExecutionEvent.objects.filter(execution=execution, type="transition", payload__transition="migrate")
     assert (event.from_status, event.to_status, event.actor.username) == ("waiting", "waiting", "operator")
     assert event.payload["position"] == {"step": "hold", "maps_to": "hold"}
+    client = Client()
+    client.force_login(people["operator"].user)
+    page = client.get(f"/executions/{execution.ref}/").content.decode()
+    assert "Moved to another version of its workflow" in page and "v1 → v2" in page
 
 
 def test_a_step_gone_is_dropped_and_the_rest_goes_on(people):
@@ -168,3 +176,13 @@ def test_the_workflows_page_shows_each_versions_share_of_new_starts_and_what_can
     assert "0%" in rows[3] and "can be retired" in rows[3]
     assert "rollout: 25% to v2, set by operator: canary" in section
     assert execution.workflow_version == 1
+    said = call_command_output("keel", "replay", "--workflow", "migrating")
+    assert "migrating v3: no live executions, no new starts: it can be unregistered" in said
+    assert "migrating v1:" not in said and "migrating v2:" not in said, said
+
+
+def call_command_output(*args: str) -> str:
+    out = io.StringIO()
+    with contextlib.suppress(SystemExit):  # keel replay's exit 1 on drift: the output is what is read here
+        call_command(*args, stdout=out)
+    return out.getvalue()
