@@ -31,6 +31,7 @@ from typing import Any
 from django.db import transaction
 from django.db.models import Exists, OuterRef, Q
 
+from . import rollouts
 from .authoring import registry
 from .authoring.children import Child, StartChildren
 from .authoring.step_context import StepContext
@@ -159,7 +160,7 @@ def way_forward(parent: Execution, step: str | None = None) -> WayForward:
 
 
 def declared(execution: Execution, workflow: Workflow, step: Step) -> list[tuple[Child, Workflow, dict]]:
-    """(child, its workflow's latest version, its parsed input) for every child the step
+    """(child, the version of its workflow it runs, its parsed input) for every child the step
     declares. Raises NeedsAttention (step_error) with the refusal as evidence: a bad
     key, an unknown workflow or an input it refuses (the 422 an API start would give)."""
     spec = step.spec
@@ -175,7 +176,8 @@ def declared(execution: Execution, workflow: Workflow, step: Step) -> list[tuple
                 code=StuckReason.STEP_ERROR,
                 evidence={"child": {"key": child.key, "workflow": child.workflow}, "refused": refusal},
             )
-        flow = registry.latest(child.workflow)
+        # The version its rollout chooses (the latest without one), decided by the parent and the key.
+        flow = rollouts.choose(child.workflow, seed=f"child:{execution.pk}:{child.key}")
         assert flow.parse_input is not None, "Workflow.__post_init__ sets it"
         found.append((child, flow, flow.parse_input(child.input)))
         keys.add(child.key)

@@ -8,8 +8,10 @@ idempotency key when it has one (the same key always lands on the same side) or 
 random, and keeps the version it chose: ``workflow_version`` is its pin. Without a
 rollout, every start goes to the latest registered version, as before rollouts existed.
 
-Who imports this module: ``services`` (the start), ``catalogue`` (what it shows) and
-triage.rollout (which writes the rows). Reads only.
+A child a step starts chooses the same way, decided by its parent and its key.
+
+Who imports this module: ``services`` (the start), ``children`` (a child's start),
+``catalogue`` (what it shows) and triage.rollout (which writes the rows). Reads only.
 """
 
 from __future__ import annotations
