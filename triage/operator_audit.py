@@ -13,7 +13,7 @@ written by the service that made the change, in its transaction:
 | restart | ``execution.restarted`` (on the failed execution) | ``restart.execution_restart`` |
 | signal | ``wait.received`` | ``waits.signal_deliver`` |
 | pause, unpause | a ``transition`` by a user (an operator's hold, or a workflow resumed) | ``executions.pauses`` |
-| migrate | the ``migrate`` transition (another version of its workflow) | ``triage.migration`` |
+| migrate | the ``migrate`` transition (another version of its workflow; before → after: the versions) | ``triage.migration`` |
 | pause by a kill switch | the worker's ``pause`` transition marked ``by: workflow``, its actor the switch's thrower | ``runner._pause_at_boundary`` |
 | hold, release_hold (legal holds) | ``hold.placed`` / ``hold.released`` | ``retention.holds`` |
 
@@ -306,6 +306,9 @@ def act_of(event: ExecutionEvent) -> Act:
         before, after, subject = "waiting", "running", str(payload.get("signal", ""))
     elif event.type.startswith("operator."):
         before, after = str(payload.get("from", "")), str(payload.get("to", ""))
+    elif event.type == "transition" and payload.get("transition") == "migrate":  # the versions it moved between
+        before, after = f"v{payload.get('from_version', '?')}", f"v{payload.get('to_version', '?')}"
+        subject = f"{event.from_status} → {event.to_status}" if event.from_status != event.to_status else ""
     elif event.type in HOLD_EVENTS:  # a legal hold: retention keeps it whatever its status
         held = event.type == "hold.placed"
         before, after = ("", "on legal hold") if held else ("on legal hold", "")

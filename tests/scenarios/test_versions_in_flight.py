@@ -91,7 +91,9 @@ def test_s58_a_waiting_execution_moves_to_a_version_with_a_step_after_its_positi
     [event] = migrate_events(ref)
     assert (event["from_version"], event["to_version"], event["reason"]) == (1, 2, "v2 archives a copy")
     audit = operator.get(f"/operator-audit?action=migrate&execution={ref}").json()["items"]
-    assert [a["action"] for a in audit] == ["migrate"], audit
+    assert [(a["action"], a["before"], a["after"], a["reason"]) for a in audit] == [
+        ("migrate", "v1", "v2", "v2 archives a copy")
+    ], audit
     again = operator.post(f"/executions/{ref}/migrate", {"to_version": 2, "reason": "twice"})
     assert again.status_code == 409 and "already on v2" in again.text, again.text
 
