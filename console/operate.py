@@ -1,5 +1,6 @@
 """Operator screens of the triage console: the resume preview (the Resume button's
-confirmation page), restart from a step, closing a compensation, raising a budget and
+confirmation page), moving to another version (its preview and confirmation), restart
+from a step, closing a compensation, raising a budget and
 placing or releasing a legal hold. Thin: one service call each (the API's and the
 CLI's); a refusal is a message on the execution page, never a 500."""
 
@@ -10,18 +11,19 @@ from decimal import Decimal, InvalidOperation
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from executions import inputs, selectors, services
-from executions.errors import Forbidden, InvalidInput, NotFound, ServiceError
+from executions.authoring import registry
+from executions.errors import Conflict, Forbidden, InvalidInput, NotFound, ServiceError
 from executions.inputs import ReasonIn
 from executions.models import Status
 from notifications import remind
 from retention import holds
-from triage import compensations, drift, restart
-from triage.inputs import AcceptRequestIn, CloseFormIn, RestartIn
+from triage import compensations, drift, migration, restart
+from triage.inputs import AcceptRequestIn, CloseFormIn, MigrateIn, RestartIn
 from triage.preview import execution_resume_preview
 
 from . import presenters
@@ -46,6 +48,56 @@ def resume_preview(request: HttpRequest, ref: str) -> HttpResponse:
         "plan": presenters.resume_plan(preview),
     }
     return render(request, "executions/resume_preview.html", context)
+
+
+@login_required
+def execution_migrate(request: HttpRequest, ref: str) -> HttpResponse:
+    """GET ``?to=N``: the migration preview (triage.migration), each blocker an operator may
+    accept with a box to tick, the reason and the confirm button; POST: the move, then
+    the execution's page — or this page again with the refusal."""
+    raw = request.POST.get("to_version") if request.method == "POST" else request.GET.get("to")
+    to = int(raw) if (raw or "").isdigit() and len(raw or "") < 10 else raw
+    status = 200
+    if request.method == "POST":
+        accept = request.POST.getlist("accept")
+        try:
+            body = inputs.parse(
+                MigrateIn, {"to_version": to, "reason": request.POST.get("reason", ""), "accept": accept}
+            )
+            moved = migration.execution_migrate(
+                ref=ref, user=request.user, to_version=body.to_version, reason=body.reason, accept=body.accept
+            )
+        except Forbidden as exc:
+            raise PermissionDenied(exc.message) from None
+        except NotFound as exc:
+            raise Http404(exc.message) from None
+        except ServiceError as exc:
+            messages.error(request, exc.message)
+            status = 409 if isinstance(exc, Conflict) else 422
+        else:
+            messages.success(request, f"{ref} moved to v{moved.workflow_version} ({moved.status}).")
+            return redirect("console:detail", ref=ref)
+    elif request.method != "GET":
+        return HttpResponseNotAllowed(["GET", "POST"])
+    try:
+        move = migration.execution_migrate_plan(ref=ref, user=request.user, to=to)
+    except Forbidden as exc:
+        raise PermissionDenied(exc.message) from None
+    except NotFound as exc:
+        raise Http404(exc.message) from None
+    except InvalidInput as exc:
+        messages.error(request, exc.message)
+        return redirect("console:detail", ref=ref)
+    execution = move.execution
+    context = {
+        "execution": execution,
+        "label": selectors.step_label(execution),
+        "preview": move.as_dict(),
+        "impossible": move.impossible,
+        "acceptable": move.acceptable,
+        "versions": [v for v in registry.versions(execution.workflow) if v != execution.workflow_version],
+    }
+    return render(request, "executions/migrate.html", context, status=status)
 
 
 @login_required

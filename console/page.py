@@ -31,7 +31,18 @@ from approvals.gate import reused_approvals
 from approvals.models import ApprovalRequest
 from artifacts.models import ArtifactVersion
 from executions import runtime, selectors, services, stuck
-from executions.models import HOLDABLE, Action, Execution, ExecutionEvent, ModelCall, Status, StepRun, ref_for
+from executions.authoring import registry
+from executions.models import (
+    HOLDABLE,
+    MIGRATABLE,
+    Action,
+    Execution,
+    ExecutionEvent,
+    ModelCall,
+    Status,
+    StepRun,
+    ref_for,
+)
 from retention import holds as legal_holds
 from triage import drift
 
@@ -441,6 +452,9 @@ def panel_context(
     ctx["can_resume"] = execution.status in (Status.NEEDS_ATTENTION, Status.PAUSED) and operator
     ctx["can_pause"] = execution.status in HOLDABLE and operator
     ctx["can_retry"] = execution.status == Status.RETRY_PENDING and operator
+    # Another registered version it could move to (triage.migration): the newest one, previewed first.
+    newer = [v for v in registry.versions(execution.workflow) if v > execution.workflow_version]
+    ctx["migrate_to"] = max(newer) if newer and operator and execution.status in MIGRATABLE else None
     drifted = drift.drift_of(execution) if execution.status == Status.NEEDS_ATTENTION else None
     ctx["drift"] = presenters.drift_card(drifted) if drifted is not None else None
     ctx["can_accept_request"] = drifted is not None and operator and not drifted.accepted

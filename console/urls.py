@@ -27,6 +27,7 @@ urlpatterns = [
     path("executions/<str:ref>/approvals/<int:approval_id>/decide/", decide.decide, name="decide"),
     # Operators (the triage console): the resume preview, restart from a step, closing compensations.
     path("executions/<str:ref>/resume/preview/", operate.resume_preview, name="resume_preview"),
+    path("executions/<str:ref>/migrate/", operate.execution_migrate, name="migrate"),
     path("executions/<str:ref>/restart/", operate.execution_restart, name="restart"),
     path("executions/<str:ref>/accept-request/", operate.accept_request, name="accept_request"),
     path("executions/<str:ref>/compensations/close/", operate.compensation_close, name="close_compensation"),

@@ -119,10 +119,16 @@ def target(workflow: str, to: Any, *, field_name: str = "to") -> Workflow:
 
 def execution_migrate_preview(*, ref: str, user: AbstractBaseUser, to: Any) -> dict[str, Any]:
     """Operators: what moving ``ref`` to version ``to`` would do, and what stands in its way."""
+    return execution_migrate_plan(ref=ref, user=user, to=to).as_dict()
+
+
+def execution_migrate_plan(*, ref: str, user: AbstractBaseUser, to: Any) -> Move:
+    """Operators: the move of ``ref`` to version ``to`` as computed (the preview's, and the
+    page's, which tells the blockers an operator may accept from the others)."""
     if not user.has_perm(OPERATE):
         raise Forbidden("only operators may preview a migration")
     execution = execution_for(ref)
-    return plan(execution, target(execution.workflow, to)).as_dict()
+    return plan(execution, target(execution.workflow, to))
 
 
 def execution_migrate(
@@ -371,4 +377,12 @@ def _replay(move: Move) -> None:
             move.acceptable.append(f"replay against v{move.flow.version}: {finding['detail']}")
 
 
-__all__ = ["Move", "execution_migrate", "execution_migrate_preview", "migrate_locked", "plan", "target"]
+__all__ = [
+    "Move",
+    "execution_migrate",
+    "execution_migrate_plan",
+    "execution_migrate_preview",
+    "migrate_locked",
+    "plan",
+    "target",
+]

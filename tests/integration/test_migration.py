@@ -186,3 +186,52 @@ def call_command_output(*args: str) -> str:
     with contextlib.suppress(SystemExit):  # keel replay's exit 1 on drift: the output is what is read here
         call_command(*args, stdout=out)
     return out.getvalue()
+
+
+def test_the_console_previews_a_move_and_takes_only_what_the_operator_accepted(people):
+    """The execution page offers "Move to vN…" to operators; its page is the preview with a
+    box per blocker an operator may accept; an unticked one refuses the move (a message,
+    nothing written), a blocker nobody can accept has no box and no button."""
+    execution = waiting_on_v1(people)
+    operator = Client()
+    operator.force_login(people["operator"].user)
+    detail = operator.get(f"/executions/{execution.ref}/").content.decode()
+    assert f'href="/executions/{execution.ref}/migrate/?to=5"' in detail and "Move to v5…" in detail
+    impossible = operator.get(f"/executions/{execution.ref}/migrate/?to=4").content.decode()
+    assert 'id="migrate-impossible"' in impossible and "legacy_field" in impossible
+    assert 'id="confirm-migrate"' not in impossible
+
+    page = operator.get(f"/executions/{execution.ref}/migrate/?to=2")
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert 'id="confirm-migrate"' in html and 'data-step="count"' in html and 'data-plan="gone"' in html
+    refused = operator.post(f"/executions/{execution.ref}/migrate/", {"to_version": "2", "reason": ""})
+    assert refused.status_code == 422 and "reason" in refused.content.decode()
+    bad = operator.get(f"/executions/{execution.ref}/migrate/?to=abc", follow=True)
+    assert bad.status_code == 200 and "to:" in bad.content.decode()
+    assert Execution.objects.get(pk=execution.pk).workflow_version == 1
+
+    # v5 inserted a step before where it waits: a blocker an operator may accept, by ticking it.
+    blocked = operator.get(f"/executions/{execution.ref}/migrate/?to=5").content.decode()
+    preview = migration.execution_migrate_preview(ref=execution.ref, user=people["operator"].user, to=5)
+    [sentence] = preview["blocked_by"]
+    assert "prepare" in sentence and 'name="accept"' in blocked
+    unticked = operator.post(f"/executions/{execution.ref}/migrate/", {"to_version": "5", "reason": "v5"})
+    assert unticked.status_code == 409 and "prepare" in unticked.content.decode()
+    assert Execution.objects.get(pk=execution.pk).workflow_version == 1
+
+    moved = operator.post(f"/executions/{execution.ref}/migrate/", {"to_version": "2", "reason": "tally"}, follow=True)
+    assert moved.status_code == 200 and f"{execution.ref} moved to v2 (waiting)." in moved.content.decode()
+    assert Execution.objects.get(pk=execution.pk).workflow_version == 2
+
+    ticked = operator.post(
+        f"/executions/{execution.ref}/migrate/", {"to_version": "5", "reason": "v5", "accept": [sentence]}, follow=True
+    )
+    assert ticked.status_code == 200 and f"{execution.ref} moved to v5 (waiting)." in ticked.content.decode()
+    [_, accepted] = ExecutionEvent.objects.filter(execution=execution, payload__transition="migrate").order_by("id")
+    assert accepted.payload["accepted"] == [sentence] and accepted.payload["from_version"] == 2
+
+    requester = Client()
+    requester.force_login(people["requester"].user)
+    assert requester.get(f"/executions/{execution.ref}/migrate/?to=3").status_code == 403
+    assert "migrate-link" not in requester.get(f"/executions/{execution.ref}/").content.decode()

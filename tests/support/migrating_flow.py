@@ -4,7 +4,9 @@
 - v2 renames ``count`` to ``tally`` (its output reshaped) and says so in ``migrate_from``;
 - v3 drops ``count`` (``finish`` counts for itself): a step gone;
 - v4 has no wait (an execution waiting there can't be placed), and its ``migrate_from``
-  for v1 fails.
+  for v1 fails;
+- v5 inserts ``prepare`` before the wait: an execution waiting there never ran it (a
+  blocker an operator may accept).
 """
 
 from executions.authoring.registry import register
@@ -87,5 +89,18 @@ def finish_v4(ctx):
     return {"done": 0}
 
 
-for flow in (v1, v2, v3, v4):
+v5 = _flow(5)
+v5.step("collect", label="Collecting")(_collect)
+
+
+@v5.step("prepare", label="Preparing (v5 only)")
+def prepare(ctx):
+    return {"ready": True}
+
+
+v5.step("count", label="Counting")(count)
+v5.wait("hold", label="Waiting for the go", signal="go", timeout=3600)
+v5.step("finish", label="Finishing")(finish_v1)
+
+for flow in (v1, v2, v3, v4, v5):
     register(flow)
