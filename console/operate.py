@@ -56,7 +56,9 @@ def execution_migrate(request: HttpRequest, ref: str) -> HttpResponse:
     accept with a box to tick, the reason and the confirm button; POST: the move, then
     the execution's page — or this page again with the refusal."""
     raw = request.POST.get("to_version") if request.method == "POST" else request.GET.get("to")
-    to = int(raw) if (raw or "").isdigit() and len(raw or "") < 10 else raw
+    to: object = raw
+    if raw and raw.isascii() and raw.isdigit() and len(raw) < 10:
+        to = int(raw)
     status = 200
     if request.method == "POST":
         accept = request.POST.getlist("accept")

@@ -169,27 +169,27 @@ def declared(execution: Execution, workflow: Workflow, step: Step) -> list[tuple
     found: list[tuple[Child, Workflow, dict]] = []
     keys: set[str] = set()
     for child in children:
-        refusal = _refusal(child, keys)
+        seed = f"child:{execution.pk}:{child.key}"  # its version: the rollout's choice, by the parent and the key
+        refusal = _refusal(child, keys, seed)
         if refusal is not None:
             raise NeedsAttention(
                 f"can't start child {child.key or '?'} ({child.workflow}): {refusal['detail']}",
                 code=StuckReason.STEP_ERROR,
                 evidence={"child": {"key": child.key, "workflow": child.workflow}, "refused": refusal},
             )
-        # The version its rollout chooses (the latest without one), decided by the parent and the key.
-        flow = rollouts.choose(child.workflow, seed=f"child:{execution.pk}:{child.key}")
+        flow = rollouts.choose(child.workflow, seed=seed)
         assert flow.parse_input is not None, "Workflow.__post_init__ sets it"
         found.append((child, flow, flow.parse_input(child.input)))
         keys.add(child.key)
     return found
 
 
-def _refusal(child: Child, keys: set[str]) -> dict[str, Any] | None:
+def _refusal(child: Child, keys: set[str], seed: str) -> dict[str, Any] | None:
     problem = child.problem() or (f"the key {child.key} is used twice in this step" if child.key in keys else "")
     if problem:
         return {"status": 422, "detail": problem, "field": "key"}
     try:
-        flow = registry.latest(child.workflow)
+        flow = rollouts.choose(child.workflow, seed=seed)  # the version it would run (executions.rollouts)
     except registry.UnknownWorkflow as exc:
         return {"status": 422, "detail": f"workflow: {exc}", "field": "workflow"}
     assert flow.parse_input is not None, "Workflow.__post_init__ sets it"

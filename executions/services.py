@@ -52,8 +52,17 @@ def execution_start(
         with _refusals(refused):
             budget = usd_amount("budget_usd", budget_usd)
     try:
-        # Without a version: the one its rollout chooses (executions.rollouts; the latest without one).
+        # Without a version: the one its rollout chooses (executions.rollouts; the latest without one),
+        # or, for a key already used, the version that start chose (a retry parses as it did).
         flow = rollouts.choose(workflow, seed=f"{user.pk}:{idempotency_key}" if idempotency_key else "")
+        existing = (
+            Execution.objects.filter(created_by=user, idempotency_key=idempotency_key).first()
+            if idempotency_key
+            else None
+        )
+        pinned = existing.workflow_version if existing is not None and existing.workflow == workflow else None
+        if version is None and pinned in registry.versions(workflow):
+            flow = registry.get(workflow, pinned)
     except registry.UnknownWorkflow as exc:
         raise InvalidInput.of([("workflow", str(exc)), *refused]) from None
     if version is not None:
@@ -70,7 +79,6 @@ def execution_start(
         raise InvalidInput.of(refused)
     digest = input_digest(workflow, parsed)
     if idempotency_key:
-        existing = Execution.objects.filter(created_by=user, idempotency_key=idempotency_key).first()
         if existing is not None:
             return _replay(existing, digest), False
         archived = ExecutionTombstone.objects.filter(created_by=user, idempotency_key=idempotency_key).first()

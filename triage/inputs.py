@@ -59,7 +59,7 @@ class CloseFormIn(CloseIn):
 
 # --- versions in flight (triage.migration, triage.rollout)
 
-Blocker = Annotated[str, Field(min_length=1, max_length=2000), STORABLE]
+Blocker = Annotated[str, Field(min_length=1, max_length=20000), STORABLE]  # a replay's finding may be long
 
 
 class MigrateIn(Body):

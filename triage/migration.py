@@ -156,7 +156,8 @@ def migrate_locked(
     """Inside a transaction, ``execution`` locked: the move to ``flow``, planned again under
     the lock, written as one ``migrate`` transition — or Conflict, writing nothing."""
     move = plan(execution, flow)
-    refused = [*move.impossible, *(b for b in move.acceptable if b not in accept)]
+    accepted = {_words(sentence) for sentence in accept}  # as a form sends it back (line breaks as CRLF)
+    refused = [*move.impossible, *(b for b in move.acceptable if _words(b) not in accepted)]
     if refused:
         raise Conflict(
             f"{execution.ref} can't move to v{flow.version}: " + "; ".join(refused),
@@ -173,6 +174,9 @@ def migrate_locked(
     execution.context = move.context()
     execution.current_step = move.maps_to or ""
     execution.workflow_version = flow.version
+    # Fences out a claim that read the row before this move: its write expects the old token,
+    # so no worker runs it on the old version's code (a pending one is rung again below).
+    execution.lease_token += 1
     runtime.transition(
         execution,
         "migrate",
@@ -184,14 +188,18 @@ def migrate_locked(
             "from_version": before,
             "to_version": flow.version,
             "position": {"step": move.execution.current_step, "maps_to": move.maps_to},
-            "accepted": [b for b in move.acceptable if b in accept],
+            "accepted": [b for b in move.acceptable if _words(b) in accepted],
             **withdrawn,
         },
-        update_fields=("context", "current_step", "workflow_version"),
+        update_fields=("context", "current_step", "workflow_version", "lease_token"),
     )
-    if reopen:
-        runtime.dispatch_on_commit(execution.pk)
+    if reopen or execution.status in (Status.PENDING, Status.RETRY_PENDING, Status.WAITING):
+        runtime.dispatch_on_commit(execution.pk)  # a claim the new token fenced out rings again (due ones run)
     return move
+
+
+def _words(sentence: str) -> str:
+    return " ".join(str(sentence).split())
 
 
 # --- the plan
@@ -209,11 +217,24 @@ def plan(execution: Execution, flow: Workflow) -> Move:
             f"{ref} is running (a worker holds it at {execution.current_step or 'its start'}): migrate it once it "
             "waits, or pause it first"
         )
+    elif execution.status == Status.PAUSED and execution.paused_from == Status.RUNNING and execution.lease_owner:
+        move.impossible.append(
+            f"{ref} was paused while running and its worker ({execution.lease_owner}) has not checkpointed "
+            f"{execution.current_step or 'its step'} yet: migrate it once that step finished"
+        )
     if execution.workflow_version == flow.version:
         move.impossible.append(f"{ref} is already on {to}")
     if not _map(move):
         return move
     actions = [a for a in execution.actions.order_by("id") if not a.beside and not a.is_compensation]
+    try:
+        flow.path(move.outputs)
+    except Exception as exc:  # an output migrate_from reshaped that a branch or gate of N can't read
+        move.impossible.append(
+            f"v{flow.version}'s steps can't follow the outputs it would carry (check migrate_from): "
+            f"{type(exc).__name__}: {exc}"
+        )
+        return move
     _steps(move)
     ahead = {s["step"] for s in move.steps if s["plan"] == RUN}
     for action in actions:
@@ -335,13 +356,18 @@ def _standing(move: Move) -> str:
 def _stale_gate(move: Move) -> None:
     """An approval asked at the step it stands at that N no longer asks the same way."""
     execution, flow = move.execution, move.flow
-    if execution.status != Status.AWAITING_APPROVAL or not move.maps_to:
+    at_gate = execution.status == Status.AWAITING_APPROVAL or (
+        execution.status == Status.PAUSED and execution.paused_from == Status.AWAITING_APPROVAL
+    )
+    if not at_gate or not move.maps_to:
         return
     step = flow.get_step(move.maps_to)
     spec = step.spec if step.is_gate else None
     for request in ApprovalRequest.objects.filter(execution=execution, status=ApprovalRequest.State.PENDING):
         artifact = getattr(spec, "artifact", None)
-        if artifact is None:
+        if request.step != step.name:
+            why = f"asked at {request.step}, which v{flow.version} asks at {step.name}"
+        elif artifact is None:
             why = f"v{flow.version}'s {step.name} asks no approval"
         elif getattr(spec, "action", None) != request.action:
             why = f"asked for {request.action}; v{flow.version}'s {step.name} asks for {spec.action}"
@@ -358,6 +384,13 @@ def _add_stale(move: Move, approval_id: int, why: str) -> None:
     if any(s["approval_id"] == approval_id for s in move.stale):
         return
     move.stale.append({"approval_id": approval_id, "why": why})
+    execution = move.execution
+    if execution.status != Status.AWAITING_APPROVAL:  # only a gate that waits can be asked again by the move
+        move.impossible.append(
+            f"approval #{approval_id} goes stale on v{move.flow.version} ({why}), and {execution.ref} is "
+            f"{execution.status}: resume it to its gate first, then migrate (or cancel it)"
+        )
+        return
     move.acceptable.append(
         f"approval #{approval_id} goes stale on v{move.flow.version} ({why}): migrating withdraws it and the gate "
         "asks again"

@@ -42,8 +42,7 @@ def workflow_rollout(*, name: str, user: AbstractBaseUser, version: Any, percent
         raise InvalidInput("reason", "say why the rollout changes")
     with transaction.atomic():
         xact(Lock.WORKFLOW_SWITCH, name)  # one change of a workflow's starts at a time (dblocks' order)
-        now = rollouts.current(name)
-        was = now.percent if now is not None and now.version == version else 0
+        was = rollouts.shares(name).get(version, 0)  # what it gets now (the latest: all, without a rollout)
         if percent > was:
             found = replay.replay(workflow=name, version=version)
             drifted = [item for item in found["items"] if item["verdict"] != replay.OK]

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from executions.authoring import registry
 from executions.errors import InvalidInput
+from executions.models import execution_for
 from triage import bulk, migration, rollout
 
 from .. import trace
@@ -45,6 +46,10 @@ def migrate(args, user) -> Result:
     if workflow not in registry.names():
         raise InvalidInput("--workflow", f"unknown workflow {workflow!r}; known: {', '.join(registry.names())}")
     migration.target(workflow, to, field_name="--to")
+    for ref in ids:
+        execution = execution_for(ref)  # NotFound: exit 2
+        if execution.workflow != workflow:
+            raise InvalidInput("--id", f"{execution.ref} is an execution of {execution.workflow}, not of {workflow}")
     if args["accept"]:
         if len(ids) != 1 or args["dry_run"]:
             raise UsageError(

@@ -84,9 +84,16 @@ def plan(execution: Execution, *, step, effect: Effect, gate_ref: str, actor_lab
     if created:
         _history(execution, action, "", Action.State.PLANNED, actor_label, gate=gate_ref)
         return action
-    plan_now = {"type": step.action, "args": effect.args, "gate_ref": gate_ref, "honors_key": effect.honors_key}
+    plan_now = {
+        "step": step.name,
+        "type": step.action,
+        "args": effect.args,
+        "gate_ref": gate_ref,
+        "honors_key": effect.honors_key,
+    }
     stale = {name: value for name, value in plan_now.items() if getattr(action, name) != value}
-    if stale and action.status in (Action.State.PLANNED, Action.State.FAILED) and action.attempts == 0:
+    never_sent = action.status in (Action.State.PLANNED, Action.State.FAILED) and action.attempts == 0
+    if stale and never_sent and action.execution_id == execution.pk:
         # Asked again (a new round, or another version's gate after a migration): the plan that
         # was voided or never authorised is this gate's now, never sent under the old one.
         action = Action.objects.select_for_update().get(pk=action.pk)

@@ -18,7 +18,7 @@ import tests.support.migrating_flow  # noqa: F401 - registers "migrating" v1–v
 from executions import services, waits
 from executions.engine import runner
 from executions.errors import Conflict
-from executions.models import Execution, ExecutionEvent, Status
+from executions.models import Execution, ExecutionEvent, Status, StepRun
 from triage import migration
 from triage.replay import replay_one
 
@@ -86,6 +86,29 @@ def test_a_step_gone_is_dropped_and_the_rest_goes_on(people):
     assert moved.workflow_version == 3
     done = go(people, Execution.objects.get(pk=execution.pk))
     assert done.status == Status.COMPLETED and done.outputs()["finish"] == {"done": 3, "on": 3}
+
+
+def test_a_move_fences_out_a_claim_read_before_it_and_rings_again(people):
+    """A worker's claim that read the row before the move writes under the old lease token:
+    the move bumps it, so that claim writes nothing and no worker runs the old version's
+    code on the moved row."""
+    execution, _ = services.execution_start(user=people["requester"].user, workflow="migrating", input={}, version=1)
+    token = Execution.objects.get(pk=execution.pk).lease_token
+    migration.execution_migrate(ref=execution.ref, user=people["operator"].user, to_version=2, reason="before it ran")
+    moved = Execution.objects.get(pk=execution.pk)
+    assert (moved.lease_token, moved.status, moved.workflow_version) == (token + 1, Status.PENDING, 2)
+    assert run(moved).current_step == "hold"
+    assert StepRun.objects.filter(execution=moved).values_list("workflow_version", flat=True).distinct().get() == 2
+
+
+def test_paused_while_its_worker_still_runs_a_step_it_doesnt_move(people):
+    execution = waiting_on_v1(people)
+    # As a pause while running leaves it until the worker checkpoints: paused, its lease still held.
+    Execution.objects.filter(pk=execution.pk).update(
+        status=Status.PAUSED, paused_from=Status.RUNNING, lease_owner="worker:still-running"
+    )
+    plan = migration.plan(Execution.objects.get(pk=execution.pk), migration.target("migrating", 2))
+    assert any("worker:still-running" in sentence for sentence in plan.impossible), plan.impossible
 
 
 def test_what_cant_be_placed_is_refused_even_when_accepted(people):
@@ -207,8 +230,9 @@ def test_the_console_previews_a_move_and_takes_only_what_the_operator_accepted(p
     assert 'id="confirm-migrate"' in html and 'data-step="count"' in html and 'data-plan="gone"' in html
     refused = operator.post(f"/executions/{execution.ref}/migrate/", {"to_version": "2", "reason": ""})
     assert refused.status_code == 422 and "reason" in refused.content.decode()
-    bad = operator.get(f"/executions/{execution.ref}/migrate/?to=abc", follow=True)
-    assert bad.status_code == 200 and "to:" in bad.content.decode()
+    for weird in ("abc", "²", "-1", "99999999999999"):
+        bad = operator.get(f"/executions/{execution.ref}/migrate/?to={weird}", follow=True)
+        assert bad.status_code == 200 and "to:" in bad.content.decode(), weird
     assert Execution.objects.get(pk=execution.pk).workflow_version == 1
 
     # v5 inserted a step before where it waits: a blocker an operator may accept, by ticking it.
