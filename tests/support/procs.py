@@ -66,9 +66,24 @@ def wait_for(
         pause = min(pause * 1.5, interval)
 
 
+class _Session(requests.Session):
+    """A session that sends a request again, once, when the connection it reused from its
+    pool was closed by the server just as the request went out (gunicorn closes a
+    connection idle for ``--keep-alive``, 2 s, between requests: a request sent at that
+    moment is answered by nothing, and was never read — sending it again repeats nothing)."""
+
+    def request(self, *args: Any, **kwargs: Any) -> requests.Response:
+        try:
+            return super().request(*args, **kwargs)
+        except requests.ConnectionError as exc:
+            if "RemoteDisconnected" not in str(exc):
+                raise
+        return super().request(*args, **kwargs)
+
+
 def http(token: str | None = None) -> requests.Session:
     """A session that never goes through a proxy of the environment; with ``token``, as its bearer."""
-    session = requests.Session()
+    session = _Session()
     session.trust_env = False
     if token:
         session.headers["Authorization"] = f"Bearer {token}"
