@@ -194,10 +194,14 @@ def test_the_workflows_page_shows_each_versions_share_of_new_starts_and_what_can
     page = client.get("/workflows/").content.decode()
     section = page.split('id="workflow-migrating"')[1].split("</section>")[0]
     rows = {v: section.split(f'id="version-migrating-v{v}"')[1].split("</tr>")[0] for v in (1, 2, 3, 4)}
-    assert "75%" in rows[1] and "migrate its live executions first" in rows[1]
+    assert "75%" in rows[1] and "new starts go to it" in rows[1]  # its stable side: live, and still started
     assert "25%" in rows[2] and "new starts go to it" in rows[2]
     assert "0%" in rows[3] and "can be retired" in rows[3]
     assert "rollout: 25% to v2, set by operator: canary" in section
+    workflow_rollout(name="migrating", user=people["operator"].user, version=2, percent=100, reason="all of them")
+    page = client.get("/workflows/").content.decode()
+    v1 = page.split('id="version-migrating-v1"')[1].split("</tr>")[0]
+    assert "0%" in v1 and "migrate its live executions first" in v1  # no new starts, one still live
     assert execution.workflow_version == 1
     said = call_command_output("keel", "replay", "--workflow", "migrating")
     assert "migrating v3: no live executions, no new starts: it can be unregistered" in said
