@@ -6,6 +6,8 @@ CLI's); a refusal is a message on the execution page, never a 500."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from decimal import Decimal, InvalidOperation
 
 from django.contrib import messages
@@ -29,17 +31,24 @@ from triage.preview import execution_resume_preview
 from . import presenters
 
 
+@contextmanager
+def _as_http() -> Iterator[None]:
+    """A service's Forbidden as the page's 403, its NotFound as the 404 page."""
+    try:
+        yield
+    except Forbidden as exc:
+        raise PermissionDenied(exc.message) from None
+    except NotFound as exc:
+        raise Http404(exc.message) from None
+
+
 @login_required
 @require_GET
 def resume_preview(request: HttpRequest, ref: str) -> HttpResponse:
     """What a resume would skip, run and risk, with the reason field and the confirm
     button (it posts to the resume form's view) when nothing blocks it."""
-    try:
+    with _as_http():
         preview = execution_resume_preview(ref=ref, user=request.user)
-    except Forbidden as exc:
-        raise PermissionDenied(exc.message) from None
-    except NotFound as exc:
-        raise Http404(exc.message) from None
     execution = selectors.execution(ref)
     context = {
         "execution": execution,
@@ -66,13 +75,10 @@ def execution_migrate(request: HttpRequest, ref: str) -> HttpResponse:
             body = inputs.parse(
                 MigrateIn, {"to_version": to, "reason": request.POST.get("reason", ""), "accept": accept}
             )
-            moved = migration.execution_migrate(
-                ref=ref, user=request.user, to_version=body.to_version, reason=body.reason, accept=body.accept
-            )
-        except Forbidden as exc:
-            raise PermissionDenied(exc.message) from None
-        except NotFound as exc:
-            raise Http404(exc.message) from None
+            with _as_http():
+                moved = migration.execution_migrate(
+                    ref=ref, user=request.user, to_version=body.to_version, reason=body.reason, accept=body.accept
+                )
         except ServiceError as exc:
             messages.error(request, exc.message)
             status = 409 if isinstance(exc, Conflict) else 422
@@ -82,11 +88,8 @@ def execution_migrate(request: HttpRequest, ref: str) -> HttpResponse:
     elif request.method != "GET":
         return HttpResponseNotAllowed(["GET", "POST"])
     try:
-        move = migration.execution_migrate_plan(ref=ref, user=request.user, to=to)
-    except Forbidden as exc:
-        raise PermissionDenied(exc.message) from None
-    except NotFound as exc:
-        raise Http404(exc.message) from None
+        with _as_http():
+            move = migration.execution_migrate_plan(ref=ref, user=request.user, to=to)
     except InvalidInput as exc:
         messages.error(request, exc.message)
         return redirect("console:detail", ref=ref)

@@ -41,13 +41,17 @@ def workflow(name: str):
         raise NotFound(f"no workflow {name!r}; known: {', '.join(registry.names()) or 'none'}") from None
 
 
-def item(name: str, *, live: dict[tuple[str, int], int] | None = None) -> dict[str, Any]:
+_NOW = object()  # item(): read the workflow's rollout now
+
+
+def item(name: str, *, live: dict[tuple[str, int], int] | None = None, rollout: Any = _NOW) -> dict[str, Any]:
     """One catalogue item (``GET /api/workflows/{name}``); NotFound for an unknown name.
     Each version says how many live executions it has (``live``: a version with none can be
     retired), and ``rollout`` which version new starts go to (executions.rollouts)."""
     latest = workflow(name)
     live = live_counts(name) if live is None else live
-    shares = rollouts.shares(name)
+    rollout = rollouts.current(name) if rollout is _NOW else rollout
+    shares = rollouts.shares(name, rollout)
     return {
         "name": latest.name,
         "title": latest.title,
@@ -71,7 +75,7 @@ def item(name: str, *, live: dict[tuple[str, int], int] | None = None) -> dict[s
         "unregistered_live": {
             str(v): n for (w, v), n in sorted(live.items()) if w == name and v not in registry.versions(name)
         },
-        "rollout": rollouts.shown(name),
+        "rollout": rollouts.shown(name, rollout),
         **hold_of(name),
     }
 
@@ -82,8 +86,8 @@ def _steps(flow) -> list[dict[str, str]]:
 
 def items() -> list[dict[str, Any]]:
     """Every registered workflow, sorted by name (``GET /api/workflows``)."""
-    live = live_counts()
-    return [item(name, live=live) for name in registry.names()]
+    live, rolled = live_counts(), rollouts.current_of_all()  # each read once for the whole list
+    return [item(name, live=live, rollout=rolled.get(name)) for name in registry.names()]
 
 
 def live_counts(workflow: str | None = None) -> dict[tuple[str, int], int]:

@@ -170,34 +170,33 @@ def declared(execution: Execution, workflow: Workflow, step: Step) -> list[tuple
     keys: set[str] = set()
     for child in children:
         seed = f"child:{execution.pk}:{child.key}"  # its version: the rollout's choice, by the parent and the key
-        refusal = _refusal(child, keys, seed)
+        refusal, flow, parsed = _checked(child, keys, seed)
         if refusal is not None:
             raise NeedsAttention(
                 f"can't start child {child.key or '?'} ({child.workflow}): {refusal['detail']}",
                 code=StuckReason.STEP_ERROR,
                 evidence={"child": {"key": child.key, "workflow": child.workflow}, "refused": refusal},
             )
-        flow = rollouts.choose(child.workflow, seed=seed)
-        assert flow.parse_input is not None, "Workflow.__post_init__ sets it"
-        found.append((child, flow, flow.parse_input(child.input)))
+        assert flow is not None
+        found.append((child, flow, parsed))
         keys.add(child.key)
     return found
 
 
-def _refusal(child: Child, keys: set[str], seed: str) -> dict[str, Any] | None:
+def _checked(child: Child, keys: set[str], seed: str) -> tuple[dict[str, Any] | None, Workflow | None, Any]:
+    """(refusal, None, None) for a child that can't start; else (None, the version it runs, its parsed input)."""
     problem = child.problem() or (f"the key {child.key} is used twice in this step" if child.key in keys else "")
     if problem:
-        return {"status": 422, "detail": problem, "field": "key"}
+        return {"status": 422, "detail": problem, "field": "key"}, None, None
     try:
         flow = rollouts.choose(child.workflow, seed=seed)  # the version it would run (executions.rollouts)
     except registry.UnknownWorkflow as exc:
-        return {"status": 422, "detail": f"workflow: {exc}", "field": "workflow"}
+        return {"status": 422, "detail": f"workflow: {exc}", "field": "workflow"}, None, None
     assert flow.parse_input is not None, "Workflow.__post_init__ sets it"
     try:
-        flow.parse_input(child.input)
+        return None, flow, flow.parse_input(child.input)
     except InvalidInput as exc:
-        return {"status": 422, "detail": exc.message, "field": exc.field}
-    return None
+        return {"status": 422, "detail": exc.message, "field": exc.field}, None, None
 
 
 # --- waking the parent

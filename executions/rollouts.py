@@ -20,6 +20,8 @@ import hashlib
 import secrets
 from typing import Any
 
+from django.db.models import Max
+
 from .authoring import registry
 from .authoring.workflow import Workflow
 from .models import Rollout
@@ -27,7 +29,13 @@ from .models import Rollout
 
 def current(workflow: str) -> Rollout | None:
     """The workflow's rollout now: its latest row, or None."""
-    return Rollout.objects.filter(workflow=workflow).order_by("-id").first()
+    return Rollout.objects.filter(workflow=workflow).order_by("-id").select_related("actor").first()
+
+
+def current_of_all() -> dict[str, Rollout]:
+    """Every workflow's rollout now, by workflow, in one query (the catalogue's list)."""
+    latest = Rollout.objects.values("workflow").annotate(last=Max("id")).values("last")
+    return {r.workflow: r for r in Rollout.objects.filter(pk__in=latest).select_related("actor")}
 
 
 def stable_version(workflow: str, version: int) -> int:
@@ -48,9 +56,10 @@ def choose(workflow: str, *, seed: str = "") -> Workflow:
     return registry.get(workflow, chosen)
 
 
-def shares(workflow: str) -> dict[int, int]:
-    """version → the percentage of new starts without a version that go to it now."""
-    rollout, versions = current(workflow), registry.versions(workflow)
+def shares(workflow: str, rollout: Rollout | None) -> dict[int, int]:
+    """version → the percentage of new starts without a version that go to it under
+    ``rollout`` (the workflow's now: ``current``)."""
+    versions = registry.versions(workflow)
     if rollout is None or rollout.version not in versions:
         return {max(versions): 100} if versions else {}
     stable = stable_version(workflow, rollout.version)
@@ -59,9 +68,9 @@ def shares(workflow: str) -> dict[int, int]:
     return {v: p for v, p in ((rollout.version, rollout.percent), (stable, 100 - rollout.percent)) if p}
 
 
-def shown(workflow: str) -> dict[str, Any] | None:
-    """The catalogue's ``rollout``: ``{version, percent, stable, reason, by, at}``, or None."""
-    rollout = current(workflow)
+def shown(workflow: str, rollout: Rollout | None) -> dict[str, Any] | None:
+    """The catalogue's ``rollout`` (``rollout``, the workflow's now): ``{version, percent,
+    stable, reason, by, at}``, or None."""
     if rollout is None:
         return None
     return {

@@ -168,13 +168,6 @@ class MigrationStepOut(Schema):
     why: str
 
 
-class MigrationEffectOut(Schema):
-    key: str
-    type: str
-    status: str
-    may_repeat: bool
-
-
 class MigrationStaleOut(Schema):
     approval_id: int
     why: str
@@ -205,7 +198,7 @@ class MigratePreviewOut(Schema):
     to: int
     position: PositionOut
     steps: list[MigrationStepOut]
-    effects: list[MigrationEffectOut]
+    effects: list[PreviewEffectOut]  # as the resume preview lists them
     stale_approvals: list[MigrationStaleOut]
     replay: MigrationReplayOut
 

@@ -58,6 +58,7 @@ class Move:
     outputs: dict[str, Any] = field(default_factory=dict)  # what N's steps read
     carried: list[list[Any]] = field(default_factory=list)  # [step, output] per visit carried over
     through: int | None = None  # its last step run before the move
+    done: list[tuple[str, Any]] = field(default_factory=list)  # (step, output) of each visit it made
     impossible: list[str] = field(default_factory=list)  # blockers nobody can accept
     acceptable: list[str] = field(default_factory=list)  # blockers an operator may accept by name
     steps: list[dict[str, Any]] = field(default_factory=list)
@@ -239,7 +240,7 @@ def plan(execution: Execution, flow: Workflow) -> Move:
     ahead = {s["step"] for s in move.steps if s["plan"] == RUN}
     for action in actions:
         repeats = preview.may_repeat(action, runs_again=action.step in ahead)
-        move.effects.append({"key": action.key, "type": action.type, "status": action.status, "may_repeat": repeats})
+        move.effects.append({**preview.effect_row(action), "may_repeat": repeats})
         if repeats:
             move.acceptable.append(
                 f"{action.key} could be sent again by {to}'s {action.step}: it may have been sent ({action.status}) "
@@ -281,10 +282,11 @@ def _map(move: Move) -> bool:
         return False
     move.maps_to = step
     move.outputs = {name: output for name, output in state["outputs"].items() if name in names}
-    last = {name: index for index, (name, _output) in enumerate(_visits(execution))}
+    move.done = done = _visits(execution)
+    last = {name: index for index, (name, _output) in enumerate(done)}
     carried = [
         [name, move.outputs[name] if last[name] == index else output]
-        for index, (name, output) in enumerate(_visits(execution))
+        for index, (name, output) in enumerate(done)
         if name in move.outputs
     ]
     listed = {name for name, _output in carried}
@@ -333,7 +335,7 @@ def _steps(move: Move) -> None:
         else:
             move.steps.append({"step": step.name, "plan": RUN, "why": preview.runs_later(step)})
     declared = {s.name for s in flow.steps}
-    for name in dict.fromkeys(name for name, _output in _visits(move.execution)):
+    for name in dict.fromkeys(name for name, _output in move.done):
         if name not in declared:
             mapped = (
                 " (its migrate_from carries what it produced)"

@@ -128,13 +128,12 @@ def _status_sentence(execution: Execution) -> str:
 
 def _effect(action: Action, ahead: set[str] | None) -> dict[str, Any]:
     runs_again = ahead is None or action.step in ahead
-    return {
-        "key": action.key,
-        "type": action.type,
-        "status": action.status,
-        "may_repeat": may_repeat(action, runs_again=runs_again),
-        "provider_dedupes": action.honors_key,
-    }
+    return {**effect_row(action), "may_repeat": may_repeat(action, runs_again=runs_again)}
+
+
+def effect_row(action: Action) -> dict[str, Any]:
+    """An effect as a preview lists it (the resume's, the migration's), without ``may_repeat``."""
+    return {"key": action.key, "type": action.type, "status": action.status, "provider_dedupes": action.honors_key}
 
 
 def _steps(

@@ -42,7 +42,9 @@ def workflow_rollout(*, name: str, user: AbstractBaseUser, version: Any, percent
         raise InvalidInput("reason", "say why the rollout changes")
     with transaction.atomic():
         xact(Lock.WORKFLOW_SWITCH, name)  # one change of a workflow's starts at a time (dblocks' order)
-        was = rollouts.shares(name).get(version, 0)  # what it gets now (the latest: all, without a rollout)
+        was = rollouts.shares(name, rollouts.current(name)).get(
+            version, 0
+        )  # what it gets now (the latest: all, without a rollout)
         if percent > was:
             found = replay.replay(workflow=name, version=version)
             drifted = [item for item in found["items"] if item["verdict"] != replay.OK]
