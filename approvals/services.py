@@ -242,6 +242,17 @@ def _decide(*, user, execution_ref, approval_id, decision, artifact_version, con
         "comment": comment,
     }
     runtime.record(execution, "approval.decided", step=request.step, actor=user, payload=payload)
+    runtime.trace_mark(
+        "keel.decision",
+        execution,
+        **{
+            "keel.step": request.step,
+            "keel.decision": decision,
+            "keel.approval.id": request.pk,
+            "keel.artifact.version": artifact_version,
+            "keel.actor": user.get_username(),
+        },
+    )
     close_request(
         request,
         CLOSE[decision],

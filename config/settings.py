@@ -10,6 +10,7 @@ import json
 import os
 from datetime import timedelta
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
@@ -529,10 +530,9 @@ EMAIL_BACKEND = (
 
 
 def _http_url(name: str, value: str) -> str:
-    from urllib.parse import urlsplit
-
     try:
         parts = urlsplit(value)
+        parts.port  # noqa: B018 - raises ValueError for a port that isn't one
     except ValueError:
         parts = None
     if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
@@ -628,3 +628,45 @@ LOGGING = {
         "approvals": {"level": "INFO"},
     },
 }
+
+
+# --- Traces and errors (docs/operations.md, "Traces and errors"), off until configured.
+# OpenTelemetry: the standard variables; the exporter reads the rest itself (headers,
+# timeout, certificate). The endpoint is checked here so a typo stops start-up with one
+# sentence instead of spans dropped in silence.
+def _otlp_endpoint() -> str:
+    for name in ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"):
+        value = os.environ.get(name, "").strip()
+        if value:
+            return _http_url(name, value)
+    return ""
+
+
+OTEL_ENDPOINT = _otlp_endpoint()
+TRACING = (
+    bool(OTEL_ENDPOINT)
+    and not env_bool("OTEL_SDK_DISABLED", False)
+    and os.environ.get("OTEL_TRACES_EXPORTER", "otlp").strip().lower() != "none"
+)
+OTEL_SERVICE_NAME = os.environ.get("OTEL_SERVICE_NAME", "").strip() or "keel"
+KEEL_TRACE_CONTENT = env_bool("KEEL_TRACE_CONTENT", False)  # prompts and answers on the model spans
+# A link from the execution page to the team's trace viewer, e.g.
+# https://grafana.example/explore?…{trace_id}… or http://jaeger:16686/trace/{trace_id}
+KEEL_TRACE_URL = os.environ.get("KEEL_TRACE_URL", "").strip()
+if KEEL_TRACE_URL:
+    KEEL_TRACE_URL = _http_url("KEEL_TRACE_URL", KEEL_TRACE_URL)
+    if "{trace_id}" not in KEEL_TRACE_URL:
+        raise ImproperlyConfigured(
+            f"KEEL_TRACE_URL must say where the trace id goes ({{trace_id}}): {KEEL_TRACE_URL!r}."
+        )
+SENTRY_DSN = os.environ.get("SENTRY_DSN", "").strip()
+if SENTRY_DSN:
+    from sentry_sdk.utils import BadDsn, Dsn
+
+    try:
+        Dsn(SENTRY_DSN)
+    except BadDsn as exc:
+        raise ImproperlyConfigured(
+            f"SENTRY_DSN is not a Sentry DSN ({exc}): copy it from the project's Client Keys, "
+            "e.g. https://<key>@o0.ingest.sentry.io/<project>."
+        ) from None

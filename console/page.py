@@ -470,6 +470,10 @@ def panel_context(
     ctx["can_close"] = execution.status == Status.CANCELLED and operator
     ctx["restarted_from"] = ref_for(execution.restarted_from_id) if execution.restarted_from_id else ""
     ctx["restarted_as"] = ref_for(snap.restarted_as) if snap.restarted_as else ""
+    # Its trace (executions.engine.tracing), shown once traces are exported or a viewer is linked.
+    traced = settings.TRACING or settings.KEEL_TRACE_URL
+    ctx["trace_id"] = runtime.trace_id_of(execution) if traced else ""
+    ctx["trace_url"] = runtime.trace_url(execution, settings.KEEL_TRACE_URL)
     ctx["signal_event_id"] = uuid.uuid4().hex
     if chat.is_chat(execution):  # a conversation: its turns, and a message box while it waits
         ctx["chat_turns"] = chat.turns(execution)

@@ -138,6 +138,9 @@ class ExecutionOut(Schema):
     paused_from: str | None = None  # paused: the status resume returns it to (issue 22)
     hold: LegalHoldOut | None = None
     result: Any = None  # completed: what it produced (Workflow.result); null until then
+    # Its OpenTelemetry trace (32 hex digits), derived from the execution: the same in every
+    # process and after every crash, present with tracing off (executions.engine.tracing).
+    trace_id: str = ""
 
 
 class ExecutionPage(Schema):

@@ -17,8 +17,24 @@ class ExecutionsConfig(AppConfig):
         from .agent import kinds  # noqa: F401 - registers the model, agent and route step kinds
         from .authoring import registry
 
+        self._observed()
+
         try:
             registry.load_configured_workflows()
         except registry.WorkflowModuleError as exc:
             # Start-up stops (web, worker, beat, manage.py) with one sentence, no traceback.
             raise SystemExit(f"keel: {exc}") from None
+
+    @staticmethod
+    def _observed() -> None:
+        """Traces and errors, each only when configured (settings: OTEL_*, SENTRY_DSN)."""
+        from django.conf import settings
+
+        if settings.TRACING:
+            from .engine import tracing
+
+            tracing.start(service_name=settings.OTEL_SERVICE_NAME, content=settings.KEEL_TRACE_CONTENT)
+        if settings.SENTRY_DSN:
+            from .engine import sentry
+
+            sentry.start(dsn=settings.SENTRY_DSN)

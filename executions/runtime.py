@@ -33,7 +33,10 @@ The names, by what an app does with them:
   (``CompiledRead``), the database clock (``in_seconds``);
 - *replay*: how a kind's ``StepHandler.replay`` stops (``ReplayEnded``, ``ReplayDrift``);
 - *the process*: ``worker_identity``, ``unavailable`` (an outage of the database or
-  the broker), ``get_model_client``, ``failpoint`` (the crash tests' hook).
+  the broker), ``get_model_client``, ``failpoint`` (the crash tests' hook);
+- *traces*: ``trace_id_of`` (an execution's trace id, tracing on or off), ``trace_url``
+  (``KEEL_TRACE_URL`` filled in), ``trace_mark`` (a person's act as a span of the
+  execution's trace, linked with the web request's).
 
 Imports the engine, the agent runtime and the services; imported by the apps, never by
 a room of ``executions``.
@@ -73,6 +76,8 @@ from .engine.lifecycle import apply as transition
 from .engine.lifecycle import record
 from .engine.outages import unavailable
 from .engine.routing import routed_queues, set_consumers
+from .engine.tracing import mark as trace_mark
+from .engine.tracing import trace_id_of, trace_url
 from .errors import NeedsAttention
 from .models import Execution
 from .services import cancel_locked, execution_continue, execution_rewind, resume_locked
@@ -136,6 +141,9 @@ __all__ = [
     "stale_of",
     "step_kind",
     "step_kinds",
+    "trace_id_of",
+    "trace_mark",
+    "trace_url",
     "transition",
     "unavailable",
     "withdraw_gates",

@@ -19,7 +19,7 @@ from artifacts.models import ArtifactVersion
 
 from . import stuck, visits
 from .authoring import registry
-from .engine import costs, gates, routing
+from .engine import costs, gates, routing, tracing
 from .errors import InvalidInput
 from .models import Execution, ExecutionEvent, ModelCall, Status, StepRun, pk_from_ref, ref_for
 
@@ -138,6 +138,7 @@ def execution_payload(execution: Execution) -> dict[str, Any]:
         "paused_from": execution.paused_from or None,
         "hold": hold_payload(execution),
         "result": result_of(execution),
+        "trace_id": tracing.trace_id_of(execution),
     }
 
 

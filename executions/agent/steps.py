@@ -55,7 +55,7 @@ from ..authoring.specs import GateSpec
 from ..authoring.step_context import StepContext
 from ..authoring.tools import Progress, Refused, Tool
 from ..authoring.workflow import Effect, Step, StepKind, Workflow
-from ..engine import gates, kinds, ledger, lifecycle, parking
+from ..engine import gates, kinds, ledger, lifecycle, parking, tracing
 from ..engine.costs import BudgetExceeded
 from ..engine.journal import JournaledModel, call_key
 from ..engine.leases import Lease, fence
@@ -294,8 +294,23 @@ class _Visit:
                 raise InputNeeded(input_id=input_id, tool=call.name, message=message, schema=schema)
             return answers[input_id]
 
-        with foreign.asking(ask), foreign.in_step(self.ctx):  # in_step: what an author's key_fn reads
-            return self._decide(call, key=key, index=index)
+        with (
+            tracing.span(
+                f"execute_tool {call.name}",
+                self.execution,
+                **{
+                    "gen_ai.operation.name": "execute_tool",
+                    "gen_ai.tool.name": call.name,
+                    "gen_ai.tool.call.id": call.id,
+                },
+            ) as span,
+            foreign.asking(ask),
+            foreign.in_step(self.ctx),  # in_step: what an author's key_fn reads
+        ):
+            content, is_error = self._decide(call, key=key, index=index)
+            if is_error:
+                span.set_attribute("error.type", "tool_error")
+            return content, is_error
 
     def _decide(self, call: ToolCall, *, key: str, index: int) -> tuple[JSON, bool]:
         tool = self.spec.tool(call.name)

@@ -51,7 +51,7 @@ from ..models import Execution, ExecutionEvent, ModelCall, Status
 from ..reasons import StuckReason
 from ..redaction import redact
 from ..storable import DB_INT_MAX, json_refusal, text_refusal
-from . import costs, failpoints, lifecycle
+from . import costs, failpoints, lifecycle, tracing
 from .leases import ExecutionStopped, Lease, fence
 
 EVIDENCE_CHARS = 2000
@@ -162,7 +162,27 @@ class JournaledModel:
         failpoints.hit(f"before_model_call:{self.step}:c{self.seq}")
         started = time.monotonic()
         sent_key = key if revision == 1 else f"{key}:rev{revision}"
-        response = _checked(self.client, _redacted(self.client.complete(request, call_key=sent_key)))
+        with tracing.span(
+            f"chat {self.client.model}",
+            self.execution,
+            **{
+                "gen_ai.operation.name": "chat",
+                "gen_ai.provider.name": self.client.provider,
+                "gen_ai.request.model": self.client.model,
+                "keel.model_call.key": sent_key,
+                "gen_ai.input.messages": tracing.content_attribute(lambda: canonical),
+            },
+        ) as span:
+            response = _checked(self.client, _redacted(self.client.complete(request, call_key=sent_key)))
+            span.set_attribute("gen_ai.response.model", response.model)
+            span.set_attribute("gen_ai.usage.input_tokens", response.input_tokens)
+            span.set_attribute("gen_ai.usage.output_tokens", response.output_tokens)
+            span.set_attribute("gen_ai.response.finish_reasons", [response.finish_reason or ""])
+            answered = tracing.content_attribute(
+                lambda: {"text": response.text, "tool_calls": [c.as_dict() for c in response.tool_calls]}
+            )
+            if answered is not None:
+                span.set_attribute("gen_ai.output.messages", answered)
         latency_ms = min(int((time.monotonic() - started) * 1000), DB_INT_MAX)
         failpoints.hit(f"after_model_call:{self.step}:c{self.seq}")  # answered, not yet recorded
         reported = costs.cost_usd(

@@ -33,7 +33,7 @@ from ..authoring.workflow import Effect
 from ..errors import FailureKind, InputNeeded, NotFound, StepFailure
 from ..models import COMPENSATION_SUFFIX, Action, Execution
 from ..redaction import redact
-from . import failpoints, lifecycle
+from . import failpoints, lifecycle, tracing
 from .leases import Lease, fenced_row
 
 log = logging.getLogger(__name__)
@@ -47,24 +47,36 @@ def perform(
 
     Raises StepFailure (already recorded on the action) or ExecutionStopped.
     """
-    try:
-        action, receipt = _begin(lease=lease, step=step, action_type=action_type, effect=effect, gate_ref=gate_ref)
-    except StepFailure as failure:  # reconciliation could not establish the outcome
-        _record_failure(lease=lease, key=effect.key, failure=failure)
-        raise
-    if receipt is not None:
+    with tracing.span("keel.effect", None, **{"keel.action.key": effect.key, "keel.action.type": action_type}) as span:
+        try:
+            action, receipt = _begin(lease=lease, step=step, action_type=action_type, effect=effect, gate_ref=gate_ref)
+        except StepFailure as failure:  # reconciliation could not establish the outcome
+            _record_failure(lease=lease, key=effect.key, failure=failure)
+            span.set_attribute("keel.action.status", _status_after(failure))
+            raise
+        if receipt is not None:
+            span.set_attribute("keel.action.status", Action.State.SUCCEEDED)
+            span.set_attribute("keel.action.recorded", True)  # its outcome was known: nothing sent
+            return action, receipt
+        failpoints.hit(f"before_effect_call:{step}")
+        try:
+            receipt = redact(effect.call(effect.args, effect.key))  # outside data, before it is stored
+        except StepFailure as failure:
+            _record_failure(lease=lease, key=action.key, failure=failure)
+            span.set_attribute("keel.action.status", _status_after(failure))
+            raise
+        except InputNeeded as asked:  # the provider did nothing yet: it waits for a person's answer
+            _defer(lease=lease, key=action.key, asked=asked)
+            span.set_attribute("keel.action.status", "waiting_input")
+            raise
+        # Answered: the step's checkpoint commits ``succeeded`` with the receipt.
+        span.set_attribute("keel.action.status", Action.State.SUCCEEDED)
+        failpoints.hit(f"after_effect_call:{step}")
         return action, receipt
-    failpoints.hit(f"before_effect_call:{step}")
-    try:
-        receipt = redact(effect.call(effect.args, effect.key))  # outside data, before it is stored
-    except StepFailure as failure:
-        _record_failure(lease=lease, key=action.key, failure=failure)
-        raise
-    except InputNeeded as asked:  # the provider did nothing yet: it waits for a person's answer
-        _defer(lease=lease, key=action.key, asked=asked)
-        raise
-    failpoints.hit(f"after_effect_call:{step}")
-    return action, receipt
+
+
+def _status_after(failure: StepFailure) -> str:
+    return Action.State.UNKNOWN if failure.kind == FailureKind.OUTCOME_UNKNOWN else Action.State.FAILED
 
 
 def plan(execution: Execution, *, step, effect: Effect, gate_ref: str, actor_label: str) -> Action:
@@ -324,11 +336,13 @@ def perform_beside(
         attempts = action.attempts + 1
         _move(action, "begin", actor_label, execution=execution, fields={"attempts": attempts}, attempt=attempts)
     failpoints.hit(f"before_beside_call:{action.type}")
-    try:
-        receipt = redact(call(action.args, action.key))
-        failure = None
-    except StepFailure as failed:
-        receipt, failure = None, failed
+    with tracing.span("keel.effect", execution, **{"keel.action.key": key, "keel.action.type": action.type}) as span:
+        try:
+            receipt = redact(call(action.args, action.key))
+            failure = None
+        except StepFailure as failed:
+            receipt, failure = None, failed
+        span.set_attribute("keel.action.status", Action.State.SUCCEEDED if failure is None else _status_after(failure))
     failpoints.hit(f"after_beside_call:{action.type}")
     with transaction.atomic():
         action = Action.objects.select_for_update().select_related("execution").get(pk=action.pk)

@@ -21,7 +21,7 @@ from django.utils import timezone
 from django_fsm import TransitionNotAllowed
 
 from ..models import TERMINAL, Execution, ExecutionEvent
-from . import writer
+from . import tracing, writer
 
 # Every transition method on Execution, so callers name them and tests can walk them.
 TRANSITIONS = (
@@ -57,7 +57,10 @@ def on_terminal(watcher: Callable[[int], None]) -> Callable[[int], None]:
 
 
 def _watch(execution: Execution) -> None:
-    if execution.status not in TERMINAL or not (execution.parent_id or execution.restarted_from_id):
+    if execution.status not in TERMINAL:
+        return
+    tracing.ended(execution)  # its trace's root span, once committed (tracing on)
+    if not (execution.parent_id or execution.restarted_from_id):
         return
     pk = execution.pk
     for watcher in _terminal_watchers:

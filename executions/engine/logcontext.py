@@ -6,7 +6,9 @@ started inside it with ``contextvars.copy_context`` — the heartbeat — carrie
 too); ``at_step(name)`` moves to the next step. ``SliceFilter`` (on the log handler,
 settings.LOGGING) puts them on every record: ``execution``, ``step``, ``lease_token``
 (None outside a slice) and ``slice``, the plain format's `` [RUN_0042 publish lease=7]``.
-``JsonFormatter`` writes one JSON object per line (``KEEL_LOG_FORMAT=json``).
+``JsonFormatter`` writes one JSON object per line (``KEEL_LOG_FORMAT=json``), with the
+execution's ``trace_id`` (``executions.engine.tracing``: derived from the execution, so
+present with tracing off too) and, with tracing on, the current ``span_id``.
 Imports nothing of Django: the logging configuration loads it before the apps.
 """
 
@@ -14,7 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -26,9 +28,13 @@ class SliceLog:
     execution: str
     lease_token: int
     step: str = ""
+    trace_id: str = ""
+    workflow: str = ""
 
 
 _current: ContextVar[SliceLog | None] = ContextVar("keel_slice_log", default=None)
+# (trace id, span id) of the current span, set by executions.engine.tracing when tracing is on.
+span_ids: Callable[[], tuple[str, str] | None] | None = None
 
 
 @contextmanager
@@ -47,6 +53,18 @@ def at_step(step: str) -> None:
         bound.step = step
 
 
+def of_execution(*, workflow: str, trace_id: str) -> None:
+    """The slice's execution's workflow and trace id, once it was read."""
+    bound = _current.get()
+    if bound is not None:
+        bound.workflow, bound.trace_id = workflow, trace_id
+
+
+def current() -> SliceLog | None:
+    """What the current slice names (execution, step, lease token, trace), or None."""
+    return _current.get()
+
+
 class SliceFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         bound = _current.get()
@@ -54,12 +72,18 @@ class SliceFilter(logging.Filter):
         record.step = (bound.step or None) if bound else None
         record.lease_token = bound.lease_token if bound else None
         record.slice = f" [{bound.execution} {bound.step or '-'} lease={bound.lease_token}]" if bound else ""
+        record.trace_id = (bound.trace_id or None) if bound else None
+        record.span_id = None
+        ids = span_ids() if span_ids is not None else None
+        if ids is not None:
+            record.trace_id, record.span_id = ids
         return True
 
 
 class JsonFormatter(logging.Formatter):
     """One JSON object per line: time (UTC, ISO 8601), level, logger, message, process,
-    and the slice's execution, step and lease_token when there is one."""
+    and the slice's execution, step, lease_token and trace_id when there is one, the
+    span_id with tracing on."""
 
     def format(self, record: logging.LogRecord) -> str:
         line = {
@@ -69,7 +93,7 @@ class JsonFormatter(logging.Formatter):
             "message": record.getMessage(),
             "process": record.process,
         }
-        for name in ("execution", "step", "lease_token"):
+        for name in ("execution", "step", "lease_token", "trace_id", "span_id"):
             value = getattr(record, name, None)
             if value is not None:
                 line[name] = value

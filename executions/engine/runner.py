@@ -54,6 +54,7 @@ from . import (
     parking,
     pauses,
     routing,
+    tracing,
     writer,
 )
 from .leases import ExecutionStopped, Heartbeat, Lease, LeaseLost, Misrouted, acquire, fence, fenced_row, release
@@ -125,6 +126,7 @@ def _run_slice(lease: Lease, heartbeat: Heartbeat) -> str:
     execution = lease.row or Execution.objects.annotate(db_now=Now()).get(pk=lease.execution_id)
     if execution.status != Status.RUNNING or execution.lease_token != lease.token:
         return "stopped"
+    logcontext.of_execution(workflow=execution.workflow, trace_id=tracing.trace_id_of(execution))
     if execution.deadline and execution.deadline <= execution.db_now:
         return _stop_at_deadline(lease)
     while True:
@@ -155,6 +157,12 @@ def _queue_of_next(workflow: Workflow, execution: Execution) -> str:
 
 
 def _run_step(lease: Lease, execution: Execution, workflow: Workflow, step: Step) -> str:
+    """One visit attempt of ``step``, in its ``keel.step`` span (tracing on)."""
+    with tracing.step(execution, step.name, lambda: len(execution.visit_outputs(step.name)) + 1):
+        return _attempt(lease, execution, workflow, step)
+
+
+def _attempt(lease: Lease, execution: Execution, workflow: Workflow, step: Step) -> str:
     logcontext.at_step(step.name)
     failpoints.hit(f"before_step:{step.name}")
     started = timezone.now()
@@ -173,6 +181,7 @@ def _run_step(lease: Lease, execution: Execution, workflow: Workflow, step: Step
         else:  # a kind that plugs in (model, agent: executions.agent)
             outcome = kinds.get(step.kind).run(lease, ctx, workflow, step)
             if isinstance(outcome, kinds.Parked):
+                tracing.outcome("parked")
                 return STOP
             output = outcome.output
     except StepFailure as failure:
@@ -462,6 +471,7 @@ def _gate(lease: Lease, execution: Execution, workflow: Workflow, step: Step, st
     gate = gates.get(step.spec.kind)
     outcome = gate.visit(execution, step)
     if isinstance(outcome, gates.Passed):
+        tracing.event("gate.passed", **{"keel.gate": gate.kind})
         ctx = StepContext(execution=execution, workflow=workflow)
         return _checkpoint(lease, ctx, workflow, step, outcome.output, started)
     if isinstance(outcome, gates.Attention):
@@ -472,6 +482,8 @@ def _gate(lease: Lease, execution: Execution, workflow: Workflow, step: Step, st
         lease, gate=gate, step=step, workflow=workflow, reopen=isinstance(outcome, gates.Reopen), effects=planned
     )
     log.info("%s: %s opened at %s (%s)", execution.ref, gate.kind, step.name, opened.ref)
+    tracing.event("gate.opened", **{"keel.gate": gate.kind, "keel.gate.ref": opened.ref})
+    tracing.outcome("waiting")
     failpoints.hit(f"after_step:{step.name}")
     return STOP
 
@@ -666,7 +678,8 @@ def _record_run(
 
 
 def _run_of(lease, execution, step, started, outcome, *, output: dict, error: str = "", attempt: int) -> StepRun:
-    """This attempt's StepRun, unsaved."""
+    """This attempt's StepRun, unsaved (and its outcome on the step's span)."""
+    tracing.outcome(outcome, **{"keel.attempt": attempt})
     return StepRun(
         execution=execution,
         step=step.name,

@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from ..authoring import notes
 from ..models import Execution
-from . import dispatch, lifecycle, writer
+from . import dispatch, lifecycle, tracing, writer
 
 _NOW = Now()  # one object: the writer knows the statement's shape again
 
@@ -95,4 +95,5 @@ def create(
     )
     writer.create(execution, [created])  # one statement on PostgreSQL
     dispatch.send_on_commit(execution.pk)
+    tracing.mark("keel.start", execution, **{"keel.actor": actor_label or (actor.get_username() if actor else None)})
     return execution

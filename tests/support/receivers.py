@@ -4,11 +4,14 @@ keel's processes reach them over the network like any receiver."""
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import hmac
 import json
 import socket
 import threading
+import time
+import zlib
 from email import message_from_bytes
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -113,3 +116,139 @@ class Mailbox:
 
     def close(self) -> None:
         self.controller.stop()
+
+
+class _Receiver:
+    """An HTTP server in a thread of the pytest process that keeps what ``take(path,
+    headers, body)`` makes of each POST and answers 200; ``stop`` closes its socket (a
+    collector gone mid-run), ``start`` opens it again on the same port."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.port = free_port()
+        self.posts = 0
+        self.hang = False  # read each request, then never answer (a collector stuck)
+        self.server: ThreadingHTTPServer | None = None
+        self.start()
+
+    def take(self, path: str, headers, body: bytes) -> None:
+        raise NotImplementedError
+
+    def start(self) -> None:
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                encoding = self.headers.get("Content-Encoding", "")
+                if encoding == "gzip":
+                    body = gzip.decompress(body)
+                elif encoding == "deflate":
+                    body = zlib.decompress(body)
+                with receiver.lock:
+                    receiver.posts += 1
+                    if not receiver.hang:
+                        receiver.take(self.path, self.headers, body)
+                if receiver.hang:
+                    time.sleep(120)
+                    return
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", "2")
+                self.end_headers()
+                self.wfile.write(b"{}")
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def stop(self) -> None:
+        if self.server is not None:
+            self.server.shutdown()
+            self.server.server_close()
+            self.server = None
+
+    close = stop
+
+
+class OtlpReceiver(_Receiver):
+    """An OpenTelemetry collector's OTLP/HTTP traces endpoint (``/v1/traces``): decodes each
+    ``ExportTraceServiceRequest`` (protobuf) and keeps its spans as plain dicts: ``name``,
+    ``trace_id`` and ``span_id`` (hex), ``parent`` (hex, "" for a root), ``links``
+    (trace id, span id), ``attributes``, ``events``, ``service``, ``status``."""
+
+    def __init__(self) -> None:
+        self.spans: list[dict] = []
+        super().__init__()
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    def take(self, path: str, headers, body: bytes) -> None:
+        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+        if path != "/v1/traces":
+            return
+        request = ExportTraceServiceRequest()
+        request.ParseFromString(body)
+        for resource in request.resource_spans:
+            service = {a.key: _value(a.value) for a in resource.resource.attributes}.get("service.name")
+            for scope in resource.scope_spans:
+                for span in scope.spans:
+                    self.spans.append(
+                        {
+                            "name": span.name,
+                            "trace_id": span.trace_id.hex(),
+                            "span_id": span.span_id.hex(),
+                            "parent": span.parent_span_id.hex(),
+                            "links": [(link.trace_id.hex(), link.span_id.hex()) for link in span.links],
+                            "attributes": {a.key: _value(a.value) for a in span.attributes},
+                            "events": [e.name for e in span.events],
+                            "service": service,
+                            "status": span.status.code,
+                            "start": span.start_time_unix_nano,
+                            "end": span.end_time_unix_nano,
+                        }
+                    )
+
+    def of_trace(self, trace_id: str) -> list[dict]:
+        with self.lock:
+            return [s for s in self.spans if s["trace_id"] == trace_id]
+
+
+def _value(value) -> object:
+    kind = value.WhichOneof("value")
+    if kind == "array_value":
+        return [_value(v) for v in value.array_value.values]
+    return getattr(value, kind) if kind else None
+
+
+class SentryReceiver(_Receiver):
+    """Sentry's ingestion endpoint (``/api/<project>/envelope/``): keeps the event of each
+    envelope (its header line, the item header, the JSON payload) as a dict."""
+
+    def __init__(self) -> None:
+        self.events: list[dict] = []
+        super().__init__()
+        self.dsn = f"http://publickey@127.0.0.1:{self.port}/42"
+
+    def take(self, path: str, headers, body: bytes) -> None:
+        if not path.startswith("/api/42/"):
+            return
+        pos = body.index(b"\n") + 1  # after the envelope's header
+        while pos < len(body):
+            end = body.find(b"\n", pos)
+            end = len(body) if end < 0 else end
+            if end == pos:
+                pos += 1
+                continue
+            item = json.loads(body[pos:end])
+            pos = end + 1
+            if "length" in item:
+                payload, pos = body[pos : pos + item["length"]], pos + item["length"] + 1
+            else:
+                stop = body.find(b"\n", pos)
+                stop = len(body) if stop < 0 else stop
+                payload, pos = body[pos:stop], stop + 1
+            if item.get("type") in ("event", "transaction"):
+                self.events.append(json.loads(payload))
