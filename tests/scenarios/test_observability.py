@@ -7,8 +7,10 @@ mocked: the SDKs run in keel's processes and send over the network."""
 from __future__ import annotations
 
 import json
+import os
 import secrets
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
@@ -72,6 +74,8 @@ def test_s59_one_trace_for_an_execution_killed_mid_run_and_resumed(stack, people
     wait_for(lambda: spans_of(collector, trace_id, "keel.execution"), what="the root span at the end")
 
     spans = collector.of_trace(trace_id)
+    if dump := os.environ.get("KEEL_TRACE_DUMP"):  # scripts/trace_waterfall.py draws docs/screenshots/trace.png
+        Path(dump).write_text(json.dumps(spans + [s for s in collector.spans if s["trace_id"] != trace_id]))
     [root] = spans_of(collector, trace_id, "keel.execution")
     assert root["parent"] == "" and root["attributes"]["keel.status"] == "completed"
     assert root["attributes"]["keel.execution.id"] == ref and root["service"] == "keel-test"
@@ -147,6 +151,12 @@ def test_model_calls_through_the_openai_sdk_carry_the_genai_attributes(stack, pe
     assert attrs["gen_ai.usage.input_tokens"] > 0 and attrs["gen_ai.usage.output_tokens"] > 0
     assert attrs["keel.model_call.key"] == f"{started['id']}:analyze:r1:c1"
     assert "messages" in json.loads(attrs["gen_ai.input.messages"])  # the opt-in
+    # The approvers' e-mails, sent beside the steps through the ledger, are effects of its trace too.
+    told = wait_for(
+        lambda: spans_of(collector, trace_id, "keel.effect", **{"keel.action.type": "notify_approver"}),
+        what="an approver's e-mail span",
+    )
+    assert told[0]["attributes"]["keel.action.status"] == "succeeded"
     assert key not in json.dumps(collector.spans)
 
 
