@@ -10,6 +10,7 @@ from __future__ import annotations
 import html
 import json
 import sys
+from pathlib import Path
 
 from playwright.sync_api import sync_playwright
 
@@ -78,7 +79,7 @@ def page(spans: list[dict]) -> str:
 
 def main() -> None:
     source, target = sys.argv[1], sys.argv[2]
-    spans = json.load(open(source))
+    spans = json.loads(Path(source).read_text())
     [root] = [s for s in spans if s["name"] == "keel.execution"]
     # The execution's spans, and the requests linked with it (not the page's polls).
     spans = [s for s in spans if s["trace_id"] == root["trace_id"] or any(t == root["trace_id"] for t, _ in s["links"])]
