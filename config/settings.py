@@ -8,9 +8,10 @@ bare machine can run web, worker and beat. Production sets ``DATABASE_URL``
 
 import json
 import os
+import re
 from datetime import timedelta
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
@@ -536,7 +537,8 @@ def _http_url(name: str, value: str) -> str:
     except ValueError:
         parts = None
     if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ImproperlyConfigured(f"{name} must be an http:// or https:// URL with a host, not {value!r}.")
+        shown = re.sub(r"(//[^/@:]*:)[^/@]*@", r"\1***@", value)  # never a password in the message
+        raise ImproperlyConfigured(f"{name} must be an http:// or https:// URL with a host, not {shown!r}.")
     return value.rstrip("/")
 
 
@@ -573,8 +575,6 @@ REDACT_MIN_LENGTH = 8
 
 
 def _url_password(url: str) -> str:
-    from urllib.parse import unquote, urlsplit
-
     try:
         password = urlsplit(url).password
     except ValueError:
@@ -635,6 +635,13 @@ LOGGING = {
 # timeout, certificate). The endpoint is checked here so a typo stops start-up with one
 # sentence instead of spans dropped in silence.
 def _otlp_endpoint() -> str:
+    for name in ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"):
+        protocol = os.environ.get(name, "").strip()
+        if protocol and protocol != "http/protobuf":
+            raise ImproperlyConfigured(
+                f"{name}={protocol}: keel exports traces over OTLP/HTTP with protobuf only (http/protobuf); "
+                "point it at the collector's HTTP port (4318)."
+            )
     for name in ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"):
         value = os.environ.get(name, "").strip()
         if value:
@@ -664,9 +671,22 @@ if SENTRY_DSN:
     from sentry_sdk.utils import BadDsn, Dsn
 
     try:
-        Dsn(SENTRY_DSN)
-    except BadDsn as exc:
+        SENTRY_KEY = Dsn(SENTRY_DSN).public_key
+    except (BadDsn, ValueError) as exc:  # a port that isn't one is a ValueError
         raise ImproperlyConfigured(
             f"SENTRY_DSN is not a Sentry DSN ({exc}): copy it from the project's Client Keys, "
             "e.g. https://<key>@o0.ingest.sentry.io/<project>."
         ) from None
+# The keys these senders carry are secrets like the others (executions.redaction): the
+# collector's headers (a hosted backend's API key) and the DSN's key.
+_OTLP_HEADERS = os.environ.get("OTEL_EXPORTER_OTLP_TRACES_HEADERS") or os.environ.get("OTEL_EXPORTER_OTLP_HEADERS", "")
+for _name, _value in {
+    **{
+        f"OTEL_EXPORTER_OTLP_HEADERS ({header.split('=', 1)[0].strip()})": unquote(header.split("=", 1)[1].strip())
+        for header in _OTLP_HEADERS.split(",")
+        if "=" in header
+    },
+    "SENTRY_DSN": SENTRY_KEY if SENTRY_DSN else "",
+}.items():
+    if _value and len(_value) >= REDACT_MIN_LENGTH:
+        SECRETS[_name] = _value

@@ -102,6 +102,8 @@ class InputNeeded(Exception):
     ``waiting`` at the question (``input_id``: the same each time the call asks it, so the
     answer is found when the call runs again), and the call is made again once answered."""
 
+    traced_as_error = False  # a question for a person, not a failure (executions.engine.tracing)
+
     gate = "input"  # the gate it parks at (executions.questions)
 
     def __init__(self, *, input_id: str, tool: str, message: str, schema: Any) -> None:

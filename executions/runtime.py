@@ -36,7 +36,8 @@ The names, by what an app does with them:
   the broker), ``get_model_client``, ``failpoint`` (the crash tests' hook);
 - *traces*: ``trace_id_of`` (an execution's trace id, tracing on or off), ``trace_url``
   (``KEEL_TRACE_URL`` filled in), ``trace_mark`` (a person's act as a span of the
-  execution's trace, linked with the web request's).
+  execution's trace, linked with the web request's), ``untraced`` (a replay: nothing
+  inside is traced).
 
 Imports the engine, the agent runtime and the services; imported by the apps, never by
 a room of ``executions``.
@@ -77,6 +78,7 @@ from .engine.lifecycle import record
 from .engine.outages import unavailable
 from .engine.routing import routed_queues, set_consumers
 from .engine.tracing import mark as trace_mark
+from .engine.tracing import quiet as untraced
 from .engine.tracing import trace_id_of, trace_url
 from .errors import NeedsAttention
 from .models import Execution
@@ -146,6 +148,7 @@ __all__ = [
     "trace_url",
     "transition",
     "unavailable",
+    "untraced",
     "withdraw_gates",
     "worker_identity",
 ]

@@ -9,7 +9,8 @@ starts is refused too), replaces ``socket.socket.connect``, ``connect_ex`` and
 ``sendto``, ``socket.create_connection``, ``socket.getaddrinfo`` and the
 ``gethostby*`` lookups with versions that refuse every destination but the configured
 databases' hosts and ports (``settings.DATABASES``: the replay reads the record; its
-connection is already open, and a reconnection may resolve and reach it again). A
+connection is already open, and a reconnection may resolve and reach it again) and the
+process's own collector of traces and Sentry (their sender threads go on meanwhile). A
 refusal raises ``NetworkRefused`` (an ``OSError``, so every library reports it as a
 failed connection; ``connect_ex`` answers ``EPERM``) and is recorded, whatever the step
 does with the error: the replay's item then carries ``"refused": [{"step", "detail"}]``
@@ -32,9 +33,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from types import CodeType, FrameType
 from typing import Any
+from urllib.parse import urlsplit
 
 from django.conf import settings
 
+from executions import runtime
 from executions.authoring import registry
 
 
@@ -78,11 +81,12 @@ _active: list[tuple[_Allowed, dict[CodeType, str], list[Refusal]]] = []  # inner
 
 
 def guarded(replay_one: Callable[..., dict]) -> Callable[..., dict]:
-    """``replay_one`` run with no outbound network, its refusals added to its item."""
+    """``replay_one`` run with no outbound network and untraced (no part of the execution's
+    trace), its refusals added to its item."""
 
     @functools.wraps(replay_one)
     def run(execution: Any, **kwargs: Any) -> dict:
-        with refusing() as refused:
+        with refusing() as refused, runtime.untraced():
             item = replay_one(execution, **kwargs)
         if refused:
             item = {**item, "refused": [r.as_dict() for r in refused]}
@@ -122,8 +126,13 @@ def _step_codes() -> dict[CodeType, str]:
 @functools.cache
 def _allowed() -> _Allowed:
     hosts, addresses, folders = set(), set(), []
-    for database in settings.DATABASES.values():
-        host, port = database.get("HOST") or "", int(database.get("PORT") or 5432)
+    places = [(d.get("HOST") or "", int(d.get("PORT") or 5432)) for d in settings.DATABASES.values()]
+    # The process's own senders of traces and errors (their threads run on beside a replay).
+    for url in (settings.OTEL_ENDPOINT, settings.SENTRY_DSN):
+        if url:
+            parts = urlsplit(url)
+            places.append((parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80)))
+    for host, port in places:
         if not host or host.startswith("/"):
             folders.append(host or "/var/run/postgresql")
             continue

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextvars
 import queue
 import threading
 from collections.abc import Awaitable, Callable, Coroutine
@@ -65,7 +66,9 @@ class Bridge:
             finally:
                 self._asked.put(None)
 
-        thread = threading.Thread(target=loop_thread, name="keel-agent-loop", daemon=True)
+        # The worker's context (the slice's log tags, the step's span) follows into the loop.
+        context = contextvars.copy_context()
+        thread = threading.Thread(target=context.run, args=(loop_thread,), name="keel-agent-loop", daemon=True)
         thread.start()
         while (item := self._asked.get()) is not None:
             fn, args, answer = item

@@ -118,6 +118,8 @@ INPUT_ID_MAX = 300  # Question.input_id
 class _Park(Exception):
     """Raised inside a call's handling: this call needs the approval gate first."""
 
+    traced_as_error = False  # the call waits for a person: no failure (executions.engine.tracing)
+
     def __init__(self, tool: Tool, call: ToolCall, effect: Effect, proposed: JSON | None, reopen: bool) -> None:
         self.tool, self.call, self.effect, self.proposed, self.reopen = tool, call, effect, proposed, reopen
 

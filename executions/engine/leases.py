@@ -262,6 +262,8 @@ def diagnose(lease: Lease) -> Execution:
 class ExecutionStopped(Exception):
     """The execution left ``running`` (cancelled, flagged) under the worker: stop quietly."""
 
+    traced_as_error = False  # stopped from outside, by design (executions.engine.tracing)
+
 
 def fenced_row(lease: Lease, *, running: bool = False, db_now: bool = False) -> Execution:
     """Inside the caller's transaction: ``fence`` the lease (LeaseLost if it isn't ours),

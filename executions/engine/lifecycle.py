@@ -128,6 +128,17 @@ def apply(
             **(payload or {}),
         },
     )
+    if actor is not None:  # a person's act (a cancel, a resume, a decision…): a span linked with their request
+        tracing.mark(
+            "keel.transition",
+            execution,
+            **{
+                "keel.transition": name,
+                "keel.from": before,
+                "keel.to": execution.status,
+                "keel.actor": actor.get_username(),
+            },
+        )
     if where is None:
         execution.save(update_fields=sorted(fields))
         for row in with_rows:

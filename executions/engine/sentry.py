@@ -7,8 +7,8 @@ Each event is tagged with what the slice it happened in names (``execution``,
 trace) and passes through keel's redaction before it leaves the process
 (``executions.redaction``: no configured secret, nothing shaped like a credential — in
 the message, the breadcrumbs, the stack's local variables). ``send_default_pii`` stays
-off: no user names, addresses or cookies. Off when the variable is unset: nothing is
-imported.
+off: no user names, addresses or cookies; neither request bodies nor a frame's local
+variables are sent. Off when the variable is unset: nothing is imported.
 """
 
 from __future__ import annotations
@@ -42,6 +42,10 @@ def start(*, dsn: str) -> None:
         dsn=dsn,
         integrations=[DjangoIntegration(), CeleryIntegration()],
         send_default_pii=False,
+        # Nothing of a request's body (an execution's input, a decision's comment) nor a
+        # frame's variables (prompts, customers' data): the type, message and stack only.
+        max_request_body_size="never",
+        include_local_variables=False,
         before_send=_before_send,
         before_send_transaction=lambda event, hint: redact(event),
         traces_sample_rate=None,  # traces go to OpenTelemetry (executions.engine.tracing), not here

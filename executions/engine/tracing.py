@@ -35,6 +35,7 @@ execution would have, so a team can turn tracing on later and find the same ids.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import Callable, Iterator
@@ -56,11 +57,28 @@ _content = False  # KEEL_TRACE_CONTENT: prompts and answers on the model spans
 # ``keel.execution`` span, whose ids are derived from the execution (``_ids``).
 _forced_ids: ContextVar[tuple[int, int] | None] = ContextVar("keel_forced_ids", default=None)
 _step_span: ContextVar[Any] = ContextVar("keel_step_span", default=None)
+_quiet: ContextVar[bool] = ContextVar("keel_tracing_quiet", default=False)  # ``quiet()``: nothing here is traced
+_sampler: Any = None  # the provider's, asked once per trace (``_sampled``)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def enabled() -> bool:
     return _tracer is not None
+
+
+def _on() -> bool:
+    return _tracer is not None and not _quiet.get()
+
+
+@contextmanager
+def quiet() -> Iterator[None]:
+    """Nothing done inside is traced: a replay (``keel replay`` runs an execution's steps
+    again against new code) is no part of the execution's story."""
+    reset = _quiet.set(True)
+    try:
+        yield
+    finally:
+        _quiet.reset(reset)
 
 
 def _ids(execution: Execution) -> tuple[int, int]:
@@ -87,7 +105,7 @@ def trace_url(execution: Execution, template: str) -> str:
 def start(*, service_name: str, content: bool) -> None:
     """Install the OpenTelemetry SDK: an OTLP/HTTP exporter configured by the standard
     ``OTEL_*`` variables, behind a batching processor; Django's request spans."""
-    global _tracer, _content
+    global _tracer, _content, _sampler
     if _tracer is not None:
         return
     from opentelemetry import trace
@@ -110,6 +128,7 @@ def start(*, service_name: str, content: bool) -> None:
     provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
     trace.set_tracer_provider(provider)
     _tracer = provider.get_tracer("keel")
+    _sampler = provider.sampler  # OTEL_TRACES_SAMPLER (parent-based, always on, by default)
     _content = content
     logcontext.span_ids = current_ids  # the log lines name the span they were written in
     from opentelemetry.instrumentation.django import DjangoInstrumentor
@@ -135,10 +154,17 @@ def _in_trace(execution: Execution) -> Any:
     current = trace.get_current_span()
     if current.get_span_context().trace_id == trace_id:
         return None  # the current context
-    parent = trace.SpanContext(
-        trace_id=trace_id, span_id=root, is_remote=True, trace_flags=trace.TraceFlags(trace.TraceFlags.SAMPLED)
-    )
+    flags = trace.TraceFlags(trace.TraceFlags.SAMPLED if _sampled(trace_id) else trace.TraceFlags.DEFAULT)
+    parent = trace.SpanContext(trace_id=trace_id, span_id=root, is_remote=True, trace_flags=flags)
     return trace.set_span_in_context(trace.NonRecordingSpan(parent))
+
+
+@functools.lru_cache(maxsize=4096)
+def _sampled(trace_id: int) -> bool:
+    """Whether the configured sampler keeps this trace, asked as for its root: a ratio
+    sampler decides by the trace id, so every span of an execution — its root, its steps
+    in every process — is kept or dropped together."""
+    return bool(_sampler.should_sample(None, trace_id, "keel.execution").decision.is_sampled())
 
 
 def _base(execution: Execution) -> dict[str, Any]:
@@ -165,14 +191,28 @@ OFF = _Off()
 @contextmanager
 def span(name: str, execution: Execution | None, **attributes: Any) -> Iterator[Any]:
     """A span of ``execution``'s trace, under the current span of that trace if there is
-    one; ``execution`` None: under the current span (an effect inside its step's span)."""
-    if _tracer is None:
+    one; ``execution`` None: under the current span (an effect inside its step's span).
+
+    An exception leaving it marks it an error, unless its class says it is how the
+    runtime stops for a person or from outside (``traced_as_error = False``: a call
+    parked at its approval, a provider's question, an execution stopped under its worker)."""
+    if not _on():
         yield OFF
         return
     attrs = {**(_base(execution) if execution is not None else {}), **_present(attributes)}
     parent = _in_trace(execution) if execution is not None else None
-    with _tracer.start_as_current_span(name, context=parent, attributes=attrs) as current:
-        yield current
+    with _tracer.start_as_current_span(
+        name, context=parent, attributes=attrs, record_exception=False, set_status_on_exception=False
+    ) as current:
+        try:
+            yield current
+        except BaseException as exc:
+            if getattr(exc, "traced_as_error", True):
+                from opentelemetry.trace import Status, StatusCode
+
+                current.record_exception(exc)
+                current.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"[:300]))
+            raise
 
 
 def _present(attributes: dict[str, Any]) -> dict[str, Any]:
@@ -183,13 +223,18 @@ def _present(attributes: dict[str, Any]) -> dict[str, Any]:
 def step(execution: Execution, step_name: str, visit: Any) -> Iterator[Any]:
     """``keel.step`` for one visit attempt; ``visit`` is called only with tracing on (it may
     read the database). ``outcome`` names how it ended; ``stopped`` when nothing did."""
-    if _tracer is None:
+    if not _on():
         yield OFF
         return
     with span("keel.step", execution, **{"keel.step": step_name, "keel.visit": visit()}) as current:
         reset = _step_span.set(current)
         try:
             yield current
+        except BaseException:
+            # Whatever the attempt noted (a step run made but whose fenced write lost the
+            # lease), nothing of it committed: the worker that took over tells the outcome.
+            current.set_attribute("keel.outcome", "stopped")
+            raise
         finally:
             _step_span.reset(reset)
             if not getattr(current, "attributes", {}).get("keel.outcome"):
@@ -217,7 +262,7 @@ def event(name: str, **attributes: Any) -> None:
 def content_attribute(value: Callable[[], Any]) -> str | None:
     """A prompt or an answer for a model span, redacted, as JSON: only with
     ``KEEL_TRACE_CONTENT=on`` (``value`` is not called otherwise)."""
-    if not _content or _tracer is None:
+    if not _content or not _on():
         return None
     shown = redact(value())
     return shown if isinstance(shown, str) else json.dumps(shown, ensure_ascii=False, default=str)
@@ -227,7 +272,7 @@ def mark(name: str, execution: Execution, **attributes: Any) -> None:
     """Once the caller's transaction commits: a short span ``name`` in the execution's
     trace, linked both ways with the current span (the web request's, when a person's
     request did it). Nothing with tracing off."""
-    if _tracer is None:
+    if not _on():
         return
     from opentelemetry import trace
 
@@ -248,8 +293,10 @@ def mark(name: str, execution: Execution, **attributes: Any) -> None:
 def ended(execution: Execution) -> None:
     """Once the caller's transaction commits: the root span ``keel.execution``, from its
     creation to now, with the status it ended in. Called by the one writer of status
-    (``lifecycle.apply``) when the execution became terminal."""
-    if _tracer is None:
+    (``lifecycle.apply``) when the execution became terminal. Sent once, with the
+    batch after it: a process that dies before that batch leaves the trace without its
+    root (a viewer shows the steps under a root it never received)."""
+    if not _on():
         return
     ids = _ids(execution)
     status = execution.status

@@ -44,6 +44,16 @@ def test_set_the_sdks_are_installed(tmp_path):
             "not 'http://collector:43x18/v1/traces'.",
         ),
         ({"SENTRY_DSN": "sentry.example/42"}, "SENTRY_DSN is not a Sentry DSN"),
+        ({"SENTRY_DSN": "https://key@sentry.example:99x/42"}, "SENTRY_DSN is not a Sentry DSN"),
+        (
+            {"OTEL_EXPORTER_OTLP_ENDPOINT": "https://user:hunter2secret@collector:43x18"},
+            "OTEL_EXPORTER_OTLP_ENDPOINT must be an http:// or https:// URL with a host, "
+            "not 'https://user:***@collector:43x18'.",
+        ),
+        (
+            {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4317", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"},
+            "OTEL_EXPORTER_OTLP_PROTOCOL=grpc: keel exports traces over OTLP/HTTP with protobuf only",
+        ),
         (
             {"KEEL_TRACE_URL": "http://jaeger:16686/trace/"},
             "KEEL_TRACE_URL must say where the trace id goes ({trace_id}): 'http://jaeger:16686/trace'.",

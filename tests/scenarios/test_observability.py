@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from executions.models import StepRun
+from tests.support.agents import model_env, start_ticket
 from tests.support.procs import wait_for
 from tests.support.receivers import OtlpReceiver, SentryReceiver
 from tests.support.stack import pk, wait_status
@@ -125,39 +126,49 @@ def test_s59_one_trace_for_an_execution_killed_mid_run_and_resumed(stack, people
     lines = [json.loads(line) for line in stack.logs().splitlines() if line.startswith("{")]
     mine = [line for line in lines if line.get("execution") == ref]
     assert mine and all(line["trace_id"] == trace_id for line in mine)
-    assert {line["span_id"] for line in mine if "span_id" in line} <= {s["span_id"] for s in spans}
+    in_spans = {line["span_id"] for line in mine if "span_id" in line}
+    assert in_spans and in_spans <= {s["span_id"] for s in spans}
+    # A person's act on it, a span of its trace too: the approval let it go on.
+    [moved] = spans_of(collector, trace_id, "keel.transition", **{"keel.actor": "manager"})
+    assert moved["attributes"]["keel.to"] == "running" and moved["links"]
 
 
-def test_model_calls_through_the_openai_sdk_carry_the_genai_attributes(stack, people, api_as, collector):
-    """The real OpenAI SDK against the sandbox's Chat Completions: the span says what was
-    asked and answered, and with ``KEEL_TRACE_CONTENT=on`` the prompt, without the key."""
-    key = "sk-keel-" + secrets.token_hex(20)
-    stack.up(
-        **traced(collector, KEEL_TRACE_CONTENT="on"),
-        RUNTIME_MODEL_CLIENT="openai",
-        RUNTIME_MODEL="gpt-test",
-        OPENAI_BASE_URL=f"{stack.sandbox_url}/v1",
-        OPENAI_API_KEY=key,
-    )
+def test_an_agent_through_the_openai_sdk_traces_its_model_and_tool_calls(stack, people, api_as, collector):
+    """The support agent on the real OpenAI SDK against the sandbox's Chat Completions: each
+    model call a ``chat`` span with the GenAI attributes (and, with ``KEEL_TRACE_CONTENT=on``,
+    the prompt, never the key), each tool call an ``execute_tool`` span under its step; the
+    call that waits for a manager's approval is no error."""
+    env = model_env(stack, "openai")
+    stack.up(**traced(collector, KEEL_TRACE_CONTENT="on"), **env)
     requester = api_as(people["requester"])
-    started = requester.start()
-    wait_status(requester, started["id"], "awaiting_approval")
-    trace_id = started["trace_id"]
-    wait_for(lambda: spans_of(collector, trace_id, "chat gpt-test"), what="the model call's span")
-    [chat] = spans_of(collector, trace_id, "chat gpt-test")
-    attrs = chat["attributes"]
-    assert attrs["gen_ai.operation.name"] == "chat" and attrs["gen_ai.provider.name"] == "openai"
-    assert attrs["gen_ai.request.model"] == "gpt-test" and attrs["gen_ai.response.model"]
-    assert attrs["gen_ai.usage.input_tokens"] > 0 and attrs["gen_ai.usage.output_tokens"] > 0
-    assert attrs["keel.model_call.key"] == f"{started['id']}:analyze:r1:c1"
-    assert "messages" in json.loads(attrs["gen_ai.input.messages"])  # the opt-in
+    ref = start_ticket(requester)
+    waiting = wait_status(requester, ref, "awaiting_approval")
+    trace_id = waiting["trace_id"]
+    model = env["RUNTIME_MODEL"]
+    wait_for(lambda: spans_of(collector, trace_id, "execute_tool submit_replacement"), what="the parked call's span")
+    chats = spans_of(collector, trace_id, f"chat {model}")
+    assert chats and all(c["attributes"]["gen_ai.operation.name"] == "chat" for c in chats)
+    for chat in chats:
+        attrs = chat["attributes"]
+        assert attrs["gen_ai.provider.name"] == "openai" and attrs["gen_ai.request.model"] == model
+        assert attrs["gen_ai.response.model"] and attrs["gen_ai.usage.input_tokens"] > 0
+        assert attrs["keel.model_call.key"].startswith(f"{ref}:")
+        assert "messages" in json.loads(attrs["gen_ai.input.messages"])  # the opt-in
+    tools = [s for s in collector.of_trace(trace_id) if s["name"].startswith("execute_tool ")]
+    names = {s["attributes"]["gen_ai.tool.name"] for s in tools}
+    assert {"lookup_order", "submit_replacement"} <= names, names
+    steps = {s["span_id"]: s for s in spans_of(collector, trace_id, "keel.step")}
+    assert all(s["parent"] in steps for s in tools)  # each under the step that made it
+    [parked] = spans_of(collector, trace_id, "execute_tool submit_replacement")
+    assert parked["status"] != 2  # STATUS_CODE_ERROR: waiting for a person is no failure
+    assert steps[parked["parent"]]["attributes"]["keel.outcome"] in ("parked", "waiting")
     # The approvers' e-mails, sent beside the steps through the ledger, are effects of its trace too.
     told = wait_for(
         lambda: spans_of(collector, trace_id, "keel.effect", **{"keel.action.type": "notify_approver"}),
         what="an approver's e-mail span",
     )
     assert told[0]["attributes"]["keel.action.status"] == "succeeded"
-    assert key not in json.dumps(collector.spans)
+    assert env["OPENAI_API_KEY"] not in json.dumps(collector.spans)
 
 
 def test_an_error_in_a_step_reaches_sentry_tagged_with_the_secret_redacted(stack, people, api_as):
@@ -181,6 +192,13 @@ def test_an_error_in_a_step_reaches_sentry_tagged_with_the_secret_redacted(stack
         assert "ConnectionError" in sent and "the upstream refused" in sent
         assert TOKEN not in sent and "[redacted: RUNTIME_METRICS_TOKEN]" in sent
         assert not event.get("user")  # send_default_pii off: no user, no address
+        frames = [
+            f
+            for e in sentry.events
+            for x in e.get("exception", {}).get("values", [])
+            for f in x["stacktrace"]["frames"]
+        ]
+        assert frames and not any("vars" in f for f in frames)  # no frame's variables (prompts, customers' data)
     finally:
         sentry.close()
 
