@@ -11,12 +11,12 @@ from executions.answers import ExecutionOut
 from executions.models import Status
 from executions.reasons import StuckReason
 
-from ..registry import Result, command, json_argument, positive
+from ..registry import Result, api_json, command, json_argument, positive
 
 
 def execution_json(execution) -> dict:
     """An execution exactly as ``GET /api/executions/{id}`` answers it."""
-    return ExecutionOut.model_validate(selectors.execution_payload(execution)).model_dump(mode="json")
+    return api_json(ExecutionOut, selectors.execution_payload(execution))
 
 
 def _summary(payload: dict) -> str:
@@ -163,3 +163,25 @@ def signal(args, user) -> Result:
     return Result(
         answer, [f"{args['id']}: {body.name} delivered (event {answer['event_id']}); now {answer['execution_status']}"]
     )
+
+
+def _budget_arguments(parser):
+    _ref_argument(parser)
+    parser.add_argument(
+        "--add-usd", required=True, type=float, metavar="X", help="US dollars to add (> 0, at most 1e6)"
+    )
+    parser.add_argument("--reason", required=True, help="why (recorded in the audit)")
+
+
+@command(
+    "budget",
+    help="Raise an execution's cost budget; a budget_exceeded one then goes on with resume (operators)",
+    arguments=_budget_arguments,
+    acts=True,
+)
+def budget(args, user) -> Result:
+    body = inputs.parse(inputs.BudgetIn, {"add_usd": args["add_usd"], "reason": args["reason"]})
+    payload = execution_json(
+        services.execution_raise_budget(ref=args["id"], user=user, add_usd=body.add_usd, reason=body.reason)
+    )
+    return Result(payload, [_summary(payload), f"  budget: ${payload['cost']['budget_usd']}"])

@@ -13,7 +13,8 @@ from django.db import DatabaseError
 
 from cli import commands as command_modules
 from cli import trace
-from cli.registry import UsageError, as_json, commands, get
+from cli.registry import Command as KeelCommand
+from cli.registry import UsageError, as_json, get, groups
 from executions.errors import Conflict, Forbidden, InvalidInput, NotFound, ServiceError
 
 # Exit statuses (docs/design.md §6): 2 bad input, 3 refused by the state, 4 not allowed.
@@ -57,12 +58,16 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         _load_commands()
         sub = parser.add_subparsers(dest="keel_command", metavar="COMMAND", required=True, parser_class=KeelParser)
-        for cmd in commands():
-            p = sub.add_parser(cmd.name, help=cmd.help, description=cmd.help)
-            p.add_argument("--json", action="store_true", help="print the API's JSON shape")
-            if cmd.acts:
-                p.add_argument("--as", dest="as_user", required=True, metavar="USER", help="act as this user")
-            cmd.arguments(p)
+        for group in groups():
+            p = sub.add_parser(group.name, help=group.help, description=group.help)
+            if group.own:
+                _declare(p, group.own)
+            if group.subcommands:  # keel schedules add …, keel workflow pause …
+                nested = p.add_subparsers(
+                    dest="keel_subcommand", metavar="SUBCOMMAND", required=group.own is None, parser_class=KeelParser
+                )
+                for cmd in group.subcommands:
+                    _declare(nested.add_parser(cmd.name.split()[1], help=cmd.help, description=cmd.help), cmd)
 
     def run_from_argv(self, argv):
         """Django's, with an error as one sentence (no class name, no traceback) and its status."""
@@ -79,9 +84,12 @@ class Command(BaseCommand):
             sys.exit(exc.returncode)
 
     def handle(self, *args, **options):
-        cmd = get(options["keel_command"])
+        sub = options.get("keel_subcommand")
+        cmd = get(f"{options['keel_command']} {sub}" if sub else options["keel_command"])
         try:
-            if cmd.acts:
+            if cmd.as_optional:  # reads as --as USER when given, else as the shell
+                result = cmd.run(options, _user(options["as_user"]) if options.get("as_user") else None)
+            elif cmd.acts:
                 user = _user(options["as_user"])
                 if cmd.per_item:  # each item commits with its marks (cli.trace.acting, by the command)
                     result = cmd.run(options, user)
@@ -105,6 +113,20 @@ class Command(BaseCommand):
             self.stderr.write(result.error)
         if result.exit:
             raise SystemExit(result.exit)  # done, and the answer is "no" (e.g. replay found a drift)
+
+
+def _declare(parser: CommandParser, cmd: KeelCommand) -> None:
+    """The options every command has (``--json``; ``--as`` as it takes it), then its own."""
+    parser.add_argument("--json", action="store_true", help="print the API's JSON shape")
+    if cmd.acts or cmd.as_optional:
+        parser.add_argument(
+            "--as",
+            dest="as_user",
+            required=cmd.acts,
+            metavar="USER",
+            help="act as this user" if cmd.acts else "read as this user (with their authority)",
+        )
+    cmd.arguments(parser)
 
 
 def _user(username: str):
