@@ -137,8 +137,11 @@ def schedule_create(
     return schedule
 
 
-def schedule_list(*, user: AbstractBaseUser) -> list[Schedule]:
-    _operator(user)
+def schedule_list(*, user: AbstractBaseUser | None) -> list[Schedule]:
+    """The live schedules, oldest first: operators only; ``user`` None: the shell reading
+    the table it could read anyway (``keel schedules`` without ``--as``)."""
+    if user is not None:
+        _operator(user)
     return list(Schedule.objects.filter(deleted_at=None).select_related("created_by").order_by("id"))
 
 

@@ -4,8 +4,7 @@ and JSON (the execution). Not ``keel pause``: a legal hold stops nothing, it kee
 execution from being archived and purged whatever its age.
 
 ``DELETE …/hold`` takes no body, and releasing records no reason of its own (its event
-carries the hold's reason): ``keel unhold``'s ``--reason`` is optional and, as the API
-would, recorded nowhere; the command says so when one is given.
+carries the hold's reason): ``keel unhold`` takes none either.
 """
 
 from __future__ import annotations
@@ -20,11 +19,6 @@ from .executions import _ref_argument, _summary, execution_json
 def _hold_arguments(parser) -> None:
     _ref_argument(parser)
     parser.add_argument("--reason", required=True, help="why it must be kept (recorded with the hold)")
-
-
-def _unhold_arguments(parser) -> None:
-    _ref_argument(parser)
-    parser.add_argument("--reason", help="not recorded: releasing a hold takes no reason (DELETE …/hold)")
 
 
 def _held(payload: dict) -> str:
@@ -46,10 +40,7 @@ def hold(args, user) -> Result:
     return Result(payload, [_summary(payload), _held(payload)])
 
 
-@command("unhold", help="Release a legal hold (auditors)", arguments=_unhold_arguments, acts=True)
+@command("unhold", help="Release a legal hold (auditors)", arguments=_ref_argument, acts=True)
 def unhold(args, user) -> Result:
     payload = execution_json(holds.hold_release(ref=args["id"], user=user))
-    lines = [_summary(payload), _held(payload)]
-    if args.get("reason"):
-        lines.append("(--reason is not recorded: releasing a legal hold takes no reason, as DELETE …/hold)")
-    return Result(payload, lines)
+    return Result(payload, [_summary(payload), _held(payload)])
