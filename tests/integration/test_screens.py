@@ -132,6 +132,28 @@ def test_operator_resolves_an_unknown_outcome_from_the_page(people, unknown_outc
     assert Execution.objects.get(pk=execution.pk).status == Status.RUNNING
 
 
+def test_an_email_or_webhook_in_flight_is_no_outcome_to_resolve(people, unknown_outcome):
+    """Beside its unknown publish, the execution's e-mail and webhook being sent (executing)
+    or lost (unknown) get no card: their sender settles them, and they never hold up a resume."""
+    from executions.models import Action
+
+    execution, action = unknown_outcome
+    for n, status in enumerate((Action.State.EXECUTING, Action.State.UNKNOWN)):
+        Action.objects.create(
+            key=f"{execution.ref}:told:{n}",
+            execution=execution,
+            step="",
+            type="webhook",
+            status=status,
+            attempts=1,
+            beside=True,
+        )
+    page = logged_in(people["operator"]).get(f"/executions/{execution.ref}/").content.decode()
+    assert page.count('class="unknown-outcome"') == 1 and action.key in page
+    assert f'value="{execution.ref}:told:0"' not in page and f'value="{execution.ref}:told:1"' not in page
+    assert f"{execution.ref}:told:1" in page  # the ledger still lists it, with its status
+
+
 def test_resolve_refused_for_non_operators_and_without_evidence(people, unknown_outcome):
     execution, action = unknown_outcome
     manager = logged_in(people["manager"])
