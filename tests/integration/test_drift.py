@@ -8,12 +8,15 @@ preview says a resume would stop again; a resume does, and calls nothing.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from django.test import Client
 
 from executions.models import Action, ModelCall
 from tests.support.agents import model_env, start_ticket
-from tests.support.stack import pk, wait_status
+from tests.support.cli import keel, refused
+from tests.support.stack import app_env, pk, wait_status
 
 EDITED = "workflows.monthly_report,workflows.support_agent,tests.support.support_agent_edited"
 
@@ -37,7 +40,7 @@ def drifted(stack, people, api_as) -> str:
 
 
 @pytest.mark.own_stack  # it stops the worker and starts one with the edited prompt
-def test_an_operator_accepts_the_new_request_and_the_agent_goes_on_once(stack, people, api_as):
+def test_an_operator_accepts_the_new_request_and_the_agent_goes_on_once(stack, people, api_as, tmp_path):
     ref = drifted(stack, people, api_as)
     operator = api_as(people["operator"])
     key = f"{ref}:resolve:r1:c1"
@@ -75,11 +78,18 @@ def test_an_operator_accepts_the_new_request_and_the_agent_goes_on_once(stack, p
         == 403
     )
 
-    accepted = operator.post(
-        f"/executions/{ref}/accept-request",
-        {"key": key, "request_sha256": shown, "reason": "the friendlier instruction is the intended deploy"},
-    )
-    assert accepted.status_code == 200, accepted.text
+    # From a shell (keel accept-request, the same service): without the key and the hash it
+    # shows them and accepts nothing; with the recorded hash it is refused; with the shown one it goes on.
+    cli = app_env(tmp_path)
+    refused(keel(cli, "accept-request", ref, "--reason", "x", "--as", "operator"), 2, key, shown)
+    refused(keel(cli, "accept-request", ref, "--key", key, "--sha256", rebuilt, "--reason", "x", "--as", "operator"), 3)
+    assert ModelCall.objects.filter(key=key).count() == 1
+    accepted = keel(
+        cli, "accept-request", ref, "--key", key, "--sha256", shown,
+        "--reason", "the friendlier instruction is the intended deploy", "--as", "operator", "--json",
+    )  # fmt: skip
+    assert accepted.returncode == 0, accepted.stderr
+    assert json.loads(accepted.stdout)["id"] == ref
     wait_status(operator, ref, "completed")
 
     items = operator.get(f"/executions/{ref}/model-calls").json()["items"]
