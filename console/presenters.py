@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from approvals.outcomes import action_state
-from executions import visits
+from executions import blockers, visits
 from executions.authoring import registry
 from executions.models import Action, Execution, ExecutionEvent, ModelCall, Status
 from triage import restart
@@ -95,15 +95,10 @@ class LedgerRow:
     fields: list = field(default_factory=list)  # receipt fields a resolution must give (ReceiptField)
 
     compensation: bool = False
-    # An e-mail or webhook sent beside the steps (Action.beside): never the execution's
-    # effect, never in the way of a resume; its sender settles it (no card to resolve).
-    beside: bool = False
+    # Its outcome unestablished, holding the resume (executions.blockers.unresolved): an
+    # operator resolves it. Never an e-mail or webhook sent beside the steps.
+    unresolved: bool = False
     authorised_by: str = ""  # the decision that lets it run ("approved by manager: approval #12 on V1")
-
-    @property
-    def unresolved(self) -> bool:
-        """The execution's own effect whose outcome nobody established: an operator resolves it."""
-        return not self.beside and self.status in (Action.State.UNKNOWN, Action.State.EXECUTING)
 
     @property
     def open_compensation(self) -> bool:
@@ -165,7 +160,7 @@ def ledger_rows(
                 resolution=resolutions.get(action.key),
                 fields=list(fields.get(action.step, ())) if not action.is_compensation else [],
                 compensation=action.is_compensation,
-                beside=action.beside,
+                unresolved=blockers.unresolved(action, execution),
                 authorised_by=_authorised_by(authoriser, execution),
             )
         )

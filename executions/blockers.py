@@ -61,7 +61,7 @@ def blockers(
             key=a.key,
         )
         for a in actions
-        if _unresolved(a, execution)
+        if unresolved(a, execution)
     ]
     coming = visits.ahead(workflow, execution, done)
     ahead = {v.name for v in coming}
@@ -89,7 +89,9 @@ def blockers(
     return found
 
 
-def _unresolved(action: Action, execution: Execution) -> bool:
+def unresolved(action: Action, execution: Execution) -> bool:
+    """An effect of ``execution`` whose outcome nobody established, which holds its resume
+    until an operator resolves it (the execution page offers the form for exactly these)."""
     if action.beside:  # a notification's outcome never holds its execution up
         return False
     if action.status == Action.State.UNKNOWN:
