@@ -47,6 +47,5 @@ def start(*, dsn: str) -> None:
         max_request_body_size="never",
         include_local_variables=False,
         before_send=_before_send,
-        before_send_transaction=lambda event, hint: redact(event),
         traces_sample_rate=None,  # traces go to OpenTelemetry (executions.engine.tracing), not here
     )
