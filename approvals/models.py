@@ -7,6 +7,8 @@ from django.conf import settings
 from django.db import models
 from django_fsm import ConcurrentTransitionMixin, FSMField, transition
 
+from access.managers import scoped
+
 
 class ApprovalRequest(ConcurrentTransitionMixin, models.Model):
     """A person is asked to decide one action on one exact artifact version (and its hash).
@@ -41,6 +43,8 @@ class ApprovalRequest(ConcurrentTransitionMixin, models.Model):
     expires_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     closed_at = models.DateTimeField(null=True, blank=True)
+
+    objects = scoped("execution__workflow")  # access by workflow (access.managers)
 
     class Meta:
         ordering = ["id"]
@@ -128,6 +132,8 @@ class Decision(models.Model):
     execution_status = models.CharField(max_length=30)
     created_at = models.DateTimeField(auto_now_add=True)
 
+    objects = scoped("request__execution__workflow")  # access by workflow (access.managers)
+
     class Meta:
         ordering = ["id"]
         indexes = [models.Index(fields=["created_at"], name="decision_created")]  # the measures' windows
@@ -171,6 +177,8 @@ class AuditEntry(models.Model):
     content_sha256 = models.CharField(max_length=64, blank=True, default="")
     detail = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    objects = scoped("execution__workflow")  # access by workflow (access.managers)
 
     class Meta:
         ordering = ["id"]
@@ -216,6 +224,8 @@ class ApprovalTombstone(models.Model):
     decision = models.CharField(max_length=20, blank=True, default="")  # "": never decided
     decided_by = models.CharField(max_length=150, blank=True, default="")
     decided_at = models.DateTimeField(null=True, blank=True)
+
+    objects = scoped("execution__workflow")  # access by workflow (access.managers)
 
     class Meta:
         ordering = ["id"]

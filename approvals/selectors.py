@@ -138,9 +138,14 @@ def inbox_count(user: AbstractBaseUser) -> int:
     """How many items ``inbox_for(user)`` lists, without loading them: the open requests
     grouped by what ``can_decide`` reads, the rule asked once per group (the nav shows this
     on every page)."""
-    groups = _open_requests(timezone.now()).values(*AUTHORITY_FIELDS).annotate(n=Count("id")).order_by()
+    grouped = (*AUTHORITY_FIELDS, "execution__workflow")  # the workflow: access by workflow's part of the rule
+    groups = _open_requests(timezone.now()).values(*grouped).annotate(n=Count("id")).order_by()
     return sum(
-        g["n"] for g in groups if policy.can_decide(user, ApprovalRequest(**{f: g[f] for f in AUTHORITY_FIELDS}))
+        g["n"]
+        for g in groups
+        if policy.can_decide(
+            user, ApprovalRequest(**{f: g[f] for f in AUTHORITY_FIELDS}), workflow=g["execution__workflow"]
+        )
     )
 
 

@@ -382,6 +382,8 @@ def execution_redraft(*, ref: str, user: AbstractBaseUser, instruction: str) -> 
     if not instruction.strip():
         raise InvalidInput("instruction", "say what the new draft must change")
     execution = execution_for(ref)
+    if execution.created_by_id != user.pk:  # the starter asks for their own; others operate it
+        runtime.require(user, "operate", execution.workflow)
     if not (user.has_perm(OPERATE) or execution.created_by_id == user.pk):
         raise Forbidden("only the user who started it, or an operator, may ask for a new draft")
     with transaction.atomic():

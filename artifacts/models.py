@@ -5,12 +5,16 @@ from __future__ import annotations
 import pgtrigger
 from django.db import models
 
+from access.managers import scoped
+
 
 class Artifact(models.Model):
     kind = models.CharField(max_length=40)
     title = models.CharField(max_length=200)
     execution = models.ForeignKey("executions.Execution", on_delete=models.PROTECT, related_name="artifacts")
     created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = scoped("execution__workflow")  # access by workflow (access.managers)
 
     class Meta:
         ordering = ["id"]
@@ -38,6 +42,8 @@ class ArtifactVersion(models.Model):
     # before it was kept.
     produced_in_round = models.PositiveIntegerField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = scoped("artifact__execution__workflow")  # access by workflow (access.managers)
 
     class Meta:
         ordering = ["artifact_id", "number"]

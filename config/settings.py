@@ -119,6 +119,8 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # Every read of a request as its user: access by workflow (access.viewer, KEEL_WORKFLOW_ACCESS).
+    "access.viewer.ViewerMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
@@ -461,6 +463,38 @@ def _model_prices(raw: str) -> dict[str, dict[str, float]]:
 
 
 RUNTIME_MODEL_PRICES = _model_prices(os.environ.get("RUNTIME_MODEL_PRICES", ""))
+
+
+# Access by workflow (docs/operations.md "Access by workflow"): JSON {"<workflow>": {"read":
+# [group], "start": [group], "decide": [group], "operate": [group]}}. A workflow named here
+# is invisible to users in none of its groups; one not named stays open. The workflows and
+# groups named are checked once the workflows are loaded (executions.access.check_names).
+WORKFLOW_ACTS = ("read", "start", "decide", "operate")
+
+
+def _workflow_access(raw: str) -> dict[str, dict[str, tuple[str, ...]]]:
+    try:
+        rules = json.loads(raw or "{}")
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"KEEL_WORKFLOW_ACCESS is not JSON: {exc}") from None
+    shape = 'KEEL_WORKFLOW_ACCESS must be {"<workflow>": {"read"|"start"|"decide"|"operate": ["<group>", ...]}}'
+    if not isinstance(rules, dict):
+        raise ImproperlyConfigured(f"{shape}, not {type(rules).__name__}.")
+    parsed: dict[str, dict[str, tuple[str, ...]]] = {}
+    for workflow, acts in rules.items():
+        if not isinstance(acts, dict) or not acts:
+            raise ImproperlyConfigured(f"{shape}: {workflow!r} names no acts.")
+        unknown = sorted(set(acts) - set(WORKFLOW_ACTS))
+        if unknown:
+            raise ImproperlyConfigured(f"{shape}: {workflow!r} names the unknown act {unknown[0]!r}.")
+        for act, groups in acts.items():
+            if not isinstance(groups, list) or not all(isinstance(g, str) and g.strip() for g in groups):
+                raise ImproperlyConfigured(f"{shape}: {workflow!r} {act!r} must be a list of group names.")
+        parsed[workflow] = {act: tuple(acts.get(act, ())) for act in WORKFLOW_ACTS}
+    return parsed
+
+
+KEEL_WORKFLOW_ACCESS = _workflow_access(os.environ.get("KEEL_WORKFLOW_ACCESS", ""))
 
 
 # Each model's context window in tokens (JSON {"<model>": n}, n >= 1000; a model not named:

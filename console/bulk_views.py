@@ -15,8 +15,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from executions import inputs, selectors, stuck
-from executions.authoring import registry
+from executions import catalogue, inputs, selectors, stuck
 from executions.errors import InvalidInput, ServiceError
 from executions.models import Status
 from executions.services import OPERATE
@@ -95,7 +94,7 @@ def _render_choose(
             "max_items": bulk.MAX_ITEMS,
             "statuses": Status.choices,
             "reasons": stuck.REASONS,
-            "workflows": registry.names(),
+            "workflows": catalogue.names(),
         },
         status=status,
     )

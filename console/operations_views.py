@@ -14,7 +14,6 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from executions import catalogue, pauses
-from executions.authoring import registry
 from executions.errors import InvalidInput, ServiceError
 from schedules import services as schedules
 
@@ -28,7 +27,7 @@ def operations(request: HttpRequest) -> HttpResponse:
         request,
         "executions/operations.html",
         {
-            "workflows": [catalogue.item(name) for name in registry.names()],
+            "workflows": [catalogue.item(name) for name in catalogue.names()],
             "schedules": [
                 _shown(schedules.schedule_payload(s, firings=5)) for s in schedules.schedule_list(user=request.user)
             ],

@@ -447,7 +447,8 @@ def panel_context(
     user = request.user
     execution = snap.execution
     ctx: dict[str, Any] = {"execution": execution, "label": selectors.step_label(execution)}
-    operator = user.has_perm(services.OPERATE)
+    # An operator of this workflow (the role, and access by workflow: KEEL_WORKFLOW_ACCESS).
+    operator = user.has_perm(services.OPERATE) and runtime.may(user, "operate", execution.workflow)
     ctx["can_cancel"] = not execution.is_terminal and (operator or execution.created_by_id == user.pk)
     ctx["can_resume"] = execution.status in (Status.NEEDS_ATTENTION, Status.PAUSED) and operator
     ctx["can_pause"] = execution.status in HOLDABLE and operator
@@ -533,6 +534,7 @@ def approval_context(user: AbstractBaseUser, snap: Snapshot, *, record_view: boo
     execution = snap.execution
     is_open = approval is not None and approval_selectors.is_open(approval)
     can_decide = is_open and policy.can_decide(user, approval)
+    operates = user.has_perm(services.OPERATE) and runtime.may(user, "operate", snap.execution.workflow)
     event_id = uuid.uuid4().hex
     return {
         "approval": approval,
@@ -540,8 +542,8 @@ def approval_context(user: AbstractBaseUser, snap: Snapshot, *, record_view: boo
         "approval_closed_why": approval_selectors.not_open_because(approval) if approval and not is_open else "",
         "can_decide": can_decide,
         # Operators who can't decide it remind those who can (notifications.remind).
-        "can_remind": is_open and not can_decide and user.has_perm(services.OPERATE) and settings.KEEL_NOTIFICATIONS,
-        "can_redraft": approval is not None and (user.has_perm(services.OPERATE) or execution.created_by_id == user.pk),
+        "can_remind": is_open and not can_decide and operates and settings.KEEL_NOTIFICATIONS,
+        "can_redraft": approval is not None and (operates or execution.created_by_id == user.pk),
         "event_id": event_id,
         # Shown to a person who may decide it, the card says it was seen (approvals' viewed
         # endpoint, a POST once it is on screen): rendering itself never writes the audit.

@@ -16,8 +16,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from approvals import services as approval_services
 from artifacts.rendering import render_artifact
-from executions import inputs, pauses, questions, selectors, services, stuck, waits
-from executions.authoring import registry
+from executions import catalogue, inputs, pauses, questions, selectors, services, stuck, waits
 from executions.errors import InvalidInput, NotFound, ServiceError
 from executions.models import Action, Execution, Status, execution_for
 from executions.storable import text_refusal
@@ -95,7 +94,7 @@ def _list_context(request: HttpRequest, filters: dict[str, str], rows, following
         "reason": filters["reason"],
         "hold": filters["hold"],
         "input": filters["input"],
-        "workflows": registry.names(),
+        "workflows": catalogue.names(),
         "start_key": uuid.uuid4().hex,  # the quick start forms' idempotency key, made as they are drawn
         "nav": nav,
         "live_url": _live_url("console:live_list", stamps, **filters),

@@ -24,6 +24,45 @@ class ExecutionsConfig(AppConfig):
         except registry.WorkflowModuleError as exc:
             # Start-up stops (web, worker, beat, manage.py) with one sentence, no traceback.
             raise SystemExit(f"keel: {exc}") from None
+        refused = self._access_refusal(registry)
+        if refused:
+            raise SystemExit(f"keel: {refused}")
+
+    @staticmethod
+    def _access_refusal(registry) -> str | None:
+        """Why ``KEEL_WORKFLOW_ACCESS`` can't be used (None: it can): a workflow no module
+        declares, or a group the database doesn't have (checked once the database holds
+        the groups table; ``migrate`` itself is let through, so a new database can be made)."""
+        import sys
+        import warnings
+
+        from django.conf import settings
+        from django.contrib.auth.models import Group
+        from django.db import DatabaseError
+
+        from access import rules
+
+        if not settings.KEEL_WORKFLOW_ACCESS:
+            return None
+        for workflow in settings.KEEL_WORKFLOW_ACCESS:
+            if not registry.versions(workflow):
+                return f"KEEL_WORKFLOW_ACCESS names the workflow {workflow!r}, which no workflow module declares"
+        if sys.argv[1:2] == ["migrate"]:
+            return None
+        named = rules.groups_named()
+        try:
+            with warnings.catch_warnings():  # a query at start-up on purpose: a wrong name must stop it here
+                warnings.simplefilter("ignore", RuntimeWarning)
+                known = set(Group.objects.filter(name__in=named).values_list("name", flat=True))
+        except DatabaseError:  # no database yet, or not migrated: nothing to check against
+            return None
+        missing = sorted(named - known)
+        if missing:
+            return (
+                f"KEEL_WORKFLOW_ACCESS names the group {missing[0]!r}, which keel doesn't have: "
+                "create it first (the admin's Groups), or correct the name"
+            )
+        return None
 
     @staticmethod
     def _observed() -> None:

@@ -13,6 +13,8 @@ from typing import Any
 
 from django.db.models import Count
 
+from access import viewer
+
 from . import pauses, rollouts
 from .authoring import registry
 from .errors import NotFound
@@ -33,12 +35,21 @@ def hold_of(name: str) -> dict[str, Any]:
     }
 
 
+def names() -> list[str]:
+    """The registered workflows the person looking may read (``access``), sorted."""
+    hidden = viewer.hidden_now()
+    return [name for name in registry.names() if name not in hidden]
+
+
 def workflow(name: str):
-    """The latest version of ``name``, or NotFound (the API's 404)."""
+    """The latest version of ``name``, or NotFound (the API's 404; also for a workflow the
+    person looking may not read)."""
     try:
+        if name in viewer.hidden_now():
+            raise registry.UnknownWorkflow(name)
         return registry.latest(name)
     except registry.UnknownWorkflow:
-        raise NotFound(f"no workflow {name!r}; known: {', '.join(registry.names()) or 'none'}") from None
+        raise NotFound(f"no workflow {name!r}; known: {', '.join(names()) or 'none'}") from None
 
 
 _NOW = object()  # item(): read the workflow's rollout now
@@ -87,7 +98,7 @@ def _steps(flow) -> list[dict[str, str]]:
 def items() -> list[dict[str, Any]]:
     """Every registered workflow, sorted by name (``GET /api/workflows``)."""
     live, rolled = live_counts(), rollouts.current_of_all()  # each read once for the whole list
-    return [item(name, live=live, rollout=rolled.get(name)) for name in registry.names()]
+    return [item(name, live=live, rollout=rolled.get(name)) for name in names()]
 
 
 def live_counts(workflow: str | None = None) -> dict[tuple[str, int], int]:

@@ -31,6 +31,8 @@ from typing import Any
 from django.db import transaction
 from django.db.models import Exists, OuterRef, Q
 
+from access import viewer
+
 from . import rollouts
 from .authoring import registry
 from .authoring.children import Child, StartChildren
@@ -64,6 +66,7 @@ def _latest(child: Execution) -> Execution:
         seen = following
 
 
+@viewer.as_runtime
 def children_of(parent: Execution, step: str | None = None) -> list[Execution]:
     """The children ``parent`` started (at ``step``), oldest first, each as it stands
     now: a failed child that an operator restarted is represented by its restart
@@ -80,6 +83,7 @@ def children_of(parent: Execution, step: str | None = None) -> list[Execution]:
     return found
 
 
+@viewer.as_runtime
 def parent_of(execution: Execution) -> Execution | None:
     """The parent ``execution`` belongs to: its own, or that of the child it restarts."""
     seen = execution
@@ -202,6 +206,7 @@ def _checked(child: Child, keys: set[str], seed: str) -> tuple[dict[str, Any] | 
 # --- waking the parent
 
 
+@viewer.as_runtime
 def wake_parent_of(execution_id: int) -> None:
     """After the commit that made ``execution_id`` terminal: wake its parent if it waits
     for it and now may go on. Never raises (the sweeper is the safety net)."""
@@ -224,6 +229,7 @@ def _ready(parent: Execution) -> bool:
     return any(c.status in BROKEN for c in children) or all(c.status in TERMINAL for c in children)
 
 
+@viewer.as_runtime
 def wake_if_ready(parent_id: int, *, actor_label: str) -> bool:
     """Wake parent ``parent_id`` (one transition, one message) if it waits at a children
     step whose children are all terminal, or one failed or was cancelled."""

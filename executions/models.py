@@ -18,6 +18,8 @@ from django.db import models
 from django.db.models import Q
 from django_fsm import RETURN_VALUE, ConcurrentTransitionMixin, FSMField, transition
 
+from access.managers import scoped
+
 from .about import about as about_input
 from .choices import TextChoices
 from .errors import Gone, NotFound
@@ -169,6 +171,8 @@ class Execution(ConcurrentTransitionMixin, models.Model):
 
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+
+    objects = scoped("workflow")  # access by workflow (access.managers)
 
     class Meta:
         ordering = ["-id"]
@@ -406,6 +410,8 @@ class ExecutionTombstone(models.Model):
     archived_at = models.DateTimeField()
     manifest = models.CharField(max_length=300)
 
+    objects = scoped("workflow")  # access by workflow (access.managers)
+
     class Meta:
         ordering = ["id"]
         indexes = [
@@ -451,6 +457,8 @@ class WorkflowSwitch(models.Model):
     actor = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)
 
+    objects = scoped("workflow")  # access by workflow (access.managers)
+
     class Meta:
         ordering = ["id"]
         indexes = [models.Index(fields=["workflow", "-id"], name="workflow_switch_latest")]
@@ -475,6 +483,8 @@ class Rollout(models.Model):
     actor = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)
 
+    objects = scoped("workflow")  # access by workflow (access.managers)
+
     class Meta:
         ordering = ["id"]
         indexes = [models.Index(fields=["workflow", "-id"], name="rollout_latest")]
@@ -498,6 +508,8 @@ class ExecutionEvent(models.Model):
     actor_label = models.CharField(max_length=200, blank=True, default="")
     payload = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)  # read by type: (type, created_at)
+
+    objects = scoped("execution__workflow")  # access by workflow (access.managers)
 
     class Meta:
         ordering = ["id"]
@@ -536,6 +548,8 @@ class StepRun(models.Model):
     workflow_version = models.PositiveIntegerField()
     started_at = models.DateTimeField()
     finished_at = models.DateTimeField(auto_now_add=True)
+
+    objects = scoped("execution__workflow")  # access by workflow (access.managers)
 
     class Meta:
         ordering = ["id"]
@@ -597,6 +611,8 @@ class ModelCall(models.Model):
     lease_token = models.PositiveBigIntegerField()
     created_at = models.DateTimeField(auto_now_add=True)
 
+    objects = scoped("execution__workflow")  # access by workflow (access.managers)
+
     class Meta:
         ordering = ["id"]
         constraints = [models.UniqueConstraint(fields=["key", "revision"], name="model_call_key_revision")]
@@ -618,6 +634,8 @@ class CostReservation(models.Model):
     execution = models.ForeignKey(Execution, on_delete=models.PROTECT, related_name="cost_reservations")
     amount_usd = models.DecimalField(max_digits=16, decimal_places=6)
     created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = scoped("execution__workflow")  # access by workflow (access.managers)
 
     class Meta:
         ordering = ["id"]
@@ -672,6 +690,8 @@ class Action(ConcurrentTransitionMixin, models.Model):
     beside = models.BooleanField(default=False, db_default=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+
+    objects = scoped("execution__workflow")  # access by workflow (access.managers)
 
     class Meta:
         ordering = ["id"]
@@ -778,6 +798,8 @@ class Wait(ConcurrentTransitionMixin, models.Model):
     reason = models.TextField(blank=True, default="")
     execution_status = models.CharField(max_length=30, blank=True, default="")
 
+    objects = scoped("execution__workflow")  # access by workflow (access.managers)
+
     class Meta:
         ordering = ["id"]
         constraints = [
@@ -831,6 +853,8 @@ class Question(ConcurrentTransitionMixin, models.Model):
     # The answer's event_id (unique per execution: the same post again answers the same).
     event_id = models.CharField(max_length=100, null=True, blank=True)  # noqa: DJ001 - NULL: not answered
     execution_status = models.CharField(max_length=30, blank=True, default="")
+
+    objects = scoped("execution__workflow")  # access by workflow (access.managers)
 
     class Meta:
         ordering = ["id"]

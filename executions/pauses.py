@@ -23,6 +23,7 @@ from django.db import transaction
 
 import dblocks
 
+from . import acts
 from .authoring import registry
 from .engine import dispatch, gates, lifecycle, pauses
 from .errors import Conflict, Forbidden, InvalidInput, NotFound
@@ -49,6 +50,7 @@ def execution_pause(*, ref: str, user: AbstractBaseUser, reason: str) -> Executi
     reason = _reason(reason, "say why it is held")
     with transaction.atomic():
         execution = Execution.objects.select_for_update(no_key=True).get(pk=execution_for(ref).pk)
+        acts.require(user, "operate", execution.workflow)
         if execution.status not in HOLDABLE:
             already = "already " if execution.status in TERMINAL or execution.status == Status.PAUSED else ""
             raise Conflict(
@@ -136,6 +138,7 @@ def workflow_pause(*, name: str, user: AbstractBaseUser, reason: str) -> None:
     changes nothing and writes nothing."""
     _operator(user, "pause workflows")
     _known(name)
+    acts.require(user, "operate", name)
     reason = _reason(reason, "say why the workflow is paused")
     with transaction.atomic():
         _lock_switches(name)
@@ -149,6 +152,7 @@ def workflow_resume(*, name: str, user: AbstractBaseUser, reason: str) -> None:
     return to where they were, and the pending ones are rung for."""
     _operator(user, "resume workflows")
     _known(name)
+    acts.require(user, "operate", name)
     reason = _reason(reason, "say why the workflow may run again")
     with transaction.atomic():
         _lock_switches(name)

@@ -25,6 +25,7 @@ from django.db import transaction
 from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
+from . import acts
 from .authoring.tools import SchemaArgs
 from .authoring.workflow import Step, Workflow
 from .engine import dispatch, events, gates, lifecycle
@@ -112,6 +113,8 @@ def answer_deliver(*, ref: str, user: AbstractBaseUser, input_id: str, answer: A
     execution = execution_for(ref)
     if not (user.has_perm(OPERATE) or execution.created_by_id == user.pk):
         raise Forbidden("only operators or the user who started it may answer its questions")
+    if execution.created_by_id != user.pk:  # the starter answers their own; others operate it
+        acts.require(user, "operate", execution.workflow)
     replayed = _replay(event_id, execution, input_id)
     if replayed is not None:
         return replayed

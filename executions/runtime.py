@@ -45,6 +45,8 @@ a room of ``executions``.
 
 from __future__ import annotations
 
+from .acts import allows as may
+from .acts import require
 from .agent.modelclient import get_model_client
 from .agent.replaying import Drift as ReplayDrift
 from .agent.replaying import Ended as ReplayEnded
@@ -127,6 +129,7 @@ __all__ = [
     "in_seconds",
     "journaled_model",
     "locked_by_key",
+    "may",
     "pending_of",
     "perform_beside",
     "record",
@@ -136,6 +139,7 @@ __all__ = [
     "register_event_type",
     "register_gate",
     "register_step_kind",
+    "require",
     "response_of",
     "resume_locked",
     "routed_queues",

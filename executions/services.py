@@ -13,7 +13,9 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
 from django.db.models.functions import Now
 
-from . import blockers, pauses, rollouts
+from access import viewer
+
+from . import acts, blockers, pauses, rollouts
 from . import children as children_module
 from .agent.modelclient import get_model_client
 from .authoring import registry
@@ -46,6 +48,8 @@ def execution_start(
     Raises InvalidInput naming the field for an unknown workflow or version, bad input or
     budget: a bad budget and bad input fields are refused together (issue 39, item 15).
     """
+    if isinstance(workflow, str):  # else the workflow's own refusal names the field
+        acts.require(user, "start", workflow)
     refused: list[tuple[str, str]] = []
     budget = None
     if budget_usd is not None:
@@ -199,6 +203,7 @@ def execution_raise_budget(*, ref: str, user: AbstractBaseUser, add_usd: Any, re
         raise InvalidInput("reason", "say why the budget is raised")
     with transaction.atomic():
         execution = _locked(ref)
+        acts.require(user, "operate", execution.workflow)
         if execution.status in TERMINAL:
             raise Conflict(f"{execution.ref} is already {execution.status}", status=execution.status)
         before = execution.budget_usd
@@ -250,6 +255,8 @@ def execution_cancel(*, ref: str, user: AbstractBaseUser, reason: str) -> Execut
         execution = _locked(ref)
         if not (user.has_perm(OPERATE) or execution.created_by_id == user.pk):
             raise Forbidden("only operators or the user who started it may cancel it")
+        if execution.created_by_id != user.pk:  # the starter's own cancel needs no more
+            acts.require(user, "operate", execution.workflow)
         reason = (reason or "").strip()
         if not reason:
             raise InvalidInput("reason", "say why it is cancelled: a cancel is final, it never resumes")
@@ -259,6 +266,7 @@ def execution_cancel(*, ref: str, user: AbstractBaseUser, reason: str) -> Execut
     return execution
 
 
+@viewer.as_runtime
 def cancel_locked(execution: Execution, *, actor: AbstractBaseUser | None = None, actor_label: str = "", reason: str):
     """Inside a transaction, ``execution`` locked and not terminal: withdraw what its
     gates wait for, void the effects that never started, record the compensations
@@ -349,6 +357,7 @@ def execution_resume(*, ref: str, user: AbstractBaseUser, reason: str) -> Execut
         raise Forbidden("only operators may resume executions")
     with transaction.atomic():
         execution = _locked(ref)
+        acts.require(user, "operate", execution.workflow)
         if execution.status not in (Status.NEEDS_ATTENTION, Status.PAUSED):
             raise Conflict(
                 f"{execution.ref} is {execution.status}, not needs_attention or paused", status=execution.status
@@ -397,6 +406,7 @@ def resume_locked(
     return True
 
 
+@viewer.as_runtime
 def parent_follow_restart(*, failed: Execution, restarted: Execution, actor: AbstractBaseUser) -> Execution | None:
     """In the transaction that restarted child ``failed`` as ``restarted``: the parent that
     needs attention because of it (``child_failed``, at the step that started it) goes
@@ -427,6 +437,7 @@ def execution_retry_now(*, ref: str, user: AbstractBaseUser, reason: str) -> Exe
         raise InvalidInput("reason", "say why it should run now")
     with transaction.atomic():
         execution = _locked(ref)
+        acts.require(user, "operate", execution.workflow)
         if execution.status != Status.RETRY_PENDING:
             raise Conflict(f"{execution.ref} is {execution.status}, not retry_pending", status=execution.status)
         was_due = execution.due_at
@@ -479,6 +490,7 @@ def action_resolve(
         raise InvalidInput("receipt", "a receipt goes with outcome succeeded only")
     with transaction.atomic():
         execution, action = ledger.locked_by_key(key)
+        acts.require(user, "operate", execution.workflow)
         if action.beside:  # a notification: its outcome is recorded; the execution is not touched
             if action.status != Action.State.UNKNOWN:
                 raise Conflict(

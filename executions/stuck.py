@@ -41,6 +41,8 @@ from django.db.models import (
 )
 from django.db.models.functions import Now
 
+from access import viewer
+
 from . import children
 from .authoring import registry
 from .engine import pauses, routing
@@ -182,7 +184,8 @@ def annotated() -> QuerySet[Execution]:
     conditions exclude one another (``_observed``, ``_recorded``), so a row matches at
     most one of them."""
     paused = sorted(pauses.paused_names())
-    key = (*paused, settings.RUNTIME_STUCK_SECONDS)
+    # Built through the scoped managers: one base per set of workflows the person looking may not read.
+    key = (*paused, settings.RUNTIME_STUCK_SECONDS, viewer.hidden_now())
     base = _annotated.get(key)
     if base is None:
         if len(_annotated) >= 16:  # kill switches thrown and lifted: keep the cache small

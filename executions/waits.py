@@ -30,6 +30,7 @@ from django.db.models import DateTimeField, Exists, ExpressionWrapper, OuterRef,
 from django.db.models.functions import Now
 from django.utils import timezone
 
+from . import acts
 from .authoring import registry
 from .authoring.specs import WaitFor
 from .authoring.step_context import StepContext
@@ -189,6 +190,8 @@ def signal_deliver(
     execution = execution_for(ref)
     if not (user.has_perm(OPERATE) or execution.created_by_id == user.pk):
         raise Forbidden("only operators or the user who started it may signal it")
+    if execution.created_by_id != user.pk:  # the starter signals their own; others operate it
+        acts.require(user, "operate", execution.workflow)
     replayed = _replay(event_id, execution, name)
     if replayed is not None:
         return replayed

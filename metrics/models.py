@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from django.db import models
 
+from access.managers import scoped
+
 
 class Rollup(models.Model):
     """How many observations of ``measure`` (and the sum of their values) fell in the
@@ -21,6 +23,8 @@ class Rollup(models.Model):
     bucket = models.IntegerField(default=0)
     n = models.BigIntegerField()
     total = models.FloatField(default=0.0)
+
+    objects = scoped("workflow")  # access by workflow (access.managers)
 
     class Meta:
         constraints = [

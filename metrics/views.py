@@ -14,7 +14,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET
 
 from accounts.tokens import user_for_token
-from executions.authoring import registry
+from executions import catalogue
 from executions.models import Status
 from executions.plans import plain_plans
 from executions.stuck import REASONS
@@ -60,7 +60,7 @@ def page(request: HttpRequest) -> HttpResponse:
     window, workflow, workflows = (
         request.GET.get("window") or "",
         request.GET.get("workflow") or "",
-        registry.names(),
+        catalogue.names(),
     )
     shown = window if window in WINDOWS else "24h"
     if window and window != shown:

@@ -187,7 +187,9 @@ def _audience(request: ApprovalRequest, kind: str) -> list[tuple[Any, bool]]:
     if kind == "approval_overdue":
         deciders = recipients.deciders(request)
         told = {u.pk for u in deciders}
-        return [(u, True) for u in deciders] + [(u, False) for u in recipients.operators() if u.pk not in told]
+        return [(u, True) for u in deciders] + [
+            (u, False) for u in recipients.operators(request.execution.workflow) if u.pk not in told
+        ]
     # superseded: those an ``opened`` message was recorded for
     told = Delivery.objects.filter(request=request, kind="opened", channel=mail.EMAIL.name)
     return [

@@ -5,7 +5,9 @@ own rule, ``approvals.policy``: the permission, the group, active, never the req
 and has an address; ``approval_overdue`` to them and to the operators (who can't
 decide: their message leads to what they can do); an operator's ``remind`` to them.
 Nobody who turned e-mails
-off on their account page. ``superseded`` to those told about the old version.
+off on their account page, and nobody outside the workflow's groups when access by
+workflow names it (``KEEL_WORKFLOW_ACCESS``: deciding through ``approvals.policy``,
+operating through ``access.rules``). ``superseded`` to those told about the old version.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser, Permission
 from django.db.models import Q, QuerySet
 
+from access import rules
 from approvals import policy
 from approvals.models import ApprovalRequest
 
@@ -27,8 +30,9 @@ def deciders(request: ApprovalRequest) -> list[AbstractBaseUser]:
     return [u for u in _holding(request.permission) if policy.can_decide(u, request)]
 
 
-def operators() -> list[AbstractBaseUser]:
-    return [u for u in _holding(OPERATE) if u.has_perm(OPERATE)]
+def operators(workflow: str) -> list[AbstractBaseUser]:
+    """Everyone who may operate ``workflow`` (the role, and access by workflow) and wants e-mail."""
+    return [u for u in _holding(OPERATE) if u.has_perm(OPERATE) and rules.allows(u, "operate", workflow)]
 
 
 def wants_email(user: AbstractBaseUser) -> str | None:

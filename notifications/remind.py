@@ -58,6 +58,7 @@ def approval_remind(*, ref: str, user: AbstractBaseUser, reason: str) -> Reminde
     window = timedelta(seconds=settings.RUNTIME_APPROVAL_REMIND_AGAIN_SECONDS)
     with transaction.atomic():
         execution = Execution.objects.select_for_update(no_key=True).get(pk=execution_for(ref).pk)
+        runtime.require(user, "operate", execution.workflow)
         request = (
             ApprovalRequest.objects.select_for_update(of=("self",))
             .select_related("execution", "artifact_version__artifact")

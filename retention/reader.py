@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from access import viewer
 from executions.errors import Conflict, NotFound
 from executions.models import ExecutionTombstone, pk_from_ref, ref_for
 
@@ -38,6 +39,8 @@ def archived_execution(ref: str) -> dict:
     (execution,) = rows["executions.execution"] or [None]
     if execution is None:
         raise NotFound(f"{ref} is not in {path}")
+    if execution.get("workflow") in viewer.hidden_now():  # access by workflow: as absent as a live one
+        raise NotFound(f"no execution {ref}")
     decisions = {d["request_id"]: d for d in rows["approvals.decision"]}
     return {
         "id": ref,

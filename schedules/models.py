@@ -15,6 +15,8 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
+from access.managers import scoped
+
 
 class Schedule(models.Model):
     class Overlap(models.TextChoices):
@@ -34,6 +36,8 @@ class Schedule(models.Model):
     deleted_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
+
+    objects = scoped("workflow")  # access by workflow (access.managers)
 
     class Meta:
         ordering = ["id"]
@@ -61,6 +65,8 @@ class Firing(models.Model):
     )
     detail = models.TextField(blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = scoped("schedule__workflow")  # access by workflow (access.managers)
 
     class Meta:
         ordering = ["-fire_at"]

@@ -30,6 +30,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from executions import runtime
 from executions import services as execution_services
 from executions.authoring import registry
 from executions.errors import Conflict, Forbidden, InvalidInput, NotFound
@@ -119,6 +120,8 @@ def schedule_create(
         registry.latest(workflow)
     except registry.UnknownWorkflow as exc:
         raise InvalidInput("workflow", str(exc)) from None
+    runtime.require(user, "operate", workflow)
+    runtime.require(user, "start", workflow)  # it starts them as its creator
     cron = check_cron(cron)
     zone(timezone_name)
     if overlap not in Schedule.Overlap.values:
@@ -153,6 +156,7 @@ def schedule_delete(*, user: AbstractBaseUser, schedule_id: int) -> Schedule:
         schedule = Schedule.objects.select_for_update().filter(pk=schedule_id, deleted_at=None).first()
         if schedule is None:
             raise NotFound(f"no schedule {schedule_id}")
+        runtime.require(user, "operate", schedule.workflow)
         schedule.deleted_at = timezone.now()
         schedule.deleted_by = user
         schedule.save(update_fields=["deleted_at", "deleted_by"])

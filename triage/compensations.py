@@ -26,6 +26,7 @@ def action_close(*, key: str, user: AbstractBaseUser, outcome: str, evidence: st
     )
     with transaction.atomic():
         execution, action = runtime.locked_by_key(key)
+        runtime.require(user, "operate", execution.workflow)
         if not action.is_compensation:
             raise Conflict(f"{key} is not a compensation; only a planned compensation can be closed")
         if action.status != Action.State.PLANNED:

@@ -91,6 +91,7 @@ def execution_accept_request(
         raise InvalidInput("reason", "say why the new request is right (a changed prompt, a new tool…)")
     with transaction.atomic():
         execution = Execution.objects.select_for_update(no_key=True).get(pk=execution_for(ref).pk)
+        runtime.require(user, "operate", execution.workflow)
         drift = drift_of(execution)
         if drift is None:
             raise Conflict(

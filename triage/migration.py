@@ -129,6 +129,7 @@ def execution_migrate_plan(*, ref: str, user: AbstractBaseUser, to: Any) -> Move
     if not user.has_perm(OPERATE):
         raise Forbidden("only operators may preview a migration")
     execution = execution_for(ref)
+    runtime.require(user, "operate", execution.workflow)
     return plan(execution, target(execution.workflow, to))
 
 
@@ -144,6 +145,7 @@ def execution_migrate(
     if not reason:
         raise InvalidInput("reason", "say why it moves to another version")
     execution = execution_for(ref)
+    runtime.require(user, "operate", execution.workflow)
     flow = target(execution.workflow, to_version, field_name="to_version")
     with transaction.atomic():
         locked = Execution.objects.select_for_update(no_key=True).get(pk=execution.pk)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from django.db import models
 
+from access.managers import scoped
+
 
 class TerminalTally(models.Model):
     """How many terminal executions changed status before ``through``, by status, workflow
@@ -16,6 +18,8 @@ class TerminalTally(models.Model):
     n = models.PositiveBigIntegerField()
     through = models.DateTimeField()
     taken_at = models.DateTimeField()
+
+    objects = scoped("workflow")  # access by workflow (access.managers)
 
     class Meta:
         # The table executions' migrations created, kept when the model moved here.

@@ -29,7 +29,9 @@ def execution_resume_preview(*, ref: str, user: AbstractBaseUser) -> dict[str, A
     """Operators: what a resume of ``ref`` would skip, run and risk."""
     if not user.has_perm(OPERATE):
         raise Forbidden("only operators may preview a resume")
-    return resume_preview(execution_for(ref))
+    execution = execution_for(ref)
+    runtime.require(user, "operate", execution.workflow)
+    return resume_preview(execution)
 
 
 def resume_preview(execution: Execution) -> dict[str, Any]:

@@ -173,7 +173,9 @@ def execution_restart_options(*, ref: str, user: AbstractBaseUser) -> list[Resta
     """Operators: ``restart_options`` of ``ref``. Raises Forbidden, NotFound."""
     if not user.has_perm(OPERATE):
         raise Forbidden("only operators may restart executions")
-    return restart_options(execution_for(ref))
+    execution = execution_for(ref)
+    runtime.require(user, "operate", execution.workflow)
+    return restart_options(execution)
 
 
 def execution_restart(
@@ -202,6 +204,7 @@ def execution_restart(
         raise InvalidInput("reason", "say why it should run again")
     with transaction.atomic():
         failed = Execution.objects.select_for_update(no_key=True).get(pk=execution_for(ref).pk)
+        runtime.require(user, "operate", failed.workflow)
         try:
             workflow = registry.get(failed.workflow, failed.workflow_version)
         except registry.UnknownWorkflow as exc:

@@ -18,7 +18,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 
 from dblocks import Lock, xact
-from executions import catalogue, rollouts
+from executions import catalogue, rollouts, runtime
 from executions.errors import Conflict, Forbidden, InvalidInput
 from executions.models import OPERATE, Rollout
 
@@ -34,6 +34,7 @@ def workflow_rollout(*, name: str, user: AbstractBaseUser, version: Any, percent
     if not user.has_perm(OPERATE):
         raise Forbidden("only operators may roll a version out")
     catalogue.workflow(name)  # NotFound
+    runtime.require(user, "operate", name)
     target(name, version, field_name="version")
     if isinstance(percent, bool) or not isinstance(percent, int) or not 0 <= percent <= 100:
         raise InvalidInput("percent", "a whole percentage from 0 to 100")

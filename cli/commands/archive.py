@@ -8,8 +8,9 @@
   against its anchor in the database, every tombstone against the manifests and
   approval integrity on the archive: exit 0, or 1 naming each file and check that
   failed (a missing manifest named as the database anchored it);
-* ``keel archive --show ID`` prints an archived execution from the archive; one whose
-  manifest or data file is missing: one sentence, exit 2.
+* ``keel archive --show ID [--as USER]`` prints an archived execution from the archive
+  (as ``USER`` reads it: one of a workflow they may not read is a "no execution");
+  one whose manifest or data file is missing: one sentence, exit 2.
 
 ``--json`` of a pass carries exactly docs/design.md §6's keys; the sweep's counts are a line of
 the human output (and ``--blobs --json``). The storage unreachable, or the database
@@ -51,8 +52,11 @@ def _arguments(parser) -> None:
     "archive",
     help="Archive and purge old terminal executions; sweep unreferenced blobs; verify or read the archive",
     arguments=_arguments,
+    as_optional=True,  # --show … --as USER reads as that user (access by workflow); the rest is the shell's
 )
-def archive(args) -> Result:
+def archive(args, user=None) -> Result:
+    if user is not None and not args.get("show"):  # a pass is the runtime's: it must see every execution
+        raise UsageError("--as goes with --show only: archiving, sweeping and verifying are the shell's")
     if args.get("blobs"):
         return _blobs(args)
     if args.get("verify"):

@@ -71,8 +71,13 @@ def _list_arguments(parser):
     parser.add_argument("--limit", type=positive, default=50, help="at most this many (default 50)")
 
 
-@command("list", help="List executions, newest first (filters as the API's)", arguments=_list_arguments)
-def list_(args) -> Result:
+@command(
+    "list",
+    help="List executions, newest first (filters as the API's; --as: those that user may read)",
+    arguments=_list_arguments,
+    as_optional=True,
+)
+def list_(args, user=None) -> Result:  # --as USER: read through their access (keel.py looks as them)
     given = {k: args[k] for k in ("status", "workflow", "reason", "input") if args[k]}
     filters = inputs.parse(inputs.ListFilters, given)
     found, cursor = [], None
@@ -94,8 +99,13 @@ def _ref_argument(parser):
     parser.add_argument("id", help="the execution's id, e.g. RUN_0042")
 
 
-@command("show", help="One execution, as GET /api/executions/{id} answers it", arguments=_ref_argument)
-def show(args) -> Result:
+@command(
+    "show",
+    help="One execution, as GET /api/executions/{id} answers it (--as: as that user reads it)",
+    arguments=_ref_argument,
+    as_optional=True,
+)
+def show(args, user=None) -> Result:  # --as USER: one they may not read is "no execution" (exit 2)
     payload = execution_json(services.execution_for(args["id"]))
     lines = [
         _summary(payload),

@@ -11,6 +11,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser, handle_default_options
 from django.db import DatabaseError
 
+from access.viewer import looking_as
 from cli import commands as command_modules
 from cli import trace
 from cli.registry import Command as KeelCommand
@@ -88,14 +89,17 @@ class Command(BaseCommand):
         cmd = get(f"{options['keel_command']} {sub}" if sub else options["keel_command"])
         try:
             if cmd.as_optional:  # reads as --as USER when given, else as the shell
-                result = cmd.run(options, _user(options["as_user"]) if options.get("as_user") else None)
+                reader = _user(options["as_user"]) if options.get("as_user") else None
+                with looking_as(reader):  # what --as may read (access by workflow), the shell everything
+                    result = cmd.run(options, reader)
             elif cmd.acts:
                 user = _user(options["as_user"])
-                if cmd.per_item:  # each item commits with its marks (cli.trace.acting, by the command)
-                    result = cmd.run(options, user)
-                else:
-                    with trace.acting(user=user, command=cmd.name):  # the act and its via.cli marks, together
+                with looking_as(user):
+                    if cmd.per_item:  # each item commits with its marks (cli.trace.acting, by the command)
                         result = cmd.run(options, user)
+                    else:
+                        with trace.acting(user=user, command=cmd.name):  # the act and its via.cli marks, together
+                            result = cmd.run(options, user)
             else:
                 result = cmd.run(options)
         except UsageError as exc:

@@ -1,0 +1,307 @@
+"""Access by workflow (``KEEL_WORKFLOW_ACCESS``, docs/operations.md "Access by workflow"):
+the rule, the start-up refusals, and every read and act of the API, the pages and the CLI
+for a user outside a workflow's groups — walked from the OpenAPI document and the URL
+patterns, so a new endpoint or page is walked without editing this file. S63 itself, with
+real workers, the e-mail audience and the browser, is tests/scenarios/test_workflow_access.py.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from django.contrib.auth.models import Group
+from django.core.management import call_command
+from django.core.management.base import CommandError
+from django.db import connection
+from django.urls import URLPattern, URLResolver, get_resolver
+
+from access import rules
+from executions.models import Execution
+from executions.services import execution_start
+from tests.support.screens import decide_form, logged_in, make_gate
+from tests.support.settings_probe import clean_env, django
+
+pytestmark = pytest.mark.django_db
+
+RESTRICTED = "monthly_report"
+ACCESS = {
+    RESTRICTED: {"read": ["reporting"], "start": ["reporting"], "decide": ["reporting"], "operate": ["reporting"]}
+}
+
+
+@pytest.fixture
+def restricted(people, settings):
+    """``monthly_report`` belongs to the group ``reporting`` (the requester and manager2);
+    an execution of it waits at its approval gate; one of ``replacement_order`` (open) waits
+    to start. Returns (hidden, its approval request, the open one)."""
+    reporting = Group.objects.create(name="reporting")
+    for name in ("requester", "manager2"):
+        people[name].user.groups.add(reporting)
+    settings.KEEL_WORKFLOW_ACCESS = ACCESS
+    request = make_gate(people)
+    open_one, _ = execution_start(
+        user=people["requester"].user, workflow="replacement_order", input={"original_order": "ORD-1001"}
+    )
+    return request.execution, request, open_one
+
+
+# --- the rule
+
+
+def test_a_workflow_not_named_is_open_and_one_named_belongs_to_its_groups(people, settings):
+    manager, requester = people["manager"].user, people["requester"].user
+    settings.KEEL_WORKFLOW_ACCESS = {}
+    assert rules.allows(manager, "read", RESTRICTED) and rules.hidden(manager) == frozenset()
+    settings.KEEL_WORKFLOW_ACCESS = {RESTRICTED: {"read": [], "start": [], "decide": ["approvers"], "operate": []}}
+    assert rules.hidden(manager) == {RESTRICTED}
+    assert rules.allows(manager, "read", "replacement_order")  # not named: open
+    approvers = Group.objects.create(name="approvers")
+    manager.groups.add(approvers)
+    del manager._keel_group_names
+    assert rules.allows(manager, "read", RESTRICTED)  # who may decide it reads it
+    assert rules.allows(manager, "decide", RESTRICTED) and not rules.allows(manager, "operate", RESTRICTED)
+    assert not rules.allows(requester, "read", RESTRICTED)
+    requester.is_superuser = True
+    assert rules.allows(requester, "operate", RESTRICTED)
+
+
+# --- every read and act, as a user outside the groups
+
+
+def _api_paths() -> list[tuple[str, str]]:
+    from config.api import api
+
+    schema = api.get_openapi_schema()
+    return [(method.upper(), path) for path, ops in schema["paths"].items() for method in ops]
+
+
+def _filled(path: str, values: dict[str, str]) -> str | None:
+    """``path`` with each ``{param}`` / ``<conv:param>`` filled from ``values`` (None: one unknown)."""
+    names = re.findall(r"\{(\w+)\}|<(?:\w+:)?(\w+)>", path)
+    for name in (a or b for a, b in names):
+        if name not in values:
+            return None
+    return re.sub(r"\{(\w+)\}|<(?:\w+:)?(\w+)>", lambda m: values[m.group(1) or m.group(2)], path)
+
+
+def _page_patterns(resolver: URLResolver | None = None, prefix: str = "") -> list[str]:
+    out = []
+    for entry in (resolver or get_resolver()).url_patterns:
+        route = prefix + str(entry.pattern)
+        if isinstance(entry, URLResolver):
+            if route.startswith(("admin/", "api/")):
+                continue
+            out += _page_patterns(entry, route)
+        elif isinstance(entry, URLPattern):
+            out.append("/" + route.lstrip("^").rstrip("$").replace("\\Z", ""))
+    return out
+
+
+def _values(hidden: Execution, request) -> dict[str, str]:
+    version = request.artifact_version
+    return {
+        "execution_id": hidden.ref,
+        "ref": hidden.ref,
+        "approval_id": str(request.pk),
+        "pk": str(request.pk),
+        "artifact_ref": version.artifact.ref if hasattr(version.artifact, "ref") else str(version.artifact.pk),
+        "number": str(version.number),
+        "name": RESTRICTED,
+        "workflow": RESTRICTED,
+    }
+
+
+NOBODY = {  # what no row is: the answer a hidden one must give
+    "execution_id": "RUN_987654",
+    "ref": "RUN_987654",
+    "approval_id": "987654",
+    "pk": "987654",
+    "artifact_ref": "REPORT_987654",
+    "number": "1",
+    "name": "no_such_workflow",
+    "workflow": "no_such_workflow",
+}
+
+
+def _answer(client, method: str, path: str):
+    if method == "GET":
+        return client.get(path)
+    return client.generic(method, path, data="{}", content_type="application/json")
+
+
+@pytest.mark.parametrize("who", ["manager", "operator", "auditor", "outsider"])
+def test_every_api_path_and_page_hides_the_workflow_from_a_user_outside_its_groups(people, restricted, who):
+    """Every API operation and page that names the hidden execution (its id, approval,
+    artifact, workflow) answers as it does for one that never existed; every other one
+    (lists, counts, the inbox, the measures, the audits) never shows its id."""
+    hidden, request, open_one = restricted
+    client = logged_in(people[who])
+    values = _values(hidden, request)
+    walked = 0
+    pages = [("GET", p) for p in _page_patterns() if not p.startswith(("/logout", "/login", "/oidc"))]
+    for method, path in [*_api_paths(), *pages]:
+        filled = _filled(path, values)
+        if filled is None:
+            continue
+        if filled == path:  # no parameter: a list, a count, a measure, a page
+            if method != "GET":
+                continue
+            answer = client.get(filled)
+            assert answer.status_code < 500, (who, filled, answer.status_code)
+        else:
+            answer = _answer(client, method, filled)
+            absent = _answer(client, method, _filled(path, NOBODY))
+            assert answer.status_code == absent.status_code, (who, method, filled, answer.status_code)
+            assert answer.status_code in (400, 401, 403, 404, 405, 422), (who, method, filled, answer.status_code)
+            if path.startswith("/api/"):  # the same sentence, but for the id it names
+                said = answer.content.decode()
+                for key in ("execution_id", "approval_id", "name"):
+                    said = re.sub(rf"\b{values[key]}\b", NOBODY[key], said)
+                assert said == absent.content.decode(), (who, method, filled)
+            walked += 1
+            continue
+        assert hidden.ref not in answer.content.decode(errors="replace"), (who, method, filled)
+        walked += 1
+    assert walked > 80, walked
+    assert client.get(f"/api/executions/{hidden.ref}").status_code == 404
+    # The open workflow is still theirs to read, and the counts count only it.
+    assert client.get(f"/api/executions/{open_one.ref}").status_code == 200
+    assert [e["id"] for e in client.get("/api/executions").json()["items"]] == [open_one.ref]
+    summary = client.get("/api/executions/summary")
+    if summary.status_code == 200:
+        assert sum(summary.json()["by_status"].values()) == 1, summary.json()
+
+
+def test_a_member_of_the_groups_reads_and_decides_it(people, restricted):
+    hidden, request, _ = restricted
+    client = logged_in(people["manager2"])
+    assert client.get(f"/api/executions/{hidden.ref}").status_code == 200
+    assert hidden.ref in client.get("/approvals/inbox/").content.decode()
+    assert client.get("/api/executions/summary").json()["by_status"]["awaiting_approval"] == 1
+    answer = client.post(
+        f"/executions/{hidden.ref}/approvals/{request.pk}/decide/", decide_form(request), HTTP_HX_REQUEST="true"
+    )
+    assert answer.status_code in (200, 204, 302), answer.content[:300]
+    request.refresh_from_db()
+    assert request.status == "approved"
+
+
+def test_the_outsiders_acts_on_it_are_404_and_write_nothing(people, restricted):
+    hidden, request, _ = restricted
+    before = hidden.events.count()
+    manager, operator = logged_in(people["manager"]), logged_in(people["operator"])
+    decision = {
+        "type": "approval.decision",
+        "approval_id": request.pk,
+        "decision": "approve",
+        "artifact_version": request.version,
+        "content_sha256": request.content_sha256,
+        "event_id": "e-1",
+    }
+    assert (
+        manager.post(f"/api/executions/{hidden.ref}/events", decision, content_type="application/json").status_code
+        == 404
+    )
+    cancel = operator.post(f"/api/executions/{hidden.ref}/cancel", {"reason": "x"}, content_type="application/json")
+    assert cancel.status_code == 404, cancel.content
+    start = manager.post(
+        "/api/executions", {"workflow": RESTRICTED, "input": {"month": "2026-08"}}, content_type="application/json"
+    )
+    assert start.status_code == 404 and "no workflow" in start.json()["detail"], start.content
+    assert Execution.objects.filter(workflow=RESTRICTED).count() == 1
+    assert hidden.events.count() == before
+    request.refresh_from_db()
+    assert request.status == "pending"
+
+
+def test_who_reads_it_but_may_not_act_is_refused_with_the_reason(people, settings):
+    readers = Group.objects.create(name="readers")
+    for name in ("manager", "operator"):
+        people[name].user.groups.add(readers)
+    settings.KEEL_WORKFLOW_ACCESS = {RESTRICTED: {"read": ["readers"], "decide": ["deciders"], "operate": ["ops"]}}
+    request = make_gate(people)
+    hidden = request.execution
+    operator, manager = logged_in(people["operator"]), logged_in(people["manager"])
+    assert operator.get(f"/api/executions/{hidden.ref}").status_code == 200
+    cancel = operator.post(f"/api/executions/{hidden.ref}/cancel", {"reason": "x"}, content_type="application/json")
+    assert cancel.status_code == 403 and "KEEL_WORKFLOW_ACCESS" in cancel.json()["detail"], cancel.content
+    decision = {
+        "type": "approval.decision",
+        "approval_id": request.pk,
+        "decision": "approve",
+        "artifact_version": request.version,
+        "content_sha256": request.content_sha256,
+        "event_id": "e-2",
+    }
+    decided = manager.post(f"/api/executions/{hidden.ref}/events", decision, content_type="application/json")
+    assert decided.status_code == 403 and RESTRICTED in decided.json()["detail"], decided.content
+    hidden.refresh_from_db()
+    assert hidden.status == "awaiting_approval"
+
+
+def _keel(*args: str) -> tuple[int, str]:
+    out = []
+
+    class Sink:
+        def write(self, text):
+            out.append(text)
+
+        def flush(self):
+            pass
+
+    try:
+        call_command("keel", *args, stdout=Sink(), stderr=Sink())
+    except CommandError as exc:
+        return exc.returncode, str(exc)
+    except SystemExit as exc:
+        return int(exc.code or 0), "".join(out)
+    return 0, "".join(out)
+
+
+def test_the_cli_as_a_user_outside_the_groups(people, restricted):
+    hidden, _, open_one = restricted
+    status, said = _keel("show", hidden.ref, "--as", "manager")
+    assert status == 2 and f"no execution {hidden.ref}" in said, (status, said)
+    status, said = _keel("list", "--as", "manager", "--json")
+    assert status == 0 and hidden.ref not in said and open_one.ref in said, said
+    status, said = _keel("cancel", hidden.ref, "--as", "operator", "--reason", "x")
+    assert status == 2 and "no execution" in said, (status, said)
+    status, said = _keel("show", hidden.ref, "--as", "manager2")
+    assert status == 0 and hidden.ref in said
+    status, said = _keel("show", hidden.ref)  # the shell reads everything
+    assert status == 0
+
+
+# --- start-up
+
+
+@pytest.mark.parametrize(
+    ("value", "sentence"),
+    [
+        ("[1]", "KEEL_WORKFLOW_ACCESS must be"),
+        ("{not json", "KEEL_WORKFLOW_ACCESS is not JSON"),
+        ('{"monthly_report": {"approve": ["g"]}}', "unknown act 'approve'"),
+        ('{"monthly_report": {"read": "g"}}', "must be a list of group names"),
+    ],
+)
+def test_a_malformed_rule_stops_start_up(tmp_path, value, sentence):
+    done = django(clean_env(tmp_path, KEEL_WORKFLOW_ACCESS=value), "pass")
+    assert done.returncode != 0
+    assert sentence in done.stderr.strip().splitlines()[-1], done.stderr[-500:]
+
+
+def test_an_unknown_workflow_or_group_stops_start_up_naming_it(tmp_path, transactional_db):
+    Group.objects.get_or_create(name="reporting")
+    db = connection.settings_dict
+    url = f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+    unknown_workflow = json.dumps({"monthly_reprot": {"read": ["reporting"]}})
+    done = django(clean_env(tmp_path, KEEL_WORKFLOW_ACCESS=unknown_workflow, DATABASE_URL=url), "pass")
+    assert done.returncode != 0 and "the workflow 'monthly_reprot'" in done.stderr, done.stderr[-500:]
+    unknown_group = json.dumps({"monthly_report": {"read": ["reporting", "reportnig"]}})
+    done = django(clean_env(tmp_path, KEEL_WORKFLOW_ACCESS=unknown_group, DATABASE_URL=url), "pass")
+    assert done.returncode != 0 and "the group 'reportnig'" in done.stderr, done.stderr[-500:]
+    known = json.dumps({"monthly_report": {"read": ["reporting"]}})
+    done = django(clean_env(tmp_path, KEEL_WORKFLOW_ACCESS=known, DATABASE_URL=url), "pass")
+    assert done.returncode == 0, done.stderr[-500:]
