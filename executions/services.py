@@ -48,8 +48,6 @@ def execution_start(
     Raises InvalidInput naming the field for an unknown workflow or version, bad input or
     budget: a bad budget and bad input fields are refused together (issue 39, item 15).
     """
-    if isinstance(workflow, str):  # else the workflow's own refusal names the field
-        acts.require(user, "start", workflow)
     refused: list[tuple[str, str]] = []
     budget = None
     if budget_usd is not None:
@@ -67,8 +65,9 @@ def execution_start(
         pinned = existing.workflow_version if existing is not None and existing.workflow == workflow else None
         if version is None and pinned in registry.versions(workflow):
             flow = registry.get(workflow, pinned)
-    except registry.UnknownWorkflow as exc:
+    except registry.UnknownWorkflow as exc:  # one a person may not read is unknown to them
         raise InvalidInput.of([("workflow", str(exc)), *refused]) from None
+    acts.require(user, "start", workflow)  # one they read but may not start: 403
     if version is not None:
         flow = _version_of(workflow, version)
     if budget is not None:

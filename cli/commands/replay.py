@@ -27,8 +27,8 @@ def replay(args) -> Result:
     ids, workflow, version = args["ids"] or [], args["workflow"], args["version"]
     if version is not None and not workflow:
         raise UsageError("--version needs --workflow: the version of which workflow?")
-    if workflow and workflow not in registry.names():
-        raise InvalidInput("--workflow", f"unknown workflow {workflow!r}; known: {', '.join(registry.names())}")
+    if workflow and workflow not in catalogue.names():
+        raise InvalidInput("--workflow", f"unknown workflow {workflow!r}; known: {', '.join(catalogue.names())}")
     if workflow and version is not None and version not in registry.versions(workflow):
         raise InvalidInput("--version", f"{workflow} has no v{version} (registered: {registry.versions(workflow)})")
     for ref in ids:

@@ -13,7 +13,7 @@ couldn't, 2 on bad input.
 
 from __future__ import annotations
 
-from executions.authoring import registry
+from executions import catalogue
 from executions.errors import InvalidInput
 from executions.models import execution_for
 from triage import bulk, migration, rollout
@@ -43,8 +43,8 @@ def _migrate_arguments(parser):
 )
 def migrate(args, user) -> Result:
     workflow, to, ids = args["workflow"], args["to"], args["ids"] or []
-    if workflow not in registry.names():
-        raise InvalidInput("--workflow", f"unknown workflow {workflow!r}; known: {', '.join(registry.names())}")
+    if workflow not in catalogue.names():
+        raise InvalidInput("--workflow", f"unknown workflow {workflow!r}; known: {', '.join(catalogue.names())}")
     migration.target(workflow, to, field_name="--to")
     for ref in ids:
         execution = execution_for(ref)  # NotFound: exit 2

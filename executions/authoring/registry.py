@@ -11,6 +11,8 @@ from importlib import import_module
 
 from django.conf import settings
 
+from access import viewer
+
 from .workflow import Workflow
 
 _workflows: dict[tuple[str, int], Workflow] = {}
@@ -46,9 +48,13 @@ def get(name: str, version: int) -> Workflow:
 
 
 def latest(name: str) -> Workflow:
-    versions = [wf for (n, _), wf in _workflows.items() if n == name]
+    """The latest version of ``name``. To a person who may not read it (access by workflow,
+    ``access.viewer``), a workflow is unknown, and the known ones are those they may read."""
+    hidden = viewer.hidden_now()
+    versions = [wf for (n, _), wf in _workflows.items() if n == name] if name not in hidden else []
     if not versions:
-        raise UnknownWorkflow(f"unknown workflow {name!r}; known: {', '.join(names()) or 'none'}")
+        known = [n for n in names() if n not in hidden]
+        raise UnknownWorkflow(f"unknown workflow {name!r}; known: {', '.join(known) or 'none'}")
     return max(versions, key=lambda wf: wf.version)
 
 

@@ -16,6 +16,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import connection
 from django.urls import URLPattern, URLResolver, get_resolver
+from django.utils import timezone
 
 from access import rules
 from executions.models import Execution
@@ -209,7 +210,13 @@ def test_the_outsiders_acts_on_it_are_404_and_write_nothing(people, restricted):
     start = manager.post(
         "/api/executions", {"workflow": RESTRICTED, "input": {"month": "2026-08"}}, content_type="application/json"
     )
-    assert start.status_code == 404 and "no workflow" in start.json()["detail"], start.content
+    unknown = manager.post(
+        "/api/executions", {"workflow": "no_such_workflow", "input": {}}, content_type="application/json"
+    )
+    assert start.status_code == unknown.status_code == 422, start.content
+    said = json.dumps(start.json()["detail"])
+    assert said == json.dumps(unknown.json()["detail"]).replace("no_such_workflow", RESTRICTED), said
+    assert "known: " in said and RESTRICTED not in said.split("known: ")[1]
     assert Execution.objects.filter(workflow=RESTRICTED).count() == 1
     assert hidden.events.count() == before
     request.refresh_from_db()
@@ -272,6 +279,100 @@ def test_the_cli_as_a_user_outside_the_groups(people, restricted):
     assert status == 0 and hidden.ref in said
     status, said = _keel("show", hidden.ref)  # the shell reads everything
     assert status == 0
+
+
+def _argv(command, values: dict[str, str]) -> list[str] | None:
+    """``command``'s words with every required argument filled from ``values`` (None: one
+    it doesn't know how to fill)."""
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    command.arguments(parser)
+    argv = command.name.split()
+    for action in parser._actions:
+        if action.dest == "help" or not (action.required or not action.option_strings):
+            continue
+        if action.dest not in values:
+            return None
+        argv += [action.option_strings[0], values[action.dest]] if action.option_strings else [values[action.dest]]
+    if command.name == "bulk":  # on exactly the hidden one
+        argv += ["--id", values["id"], "--reason", "x"]
+    return argv
+
+
+def test_every_cli_command_as_a_user_outside_the_groups(people, restricted):
+    """Every command of ``manage.py keel`` that names an execution, an action, a schedule
+    or the workflow, run ``--as`` each outsider, answers as it does for one that never
+    existed, and writes nothing; the shell without ``--as`` and the insider still see it."""
+    from cli.management.commands.keel import Command as Keel
+    from cli.registry import commands
+    from executions.models import Action, ExecutionEvent
+    from schedules.models import Schedule
+
+    hidden, request, _ = restricted
+    Keel().create_parser("manage.py", "keel")  # the commands register as their modules load
+    action = Action.objects.create(
+        key=f"{hidden.ref}:publish:v1", execution=hidden, step="publish", type="publish_report", status="unknown"
+    )
+    schedule = Schedule.objects.create(
+        workflow=RESTRICTED, cron="0 3 * * *", created_by=people["requester"].user, next_fire_at=timezone.now()
+    )
+    common = {
+        "reason": "x",
+        "add_usd": "1",
+        "outcome": "succeeded",
+        "evidence": "x",
+        "from_step": "review",
+        "decision": "approve",
+        "version": "1",
+        "percent": "10",
+        "to": "1",
+        "cron": "0 4 * * *",
+        "operation": "cancel",
+        "approval": str(request.pk),
+        "sha256": request.content_sha256,
+    }
+    mine = {**common, "id": hidden.ref, "key": action.key, "workflow": RESTRICTED, "name": RESTRICTED}
+    nobody = {
+        **common,
+        "id": "RUN_987654",
+        "key": "RUN_987654:publish:v1",
+        "workflow": "no_such_workflow",
+        "name": "no_such_workflow",
+    }
+    events = ExecutionEvent.objects.filter(execution=hidden).count()
+    walked = []
+    for command in commands():
+        if not (command.acts or command.as_optional) or command.name in ("list", "schedules", "archive"):
+            continue
+        argv = _argv(command, mine)
+        if argv is None:
+            continue
+        if command.name == "schedules delete":
+            argv[-1] = str(schedule.pk)
+        for who in ("manager", "operator"):
+            status, said = _keel(*argv, "--as", who)
+            other = _argv(command, nobody)
+            if command.name == "schedules delete":
+                other[-1] = "987654"
+            absent_status, absent = _keel(*other, "--as", who)
+            assert status != 0, (who, argv, said)
+            assert (status, _as_nobody(said, hidden, action, schedule)) == (absent_status, absent), (who, argv)
+        walked.append(command.name)
+    assert {"show", "cancel", "resume", "decide", "resolve", "restart", "signal", "budget", "hold"} <= set(walked)
+    assert ExecutionEvent.objects.filter(execution=hidden).count() == events  # nothing written
+    assert _keel("show", hidden.ref, "--as", "manager2")[0] == 0
+
+
+def _as_nobody(said: str, hidden, action, schedule) -> str:
+    for mine, theirs in (
+        (action.key, "RUN_987654:publish:v1"),
+        (hidden.ref, "RUN_987654"),
+        (RESTRICTED, "no_such_workflow"),
+        (f"schedule {schedule.pk}", "schedule 987654"),
+    ):
+        said = said.replace(mine, theirs)
+    return said
 
 
 # --- start-up
