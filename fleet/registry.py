@@ -18,6 +18,7 @@ from django.conf import settings
 from django.db.models import BooleanField, Case, DateTimeField, ExpressionWrapper, Q, Value, When
 from django.db.models.functions import Now
 
+from access import viewer
 from executions import runtime
 from executions.models import Execution, Status, ref_for
 
@@ -97,6 +98,13 @@ def fleet() -> Fleet:
     """The workers (alive first) with what each holds, and the routed queues."""
     rows = list(_listed())
     held = _held([r for r in rows if r.alive])
+    in_flight = {(r.tasks.get("running") or {}).get("execution") for r in rows if r.tasks} - {None}
+    # The in-flight execution each beat names, unless the person looking may not read it (access by workflow).
+    readable = (
+        set(Execution.objects.filter(pk__in=in_flight).values_list("pk", flat=True))
+        if in_flight and viewer.hidden_now()
+        else in_flight
+    )
     routed = runtime.routed_queues()
     workers = [
         WorkerView(
@@ -110,7 +118,7 @@ def fleet() -> Fleet:
             alive=r.alive,
             stopped=r.stopped_at is not None,
             executions=held.get(r.identity, []),
-            tasks=_tally(r.tasks),
+            tasks=_tally(r.tasks, readable),
             idle_queues=[q for q in r.queues if q not in routed],
         )
         for r in rows
@@ -119,14 +127,16 @@ def fleet() -> Fleet:
     return Fleet(workers=workers, queues=queues)
 
 
-def _tally(tasks: dict | None) -> dict | None:
-    """A beat's tally (fleet.heartbeat.Tally) with the execution in flight named by its id."""
+def _tally(tasks: dict | None, readable: set[int]) -> dict | None:
+    """A beat's tally (fleet.heartbeat.Tally) with the execution in flight named by its id
+    (None for one the person looking may not read: ``readable`` holds those they may)."""
     if tasks is None:
         return None
     running = tasks.get("running") or None
     if running is not None:
         execution = running.get("execution")
-        running = {"task": running.get("task", "?"), "execution": ref_for(execution) if execution else None}
+        shown = ref_for(execution) if execution and execution in readable else None
+        running = {"task": running.get("task", "?"), "execution": shown}
     return {**{k: int(tasks.get(k, 0)) for k in ("ran", "succeeded", "failed")}, "running": running}
 
 
