@@ -2,6 +2,7 @@
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+OIDC_PROVIDER := tests/support/oidc_provider
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/keel
 # make test runs pytest in TEST_PROCESSES processes (pytest-xdist; 0: one, in make's own),
 # each with a Redis database of its own: TEST_BROKER_URL lists at least that many,
@@ -18,7 +19,7 @@ unexport PYTHONDONTWRITEBYTECODE
 .PHONY: run run-web run-worker run-beat run-sandbox prepare test test-fast lint install install-test services bench bench-peers chaos fuzz clean
 
 install: $(VENV)/.installed
-install-test: $(VENV)/.installed-test
+install-test: $(VENV)/.installed-test $(OIDC_PROVIDER)/node_modules/.installed
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -28,6 +29,12 @@ $(VENV)/.installed: pyproject.toml
 
 $(VENV)/.installed-test: $(VENV)/.installed
 	$(BIN)/pip install -q -e '.[test]'
+	touch $@
+
+# The OpenID provider the single sign-on tests run (node-oidc-provider, tests/support/oidc_provider/):
+# installed from its lock file again only when that changes.
+$(OIDC_PROVIDER)/node_modules/.installed: $(OIDC_PROVIDER)/package-lock.json
+	npm ci --prefix $(OIDC_PROVIDER) --no-audit --no-fund --loglevel=error
 	touch $@
 
 # The ports (make run PORT=8400 SANDBOX_PORT=8766): the Procfile reads them; the worker is

@@ -1,5 +1,6 @@
-"""Who may use the Task API without a session: API tokens. (Users and groups are
-Django's own; the roles are ``accounts.roles``.)"""
+"""Who may use the Task API without a session (API tokens), and who a user is at the
+single sign-on provider (``Identity``). (Users and groups are Django's own; the roles are
+``accounts.roles``.)"""
 
 from __future__ import annotations
 
@@ -25,3 +26,22 @@ class ApiToken(models.Model):
 
     def __str__(self) -> str:
         return f"token #{self.pk} of {self.user_id} ({self.prefix}…)"
+
+
+class Identity(models.Model):
+    """Who a user is at the OpenID provider: its ``issuer`` and the ``subject`` it names them
+    by (the ID token's ``iss`` and ``sub``). Single sign-on finds a user by this pair and by
+    nothing else (never by e-mail or username); a user has at most one."""
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="identity")
+    issuer = models.CharField(max_length=500)
+    subject = models.CharField(max_length=255)
+    created_at = models.DateTimeField(auto_now_add=True)
+    signed_in_at = models.DateTimeField()
+
+    class Meta:
+        verbose_name_plural = "identities"
+        constraints = [models.UniqueConstraint(fields=["issuer", "subject"], name="accounts_identity_one_per_subject")]
+
+    def __str__(self) -> str:
+        return f"signed in through {self.issuer} as {self.subject}"

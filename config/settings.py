@@ -633,6 +633,67 @@ SECRETS = {
     if value and len(value) >= REDACT_MIN_LENGTH
 }
 
+# --- Single sign-on through OpenID Connect (docs/operations.md, "Single sign-on"; accounts/sso/),
+# off unless OIDC_ISSUER is set. The provider's endpoints come from its discovery document at
+# the first sign-in, never at start-up: keel starts while the provider is down. At every
+# sign-in the user's groups follow OIDC_GROUPS_CLAIM through OIDC_ROLE_MAP (JSON {"<provider
+# group>": "managers"|"operators"|"auditors"}) and the group names KEEL_WORKFLOW_ACCESS uses
+# (accounts.identities). KEEL_PASSWORD_LOGIN=off leaves single sign-on the only way in for people.
+OIDC_ROLES = ("managers", "operators", "auditors")
+_JSON_TYPES = {"list": "an array", "str": "a string", "int": "a number", "float": "a number", "bool": "a boolean"}
+
+
+def _oidc_role_map(raw: str) -> tuple[dict[str, str], dict[str, object]]:
+    """The map, and the entries it leaves out because their value is no role (accounts.apps warns of each)."""
+    try:
+        mapping = json.loads(raw or "{}")
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"OIDC_ROLE_MAP is not JSON: {exc}") from None
+    if not isinstance(mapping, dict):
+        raise ImproperlyConfigured(
+            'OIDC_ROLE_MAP must be a JSON object {"<provider group>": "managers"|"operators"|"auditors"}, '
+            f"not {_JSON_TYPES.get(type(mapping).__name__, 'null')}."
+        )
+    roles = {group: role for group, role in mapping.items() if isinstance(role, str) and role in OIDC_ROLES}
+    return roles, {group: role for group, role in mapping.items() if group not in roles}
+
+
+OIDC_ISSUER = os.environ.get("OIDC_ISSUER", "").strip()
+OIDC_CLIENT_ID = os.environ.get("OIDC_CLIENT_ID", "").strip()
+OIDC_CLIENT_SECRET = os.environ.get("OIDC_CLIENT_SECRET", "").strip()
+OIDC_GROUPS_CLAIM = os.environ.get("OIDC_GROUPS_CLAIM", "").strip() or "groups"
+OIDC_SCOPES = os.environ.get("OIDC_SCOPES", "").strip() or "openid email profile"
+OIDC_ROLE_MAP, OIDC_ROLE_MAP_IGNORED = _oidc_role_map(os.environ.get("OIDC_ROLE_MAP", ""))
+if OIDC_ISSUER:
+    _http_url("OIDC_ISSUER", OIDC_ISSUER)  # checked, and kept as written: the ID token's iss must equal it
+    _missing = [
+        name
+        for name, value in (("OIDC_CLIENT_ID", OIDC_CLIENT_ID), ("OIDC_CLIENT_SECRET", OIDC_CLIENT_SECRET))
+        if not value
+    ]
+    if _missing:
+        raise ImproperlyConfigured(
+            f"OIDC_ISSUER is set but {' and '.join(_missing)} {'is' if len(_missing) == 1 else 'are'} not: "
+            "register keel at the provider as a confidential client and give its client id and secret."
+        )
+    AUTHENTICATION_BACKENDS = [*AUTHENTICATION_BACKENDS, "accounts.sso.backend.ProviderBackend"]
+    if len(OIDC_CLIENT_SECRET) >= REDACT_MIN_LENGTH:
+        SECRETS["OIDC_CLIENT_SECRET"] = OIDC_CLIENT_SECRET
+KEEL_PASSWORD_LOGIN = env_bool("KEEL_PASSWORD_LOGIN", True)
+if not KEEL_PASSWORD_LOGIN and not OIDC_ISSUER:
+    raise ImproperlyConfigured(
+        "KEEL_PASSWORD_LOGIN=off needs OIDC_ISSUER: without single sign-on nobody could sign in to the dashboard."
+    )
+# What mozilla-django-oidc reads, by its own names (accounts/sso/ gives it the endpoints from
+# discovery): the authorization code flow with state, nonce and PKCE; ID tokens signed RS256.
+OIDC_RP_CLIENT_ID = OIDC_CLIENT_ID
+OIDC_RP_CLIENT_SECRET = OIDC_CLIENT_SECRET
+OIDC_RP_SIGN_ALGO = "RS256"
+OIDC_RP_SCOPES = OIDC_SCOPES
+OIDC_USE_NONCE = True
+OIDC_USE_PKCE = True
+OIDC_TIMEOUT = 10  # seconds for each call to the provider (discovery, keys, token, userinfo)
+
 # Every line a worker writes inside a slice names the execution, the step and the lease
 # token (executions.engine.logcontext); KEEL_LOG_FORMAT=json writes one JSON object per line.
 KEEL_LOG_FORMAT = os.environ.get("KEEL_LOG_FORMAT", "plain").strip().lower()

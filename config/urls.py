@@ -3,14 +3,16 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from config.api import api
-from config.login import AdminLoginForm, LoginForm
+from config.login import AdminLoginForm, LoginView, admin_login
 from metrics.views import scrape
 
 admin.site.login_form = AdminLoginForm
 
 urlpatterns = [
-    path("login/", auth_views.LoginView.as_view(authentication_form=LoginForm), name="login"),
+    path("login/", LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("oidc/", include("accounts.sso.urls")),  # single sign-on (404 while OIDC_ISSUER is unset)
+    path("admin/login/", admin_login, name="admin_login"),  # before the admin: password sign-in off
     path("admin/", admin.site.urls),
     path("api/", api.urls),
     path("metrics", scrape, name="prometheus"),  # Prometheus scrapes it (not under /api/)
