@@ -1,5 +1,8 @@
 from django.apps import AppConfig
 
+# manage.py commands that start with no check of the groups KEEL_WORKFLOW_ACCESS names.
+MAKES_GROUPS = {"migrate", "shell", "dbshell", "createsuperuser", "changepassword", "loaddata"}
+
 
 class ExecutionsConfig(AppConfig):
     name = "executions"
@@ -32,7 +35,8 @@ class ExecutionsConfig(AppConfig):
     def _access_refusal(registry) -> str | None:
         """Why ``KEEL_WORKFLOW_ACCESS`` can't be used (None: it can): a workflow no module
         declares, or a group the database doesn't have (checked once the database holds
-        the groups table; ``migrate`` itself is let through, so a new database can be made)."""
+        the groups table; the commands that set up the database and its people are let
+        through, so the groups can be made)."""
         import sys
         import warnings
 
@@ -47,7 +51,7 @@ class ExecutionsConfig(AppConfig):
         for workflow in settings.KEEL_WORKFLOW_ACCESS:
             if not registry.versions(workflow):
                 return f"KEEL_WORKFLOW_ACCESS names the workflow {workflow!r}, which no workflow module declares"
-        if sys.argv[1:2] == ["migrate"]:
+        if sys.argv[1:2] and sys.argv[1] in MAKES_GROUPS:  # the commands that set up the database and its people
             return None
         named = rules.groups_named()
         try:
@@ -59,8 +63,9 @@ class ExecutionsConfig(AppConfig):
         missing = sorted(named - known)
         if missing:
             return (
-                f"KEEL_WORKFLOW_ACCESS names the group {missing[0]!r}, which keel doesn't have: "
-                "create it first (the admin's Groups), or correct the name"
+                f"KEEL_WORKFLOW_ACCESS names the group {missing[0]!r}, which keel doesn't have: create it first "
+                f'(python manage.py shell -c "from django.contrib.auth.models import Group; '
+                f"Group.objects.create(name='{missing[0]}')\"), or correct the name"
             )
         return None
 
