@@ -99,6 +99,7 @@ bench: install-test services
 	else echo "bench: side by side skipped (BENCH_PEERS=0, or no peers venv at $(PEERS_PY): see docs/BENCHMARKS.md)"; fi
 	$(BIN)/python bench/hotpath.py
 	$(BIN)/python bench/tracing.py
+	$(BIN)/python bench/access.py
 	$(BIN)/python bench/run.py
 	$(BIN)/python bench/metrics_scale.py
 	$(BIN)/python bench/triage_scale.py

@@ -25,7 +25,17 @@ class Scoped(models.Manager):
     def get_queryset(self) -> models.QuerySet:
         queryset = super().get_queryset()
         hidden = hidden_now()
-        return queryset.exclude(**{f"{self.path}__in": sorted(hidden)}) if hidden else queryset
+        if not hidden:
+            return queryset
+        # A related manager whose rows take their workflow from its owner (``execution.events``,
+        # ``schedule.firings``; not ``parent.children``, each of its own workflow): the owner
+        # answers for them without a join per instance (a page's prefetch asks one per execution).
+        field = getattr(self, "field", None)
+        owner = getattr(self, "instance", None)
+        workflow = getattr(owner, "workflow", None)
+        if field is not None and self.path.startswith(f"{field.name}__") and isinstance(workflow, str):
+            return queryset.none() if workflow in hidden else queryset
+        return queryset.exclude(**{f"{self.path}__in": sorted(hidden)})
 
 
 def scoped(path: str = "workflow") -> Scoped:

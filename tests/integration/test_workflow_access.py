@@ -186,6 +186,24 @@ def test_every_api_path_and_page_hides_the_workflow_from_a_user_outside_its_grou
         assert sum(summary.json()["by_status"].values()) == 1, summary.json()
 
 
+def test_related_rows_follow_their_owner_and_children_their_own_workflow(people, restricted):
+    """A related manager's rows take the owner's workflow (no join per instance); a parent's
+    children are each of their own: a hidden child stays hidden under a readable parent."""
+    from access.viewer import looking_as
+
+    hidden, request, open_one = restricted
+    Execution.objects.filter(pk=hidden.pk).update(parent=open_one)
+    with looking_as(people["manager"].user):
+        parent = Execution.objects.get(pk=open_one.pk)
+        assert list(parent.children.all()) == []
+        assert Execution.objects.filter(parent=parent).count() == 0
+        seen = Execution._base_manager.get(pk=hidden.pk)  # reached another way: its rows stay hidden
+        assert list(seen.approval_requests.all()) == [] and seen.events.count() == 0
+    with looking_as(people["manager2"].user):
+        assert [c.pk for c in Execution.objects.get(pk=open_one.pk).children.all()] == [hidden.pk]
+        assert Execution.objects.get(pk=hidden.pk).approval_requests.get() == request
+
+
 def test_a_member_of_the_groups_reads_and_decides_it(people, restricted):
     hidden, request, _ = restricted
     client = logged_in(people["manager2"])
