@@ -26,6 +26,7 @@ from django.utils import timezone
 from access import rules
 
 from .models import Identity
+from .roles import ROLES
 
 # Django's username: letters, digits and @.+-_, at most 150 characters.
 USERNAME = re.compile(r"^[\w.@+-]{1,150}\Z")
@@ -45,14 +46,20 @@ class SignInRefused(Exception):
         self.sentence = sentence
 
 
+def access_groups() -> set[str]:
+    """The groups access by workflow names, but keel's roles: a role comes from the role map
+    alone, never from a provider group that happens to bear its name."""
+    return rules.groups_named() - set(ROLES)
+
+
 def managed_groups() -> set[str]:
     """The groups single sign-on decides: the roles the map names, and the access groups."""
-    return set(settings.OIDC_ROLE_MAP.values()) | rules.groups_named()
+    return set(settings.OIDC_ROLE_MAP.values()) | access_groups()
 
 
 def groups_for(claimed: list[str]) -> set[str]:
     """The managed groups a user with the provider's groups ``claimed`` belongs to."""
-    role_map, access = settings.OIDC_ROLE_MAP, rules.groups_named()
+    role_map, access = settings.OIDC_ROLE_MAP, access_groups()
     return {role_map[name] for name in claimed if name in role_map} | {name for name in claimed if name in access}
 
 

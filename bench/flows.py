@@ -3,6 +3,7 @@
 - ``bench_compute``: ten compute steps (`make bench`, bench/run.py);
 - ``bench_noop5``: five no-op compute steps, the peers' workload (bench/peers_row.py,
   ``/work/shared/bench-peers``: DBOS, LangGraph, a bare Celery chain);
+- ``bench_noop3``: three no-op compute steps, the round trip of bench/anchors.py;
 - ``bench_gate``: a draft artifact, an approval gate on it, one no-op step after it,
   for the resume latency (decision committed → the step after the gate done);
 - ``bench_parent`` / ``bench_child``: a parent whose children step starts ``n``
@@ -61,6 +62,20 @@ def _noop(index: int):
 
 for i in range(1, NOOP_STEPS + 1):
     noop5.step(f"step{i}", label=f"No-op {i}")(_noop(i))
+
+
+# Three no-op steps: the workload of Restate's published round trip (bench/anchors.py).
+noop3 = registry.register(
+    Workflow(
+        name="bench_noop3",
+        version=1,
+        title="Benchmark: three no-op compute steps",
+        parse_input=lambda raw: {"n": int(raw.get("n", 0))},
+        goal=lambda data: "measure the round trip",
+    )
+)
+for i in range(1, 4):
+    noop3.step(f"step{i}", label=f"No-op {i}")(_noop(i))
 
 
 gate = registry.register(

@@ -13,6 +13,7 @@ from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 
+from access.viewer import looking_as
 from accounts.tokens import user_for_token
 from executions import catalogue
 from executions.models import Status
@@ -46,7 +47,8 @@ def scrape(request: HttpRequest) -> HttpResponse:
             return _plain(401, "unknown, expired or revoked token")
         if not access.may_scrape(user):
             return _plain(403, "only operators and auditors (or the metrics token) may scrape /metrics")
-    with plain_plans():
+    # The monitoring system's counts: every workflow's, whoever's token (docs/operations.md, "Access by workflow").
+    with plain_plans(), looking_as(None):
         text = prometheus.exposition()
     return HttpResponse(text, content_type=prometheus.CONTENT_TYPE)
 

@@ -113,7 +113,12 @@ def _questions() -> int:
         execution, requester = question.execution, question.execution.created_by
         with transaction.atomic():
             key = mails[question.pk]
-            if settings.KEEL_NOTIFICATIONS and key not in known and recipients.wants_email(requester) is None:
+            if (
+                settings.KEEL_NOTIFICATIONS
+                and key not in known
+                and recipients.wants_email(requester) is None
+                and recipients.reads(requester, execution.workflow)
+            ):
                 args = mail.compose_question(question, to=requester.email, key=key)
                 made += record_delivery(execution, key, mail.EMAIL, args, kind="input.requested", recipient=requester)
             key = hooks[question.pk]
@@ -195,7 +200,7 @@ def _audience(request: ApprovalRequest, kind: str) -> list[tuple[Any, bool]]:
     return [
         (d.recipient, True)
         for d in told.select_related("recipient").order_by("id")
-        if recipients.wants_email(d.recipient) is None
+        if recipients.wants_email(d.recipient) is None and recipients.reads(d.recipient, request.execution.workflow)
     ]
 
 

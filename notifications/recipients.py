@@ -35,6 +35,12 @@ def operators(workflow: str) -> list[AbstractBaseUser]:
     return [u for u in _holding(OPERATE) if u.has_perm(OPERATE) and rules.allows(u, "operate", workflow)]
 
 
+def reads(user: AbstractBaseUser, workflow: str) -> bool:
+    """May ``user`` read ``workflow`` (access by workflow)? Who may not is told nothing of it:
+    a question to the user who started it, a superseded version to those told of the first."""
+    return rules.allows(user, "read", workflow)
+
+
 def wants_email(user: AbstractBaseUser) -> str | None:
     """Why ``user`` gets no e-mail now (None: they do)."""
     if not user.is_active:

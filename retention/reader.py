@@ -22,6 +22,9 @@ def archived_execution(ref: str) -> dict:
         raise NotFound(f"no execution {ref}")
     ref = ref_for(pk)
     tombstone = ExecutionTombstone.objects.filter(pk=pk).first()
+    hidden = viewer.hidden_now()
+    if tombstone is None and hidden and ExecutionTombstone._base_manager.filter(pk=pk, workflow__in=hidden).exists():
+        raise NotFound(f"{ref} is not in the archive")  # as for one never archived: before any file is read
     path = tombstone.manifest if tombstone else _manifest_listing(ref)
     if path is None:
         raise NotFound(f"{ref} is not in the archive")
@@ -39,8 +42,8 @@ def archived_execution(ref: str) -> dict:
     (execution,) = rows["executions.execution"] or [None]
     if execution is None:
         raise NotFound(f"{ref} is not in {path}")
-    if execution.get("workflow") in viewer.hidden_now():  # access by workflow: as absent as a live one
-        raise NotFound(f"no execution {ref}")
+    if execution.get("workflow") in hidden:  # one without a tombstone: as absent as one never archived
+        raise NotFound(f"{ref} is not in the archive")
     decisions = {d["request_id"]: d for d in rows["approvals.decision"]}
     return {
         "id": ref,

@@ -230,6 +230,9 @@ def _fire(schedule: Schedule, fire_at: datetime) -> Firing:
     except (InvalidInput, Conflict) as refused:
         detail = f"{refused.field}: {refused.reason}" if isinstance(refused, InvalidInput) else str(refused)
         return Firing.objects.create(schedule=schedule, fire_at=fire_at, outcome=Firing.Outcome.REFUSED, detail=detail)
+    except (Forbidden, NotFound) as refused:  # its creator may no longer start it (access by workflow)
+        detail = f"created_by: {creator.get_username()} may not start {schedule.workflow} now: {refused}"
+        return Firing.objects.create(schedule=schedule, fire_at=fire_at, outcome=Firing.Outcome.REFUSED, detail=detail)
     except IntegrityError:  # the same firing recorded by a tick that raced in (the unique constraint)
         return Firing.objects.get(schedule=schedule, fire_at=fire_at)
 

@@ -33,6 +33,8 @@ from django.db import NotSupportedError, connection
 from django.db.models import Field, Model, QuerySet
 from django.db.models.query import ModelIterable
 
+from access import viewer
+
 log = logging.getLogger(__name__)
 
 # Stand in for the arguments while the queryset compiles; found again among its parameters.
@@ -88,7 +90,8 @@ class CompiledRead:
 
     def _compile(self) -> _Compiled:
         stand_ins = [_INT_STAND_IN + n if kind is int else _STR_STAND_IN.format(n) for n, kind in enumerate(self._args)]
-        queryset = self._build(*stand_ins)
+        with viewer.looking_as(None):  # the runtime's read, whoever is looking when it is first compiled
+            queryset = self._build(*stand_ins)
         compiler = queryset.query.get_compiler(using=connection.alias)
         sql, params = compiler.as_sql()  # fills compiler.select, klass_info, annotation_col_map
         params = list(params)

@@ -17,6 +17,8 @@ from celery import current_app
 from django.db import transaction
 from django.db.models.functions import Now
 
+from access import viewer
+
 from ..models import Execution
 from . import routing
 
@@ -48,6 +50,7 @@ def queue_of(execution_id: int) -> str:
     return routing.queue_for(row["workflow"], row["workflow_version"], row["current_step"])
 
 
+@viewer.as_runtime  # after a person's commit, or their eager slice: the runtime's work, not their read
 def send(execution_id: int, *, queue: str | None = None) -> None:
     """Send now, on ``queue`` (default: the execution's own). A broker or database failure
     is logged, not raised: the sweeper will re-send."""

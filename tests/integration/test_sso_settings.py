@@ -269,6 +269,18 @@ def test_groups_follow_the_claim_roles_and_access_groups_alike(roles):
     assert names(dana) == ["on-call", "operators"]
 
 
+def test_a_provider_group_named_like_a_role_grants_it_only_through_the_map(roles, settings):
+    """An access rule may name a role (``"operate": ["operators"]``); a provider group called
+    ``operators`` still grants nothing the role map doesn't, and takes nothing away."""
+    settings.KEEL_WORKFLOW_ACCESS = {"monthly_report": {"read": ["finance"], "operate": ["operators"]}}
+    claims = {"sub": "s-9", "preferred_username": "erin", "groups": ["operators", "finance"]}
+    erin = identity_sign_in(issuer=ISSUER, claims=claims)
+    assert names(erin) == ["finance"]
+    erin.groups.add(Group.objects.get(name="operators"))  # given in the admin
+    identity_sign_in(issuer=ISSUER, claims={**claims, "groups": []})
+    assert names(erin) == ["operators"]
+
+
 def test_a_user_is_found_by_issuer_and_subject_never_by_name_or_e_mail(roles):
     User = get_user_model()
     local = User.objects.create_user("alice", email="alice@example.com", password="a-local-password")

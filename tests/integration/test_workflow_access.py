@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import timedelta
 
 import pytest
 from django.contrib.auth.models import Group
@@ -21,6 +22,7 @@ from django.utils import timezone
 from access import rules
 from executions.models import Execution
 from executions.services import execution_start
+from schedules.models import Schedule
 from tests.support.screens import decide_form, logged_in, make_gate
 from tests.support.settings_probe import clean_env, django
 
@@ -202,6 +204,76 @@ def test_related_rows_follow_their_owner_and_children_their_own_workflow(people,
     with looking_as(people["manager2"].user):
         assert [c.pk for c in Execution.objects.get(pk=open_one.pk).children.all()] == [hidden.pk]
         assert Execution.objects.get(pk=hidden.pk).approval_requests.get() == request
+
+
+def test_a_schedule_whose_creator_lost_the_workflow_is_refused_and_the_others_still_fire(people, restricted):
+    """Beat fires each schedule as its creator: one who may no longer start its workflow gets
+    a refused firing that says why, and the tick goes on to the other schedules."""
+    from schedules import services as schedules
+
+    requester = people["requester"].user
+    mine = schedules.schedule_create(
+        user=people["operator"].user, workflow="replacement_order", cron="0 * * * *"
+    )  # an open workflow, as the operator
+    theirs = Schedule.objects.create(
+        workflow=RESTRICTED,
+        cron="0 * * * *",
+        input={"month": "2026-08"},
+        created_by=requester,
+        next_fire_at=mine.next_fire_at,
+    )
+    Schedule.objects.filter(pk=mine.pk).update(input={"original_order": "ORD-1001"})
+    requester.groups.remove(Group.objects.get(name="reporting"))  # they left the team
+    fired = {f.schedule_id: f for f in schedules.fire_due(now=mine.next_fire_at + timedelta(seconds=5))}
+    assert fired[theirs.pk].outcome == "refused", fired[theirs.pk].detail
+    assert "may not start monthly_report now" in fired[theirs.pk].detail
+    assert fired[mine.pk].outcome == "started" and fired[mine.pk].execution.workflow == "replacement_order"
+
+
+def test_the_monitoring_scrape_counts_every_workflow(people, restricted, settings):
+    """``/metrics`` is the monitoring system's, not a person's read: every workflow counts."""
+    hidden, _, _ = restricted
+    settings.RUNTIME_METRICS_TOKEN = "scrape-secret"
+    scraped = logged_in(people["outsider"]).get("/metrics", HTTP_AUTHORIZATION="Bearer scrape-secret")
+    assert scraped.status_code == 200
+    wanted = f'keel_executions{{status="awaiting_approval",workflow="{RESTRICTED}"}} 1.0'
+    assert wanted in scraped.content.decode().splitlines()
+
+
+def test_a_question_is_mailed_to_its_starter_only_while_they_may_read_it(people, restricted, settings):
+    """A child's creator is its parent's; one who may not read the child's workflow (or no
+    longer may) is not e-mailed its question, which would carry what it asks."""
+    from executions.models import Action, Question
+    from notifications import planning
+
+    hidden, _, _ = restricted
+    settings.KEEL_NOTIFICATIONS = True
+    requester = people["requester"].user
+    Question.objects.create(
+        execution=hidden, step="review", input_id="q1", tool="crm.lookup", message="Which customer, Ana Pereira?"
+    )
+    requester.groups.remove(Group.objects.get(name="reporting"))
+    planning._questions()
+    assert not Action.objects.filter(key__contains=":notify:requester:input.requested").exists()
+    requester.groups.add(Group.objects.get(name="reporting"))
+    planning._questions()
+    assert Action.objects.filter(key__contains=":notify:requester:input.requested").count() == 1
+
+
+def test_a_readable_childs_approval_never_names_its_hidden_parent(people, restricted):
+    """The inbox and the approval page show a child's parent (a join, past the scoped
+    managers) only to who may read the parent's workflow."""
+    hidden, _, _ = restricted
+    child = make_gate(
+        people, workflow="replacement_order", requested_by="requester2" if "requester2" in people else "operator"
+    )
+    Execution.objects.filter(pk=child.execution_id).update(parent=hidden, parent_step="review")
+    manager = logged_in(people["manager"])
+    for path in ("/approvals/inbox/", f"/approvals/{child.pk}/"):
+        page = manager.get(path).content.decode()
+        assert child.execution.ref in page and hidden.ref not in page and "monthly_report" not in page, path
+    insider = logged_in(people["manager2"]).get(f"/approvals/{child.pk}/").content.decode()
+    assert "child of" in insider and hidden.ref in insider
 
 
 def test_a_member_of_the_groups_reads_and_decides_it(people, restricted):
