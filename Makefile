@@ -100,6 +100,7 @@ bench: install-test services
 	$(BIN)/python bench/hotpath.py
 	$(BIN)/python bench/tracing.py
 	$(BIN)/python bench/access.py
+	$(BIN)/python bench/anchors.py
 	$(BIN)/python bench/run.py
 	$(BIN)/python bench/metrics_scale.py
 	$(BIN)/python bench/triage_scale.py
