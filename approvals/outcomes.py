@@ -223,12 +223,17 @@ def _outcomes(
     return out
 
 
-def _action_events(keys: Iterable[str]) -> list[ExecutionEvent]:
-    keys = list(keys)
-    if not keys:
+def _action_events(actions: Iterable[Action]) -> list[ExecutionEvent]:
+    """The ledger events of ``actions``, read through their executions' events (the index
+    on the execution), never a scan of every execution's history."""
+    actions = list(actions)
+    if not actions:
         return []
+    executions = {a.execution_id for a in actions}
     return list(
-        ExecutionEvent.objects.filter(type__startswith="action.", payload__key__in=keys)
+        ExecutionEvent.objects.filter(
+            execution_id__in=executions, type__startswith="action.", payload__key__in=[a.key for a in actions]
+        )
         .select_related("actor")
         .order_by("id")
     )
@@ -248,9 +253,7 @@ def effects_after(request: ApprovalRequest, *, window: Iterable[ExecutionEvent])
         .order_by("id")
     )
     actions.sort(key=lambda a: (a.gate_ref != request.gate_ref, a.pk))
-    return _outcomes(
-        actions, _action_events(a.key for a in actions), request.pk, _authorisers(actions), home=request.execution_id
-    )
+    return _outcomes(actions, _action_events(actions), request.pk, _authorisers(actions), home=request.execution_id)
 
 
 def authorised_effects(requests: Iterable[ApprovalRequest]) -> dict[int, list[EffectOutcome]]:
@@ -264,6 +267,6 @@ def authorised_effects(requests: Iterable[ApprovalRequest]) -> dict[int, list[Ef
         pk = request_id_from(action.gate_ref)
         assert pk is not None, "an approval's reference (the filter above)"
         by_request[pk].append(action)
-    events = _action_events(a.key for a in actions)
+    events = _action_events(actions)
     authorisers = {r.gate_ref: r for r in requests}
     return {pk: _outcomes(rows, events, pk, authorisers, home=homes[pk]) for pk, rows in by_request.items()}
