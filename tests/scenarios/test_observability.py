@@ -157,8 +157,14 @@ def test_an_agent_through_the_openai_sdk_traces_its_model_and_tool_calls(stack, 
     tools = [s for s in collector.of_trace(trace_id) if s["name"].startswith("execute_tool ")]
     names = {s["attributes"]["gen_ai.tool.name"] for s in tools}
     assert {"lookup_order", "submit_replacement"} <= names, names
-    steps = {s["span_id"]: s for s in spans_of(collector, trace_id, "keel.step")}
-    assert all(s["parent"] in steps for s in tools)  # each under the step that made it
+
+    # Each under the step that made it: a step's span ends after its tools' and is exported
+    # in a later batch, so wait for every parent to arrive.
+    def with_parents() -> dict | None:
+        found = {s["span_id"]: s for s in spans_of(collector, trace_id, "keel.step")}
+        return found if all(s["parent"] in found for s in tools) else None
+
+    steps = wait_for(with_parents, what="the step spans the tool spans belong to")
     [parked] = spans_of(collector, trace_id, "execute_tool submit_replacement")
     assert parked["status"] != 2  # STATUS_CODE_ERROR: waiting for a person is no failure
     assert steps[parked["parent"]]["attributes"]["keel.outcome"] in ("parked", "waiting")
