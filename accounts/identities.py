@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from django.conf import settings
@@ -75,6 +75,15 @@ def claimed_groups(claims: Mapping[str, Any]) -> list[str]:
     if isinstance(value, list) and all(isinstance(item, str) for item in value):
         return value
     raise SignInRefused(f"the {name!r} claim is not a list of group names: {str(value)[:200]!r}")
+
+
+def described_actors(actors: Iterable[Any]) -> dict[str, str]:
+    """``{actor: "signed in through <issuer> as <subject>"}`` for each actor (a username, or an
+    audit label ``user:<username>``) who signs in through single sign-on, in one query."""
+    names = {str(a): str(a).removeprefix("user:") for a in actors if a}
+    found = Identity.objects.filter(user__username__in=set(names.values())).select_related("user")
+    by_name = {identity.user.get_username(): str(identity) for identity in found}
+    return {actor: by_name[name] for actor, name in names.items() if name in by_name}
 
 
 def identity_described(user: AbstractBaseUser | None) -> str:

@@ -12,6 +12,7 @@ from django.shortcuts import render
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 
+from accounts.identities import described_actors
 from executions.models import ExecutionTombstone
 
 from . import outcomes, selectors
@@ -95,13 +96,15 @@ def audit_story(request: HttpRequest, pk: int) -> HttpResponse:
         if archived is None:
             raise Http404(f"no approval request {pk}")
         return render(request, "approvals/audit_archived.html", {"approval": archived})
+    story = selectors.approval_story(approval)
     return render(
         request,
         "approvals/audit_story.html",
         {
             "approval": approval,
             "decision": selectors.decision_of(approval),
-            "story": selectors.approval_story(approval),
+            "story": story,
+            "signed_in": described_actors(item.actor for item in story),  # single sign-on's subjects, one query
             "effects": outcomes.effects_after(approval, window=selectors.event_window(approval)),
         },
     )

@@ -39,19 +39,9 @@ def child(n: int) -> None:
 
     django.setup()
     from django.conf import settings
-    from django.contrib.auth import get_user_model
 
-    from config.celery import app
-    from executions.services import execution_start
-
-    app.conf.task_always_eager = True
-    user, _ = get_user_model().objects.get_or_create(username="bench")
-    for i in range(WARMUP):
-        execution_start(user=user, workflow=WORKFLOW, input={"n": -1 - i})
-    started = time.perf_counter()
-    for i in range(n):
-        execution_start(user=user, workflow=WORKFLOW, input={"n": i})
-    per_workflow = (time.perf_counter() - started) / n * 1000
+    harness.eager_starts(WARMUP, workflow=WORKFLOW, first=-WARMUP)
+    per_workflow = harness.eager_starts(n, workflow=WORKFLOW) / n * 1000
     print(json.dumps({"ms": per_workflow, "rule": bool(settings.KEEL_WORKFLOW_ACCESS)}))
 
 

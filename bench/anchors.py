@@ -98,21 +98,10 @@ def in_process(n: int) -> None:
     import django
 
     django.setup()
-    from django.contrib.auth import get_user_model
-
-    from config.celery import app
-    from executions.services import execution_start
-
-    app.conf.task_always_eager = True
-    user, _ = get_user_model().objects.get_or_create(username="bench")
-    for i in range(50):
-        execution_start(user=user, workflow="bench_noop5", input={"n": -1 - i})
+    harness.eager_starts(50, first=-50)
     print("warm", flush=True)
     sys.stdin.readline()  # the parent reads core 0's counters, then says go
-    started = time.perf_counter()
-    for i in range(n):
-        execution_start(user=user, workflow="bench_noop5", input={"n": i})
-    seconds = time.perf_counter() - started
+    seconds = harness.eager_starts(n)
     print(json.dumps({"steps_per_s": 5 * n / seconds, "seconds": seconds}), flush=True)
 
 
@@ -170,16 +159,10 @@ class Worker:
             env={"KEEL_BENCH_MARKS": BROKER},
         )
 
-    def done_at(self, execution_id: int, timeout: float = 120) -> float:
-        from bench.marks import done_key
+    def done_at(self, execution_id: int) -> float:
+        from bench.marks import wait_done
 
-        while True:
-            item = self.r.blpop([done_key(execution_id)], timeout=timeout)
-            if item is None:
-                raise SystemExit(f"benchmark: execution {execution_id} not done after {timeout} s")
-            result, at = item[1].decode().split()
-            if result == "stopped":
-                return float(at)
+        return wait_done(self.r, execution_id)
 
     def stop(self) -> None:
         harness.stop_worker(self.proc)

@@ -42,17 +42,6 @@ for i in range(STEPS):
     flow.step(f"s{i}", label=f"Step {i}")(_make(i))
 
 
-noop5 = registry.register(
-    Workflow(
-        name="bench_noop5",
-        version=1,
-        title="Benchmark: five no-op compute steps",
-        parse_input=lambda raw: {"n": int(raw.get("n", 0))},
-        goal=lambda data: "measure the runtime",
-    )
-)
-
-
 def _noop(index: int):
     def step(ctx):
         return {"i": index}
@@ -60,22 +49,25 @@ def _noop(index: int):
     return step
 
 
-for i in range(1, NOOP_STEPS + 1):
-    noop5.step(f"step{i}", label=f"No-op {i}")(_noop(i))
-
-
-# Three no-op steps: the workload of Restate's published round trip (bench/anchors.py).
-noop3 = registry.register(
-    Workflow(
-        name="bench_noop3",
-        version=1,
-        title="Benchmark: three no-op compute steps",
-        parse_input=lambda raw: {"n": int(raw.get("n", 0))},
-        goal=lambda data: "measure the round trip",
+def _noops(name: str, steps: int, title: str) -> Workflow:
+    """A workflow of ``steps`` no-op compute steps (``step1`` …)."""
+    noops = registry.register(
+        Workflow(
+            name=name,
+            version=1,
+            title=title,
+            parse_input=lambda raw: {"n": int(raw.get("n", 0))},
+            goal=lambda data: "measure the runtime",
+        )
     )
-)
-for i in range(1, 4):
-    noop3.step(f"step{i}", label=f"No-op {i}")(_noop(i))
+    for i in range(1, steps + 1):
+        noops.step(f"step{i}", label=f"No-op {i}")(_noop(i))
+    return noops
+
+
+noop5 = _noops("bench_noop5", NOOP_STEPS, "Benchmark: five no-op compute steps")
+# Three no-op steps: the workload of Restate's published round trip (bench/anchors.py).
+noop3 = _noops("bench_noop3", 3, "Benchmark: three no-op compute steps")
 
 
 gate = registry.register(

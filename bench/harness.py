@@ -217,6 +217,22 @@ def children(pid: int) -> list[int]:
         return []
 
 
+def eager_starts(n: int, *, workflow: str = "bench_noop5", first: int = 0) -> float:
+    """``n`` starts of ``workflow`` in this process (Django set up), Celery eager: each call
+    returns once its workflow is done, as the in-process rows measure. Seconds taken."""
+    from django.contrib.auth import get_user_model
+
+    from config.celery import app
+    from executions.services import execution_start
+
+    app.conf.task_always_eager = True
+    user, _ = get_user_model().objects.get_or_create(username="bench")
+    began = time.perf_counter()
+    for i in range(first, first + n):
+        execution_start(user=user, workflow=workflow, input={"n": i})
+    return time.perf_counter() - began
+
+
 def wait_until(predicate, *, timeout: float, what: str, interval: float = 0.01):
     deadline = time.monotonic() + timeout
     while not (value := predicate()):

@@ -21,6 +21,18 @@ def done_key(execution_id: int) -> str:
     return f"{PREFIX}:done:{execution_id}"
 
 
+def wait_done(client, execution_id: int, timeout: float = 120) -> float:
+    """Block on ``client`` (Redis) until the task that stopped ``execution_id`` marked it;
+    the mark's time (the worker's clock, after the task's last commit)."""
+    while True:
+        item = client.blpop([done_key(execution_id)], timeout=timeout)
+        if item is None:
+            raise SystemExit(f"benchmark: execution {execution_id} not done after {timeout} s")
+        result, at = item[1].decode().split()
+        if result == "stopped":
+            return float(at)
+
+
 def connect() -> None:
     url = os.environ.get("KEEL_BENCH_MARKS")
     if not url:

@@ -220,17 +220,10 @@ class E2E:
 
         return execution_start(user=self.user, workflow=WORKFLOW, input={"n": i})[0].pk
 
-    def _wait_done(self, execution_id: int, timeout: float = 120) -> float:
-        """Block until the task that stops ``execution_id`` marks it; returns the mark's time."""
-        from bench.marks import done_key
+    def _wait_done(self, execution_id: int) -> float:
+        from bench.marks import wait_done
 
-        while True:
-            item = self.r.blpop([done_key(execution_id)], timeout=timeout)
-            if item is None:
-                raise SystemExit(f"benchmark: execution {execution_id} not done after {timeout} s")
-            result, at = item[1].decode().split()
-            if result == "stopped":
-                return float(at)
+        return wait_done(self.r, execution_id)
 
     def closed_loop(self, n: int, concurrency: int) -> dict:
         from django.db import connections

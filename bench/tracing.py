@@ -36,20 +36,10 @@ def child(n: int) -> None:
     import django
 
     django.setup()
-    from django.contrib.auth import get_user_model
-
-    from config.celery import app
     from executions.engine import tracing
-    from executions.services import execution_start
 
-    app.conf.task_always_eager = True
-    user, _ = get_user_model().objects.get_or_create(username="bench")
-    for i in range(WARMUP):
-        execution_start(user=user, workflow=WORKFLOW, input={"n": -1 - i})
-    started = time.perf_counter()
-    for i in range(n):
-        execution_start(user=user, workflow=WORKFLOW, input={"n": i})
-    per_workflow = (time.perf_counter() - started) / n * 1000
+    harness.eager_starts(WARMUP, workflow=WORKFLOW, first=-WARMUP)
+    per_workflow = harness.eager_starts(n, workflow=WORKFLOW) / n * 1000
     tracing.flush()
     print(json.dumps({"ms": per_workflow, "tracing": tracing.enabled(), "sdk": "opentelemetry.sdk" in sys.modules}))
 

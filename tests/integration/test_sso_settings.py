@@ -324,3 +324,32 @@ def test_the_admin_and_the_audit_name_the_subject(roles):
     line = Template("{% load identities %}{{ a }}{{ a|signed_in_through }} {{ b }}{{ b|signed_in_through }}")
     said = line.render(Context({"a": "user:frank", "b": "user:root"}))
     assert said == f"user:frank (signed in through {ISSUER} as s-6) user:root"
+
+
+def test_the_approval_story_names_each_sso_actors_subject_in_one_query(roles, people, settings):
+    """The audit story reads every actor's identity at once (``described_actors``), however
+    many entries name them."""
+    settings.KEEL_WORKFLOW_ACCESS = {}  # the story of an open workflow
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from approvals import audit
+    from approvals.models import AuditEntry
+    from tests.support.screens import logged_in, make_gate
+
+    frank = identity_sign_in(issuer=ISSUER, claims={"sub": "s-7", "preferred_username": "frank"})
+    request = make_gate(people)
+    auditor = logged_in(people["auditor"])
+
+    def story() -> tuple[str, int]:
+        with CaptureQueriesContext(connection) as captured:
+            page = auditor.get(f"/approvals/audit/{request.pk}/").content.decode()
+        return page, len(captured)
+
+    audit.record(AuditEntry.Kind.VIEWED, request=request, actor=frank, artifact_version=request.version)
+    page, before = story()
+    assert f"frank (signed in through {ISSUER} as s-7)" in page
+    for _ in range(5):
+        audit.record(AuditEntry.Kind.VIEWED, request=request, actor=frank, artifact_version=request.version)
+    page, after = story()
+    assert page.count(f"(signed in through {ISSUER} as s-7)") == 6 and after == before

@@ -240,14 +240,13 @@ def test_the_monitoring_scrape_counts_every_workflow(people, restricted, setting
     assert wanted in scraped.content.decode().splitlines()
 
 
-def test_a_question_is_mailed_to_its_starter_only_while_they_may_read_it(people, restricted, settings):
+def test_a_question_is_mailed_to_its_starter_only_while_they_may_read_it(people, restricted):
     """A child's creator is its parent's; one who may not read the child's workflow (or no
     longer may) is not e-mailed its question, which would carry what it asks."""
     from executions.models import Action, Question
     from notifications import planning
 
     hidden, _, _ = restricted
-    settings.KEEL_NOTIFICATIONS = True
     requester = people["requester"].user
     Question.objects.create(
         execution=hidden, step="review", input_id="q1", tool="crm.lookup", message="Which customer, Ana Pereira?"
