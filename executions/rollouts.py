@@ -48,6 +48,8 @@ def choose(workflow: str, *, seed: str = "") -> Workflow:
     for an unknown name). ``seed``: what decides the side when given (an idempotency key,
     scoped to its user); random otherwise."""
     latest = registry.latest(workflow)
+    if len(registry.versions(workflow)) == 1:
+        return latest  # one version deployed: every rollout chooses it, so none is read (no round trip)
     rollout = current(workflow)
     if rollout is None or rollout.version not in registry.versions(workflow):
         return latest  # none, or its version is no longer deployed: the latest, as without one

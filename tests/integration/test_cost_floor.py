@@ -120,6 +120,17 @@ def test_in_eager_mode_execution_start_runs_the_slice_in_the_caller(transactiona
     assert StepRun.objects.filter(execution=execution, outcome=StepRun.Outcome.SUCCEEDED).count() == STEPS
 
 
+def test_a_start_of_a_workflow_with_one_version_is_one_statement(transactional_db, tmp_path):
+    """The start writes the execution and its first event in one statement, and reads no
+    rollout when one version is deployed (every rollout would choose it)."""
+    user = get_user_model().objects.create_user("starter")
+    execution_start(user=user, workflow="bench_noop5", input={"n": 0})  # prepared before the trace
+    with wire_trace(tmp_path / "wire.log") as wire:
+        execution_start(user=user, workflow="bench_noop5", input={"n": 1})
+    assert (len(wire.statements), wire.round_trips, wire.write_commits) == (1, 1, 1), wire.summary()
+    assert wire.statements[0].startswith("WITH r AS (INSERT INTO"), wire.statements
+
+
 def test_a_worker_process_serves_100_tasks_on_one_database_connection(stack):
     user = get_user_model().objects.create_user("probe")
     stack.up(web=False, beat=False, RUNTIME_WORKFLOW_MODULES="workflows.monthly_report,tests.support.connection_probe")
