@@ -27,7 +27,6 @@ from django.db import connections, transaction
 from django.template import TemplateSyntaxError, engines
 from django.test import Client
 from django.urls import URLResolver, get_resolver, reverse
-from playwright.sync_api import sync_playwright
 
 from accounts.roles import ensure_roles
 from approvals.models import ApprovalRequest
@@ -344,8 +343,6 @@ def test_a_proposal_reads_as_an_order_on_the_approval_page(world):
 # --- Accessibility ----------------------------------------------------------------
 
 AXE = Path(__file__).resolve().parents[1] / "vendor" / "axe-core" / "axe.min.js"
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run"]
 
 
 @pytest.fixture(scope="module")
@@ -403,7 +400,7 @@ def logged_in(browser, web: str, world: World, role: str, **context):
     return page
 
 
-def test_every_page_of_a_manager_fits_a_phone(world, web):
+def test_every_page_of_a_manager_fits_a_phone(world, web, browser):
     """Issue 39, item 9: every page the crawl reaches as a manager, each URL pattern in up to
     three of the world's states, at 390 px wide in Chromium: the page is never wider than the
     screen (a table, a diff or JSON may scroll inside its own box)."""
@@ -415,18 +412,12 @@ def test_every_page_of_a_manager_fits_a_phone(world, web):
             chosen.append(url)
     urls = [url for chosen in by_pattern.values() for url in chosen]
     assert len(by_pattern) >= 10 and any("approvals" in url for url in urls), by_pattern
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-        try:
-            page = logged_in(browser, web, world, role, viewport=PHONE)
-            for url in urls:
-                page.goto(f"{web}{url}")
-                over = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
-                if over > 0:
-                    wide.append(f"{url}: {over} px too wide ({', '.join(page.evaluate(STICKING_OUT))})")
-        finally:
-            browser.close()
-            connections.close_all()
+    page = logged_in(browser, web, world, role, viewport=PHONE)
+    for url in urls:
+        page.goto(f"{web}{url}")
+        over = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+        if over > 0:
+            wide.append(f"{url}: {over} px too wide ({', '.join(page.evaluate(STICKING_OUT))})")
     assert not wide, "\n".join(wide)
 
 
@@ -438,45 +429,39 @@ OPEN_EXECUTIONS_OPERATIONS = """
 """
 
 
-def test_the_api_docs_have_no_serious_accessibility_violations(world, web):
+def test_the_api_docs_have_no_serious_accessibility_violations(world, web, browser):
     """Issue 39, item 15: /api/docs (Swagger UI, bundled) through axe — as loaded, then with
     the executions' operations opened and "Try it out" pressed (the selects, inputs and
     bodies Swagger draws then), on a desktop and on a phone (where it fits the screen too)."""
     found = []
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-        try:
-            for viewport in ({"width": 1280, "height": 900}, PHONE):
-                # Playwright injects axe as an inline script: only this test's context lifts the CSP.
-                page = logged_in(browser, web, world, "manager", bypass_csp=True, viewport=viewport)
-                page.goto(f"{web}/api/docs")
-                page.wait_for_selector(".opblock-summary-control")  # Swagger UI drew the operations
-                found += axe_run(page, f"{web}/api/docs ({viewport['width']} px)")
-                # The executions' operations opened, then "Try it out" in each: query selects
-                # (status, reason, hold), path inputs, JSON bodies, examples. Clicked in the page:
-                # a Playwright click per button waits for each to be actionable, and all 37
-                # opened made axe alone take a minute.
-                page.evaluate(OPEN_EXECUTIONS_OPERATIONS)
+    for viewport in ({"width": 1280, "height": 900}, PHONE):
+        # Playwright injects axe as an inline script: only this test's context lifts the CSP.
+        page = logged_in(browser, web, world, "manager", bypass_csp=True, viewport=viewport)
+        page.goto(f"{web}/api/docs")
+        page.wait_for_selector(".opblock-summary-control")  # Swagger UI drew the operations
+        found += axe_run(page, f"{web}/api/docs ({viewport['width']} px)")
+        # The executions' operations opened, then "Try it out" in each: query selects
+        # (status, reason, hold), path inputs, JSON bodies, examples. Clicked in the page:
+        # a Playwright click per button waits for each to be actionable, and all 37
+        # opened made axe alone take a minute.
+        page.evaluate(OPEN_EXECUTIONS_OPERATIONS)
 
-                def count(selector: str, page=page) -> int:
-                    return page.evaluate(f"document.querySelectorAll({selector!r}).length")
+        def count(selector: str, page=page) -> int:
+            return page.evaluate(f"document.querySelectorAll({selector!r}).length")
 
-                wait_for(lambda: count(".opblock.is-open .try-out__btn") >= 6, timeout=20, what="the operations open")
-                page.evaluate("document.querySelectorAll('.try-out__btn').forEach(b => b.click())")
-                wait_for(lambda: count(".try-out__btn.cancel") >= 6, timeout=20, what="the operations tried out")
-                page.wait_for_timeout(300)  # the observer names what was just drawn
-                assert page.locator("tr[data-param-name] select").count() >= 1, "no parameter select was drawn"
-                found += axe_run(page, f"{web}/api/docs (opened, {viewport['width']} px)")
-                over = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
-                assert over <= 0, f"/api/docs is {over} px wider than {viewport['width']} px"
-                page.context.close()
-        finally:
-            browser.close()
-            connections.close_all()
+        wait_for(lambda: count(".opblock.is-open .try-out__btn") >= 6, timeout=20, what="the operations open")
+        page.evaluate("document.querySelectorAll('.try-out__btn').forEach(b => b.click())")
+        wait_for(lambda: count(".try-out__btn.cancel") >= 6, timeout=20, what="the operations tried out")
+        page.wait_for_timeout(300)  # the observer names what was just drawn
+        assert page.locator("tr[data-param-name] select").count() >= 1, "no parameter select was drawn"
+        found += axe_run(page, f"{web}/api/docs (opened, {viewport['width']} px)")
+        over = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+        assert over <= 0, f"/api/docs is {over} px wider than {viewport['width']} px"
+        page.context.close()
     assert not found, "\n".join(found)
 
 
-def test_main_pages_have_no_serious_accessibility_violations(world, web):
+def test_main_pages_have_no_serious_accessibility_violations(world, web, browser):
     """axe-core (vendored from npm) on the list, execution, approval and audit pages."""
     refs = world.refs
     pending = ApprovalRequest.objects.get(execution_id=pk(refs["order_awaiting_approval"]), status="pending")
@@ -494,22 +479,10 @@ def test_main_pages_have_no_serious_accessibility_violations(world, web):
         "auditor": ["/approvals/audit/", f"/approvals/audit/{decided.pk}/"],
     }
     found = []
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-        try:
-            for role, urls in pages.items():
-                # Playwright injects axe as an inline script: only this test's context lifts the CSP.
-                context = browser.new_context(bypass_csp=True)
-                page = context.new_page()
-                page.goto(f"{web}/login/")
-                page.get_by_label("Username").fill(role)
-                page.get_by_label("Password").fill(world.people[role].password)
-                page.get_by_role("button", name="Log in").click()
-                page.wait_for_url(f"{web}/")
-                for url in urls:
-                    found += axe_violations(page, f"{web}{url}")
-                context.close()
-        finally:
-            browser.close()
-            connections.close_all()
+    for role, urls in pages.items():
+        # Playwright injects axe as an inline script: only this test's context lifts the CSP.
+        page = logged_in(browser, web, world, role, bypass_csp=True)
+        for url in urls:
+            found += axe_violations(page, f"{web}{url}")
+        page.context.close()
     assert not found, "\n".join(found)
