@@ -15,7 +15,7 @@ import pytest
 from executions.models import Action, Execution, Status
 from tests.support.procs import wait_for
 from tests.support.receivers import WebhookReceiver
-from tests.support.stack import pk, wait_status
+from tests.support.stack import approved, outbox, pk, wait_status
 
 SECRET = "webhook-secret-for-the-tests"
 
@@ -220,3 +220,31 @@ def test_the_account_page_turns_emails_off_and_the_admin_is_told_where_mail_goes
         and b'id="m-notifications"' in page.content
         and b"0 sent \xc2\xb7 0 failed" in page.content
     )
+
+
+def test_the_suites_shared_stack_tells_by_smtp_and_signed_webhooks_as_production_does(stack, people, api_as):
+    """Production's defaults are the suite's: a shared stack asked for nothing but its
+    processes mails the approver through the run's SMTP server and posts signed webhooks
+    to the run's receiver (tests/support/stack.py, ``outbox_env``), with no test turning
+    either on."""
+    stack.up()
+    mailbox, hooks = outbox()
+    requester = api_as(people["requester"])
+    ref = requester.start("2026-08")["id"]
+    wait_for(
+        lambda: any(ref in m["Subject"] for m in mailbox.to("manager@")),
+        timeout=60,
+        what="the manager's e-mail, by SMTP",
+    )
+    approved(api_as, people, ref)
+    wait_status(requester, ref, "completed")
+    told = wait_for(
+        lambda: (
+            {e["event"] for e in hooks.events(ref)} >= {"approval.requested", "execution.completed"}
+            and hooks.events(ref)
+        ),
+        timeout=60,
+        what="the approval.requested and execution.completed webhooks",
+    )
+    unsigned = [e["event"] for e in told if not hooks.verified(hooks.deliveries[e["_key"]])]
+    assert not unsigned, f"webhooks without a valid signature: {unsigned}"
