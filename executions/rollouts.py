@@ -47,11 +47,11 @@ def choose(workflow: str, *, seed: str = "") -> Workflow:
     """The version a new start of ``workflow`` without a ``version`` runs (UnknownWorkflow
     for an unknown name). ``seed``: what decides the side when given (an idempotency key,
     scoped to its user); random otherwise."""
-    latest = registry.latest(workflow)
-    if len(registry.versions(workflow)) == 1:
+    latest, versions = registry.latest(workflow), registry.versions(workflow)
+    if len(versions) == 1:
         return latest  # one version deployed: every rollout chooses it, so none is read (no round trip)
     rollout = current(workflow)
-    if rollout is None or rollout.version not in registry.versions(workflow):
+    if rollout is None or rollout.version not in versions:
         return latest  # none, or its version is no longer deployed: the latest, as without one
     bucket = int(hashlib.sha256(seed.encode()).hexdigest()[:8], 16) % 100 if seed else secrets.randbelow(100)
     chosen = rollout.version if bucket < rollout.percent else stable_version(workflow, rollout.version)

@@ -238,13 +238,11 @@ def test_the_suites_shared_stack_tells_by_smtp_and_signed_webhooks_as_production
     )
     approved(api_as, people, ref)
     wait_status(requester, ref, "completed")
-    told = wait_for(
-        lambda: (
-            {e["event"] for e in hooks.events(ref)} >= {"approval.requested", "execution.completed"}
-            and hooks.events(ref)
-        ),
-        timeout=60,
-        what="the approval.requested and execution.completed webhooks",
-    )
+
+    def told_both() -> list[dict]:
+        got = hooks.events(ref)
+        return got if {e["event"] for e in got} >= {"approval.requested", "execution.completed"} else []
+
+    told = wait_for(told_both, timeout=60, what="the approval.requested and execution.completed webhooks")
     unsigned = [e["event"] for e in told if not hooks.verified(hooks.deliveries[e["_key"]])]
     assert not unsigned, f"webhooks without a valid signature: {unsigned}"
