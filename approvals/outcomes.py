@@ -43,6 +43,7 @@ class EffectOutcome:
     tone: str  # ok, info, warn, danger or neutral: the badge's colour
     attempts: int
     authorised: bool  # unlocked by this request's decision (not a later step's effect)
+    beside: bool = False  # an e-mail or webhook telling of the execution, sent beside its steps
     receipt: list[tuple[str, str]] = field(default_factory=list)
     error: str = ""
     lookup: list[tuple[str, str]] = field(default_factory=list)
@@ -218,6 +219,7 @@ def _outcomes(
                 reconciled=action.key in reconciled,
                 resolution=resolution,
                 sent_by=sent_by,
+                beside=action.beside,
             )
         )
     return out

@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 
 import pytest
+from django.test import Client
 
 from executions.models import Action, Execution, Status
 from tests.support.procs import wait_for
@@ -131,6 +132,13 @@ def test_approvers_told_once_reminded_once_operators_at_the_sla(up, people, api_
     wait_for(lambda: any(e["event"] == "execution.completed" for e in receiver.events(ref)), what="the completed hook")
     up.wait_sweeps(3)
     assert len(mails_about(up, ref)) == 7  # decided: nothing more
+
+    # The auditor's story lists the e-mails as told beside the steps, never as a later step's effect.
+    auditor = Client()
+    auditor.force_login(people["auditor"].user)
+    story = auditor.get(f"/approvals/audit/{approval['id']}/").content.decode()
+    [told] = [row for row in story.split("<tr")[1:] if f'data-key="{gate}:notify:manager:opened"' in row]
+    assert "told beside the steps" in told and "a later step" not in told, told
 
 
 def test_opt_out_and_a_replaced_version(up, people, api_as):
