@@ -376,6 +376,7 @@ class Workflow:
         prompt_version: str,
         retry: RetryPolicy = DEFAULT_RETRY,
         timeout: float | None = None,
+        then: str | None = None,
     ) -> Callable:
         return self._decorator(
             name=name,
@@ -384,6 +385,7 @@ class Workflow:
             prompt_version=prompt_version,
             retry=retry,
             timeout_seconds=timeout,
+            then=then,
         )
 
     def agent(
@@ -474,12 +476,13 @@ class Workflow:
             raise ValueError(f"{self.name} v{self.version}: branch {name} needs at least two distinct steps in to=")
         return self._decorator(name=name, label=label, kind=StepKind.BRANCH, retry=retry, to=tuple(to))
 
-    def sleep(self, name: str, *, label: str, seconds: float | Callable[[Any], float]) -> None:
+    def sleep(self, name: str, *, label: str, seconds: float | Callable[[Any], float], then: str | None = None) -> None:
         """A durable sleep: the execution waits ``seconds`` (a number, or ``fn(ctx)``)
-        without a worker, with its ``due_at`` shown, then goes on by itself."""
+        without a worker, with its ``due_at`` shown, then goes on by itself (to ``then``)."""
         if not callable(seconds):
             _positive(self, name, "seconds", seconds)
-        self.gate(name, label=label, spec=WaitFor(signal="", timeout=seconds, timeout_of_context=callable(seconds)))
+        spec = WaitFor(signal="", timeout=seconds, timeout_of_context=callable(seconds))
+        self.gate(name, label=label, spec=spec, then=then)
 
     def effect(
         self,
@@ -568,6 +571,7 @@ class Workflow:
         payload: type[pydantic.BaseModel] | None = None,
         on_timeout: str | None = None,
         signals: dict[str, type[pydantic.BaseModel] | None] | None = None,
+        then: str | None = None,
     ) -> None:
         """Wait for the signal ``signal`` (``POST …/events`` with ``type: "signal"``) for
         at most ``timeout`` seconds (a function of the input, or a number). ``payload``:
@@ -576,7 +580,8 @@ class Workflow:
         its output says ``timed_out``); without it, a timeout needs a person
         (``waiting_overdue``). ``signals``: instead of ``signal`` and ``payload``, several
         signals it ends on, each name with its payload's schema (None: none); the output's
-        ``signal`` says which came."""
+        ``signal`` says which came. ``then``: the step a signal in time leads to (default:
+        the next declared)."""
         if not callable(timeout):
             _positive(self, name, "timeout", timeout)
         if signals:
@@ -592,15 +597,15 @@ class Workflow:
         spec = WaitFor(
             signal=signal, timeout=timeout, payload=payload, on_timeout=on_timeout or None, also=tuple(others)
         )
-        self.gate(name, label=label, spec=spec)
+        self.gate(name, label=label, spec=spec, then=then)
 
-    def children(self, name: str, *, label: str) -> Callable:
+    def children(self, name: str, *, label: str, then: str | None = None) -> Callable:
         """A step that starts child executions and waits, without a worker, until every
         one is terminal: the decorated ``fn(ctx)`` returns the ``Child``s to start
         (executions.authoring.children). Its output: each child's, by key."""
 
         def register(fn: Callable[[Any], list]) -> Callable:
-            self.gate(name, label=label, spec=StartChildren(start=fn))
+            self.gate(name, label=label, spec=StartChildren(start=fn), then=then)
             return fn
 
         return register
@@ -724,7 +729,8 @@ class Workflow:
         unreached = [s.name for s in self.steps if s.name not in reached]
         if unreached:
             raise ValueError(
-                f"{self.name} v{self.version}: nothing leads to {', '.join(unreached)} from {self.first_step}"
+                f"{self.name} v{self.version}: nothing leads to {', '.join(unreached)} from {self.first_step} "
+                "(a step without then= goes on to the step declared after it)"
             )
         for step in self.steps:
             if step.guarded_by and step.name in self._reachable(avoiding=step.guarded_by):

@@ -4,7 +4,7 @@ docs/design.md §4 "Control flow people write"), written with the authoring surf
 - ``expense``: a claim drafted, a manager's decision; approved → paid (an effect guarded
   by the decision), rejected → ``record_rejection`` (``on_reject``), completed either way;
 - ``patient``: waits for ``go`` at most ``wait_seconds``; no signal → ``gave_up``
-  (``on_timeout``), a signal → ``went``;
+  (``on_timeout``), a signal → ``went`` (the wait's ``then``, declared after ``gave_up``);
 - ``napper``: sleeps ``seconds`` (``flow.sleep``), then wakes;
 - ``sorter``: a branch by the size of ``n`` (``small``/``big``/END when n is 0), and an
   effect that acts only for an even ``n`` (returns None otherwise).
@@ -66,17 +66,20 @@ class PatientInput(WorkflowInput):
 
 
 patient = register(Workflow(name="patient", version=1, title="Waits, or gives up", input=PatientInput))
-patient.wait("hold", label="Waiting for go", signal="go", timeout=lambda i: i["wait_seconds"], on_timeout="gave_up")
+# A signal in time goes on to ``went`` by the wait's then=, not by the order of declaration.
+patient.wait(
+    "hold", label="Waiting for go", signal="go", timeout=lambda i: i["wait_seconds"], on_timeout="gave_up", then="went"
+)
 
 
-@patient.step("went", label="Going", then=END)
-def went(ctx) -> dict:
-    return {"went": True, "timed_out": ctx.state["hold"]["timed_out"]}
-
-
-@patient.step("gave_up", label="Giving up")
+@patient.step("gave_up", label="Giving up", then=END)
 def gave_up(ctx) -> dict:
     return {"went": False, "timed_out": ctx.state["hold"]["timed_out"]}
+
+
+@patient.step("went", label="Going")
+def went(ctx) -> dict:
+    return {"went": True, "timed_out": ctx.state["hold"]["timed_out"]}
 
 
 class NapInput(WorkflowInput):

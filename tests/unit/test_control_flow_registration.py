@@ -30,7 +30,22 @@ def test_a_step_nothing_reaches_is_refused():
     w = flow()
     w.step("a", label="A", then=END)(lambda ctx: {})
     w.step("orphan", label="Orphan")(lambda ctx: {})
-    assert refused(w) == "w v1: nothing leads to orphan from a"
+    assert refused(w) == (
+        "w v1: nothing leads to orphan from a (a step without then= goes on to the step declared after it)"
+    )
+
+
+def test_a_gate_whose_rejection_step_is_declared_next_is_told_how_steps_go_on():
+    # Found porting a workflow as a user would: the gate's success path went on to the
+    # rejection's step declared after it, so the effect after that was unreachable.
+    w = flow()
+    w.step("draft", label="Draft")(lambda ctx: {})
+    w.gate("approve", label="Approve", spec=Approval(artifact="doc", action="pay", on_reject="redraft"))
+    w.step("redraft", label="Redraft", then="draft")(lambda ctx: {})
+    w.effect("pay", label="Pay", action="pay", guarded_by="approve")(lambda ctx: None)
+    assert refused(w).endswith(
+        "nothing leads to pay from draft (a step without then= goes on to the step declared after it)"
+    )
 
 
 def test_a_guarded_effect_a_branch_reaches_around_its_gate_is_refused():
@@ -92,6 +107,25 @@ def test_the_new_edges_follow_the_recorded_output():
     assert set(w.successors("wait")) == {"went", "late"}
     # The path stops where a choice isn't recorded yet.
     assert [s.name for s in w.path({"how": {"next": "wait"}})] == ["how", "wait"]
+
+
+def test_every_step_that_does_not_choose_takes_then():
+    """A loop back from a wait, a sleep, a model step or a fan-out needs no step of its own
+    in between (found porting a workflow: a wait had to go on through a step that did
+    nothing but say where to go)."""
+    w = flow()
+    w.model_step("think", label="Think", prompt_version="t1", then="nap")(lambda ctx, model: {})
+    w.step("unused_order", label="Declared after think, reached by ask", then=END)(lambda ctx: {})
+    w.sleep("nap", label="Nap", seconds=5, then="kids")
+    w.children("kids", label="Kids", then="ask")(lambda ctx: [])
+    w.wait("ask", label="Ask", signal="more", timeout=60, on_timeout="unused_order", then="think")
+    w.check_edges()  # every step reached (unused_order by the timeout alone)
+    assert w.next_step("think", {}) == "nap"
+    assert w.next_step("nap", {"timed_out": True, "payload": {}}) == "kids"  # a sleep always "times out"
+    assert w.next_step("kids", {}) == "ask"
+    assert w.next_step("ask", {"timed_out": False, "payload": {}}) == "think"
+    assert w.next_step("ask", {"timed_out": True}) == "unused_order"
+    assert set(w.successors("ask")) == {"think", "unused_order"}
 
 
 def test_on_reject_on_a_tools_approval_is_refused():
