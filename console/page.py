@@ -344,6 +344,15 @@ class ResolveForm:
 
 
 @dataclass(frozen=True)
+class SignalForm:
+    """What an operator typed into a signal form that was refused, to show it again."""
+
+    payload: str
+    reason: str
+    error: str
+
+
+@dataclass(frozen=True)
 class ResolveCard:
     """One unknown outcome and the form that resolves it."""
 

@@ -165,7 +165,12 @@ def detail_context(request: HttpRequest, execution: Execution) -> dict:
 
 
 def _render_detail(
-    request: HttpRequest, execution: Execution, *, status: int = 200, resolve_form: page.ResolveForm | None = None
+    request: HttpRequest,
+    execution: Execution,
+    *,
+    status: int = 200,
+    resolve_form: page.ResolveForm | None = None,
+    signal_form: page.SignalForm | None = None,
 ) -> HttpResponse:
     snap = page.snapshot(execution)  # before any panel is read: a panel is never older than its stamp
     nav = page.Nav(request.user)
@@ -175,7 +180,10 @@ def _render_detail(
         nav=nav,
         latest_html=render_artifact(context["latest"]) if context["latest"] else "",
         live_url=_live_url("console:live", stamps, execution.ref),
+        signal_form=signal_form,
     )
+    if signal_form is not None and not context["can_signal"]:
+        messages.error(request, signal_form.error)  # no signal form on this page to show it beside
     return render(request, "executions/detail.html", context, status=status)
 
 
@@ -279,20 +287,31 @@ def execution_pause(request: HttpRequest, ref: str) -> HttpResponse:
 def execution_signal(request: HttpRequest, ref: str) -> HttpResponse:
     """The signal an execution waits for, sent from its page with a reason (recorded
     with the signal); the payload, if given, is JSON. The form's event_id makes a
-    double submit one delivery."""
-
-    def deliver():
+    double submit one delivery. Refused input (the JSON, the wait's schema, the reason)
+    re-renders the page with the message beside the form and what was typed kept (422),
+    having written nothing; other refusals are messages."""
+    try:
         form = _form(request, inputs.SignalFormIn)
         try:
             payload = json.loads(form.payload) if form.payload.strip() else None
         except json.JSONDecodeError as exc:
             raise InvalidInput("payload", f"not valid JSON ({exc.msg})") from None
         inputs.parse(waits.SignalIn, {"name": form.name, "payload": payload, "event_id": form.event_id})
-        return waits.signal_deliver(
+        answer = waits.signal_deliver(
             ref=ref, user=request.user, name=form.name, payload=payload, event_id=form.event_id, reason=form.reason
         )
-
-    return _operate(request, ref, deliver, lambda answer: f"Sent the signal; {ref} is {answer['execution_status']}.")
+    except InvalidInput as exc:
+        typed = page.SignalForm(
+            payload=_typed(request, "payload", inputs.MAX_COMMENT),
+            reason=_typed(request, "reason", 2000),
+            error=exc.message,
+        )
+        return _render_detail(request, _execution_or_404(ref), status=422, signal_form=typed)
+    except ServiceError as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(request, f"Sent the signal; {ref} is {answer['execution_status']}.")
+    return redirect("console:detail", ref=ref)
 
 
 @login_required
@@ -393,6 +412,13 @@ def execution_redraft(request: HttpRequest, ref: str) -> HttpResponse:
         ),
         lambda execution: f"Asked for a new draft of {execution.ref}; the pending approval was superseded.",
     )
+
+
+def _typed(request: HttpRequest, name: str, limit: int) -> str:
+    """The form's field ``name`` as typed, to show again: at most ``limit`` characters,
+    nothing when it can't be stored as text."""
+    typed = request.POST.get(name, "")[:limit]
+    return typed if text_refusal(typed) is None else ""
 
 
 def _form(request: HttpRequest, schema: type[inputs.S]) -> inputs.S:

@@ -6,10 +6,13 @@ execution), 303 to the execution's page, 422 with the reason beside the field.""
 from __future__ import annotations
 
 import re
+from typing import Literal
 
+import pytest
 from django.test import Client
+from pydantic import Field
 
-from executions.authoring import registry
+from executions.authoring import Workflow, WorkflowInput, registry
 from executions.models import Execution
 
 ITEM_KEYS = {
@@ -121,3 +124,38 @@ def test_the_start_form_takes_an_optional_cost_budget_and_refuses_a_bad_one_besi
     assert started.status_code == 303
     [execution] = Execution.objects.all()
     assert float(execution.budget_usd) == 2.5
+
+
+class _VendorInput(WorkflowInput):
+    country: Literal["US", "DE", "JP"] = Field(description="where it is registered")
+    documents: list[str] = Field(default_factory=list, max_length=10, description="what it sent")
+
+
+@pytest.fixture
+def vendor_form():
+    """A workflow with a required choice and a bounded list, registered for one test."""
+    saved = dict(registry._workflows)
+    flow = registry.register(Workflow(name="vendor_form", version=1, title="Vendor", input=_VendorInput))
+    flow.step("only", label="Only")(lambda ctx: {})
+    yield "/executions/start/vendor_form/"
+    registry._workflows.clear()
+    registry._workflows.update(saved)
+
+
+def test_a_required_choice_starts_unchosen_and_a_lists_limits_are_said_once(people, vendor_form):
+    """Found starting a ported workflow from the dashboard: a required choice showed its
+    first option already chosen (submitting without a look started it "US"), and a list's
+    help said its limits twice ("at most 10 — at most 10; one a line")."""
+    client = logged_in(people["requester"])
+    html = client.get(vendor_form).content.decode()
+    select = html[html.index('<select id="field-country"') : html.index("</select>")]
+    assert '<option value="" disabled selected>— choose —</option>' in select
+    assert 'value="US" selected' not in select
+    help_text = re.search(r'id="field-documents-help">([^<]*)<', html).group(1)
+    assert help_text == "what it sent — one a line, at most 10", help_text
+    refused = client.post(vendor_form, {"documents": "w9"})  # no country chosen
+    assert refused.status_code == 422 and 'id="field-country-error"' in refused.content.decode()
+    kept = refused.content.decode()
+    assert '<option value="" disabled selected>' in kept and not Execution.objects.exists()
+    chosen = client.post(vendor_form, {"country": "DE", "documents": "w9"})
+    assert chosen.status_code == 303 and Execution.objects.get().input["country"] == "DE"
