@@ -97,6 +97,7 @@ def audit_story(request: HttpRequest, pk: int) -> HttpResponse:
             raise Http404(f"no approval request {pk}")
         return render(request, "approvals/audit_archived.html", {"approval": archived})
     story = selectors.approval_story(approval)
+    after = outcomes.after_request(approval, window=selectors.event_window(approval))
     return render(
         request,
         "approvals/audit_story.html",
@@ -105,7 +106,8 @@ def audit_story(request: HttpRequest, pk: int) -> HttpResponse:
             "decision": selectors.decision_of(approval),
             "story": story,
             "signed_in": described_actors(item.actor for item in story),  # single sign-on's subjects, one query
-            "effects": outcomes.effects_after(approval, window=selectors.event_window(approval)),
+            "effects": after.effects,
+            "told": after.told,
         },
     )
 

@@ -51,12 +51,14 @@ def approval_detail(request: HttpRequest, pk: int) -> HttpResponse:
     event_id = uuid.uuid4().hex if show_form else ""
     version = approval.artifact_version
     decision = selectors.decision_of(approval)
+    after = outcomes.after_request(approval, window=selectors.event_window(approval))
     context = {
         "approval": approval,
         "execution": approval.execution,
         "version": version,
         "decision": decision,
-        "effects": outcomes.effects_after(approval, window=selectors.event_window(approval)) if decision else [],
+        "effects": after.effects if decision else [],
+        "told": after.told,
         "diff": version_diff(version),
         "agent_reads": selectors.agent_reads(approval),
         "artifact_html": render_artifact(version),

@@ -1,4 +1,5 @@
-"""What happened after a decision: the effects it unlocked and how each one ended.
+"""What happened after a decision: the effects it unlocked and how each one ended;
+and, apart from them, who was told about the request (``after_request``).
 
 Read from the ledger (``Action`` rows) and the execution's ``action.*`` events: the
 receipt's identifiers (publication, order, notification ids), whether the outcome
@@ -18,6 +19,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 from django.db.models import Q
 
@@ -44,6 +46,11 @@ class EffectOutcome:
     attempts: int
     authorised: bool  # unlocked by this request's decision (not a later step's effect)
     beside: bool = False  # an e-mail or webhook telling of the execution, sent beside its steps
+    at: dt.datetime | None = None  # when its state last changed: sent, refused, given up
+    # A beside row only: to whom (the address) or where (the receiver's host) it went, and
+    # what it told (the e-mail's subject, the webhook's event).
+    told_to: str = ""
+    told_of: str = ""
     receipt: list[tuple[str, str]] = field(default_factory=list)
     error: str = ""
     lookup: list[tuple[str, str]] = field(default_factory=list)
@@ -167,6 +174,22 @@ def _authorisers(actions: Iterable[Action]) -> dict[str, ApprovalRequest]:
     return {r.gate_ref: r for r in ApprovalRequest.objects.filter(pk__in=ids)} if ids else {}
 
 
+def _told(action: Action) -> tuple[str, str]:
+    """(to whom or where, what) for a beside action, read from its arguments: an e-mail's
+    ``to`` and ``subject``, a webhook's receiver and ``event``. A webhook's receiver is
+    its host alone: the path and query of a hook's URL often carry its secret."""
+    if not action.beside or not isinstance(action.args, dict):
+        return "", ""
+    args = action.args
+    body = args.get("body")
+    what = str(args.get("subject") or (body.get("event") if isinstance(body, dict) else "") or "")
+    if args.get("to"):
+        return str(args["to"]), what
+    receipt = action.receipt if isinstance(action.receipt, dict) else {}
+    url = receipt.get("url") or args.get("url")
+    return (urlsplit(url).netloc.rpartition("@")[2] if isinstance(url, str) else ""), what
+
+
 def _outcomes(
     actions: list[Action],
     events: Iterable[ExecutionEvent],
@@ -204,6 +227,7 @@ def _outcomes(
         if sent_by:
             restarted = " (a restart, reusing this decision)" if action.execution.restarted_from_id else ""
             wording = f"{wording} in {sent_by}{restarted}"
+        told_to, told_of = _told(action)
         out.append(
             EffectOutcome(
                 key=action.key,
@@ -220,6 +244,9 @@ def _outcomes(
                 resolution=resolution,
                 sent_by=sent_by,
                 beside=action.beside,
+                at=action.updated_at,
+                told_to=told_to,
+                told_of=told_of,
             )
         )
     return out
@@ -241,21 +268,46 @@ def _action_events(actions: Iterable[Action]) -> list[ExecutionEvent]:
     )
 
 
-def effects_after(request: ApprovalRequest, *, window: Iterable[ExecutionEvent]) -> list[EffectOutcome]:
-    """The effects this request's decision unlocked, then the later ones in its window.
+@dataclass(frozen=True)
+class AfterRequest:
+    """What followed one approval request, as its pages show it: two lists, never a row in both."""
 
+    effects: list[EffectOutcome]  # the workflow's own: what the decision unlocked, then later steps'
+    told: list[EffectOutcome]  # e-mails and webhooks about it, sent beside the steps (``Action.beside``)
+
+
+def _told_about(key: str) -> int | None:
+    """The request a beside action's key is about: ``approval:12:notify:…`` → 12; None otherwise."""
+    return request_id_from(":".join(key.split(":", 2)[:2]))
+
+
+def after_request(request: ApprovalRequest, *, window: Iterable[ExecutionEvent]) -> AfterRequest:
+    """The one reading of what followed ``request``, for the approval page and the audit story.
+
+    ``effects``: the ones its decision unlocked, then the later ones in its window.
+    ``told``: the beside actions keyed under it (``{gate_ref}:…``, as the notifications
+    app keys what it sends about a request, ``notifications.planning.notify_key``), sent
+    before or after the decision, and those in its window keyed under no request (a
+    webhook telling of the execution's end); never one about another request.
     ``window`` is the execution's events from this request until the next request
-    (``selectors.approval_story``'s window): an effect counts when an event in it
-    names its key.
+    (``selectors.event_window``): an action counts when an event in it names its key.
     """
     keys = {ev.payload.get("key") for ev in window if ev.type.startswith("action.") and ev.payload.get("key")}
-    actions = list(
-        Action.objects.filter(Q(gate_ref=request.gate_ref) | Q(execution_id=request.execution_id, key__in=keys))
+    home = Q(execution_id=request.execution_id)
+    actions = [
+        a
+        for a in Action.objects.filter(
+            Q(gate_ref=request.gate_ref)
+            | (home & Q(key__in=keys))
+            | (home & Q(beside=True, key__startswith=f"{request.gate_ref}:"))
+        )
         .select_related("execution")
         .order_by("id")
-    )
+        if not a.beside or _told_about(a.key) in (None, request.pk)
+    ]
     actions.sort(key=lambda a: (a.gate_ref != request.gate_ref, a.pk))
-    return _outcomes(actions, _action_events(actions), request.pk, _authorisers(actions), home=request.execution_id)
+    rows = _outcomes(actions, _action_events(actions), request.pk, _authorisers(actions), home=request.execution_id)
+    return AfterRequest(effects=[r for r in rows if not r.beside], told=[r for r in rows if r.beside])
 
 
 def authorised_effects(requests: Iterable[ApprovalRequest]) -> dict[int, list[EffectOutcome]]:

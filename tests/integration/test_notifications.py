@@ -133,12 +133,36 @@ def test_approvers_told_once_reminded_once_operators_at_the_sla(up, people, api_
     up.wait_sweeps(3)
     assert len(mails_about(up, ref)) == 7  # decided: nothing more
 
-    # The auditor's story lists the e-mails as told beside the steps, never as a later step's effect.
-    auditor = Client()
-    auditor.force_login(people["auditor"].user)
-    story = auditor.get(f"/approvals/audit/{approval['id']}/").content.decode()
-    [told] = [row for row in story.split("<tr")[1:] if f'data-key="{gate}:notify:manager:opened"' in row]
-    assert "told beside the steps" in told and "a later step" not in told, told
+    # The auditor's story and the approval page show the e-mails and the webhook sent before
+    # the decision under "Who was told", never under "After the decision": it unlocked the
+    # publication alone.
+    opened_key, hook_key = f"{gate}:notify:manager:opened", f"{gate}:webhook:approval.requested"
+    for who, url in (("auditor", f"/approvals/audit/{approval['id']}/"), ("manager", f"/approvals/{approval['id']}/")):
+        client = Client()
+        client.force_login(people[who].user)
+        page = client.get(url).content.decode()
+        told, after = card(page, "told"), card(page, "after-decision")
+        assert "<h2>Who was told</h2>" in told and "<h2>After the decision</h2>" in after
+        assert 'id="effects"' in after and f'data-key="{ref}:publish:v1"' in after, after
+        assert f'data-key="{ref}:publish:v1"' not in told and "a later step" not in told, told
+        assert not rows_of(after, gate) and not rows_of(after, ":webhook:"), after  # the workflow's own alone
+        [mail] = rows_of(told, opened_key)
+        assert "manager@example.com" in mail and "notify_approver" in mail and "succeeded" in mail, mail
+        assert "awaits your decision" in mail and " UTC</time>" in mail, mail
+        [hook] = rows_of(told, hook_key)
+        assert "approval.requested" in hook and "succeeded" in hook and "127.0.0.1" in hook, hook
+        assert len(rows_of(told, f"{gate}:notify:")) == 7, told  # opened, reminder and overdue: all of them
+        assert len(rows_of(told, f"{ref}:webhook:execution.completed:")) == 1, told  # of the execution, after it
+
+
+def card(page: str, card_id: str) -> str:
+    """The section with ``id=card_id`` of a page, up to its end."""
+    return page.split(f'<section class="card" id="{card_id}">')[1].split("</section>")[0]
+
+
+def rows_of(table: str, key_part: str) -> list[str]:
+    """The table rows whose ledger key contains ``key_part``."""
+    return [row for row in table.split("<tr")[1:] if key_part in row.partition('data-key="')[2].partition('"')[0]]
 
 
 def test_opt_out_and_a_replaced_version(up, people, api_as):
