@@ -26,6 +26,18 @@ def _summary(payload: dict) -> str:
     return f"{payload['id']}  {payload['workflow']} v{payload['workflow_version']}  {payload['status']}{step}{why}"
 
 
+def _attempts(n: int) -> str:
+    return "never sent" if n == 0 else f"{n} attempt{'s' if n != 1 else ''}"
+
+
+def _at(moment) -> str:
+    """A time of the API's payload as the dashboard writes it: ``2026-12-07 14:30:18 UTC``."""
+    if moment is None:
+        return "—"
+    text = moment.isoformat() if hasattr(moment, "isoformat") else str(moment)
+    return text[:19].replace("T", " ") + " UTC"
+
+
 def _start_arguments(parser):
     parser.add_argument("workflow", help="the workflow's name (keel workflows lists them)")
     parser.add_argument("--input", default="{}", help='the input as JSON, e.g. \'{"month": "2026-08"}\'')
@@ -112,12 +124,15 @@ def show(args, user=None) -> Result:  # --as USER: one they may not read is "no 
         f"  step: {payload['step_label'] or '—'}",
         f"  status reason: {payload['status_reason'] or '—'}",
     ]
+    if gate := payload["pending_gate"]:
+        until = f", until {_at(gate['until'])}" if gate["until"] else ""
+        lines.append(f"  waiting for {gate['waiting_for']} at {gate['step']} since {_at(gate['since'])}{until}")
     if payload["pending_approval"]:
         a = payload["pending_approval"]
         lines.append(
             f"  awaiting approval #{a['id']}: {a['action']} of {a['artifact_id']} V{a['artifact_version']} ({a['content_sha256']})"
         )
-    lines += [f"  action {a['key']}: {a['status']} ({a['attempts']} attempts)" for a in payload["actions"]]
+    lines += [f"  action {a['key']}: {a['status']} ({_attempts(a['attempts'])})" for a in payload["actions"]]
     if payload["status"] == "completed":
         lines.append(f"  result: {json.dumps(payload['result'], ensure_ascii=False, default=str)}")
     return Result(payload, lines)

@@ -130,3 +130,25 @@ def test_resume_retry_and_replay_succeed_as_the_operator(env, people):
     replayed = keel(env, "replay", "--json")
     assert replayed.returncode == 0, replayed.stderr
     assert json.loads(replayed.stdout) == {"checked": 0, "drifted": 0, "items": []}
+
+
+def test_show_says_what_a_waiting_execution_waits_for_and_until_when(people):
+    """Found walking a ported workflow from the shell: ``keel show`` of a waiting execution
+    said its step and nothing of the signal it waits for, nor until when (the page and the
+    API's ``pending_gate`` did); and a voided effect read "failed (0 attempts)"."""
+    import tests.support.migrating_flow  # noqa: F401 - registers "migrating": v1 waits for "go"
+    from cli.commands.executions import show
+    from executions.engine import runner
+
+    execution, _ = services.execution_start(user=people["requester"].user, workflow="migrating", input={}, version=1)
+    while runner.advance(execution.pk, worker="worker:test-cli-show") == "sliced":
+        pass
+    execution.refresh_from_db()
+    gate = show({"id": execution.ref}).data["pending_gate"]
+    assert execution.status == Status.WAITING and gate["waiting_for"] == "the signal go"
+    [line] = [x for x in show({"id": execution.ref}).lines if x.startswith("  waiting for")]
+    since = gate["since"].strftime("%Y-%m-%d %H:%M:%S")
+    assert line.startswith(f"  waiting for the signal go at hold since {since} UTC"), line
+    from cli.commands.executions import _attempts
+
+    assert [_attempts(n) for n in (0, 1, 2)] == ["never sent", "1 attempt", "2 attempts"]
