@@ -65,6 +65,7 @@ def approval_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "refusal": refusal,
         "is_open": is_open,
         "closed_why": "" if is_open else selectors.not_open_because(approval),
+        "reject_continues_at": selectors.reject_continues_at(approval) if show_form else "",
         "show_form": show_form,
         "expires_soon": selectors.expires_soon(approval),
         "event_id": event_id,

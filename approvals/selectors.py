@@ -48,6 +48,19 @@ def is_open(request: ApprovalRequest, *, now: dt.datetime | None = None) -> bool
     )
 
 
+def reject_continues_at(approval: ApprovalRequest) -> str:
+    """The label of the step a reject of ``approval`` goes on at (its gate's ``on_reject``),
+    or "" when a reject ends the execution (cancels it): what every page offering Reject
+    says it does."""
+    execution = approval.execution
+    try:
+        flow = registry.get(execution.workflow, execution.workflow_version)
+        target = getattr(flow.get_step(approval.step).spec, "on_reject", None)
+    except (registry.UnknownWorkflow, KeyError):
+        return ""
+    return flow.label_for(target) if target else ""
+
+
 def not_open_because(request: ApprovalRequest, *, now: dt.datetime | None = None) -> str:
     """Why a pending ``request`` can't be decided now, as the sentence the pages show
     (empty when it is open). A paused execution keeps its request pending: resume

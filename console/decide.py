@@ -27,7 +27,6 @@ from approvals import policy, selectors
 from approvals.events import DecisionIn
 from approvals.services import approval_decide
 from executions import inputs
-from executions.authoring import registry
 from executions.errors import InvalidInput, NotFound, ServiceError
 from executions.services import execution_for
 
@@ -110,7 +109,7 @@ def _confirm_reject(
         "comment": request.POST.get("comment", "")[:4000],
         "then": request.POST.get("then", "") if request.POST.get("then") == THEN_INBOX else "",
         "error": error,
-        "continues_at": _reject_continues_at(approval),
+        "continues_at": selectors.reject_continues_at(approval),
     }
     decidable = selectors.is_open(approval) and policy.can_decide(request.user, approval)
     if request.htmx:
@@ -125,18 +124,6 @@ def _confirm_reject(
         return redirect("approvals:detail", pk=approval_id) if confirm["then"] else redirect("console:detail", ref=ref)
     context = {"approval": approval, "execution": approval.execution, "reject_confirm": confirm}
     return render(request, "approvals/reject_confirm.html", context, status=status)
-
-
-def _reject_continues_at(approval) -> str:
-    """The label of the step a reject continues at (the gate's ``on_reject``), or "" when
-    a reject ends the execution."""
-    execution = approval.execution
-    try:
-        flow = registry.get(execution.workflow, execution.workflow_version)
-        target = getattr(flow.get_step(approval.step).spec, "on_reject", None)
-    except (registry.UnknownWorkflow, KeyError):
-        return ""
-    return flow.label_for(target) if target else ""
 
 
 def _to_inbox(request: HttpRequest, *, approval_id: int, decided: bool) -> HttpResponse:

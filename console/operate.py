@@ -2,7 +2,8 @@
 confirmation page), moving to another version (its preview and confirmation), restart
 from a step, closing a compensation, raising a budget and
 placing or releasing a legal hold. Thin: one service call each (the API's and the
-CLI's); a refusal is a message on the execution page, never a 500."""
+CLI's); a refusal is a message on the execution page, never a 500 — the budget's and
+the hold's refusal of what was typed is that form again, filled in (``views.refused_form``)."""
 
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ from triage.inputs import AcceptRequestIn, CloseFormIn, MigrateIn, RestartIn
 from triage.preview import execution_resume_preview
 
 from . import presenters
+from .views import refused_form
 
 
 @contextmanager
@@ -167,14 +169,18 @@ def compensation_close(request: HttpRequest, ref: str) -> HttpResponse:
 @require_POST
 def execution_budget(request: HttpRequest, ref: str) -> HttpResponse:
     """Raise the budget (operators) by the amount typed, with the reason: the service the
-    API's ``POST …/budget`` and ``keel budget`` call, audited as ``raise_budget``."""
+    API's ``POST …/budget`` and ``keel budget`` call, audited as ``raise_budget``. A
+    refused amount or reason is the page again with both typed (422)."""
     try:
         execution = services.execution_raise_budget(
             ref=ref,
             user=request.user,
             add_usd=_usd(request.POST.get("add_usd", "")),
-            reason=request.POST.get("reason", "").strip(),
+            reason=_form(request, ReasonIn).reason,  # at most 2,000 characters, storable (as the hold's)
         )
+    except InvalidInput as exc:
+        error = f"The budget was not raised: {exc.message}"
+        return refused_form(request, ref, form="budget", error=error, fields={"add_usd": 100, "reason": 2000})
     except ServiceError as exc:
         messages.error(request, f"The budget was not raised: {exc.message}")
     else:
@@ -190,13 +196,17 @@ def execution_budget(request: HttpRequest, ref: str) -> HttpResponse:
 @require_POST
 def execution_hold(request: HttpRequest, ref: str) -> HttpResponse:
     """Place (``hold=place``, with the reason) or release a legal hold (auditors): the
-    service the API's ``POST``/``DELETE …/hold`` and ``keel hold|unhold`` call."""
+    service the API's ``POST``/``DELETE …/hold`` and ``keel hold|unhold`` call. A refused
+    reason (none, too long) is the page again with it typed (422)."""
     placing = request.POST.get("hold") == "place"
     try:
         if placing:
             holds.hold_place(ref=ref, user=request.user, reason=_form(request, ReasonIn).reason)
         else:
             holds.hold_release(ref=ref, user=request.user)
+    except InvalidInput as exc:
+        error = f"The legal hold was not placed: {exc.message}"
+        return refused_form(request, ref, form="hold", error=error, fields={"reason": 2000})
     except ServiceError as exc:
         messages.error(request, f"The legal hold was not {'placed' if placing else 'released'}: {exc.message}")
     else:

@@ -344,11 +344,13 @@ class ResolveForm:
 
 
 @dataclass(frozen=True)
-class SignalForm:
-    """What an operator typed into a signal form that was refused, to show it again."""
+class RefusedForm:
+    """What was typed into one of the execution page's forms that was refused for it, to
+    show again beside ``error``: ``form`` is the form (``signal``, ``answer``, ``budget``,
+    ``pause`` or ``hold``), ``typed`` its fields by their names in the form."""
 
-    payload: str
-    reason: str
+    form: str
+    typed: dict[str, str]
     error: str
 
 
@@ -389,9 +391,11 @@ def resolve_cards(rows: list[presenters.LedgerRow], form: ResolveForm | None) ->
     return cards
 
 
-def answer_fields(schema: dict[str, Any]) -> list[dict[str, Any]]:
+def answer_fields(schema: dict[str, Any], typed: dict[str, str] | None = None) -> list[dict[str, Any]]:
     """The form a question's JSON Schema draws: one field a property (a yes/no choice for
-    a boolean, a number, a choice of its ``enum``, else text), required where it says so."""
+    a boolean, a number, a choice of its ``enum``, else text), required where it says so.
+    Each field's ``value`` is what ``typed`` (a refused answer, ``answer.<field>``) holds
+    for it, else its default (a yes/no starts unchosen)."""
     required = set(schema.get("required", []))
     fields = []
     for name, prop in (schema.get("properties") or {}).items():
@@ -403,6 +407,7 @@ def answer_fields(schema: dict[str, Any]) -> list[dict[str, Any]]:
             if "enum" in prop
             else {"boolean": "yesno", "integer": "number", "number": "number"}.get(kind, "text")
         )
+        default = "" if prop.get("default") is None else str(prop.get("default"))
         fields.append(
             {
                 "name": name,
@@ -411,7 +416,8 @@ def answer_fields(schema: dict[str, Any]) -> list[dict[str, Any]]:
                 "widget": widget,
                 "choices": [str(c) for c in prop.get("enum", [])],
                 "required": name in required,
-                "default": "" if prop.get("default") is None else str(prop.get("default")),
+                "default": default,
+                "value": (typed or {}).get(f"answer.{name}", "" if widget == "yesno" else default),
                 "step": "1" if kind == "integer" else "any",
             }
         )
@@ -449,10 +455,13 @@ def panel_context(
     *,
     record_view: bool = True,
     resolve_form: ResolveForm | None = None,
+    refused: RefusedForm | None = None,
 ) -> dict[str, Any]:
     """What the named panels need. ``record_view``: a decidable approval card rendered
     for this user asks, once shown, to be recorded as ``viewed`` (version and hash).
-    ``resolve_form``: a refused Resolve form, shown again with its message."""
+    ``resolve_form``: a refused Resolve form, shown again with its message; ``refused``:
+    another refused form, shown again with its message if the page draws that form
+    (``refused`` then holds it under its name; else it is empty)."""
     user = request.user
     execution = snap.execution
     ctx: dict[str, Any] = {"execution": execution, "label": selectors.step_label(execution)}
@@ -473,7 +482,8 @@ def panel_context(
     ctx["can_signal"] = ctx["can_cancel"] and ctx["waiting"] is not None and ctx["waiting"].kind == "wait"
     # A tool's provider asked a question mid-call: the requester and operators answer it here.
     ctx["can_answer"] = ctx["can_cancel"] and ctx["waiting"] is not None and ctx["waiting"].kind == "input"
-    ctx["answer_fields"] = answer_fields(ctx["waiting"].details["schema"]) if ctx["can_answer"] else []
+    answered = refused.typed if refused is not None and refused.form == "answer" else None
+    ctx["answer_fields"] = answer_fields(ctx["waiting"].details["schema"], answered) if ctx["can_answer"] else []
     # Restart a failed execution from a step; close the compensations a cancel recorded.
     ctx["can_restart"] = execution.status == Status.FAILED and operator and snap.restarted_as is None
     ctx["restart"] = presenters.restart_form(execution) if ctx["can_restart"] else None
@@ -492,6 +502,14 @@ def panel_context(
     # set a cap, not raise one); place or release a legal hold (auditors), whatever its status.
     ctx["can_budget"] = operator and not execution.is_terminal and execution.budget_usd is not None
     ctx["can_hold"] = user.has_perm(legal_holds.HOLD)
+    drawn = {
+        "signal": ctx["can_signal"],
+        "answer": ctx["can_answer"],
+        "budget": ctx["can_budget"],
+        "pause": ctx["can_pause"],
+        "hold": ctx["can_hold"] and execution.hold_at is None,  # the form that places one
+    }
+    ctx["refused"] = {refused.form: refused} if refused is not None and drawn[refused.form] else {}
     ledger_rows = None
     if {"ledger", "operate"} & set(panels):
         ledger_rows = presenters.ledger_rows(execution, snap.actions, _action_events(execution), snap.authorisers)
@@ -550,6 +568,7 @@ def approval_context(user: AbstractBaseUser, snap: Snapshot, *, record_view: boo
         "approval_open": is_open,
         "approval_closed_why": approval_selectors.not_open_because(approval) if approval and not is_open else "",
         "can_decide": can_decide,
+        "reject_continues_at": approval_selectors.reject_continues_at(approval) if can_decide else "",
         # Operators who can't decide it remind those who can (notifications.remind).
         "can_remind": is_open and not can_decide and operates and settings.KEEL_NOTIFICATIONS,
         "can_redraft": approval is not None and (operates or execution.created_by_id == user.pk),

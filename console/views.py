@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Mapping
 from urllib.parse import urlencode
 
 from django.contrib import messages
@@ -170,21 +171,29 @@ def _render_detail(
     *,
     status: int = 200,
     resolve_form: page.ResolveForm | None = None,
-    signal_form: page.SignalForm | None = None,
+    refused: page.RefusedForm | None = None,
 ) -> HttpResponse:
     snap = page.snapshot(execution)  # before any panel is read: a panel is never older than its stamp
     nav = page.Nav(request.user)
     stamps = {**page.execution_stamps(snap), **nav.stamps()}
-    context = page.panel_context(request, snap, page.EXECUTION_PANELS, resolve_form=resolve_form)
+    context = page.panel_context(request, snap, page.EXECUTION_PANELS, resolve_form=resolve_form, refused=refused)
     context.update(
         nav=nav,
         latest_html=render_artifact(context["latest"]) if context["latest"] else "",
         live_url=_live_url("console:live", stamps, execution.ref),
-        signal_form=signal_form,
     )
-    if signal_form is not None and not context["can_signal"]:
-        messages.error(request, signal_form.error)  # no signal form on this page to show it beside
+    if refused is not None and not context["refused"]:
+        messages.error(request, refused.error)  # no such form on this page to show it beside
     return render(request, "executions/detail.html", context, status=status)
+
+
+def refused_form(request: HttpRequest, ref: str, *, form: str, error: str, fields: Mapping[str, int]) -> HttpResponse:
+    """The execution page again (422), ``error`` beside the form ``form`` (in the messages
+    when the page draws no such form) and what was typed into its ``fields`` filled in
+    (each name: the most characters shown again). Only this response is filled in."""
+    typed = {name: _typed(request, name, limit) for name, limit in fields.items()}
+    refused = page.RefusedForm(form=form, typed=typed, error=error)
+    return _render_detail(request, _execution_or_404(ref), status=422, refused=refused)
 
 
 @login_required
@@ -273,12 +282,15 @@ def execution_resume(request: HttpRequest, ref: str) -> HttpResponse:
 @login_required
 @require_POST
 def execution_pause(request: HttpRequest, ref: str) -> HttpResponse:
-    """Pause (operators): the execution is held where it is until resumed."""
+    """Pause (operators): the execution is held where it is until resumed. A refused
+    reason (none, too long) is the page again with it typed (422)."""
     return _operate(
         request,
         ref,
         lambda: pauses.execution_pause(ref=ref, user=request.user, reason=_form(request, inputs.ReasonIn).reason),
         lambda execution: f"Paused {execution.ref}: resume returns it to {execution.paused_from}.",
+        form="pause",
+        fields={"reason": 2000},
     )
 
 
@@ -301,12 +313,8 @@ def execution_signal(request: HttpRequest, ref: str) -> HttpResponse:
             ref=ref, user=request.user, name=form.name, payload=payload, event_id=form.event_id, reason=form.reason
         )
     except InvalidInput as exc:
-        typed = page.SignalForm(
-            payload=_typed(request, "payload", inputs.MAX_COMMENT),
-            reason=_typed(request, "reason", 2000),
-            error=exc.message,
-        )
-        return _render_detail(request, _execution_or_404(ref), status=422, signal_form=typed)
+        fields = {"payload": inputs.MAX_COMMENT, "reason": 2000}
+        return refused_form(request, ref, form="signal", error=exc.message, fields=fields)
     except ServiceError as exc:
         messages.error(request, exc.message)
     else:
@@ -319,7 +327,8 @@ def execution_signal(request: HttpRequest, ref: str) -> HttpResponse:
 def execution_answer(request: HttpRequest, ref: str) -> HttpResponse:
     """The answer to a question a tool's provider asked (``pending_input``), from the form
     drawn from its schema (``page.answer_fields``); the form's event_id makes a double
-    submit one answer. A refused answer (the schema, nothing asked) is a message on the page."""
+    submit one answer. An answer its schema refuses is the page again with the message
+    beside the form and what was typed kept (422); other refusals (nothing asked) are messages."""
 
     def deliver():
         input_id = request.POST.get("input_id", "")
@@ -336,7 +345,14 @@ def execution_answer(request: HttpRequest, ref: str) -> HttpResponse:
             ref=ref, user=request.user, input_id=parsed.input_id, answer=parsed.answer, event_id=parsed.event_id
         )
 
-    return _operate(request, ref, deliver, lambda answer: f"Answered; {ref} is {answer['execution_status']}.")
+    return _operate(
+        request,
+        ref,
+        deliver,
+        lambda answer: f"Answered; {ref} is {answer['execution_status']}.",
+        form="answer",
+        fields={name: 2000 for name in request.POST if name.startswith("answer.")},
+    )
 
 
 @login_required
@@ -426,11 +442,16 @@ def _form(request: HttpRequest, schema: type[inputs.S]) -> inputs.S:
     return inputs.parse(schema, {name: request.POST.get(name, "").strip() for name in schema.model_fields})
 
 
-def _operate(request: HttpRequest, ref: str, call, success) -> HttpResponse:
-    """Run one service call for an operator form; its refusal becomes a message, never a 500."""
+def _operate(
+    request: HttpRequest, ref: str, call, success, *, form: str = "", fields: Mapping[str, int] | None = None
+) -> HttpResponse:
+    """Run one service call for an operator form; its refusal becomes a message, never a 500.
+    With ``form``, a refusal of what was typed is that form again (``refused_form``)."""
     try:
         result = call()
     except ServiceError as exc:
+        if form and isinstance(exc, InvalidInput):
+            return refused_form(request, ref, form=form, error=exc.message, fields=fields or {})
         messages.error(request, exc.message)
     else:
         messages.success(request, success(result))

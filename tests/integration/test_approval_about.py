@@ -31,3 +31,15 @@ def test_the_approval_mail_names_the_month_in_subject_and_body(people):
     assert "V1" in message["subject"] and "\n" not in message["subject"]
     assert "About: month 2026-08" in message["text"]
     assert "month 2026-08" in message["html"]
+
+
+def test_where_a_gate_without_on_reject_is_decided_reject_says_it_cancels(people):
+    """A monthly report's gate declares no ``on_reject``: both pages offering Reject say it
+    cancels the execution (tests/scenarios/test_control_flow.py's S53 checks the wording
+    of a gate whose reject goes on)."""
+    execution, request = awaiting_execution(people["requester"].user)
+    manager = Client()
+    manager.force_login(people["manager"].user)
+    for path in (f"/approvals/{request.pk}/", f"/executions/{execution.ref}/"):
+        html = manager.get(path).content.decode()
+        assert f"Reject is final (it cancels {execution.ref})" in html and "goes on at" not in html, path

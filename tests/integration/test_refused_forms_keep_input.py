@@ -1,9 +1,11 @@
-"""A refused operator form comes back with what was typed, beside the message: the
-execution page's signal form, refused for its JSON, the waiting step's schema or a
-missing reason, is the page again (422) with the payload and the reason filled in and
-nothing written. Only that answer is filled in: the next look at the page, the
-operator's or anyone's, and a successful send start from an empty form. In process
-(Django's test client on PostgreSQL; the steps run here, ``runner.advance``)."""
+"""A refused operator form comes back with what was typed, beside the message: on the
+execution page, the signal form (refused for its JSON, the waiting step's schema or a
+missing reason), the answer to a question (refused by its schema), the budget form (an
+amount or reason refused) and the pause and legal-hold forms (a reason refused) are the
+page again (422) with what was typed filled in and nothing written. Only that response is
+filled in: the next look at the page, the operator's or anyone's, and a successful send
+start from an empty form. In process (Django's test client on PostgreSQL; the steps run
+here, ``runner.advance``)."""
 
 from __future__ import annotations
 
@@ -12,40 +14,114 @@ from django.utils.html import escape
 
 import tests.support.migrating_flow  # noqa: F401 - registers "migrating": v1 waits for "go" (no payload)
 from executions import services
+from executions.authoring import Decision, ModelRequest, Tool, ToolArgs, Workflow, WorkflowInput, register
+from executions.authoring.foreign import ask_person
 from executions.engine import runner
-from executions.models import Execution, ExecutionEvent, Status, Wait
+from executions.models import Execution, ExecutionEvent, Question, Status, Wait
 from tests.support.screens import logged_in
 
 pytestmark = pytest.mark.django_db(transaction=True)
+
+# ``asking_room``: an agent whose one tool asks a person before it books (as an MCP
+# server's elicitation does): the execution waits at the question for the answer form.
+ROOM_QUESTION = {
+    "type": "object",
+    "properties": {
+        "confirm": {"type": "boolean", "title": "Confirm", "description": "Book it?"},
+        "people": {"type": "integer", "title": "People", "minimum": 1, "maximum": 12},
+        "note": {"type": "string", "title": "Note", "maxLength": 40},
+    },
+    "required": ["confirm", "people"],
+}
+
+
+class RoomInput(WorkflowInput):
+    room: str = "Cumulus"
+
+
+class RoomArgs(ToolArgs):
+    room: str
+
+
+def _book(args: dict, progress) -> dict:
+    return {"room": args["room"], **ask_person("confirm", f"Book {args['room']}?", ROOM_QUESTION)}
+
+
+def _books_once(request: ModelRequest) -> Decision:
+    if any(m["role"] == "tool" for m in request.messages):
+        return Decision(text="booked")
+    return Decision(text="booking", tool="book_room", args={"room": "Cumulus"})
+
+
+asking_room = register(Workflow(name="asking_room", version=1, title="Books a room a person confirms", input=RoomInput))
+asking_room.agent(
+    "book",
+    label="Booking the room",
+    prompt_id="asking-room",
+    prompt_version="asking-room-v1",
+    instruction=lambda ctx: f"Book {ctx.input['room']}",
+    tools=[Tool(name="book_room", description="Book a room once a person confirms.", args=RoomArgs, run=_book)],
+    offline_policy=_books_once,
+)
+
+
+def _started(people, workflow: str, **start) -> Execution:
+    execution, _ = services.execution_start(user=people["requester"].user, workflow=workflow, input={}, **start)
+    for _ in range(20):
+        if runner.advance(execution.pk, worker="worker:test-refused-forms") != "sliced":
+            break
+    execution.refresh_from_db()
+    assert execution.status == Status.WAITING, execution.status_reason
+    return execution
 
 
 @pytest.fixture
 def waiting(people) -> Execution:
     """An execution of ``migrating`` v1 waiting at ``hold`` for the signal ``go``."""
-    execution, _ = services.execution_start(user=people["requester"].user, workflow="migrating", input={}, version=1)
-    for _ in range(20):
-        if runner.advance(execution.pk, worker="worker:test-refused-forms") != "sliced":
-            break
-    execution.refresh_from_db()
-    assert (execution.status, execution.current_step) == (Status.WAITING, "hold"), execution.status_reason
+    execution = _started(people, "migrating", version=1)
+    assert execution.current_step == "hold"
     return execution
 
 
-def signal_form(page: str) -> str:
-    start = page.index('id="signal-form"')
+@pytest.fixture
+def asked(people, settings) -> tuple[Execution, Question]:
+    """An execution of ``asking_room`` waiting for the answer to its question, with a
+    budget of $1 (an operator may raise it; the offline model priced for it)."""
+    settings.RUNTIME_MODEL_PRICES = {"offline-deterministic-1": {"input_per_mtok": 1, "output_per_mtok": 1}}
+    execution = _started(people, "asking_room", budget_usd=1)
+    return execution, Question.objects.get(execution=execution, status=Question.State.OPEN)
+
+
+def form_of(page: str, name: str) -> str:
+    """The form ``name`` (``name-form``) as drawn."""
+    start = page.rindex("<form", 0, page.index(f'id="{name}-form"'))
     return page[start : page.index("</form>", start)]
 
 
-def signal_error(form: str) -> str:
-    start = form.index('id="signal-error">') + len('id="signal-error">')
-    return form[start : form.index("</p>", start)]
+def error_of(page: str, name: str) -> str:
+    """The message beside the form ``name``: in it, or just before it."""
+    start = page.index(f'id="{name}-error">') + len(f'id="{name}-error">')
+    end = page.index("</p>", start)
+    form = page.rindex("<form", 0, page.index(f'id="{name}-form"'))
+    assert form < start < page.index("</form>", form) or not page[end + len("</p>") : form].strip(), name
+    return page[start:end]
 
 
 def record(execution: Execution) -> tuple:
-    """What a delivered signal would change: the execution, its wait, its history."""
+    """What a delivered form would change: the execution (status, budget, hold), its
+    waits and questions, its history."""
     execution.refresh_from_db()
-    wait = Wait.objects.get(execution=execution, step="hold")
-    return execution.status, wait.status, ExecutionEvent.objects.filter(execution=execution).count()
+    return (
+        execution.status,
+        execution.budget_usd,
+        execution.hold_at,
+        sorted(Wait.objects.filter(execution=execution).values_list("status", flat=True)),
+        sorted(Question.objects.filter(execution=execution).values_list("status", flat=True)),
+        ExecutionEvent.objects.filter(execution=execution).count(),
+    )
+
+
+# --- the signal form
 
 
 @pytest.mark.parametrize(
@@ -67,8 +143,9 @@ def test_a_refused_signal_comes_back_with_the_payload_and_reason_typed(people, w
     )
 
     assert refused.status_code == 422
-    form = signal_form(refused.content.decode())
-    assert refusal in signal_error(form)
+    page = refused.content.decode()
+    form = form_of(page, "signal")
+    assert refusal in error_of(page, "signal")
     assert f'<textarea name="payload" rows="2">{escape(payload)}</textarea>' in form
     assert f'<input name="reason" required value="{escape(reason)}">' in form
     assert record(waiting) == before, "a refused signal writes nothing"
@@ -80,7 +157,7 @@ def test_only_the_refused_answer_is_filled_in_and_a_successful_send_is_not(peopl
     assert operator.post(f"/executions/{waiting.ref}/signal/", {**typed, "event_id": "go-1"}).status_code == 422
 
     for who in ("operator", "requester"):  # the next look, the operator's or the starter's: an empty form
-        form = signal_form(logged_in(people[who]).get(f"/executions/{waiting.ref}/").content.decode())
+        form = form_of(logged_in(people[who]).get(f"/executions/{waiting.ref}/").content.decode(), "signal")
         assert "{nope" not in form and "the warehouse phoned" not in form and 'id="signal-error"' not in form, who
 
     sent = operator.post(
@@ -106,3 +183,178 @@ def test_a_refused_signal_with_no_form_on_the_page_says_why_in_the_messages(peop
     messages = page[page.index('id="messages"') : page.index("</div>", page.index('id="messages"'))]
     assert "not valid JSON" in messages
     assert Wait.objects.get(execution=waiting, step="hold").status == Wait.State.WAITING
+
+
+# --- the answer to a question
+
+
+NOTE = 'the projector & "HDMI" <please>'
+
+
+@pytest.mark.parametrize(
+    ("people_typed", "note", "refusal"),
+    [("40", NOTE, "answer.people"), ("10", NOTE + " and the whiteboard markers, all four", "answer.note")],
+    ids=["too-many-people", "note-too-long"],
+)
+def test_a_refused_answer_comes_back_with_what_was_typed(people, asked, people_typed, note, refusal):
+    execution, question = asked
+    operator = logged_in(people["operator"])
+    before = record(execution)
+
+    refused = operator.post(
+        f"/executions/{execution.ref}/answer/",
+        {
+            "input_id": question.input_id,
+            "event_id": "answer-refused-1",
+            "answer.confirm": "yes",
+            "answer.people": people_typed,
+            "answer.note": note,
+        },
+    )
+
+    assert refused.status_code == 422
+    page = refused.content.decode()
+    form = form_of(page, "answer")
+    assert refusal in error_of(page, "answer")
+    assert '<option value="yes" selected>yes</option>' in form and "— choose —" in form
+    assert f'name="answer.people" value="{people_typed}" required>' in form
+    assert f'<input name="answer.note" value="{escape(note)}" maxlength="2000">' in form
+    assert record(execution) == before, "a refused answer writes nothing"
+
+
+def test_only_the_refused_answer_to_a_question_is_filled_in_and_a_good_one_is_not(people, asked):
+    execution, question = asked
+    operator = logged_in(people["operator"])
+    typed = {"input_id": question.input_id, "answer.confirm": "yes", "answer.note": NOTE}
+    refused = operator.post(
+        f"/executions/{execution.ref}/answer/", {**typed, "answer.people": "40", "event_id": "answer-1"}
+    )
+    assert refused.status_code == 422
+
+    for who in ("operator", "requester"):  # the next look: the question's form as it first was
+        form = form_of(logged_in(people[who]).get(f"/executions/{execution.ref}/").content.decode(), "answer")
+        assert escape(NOTE) not in form and 'value="40"' not in form and 'id="answer-error"' not in form, who
+        assert " selected>yes" not in form, who
+
+    answered = operator.post(
+        f"/executions/{execution.ref}/answer/",
+        {**typed, "answer.people": "10", "event_id": "answer-2"},
+        follow=True,
+    )
+    page = answered.content.decode()
+    assert answered.redirect_chain == [(f"/executions/{execution.ref}/", 302)]
+    assert f"Answered; {execution.ref} is" in page and 'id="answer-error"' not in page
+    question.refresh_from_db()
+    assert question.status == Question.State.ANSWERED
+    assert question.answer == {"confirm": True, "people": 10, "note": NOTE}
+
+
+# --- the budget form
+
+EMPTY_BUDGET = ('autocomplete="off"></label>', '<input name="reason" required maxlength="2000"></label>')
+
+
+@pytest.mark.parametrize(
+    ("amount", "reason", "refusal"),
+    [
+        ("lots", 'the ticket is <long> & "hard"', "add_usd: must be a number"),
+        ("2e9", "the ticket is long", "add_usd: must be at most"),
+        ("0.5", "   ", "reason: say why the budget is raised"),
+        ("0.5", "the ticket <is> " + "y" * 2000, "reason: String should have at most 2000"),
+        ("0.5", "the ticket\x00", "reason: must not contain NUL"),
+    ],
+    ids=["not-a-number", "too-much", "no-reason", "reason-too-long", "reason-not-storable"],
+)
+def test_a_refused_budget_raise_comes_back_with_the_amount_and_reason_typed(people, asked, amount, reason, refusal):
+    execution, _ = asked
+    operator = logged_in(people["operator"])
+    before = record(execution)
+
+    refused = operator.post(f"/executions/{execution.ref}/budget/", {"add_usd": amount, "reason": reason})
+
+    assert refused.status_code == 422
+    page = refused.content.decode()
+    form = form_of(page, "budget")
+    assert f"The budget was not raised: {refusal}" in error_of(page, "budget")
+    assert f'autocomplete="off" value="{escape(amount)}"></label>' in form
+    shown = "" if "\x00" in reason else reason[:2000]  # what can't be stored as text isn't shown either
+    assert f'<input name="reason" required maxlength="2000" value="{escape(shown)}"></label>' in form
+    assert record(execution) == before, "a refused raise writes nothing"
+
+
+def test_only_the_refused_raise_is_filled_in_and_a_good_one_is_not(people, asked):
+    execution, _ = asked
+    operator = logged_in(people["operator"])
+    reason = "the ticket is <long>"
+    refused = operator.post(f"/executions/{execution.ref}/budget/", {"add_usd": "lots", "reason": reason})
+    assert refused.status_code == 422
+
+    form = form_of(operator.get(f"/executions/{execution.ref}/").content.decode(), "budget")
+    assert all(empty in form for empty in EMPTY_BUDGET) and 'id="budget-error"' not in form
+
+    raised = operator.post(f"/executions/{execution.ref}/budget/", {"add_usd": "$0.5", "reason": reason}, follow=True)
+    page = raised.content.decode()
+    assert raised.redirect_chain == [(f"/executions/{execution.ref}/", 302)]
+    assert f"Raised the budget of {execution.ref} to $1.5" in page and 'id="budget-error"' not in page
+    assert all(empty in form_of(page, "budget") for empty in EMPTY_BUDGET)
+    execution.refresh_from_db()
+    assert float(execution.budget_usd) == pytest.approx(1.5)
+
+
+# --- the reasons of pause and of a legal hold
+
+
+@pytest.mark.parametrize(
+    ("form", "who", "fields", "refusal"),
+    [
+        ("pause", "operator", {"reason": "   "}, "reason: say why it is held"),
+        ("pause", "operator", {"reason": "<audit> " + "x" * 2000}, "reason: String should have at most 2000"),
+        ("hold", "auditor", {"hold": "place", "reason": "   "}, "The legal hold was not placed: reason"),
+    ],
+    ids=["pause-no-reason", "pause-reason-too-long", "hold-no-reason"],
+)
+def test_a_refused_reason_comes_back_typed(people, waiting, form, who, fields, refusal):
+    before = record(waiting)
+
+    refused = logged_in(people[who]).post(f"/executions/{waiting.ref}/{form}/", fields)
+
+    assert refused.status_code == 422
+    page = refused.content.decode()
+    assert refusal in error_of(page, form)
+    typed = fields["reason"][:2000]
+    assert f'<input name="reason" required maxlength="2000" value="{escape(typed)}">' in form_of(page, form)
+    assert record(waiting) == before, f"a refused {form} writes nothing"
+
+
+@pytest.mark.parametrize(
+    ("form", "who", "extra", "after"),
+    [("pause", "operator", {}, (Status.PAUSED, False)), ("hold", "auditor", {"hold": "place"}, (Status.WAITING, True))],
+    ids=["pause", "hold"],
+)
+def test_only_the_refused_reason_is_filled_in_and_a_good_one_is_not(people, waiting, form, who, extra, after):
+    client = logged_in(people[who])
+    assert client.post(f"/executions/{waiting.ref}/{form}/", {**extra, "reason": " "}).status_code == 422
+    drawn = form_of(client.get(f"/executions/{waiting.ref}/").content.decode(), form)
+    assert '<input name="reason" required maxlength="2000">' in drawn and f'id="{form}-error"' not in drawn
+
+    done = client.post(f"/executions/{waiting.ref}/{form}/", {**extra, "reason": "audit <2026-17>"}, follow=True)
+    page = done.content.decode()
+    assert done.redirect_chain == [(f"/executions/{waiting.ref}/", 302)]
+    assert f'id="{form}-error"' not in page and 'value="audit' not in page
+    waiting.refresh_from_db()
+    assert (waiting.status, waiting.hold_at is not None) == after
+
+
+def test_a_refused_hold_with_no_form_to_place_one_says_why_in_the_messages(people, waiting):
+    """On hold already, the page draws the release form: the refusal is in the messages."""
+    auditor = logged_in(people["auditor"])
+    auditor.post(f"/executions/{waiting.ref}/hold/", {"hold": "place", "reason": "litigation 2026-17"})
+    before = record(waiting)
+
+    refused = auditor.post(f"/executions/{waiting.ref}/hold/", {"hold": "place", "reason": " "})
+
+    page = refused.content.decode()
+    assert refused.status_code == 422 and 'id="hold-error"' not in page and "Release the legal hold" in page
+    messages = page[page.index('id="messages"') : page.index("</div>", page.index('id="messages"'))]
+    assert "The legal hold was not placed: reason" in messages
+    assert record(waiting) == before

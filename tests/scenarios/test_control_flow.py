@@ -17,6 +17,7 @@ from executions.models import Action, ExecutionEvent, StepRun, Wait
 from tests.support.agents import model_env
 from tests.support.control_env import ENV
 from tests.support.procs import wait_for
+from tests.support.screens import page
 from tests.support.stack import pk, start, wait_status
 
 
@@ -39,6 +40,11 @@ def test_s53_a_reject_continues_at_on_reject_and_completes_with_nothing_paid(sta
     rejected, approved = start(requester, "expense", amount=40), start(requester, "expense", amount=12)
 
     pending = wait_status(requester, rejected, "awaiting_approval")["pending_approval"]
+    # What the pages offering Reject say it does: goes on, not "it cancels" (found walking a
+    # ported workflow whose reject redrafts).
+    for path in (f"/approvals/{pending['id']}/", f"/executions/{rejected}/"):
+        html = page(stack, people["manager"], path)  # where the workflow is registered
+        assert "goes on at “Recording the rejection”" in html and "it cancels" not in html, path
     assert manager.decide(rejected, pending, "reject", comment="not a business trip").status_code == 202
     wait_status(requester, rejected, "completed")
     assert ran(rejected) == ["draft", "decision", "record_rejection"]
@@ -81,9 +87,9 @@ def test_a_completed_execution_has_its_result_in_the_api_the_cli_the_page_the_we
 
     shown = call_command_output("show", ref)
     assert 'result: {"paid": false, "rejected_by": "manager"}' in shown
-    page = Client()
-    page.force_login(people["requester"].user)
-    assert "&quot;rejected_by&quot;: &quot;manager&quot;" in page.get(f"/executions/{ref}/").content.decode()
+    requester_page = Client()
+    requester_page.force_login(people["requester"].user)
+    assert "&quot;rejected_by&quot;: &quot;manager&quot;" in requester_page.get(f"/executions/{ref}/").content.decode()
 
     hook = wait_for(
         lambda: Action.objects.filter(
@@ -254,17 +260,17 @@ def test_the_start_form_offers_each_registered_version(stack, people):
     from executions.models import Execution
 
     stack.up(**ENV)
-    page = Client()
-    page.force_login(people["requester"].user)
+    browser = Client()
+    browser.force_login(people["requester"].user)
     url = "/executions/start/replacement_order/"
-    html = page.get(url).content.decode()
+    html = browser.get(url).content.decode()
     assert 'name="_version"' in html and ">v2 (latest)" in html and ">v1 —" in html
-    form = page.get(url).context["idempotency_key"]
-    started = page.post(url, {"idempotency_key": form, "original_order": "ORD-1001", "_version": "1"})
+    form = browser.get(url).context["idempotency_key"]
+    started = browser.post(url, {"idempotency_key": form, "original_order": "ORD-1001", "_version": "1"})
     assert started.status_code == 303, started.content.decode()[:500]
     ref = started["Location"].rstrip("/").rsplit("/", 1)[-1]
     assert Execution.objects.get(pk=pk(ref)).workflow_version == 1
     before = Execution.objects.count()
-    refused = page.post(url, {"idempotency_key": "k-bad", "original_order": "ORD-1001", "_version": "7"})
+    refused = browser.post(url, {"idempotency_key": "k-bad", "original_order": "ORD-1001", "_version": "7"})
     assert refused.status_code == 422 and "no registered version 7" in refused.content.decode()
     assert Execution.objects.count() == before

@@ -9,16 +9,15 @@ import json
 import re
 from datetime import timedelta
 
-import requests
 from django.db import transaction
-from django.test import Client
 from django.utils import timezone
 
 from executions.engine import lifecycle
 from executions.models import Execution, Status, StepRun
 from tests.support.agents import model_env
 from tests.support.control_env import ENV
-from tests.support.procs import http, run_manage, wait_for
+from tests.support.procs import run_manage, wait_for
+from tests.support.screens import page, signed_in
 from tests.support.stack import pk, start, wait_status
 
 LOOP_EDITS = ENV["RUNTIME_WORKFLOW_MODULES"] + ",tests.support.loop_edits"
@@ -36,23 +35,6 @@ def replay(stack, ref: str, edit: str) -> dict:
     assert done.returncode in (0, 1), done.stderr
     [item] = json.loads(done.stdout)["items"]
     return item
-
-
-def signed_in(stack, person) -> requests.Session:
-    """A session with the web process, signed in as ``person``: its pages are rendered
-    there, where the test workflows are registered as a deployment's would be (this
-    process has none of them)."""
-    client = Client()
-    client.force_login(person.user)
-    session = http()
-    session.cookies.set("sessionid", client.cookies["sessionid"].value)
-    return session
-
-
-def page(stack, person, path: str) -> str:
-    answer = signed_in(stack, person).get(f"{stack.web_url}{path}", timeout=10)
-    assert answer.status_code == 200, answer.text
-    return answer.text
 
 
 def test_s51_a_loop_speaks_visits_in_the_resume_preview_the_page_and_replay(stack, people, api_as):

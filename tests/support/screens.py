@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import uuid
 
+import requests
 from django.db import transaction
 from django.test import Client
 
@@ -14,6 +15,7 @@ from artifacts import store
 from artifacts.models import Artifact, ArtifactVersion
 from executions.engine import lifecycle
 from executions.models import Execution
+from tests.support.procs import http
 
 # The Content-Security-Policy every page is served with (config/csp.py).
 POLICY = (
@@ -23,6 +25,24 @@ POLICY = (
 
 V1 = b"# Report\n\nSales: 100\nStatus: draft\nRegion: north\n"
 V2 = b"# Report\n\nSales: 120\nStatus: final\nRegion: north\n"
+
+
+def signed_in(stack, person) -> requests.Session:
+    """A session with ``stack``'s web process, signed in as ``person``: its pages are
+    rendered there, where the test workflows are registered as a deployment's would be
+    (the pytest process may have none of them)."""
+    client = Client()
+    client.force_login(person.user)
+    session = http()
+    session.cookies.set("sessionid", client.cookies["sessionid"].value)
+    return session
+
+
+def page(stack, person, path: str) -> str:
+    """``path`` as ``stack``'s web process renders it for ``person`` (200, or it fails)."""
+    answer = signed_in(stack, person).get(f"{stack.web_url}{path}", timeout=10)
+    assert answer.status_code == 200, answer.text
+    return answer.text
 
 
 def logged_in(person, **kwargs) -> Client:
