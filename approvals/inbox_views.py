@@ -60,6 +60,7 @@ def approval_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "effects": after.effects if decision else [],
         "told": after.told,
         "diff": version_diff(version),
+        "earlier": selectors.earlier_decisions(approval),
         "agent_reads": selectors.agent_reads(approval),
         "artifact_html": render_artifact(version),
         "refusal": refusal,

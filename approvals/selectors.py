@@ -48,6 +48,21 @@ def is_open(request: ApprovalRequest, *, now: dt.datetime | None = None) -> bool
     )
 
 
+def earlier_decisions(approval: ApprovalRequest) -> list[Decision]:
+    """The decisions on earlier versions of ``approval``'s artifact in its execution (a
+    rejection that sent it back to a redraft, changes requested), oldest first: what an
+    approver of the new version reads to see whether it answers them."""
+    return list(
+        Decision.objects.filter(
+            request__execution_id=approval.execution_id,
+            request__artifact_version__artifact_id=approval.artifact_version.artifact_id,
+            request__version__lt=approval.version,
+        )
+        .select_related("request", "decided_by")
+        .order_by("request__version", "request_id")
+    )
+
+
 def reject_continues_at(approval: ApprovalRequest) -> str:
     """The label of the step a reject of ``approval`` goes on at (its gate's ``on_reject``),
     or "" when a reject ends the execution (cancels it): what every page offering Reject

@@ -522,3 +522,28 @@ def test_the_story_stops_where_the_next_request_begins(people):
     body = logged_in(people["auditor"]).get(f"/approvals/audit/{first.pk}/").content.decode()
     assert "step.redraft" in body and "step.after_second_request" not in body
     assert "redo it" in body and "from the decision row" in body  # no decided audit entry: rebuilt
+
+
+def test_the_approval_page_of_a_new_version_says_what_was_decided_on_the_earlier_ones(people):
+    """Found walking a ported workflow whose reject redrafts: V2's page showed the changes
+    from V1 but not why V1 was sent back, so its approver could not check that V2 answers
+    it. Now the Changes card lists each earlier version's decision, by whom, with its comment."""
+    request = make_gate(people)  # V2 awaits; V1 was asked before it
+    v1 = request.artifact_version.artifact.versions.get(number=1)
+    earlier = ApprovalRequest.objects.create(
+        execution=request.execution,
+        step="review",
+        round=0,  # the gate's earlier round (V2's request is round 1)
+        artifact_version=v1,
+        version=1,
+        content_sha256=v1.sha256,
+        action="publish_report",
+        requested_by=people["requester"].user,
+    )
+    decide_directly(earlier, people["manager"], "request_changes", comment="Sales look <low>; check them")
+    page = logged_in(people["manager"]).get(f"/approvals/{request.pk}/").content.decode()
+    listed = page[page.index('id="earlier-decisions"') : page.index("</ul>", page.index('id="earlier-decisions"'))]
+    assert "V1: <strong>changes requested</strong> by manager" in listed
+    assert "“Sales look &lt;low&gt;; check them”" in listed
+    first = logged_in(people["manager"]).get(f"/approvals/{earlier.pk}/").content.decode()
+    assert 'id="earlier-decisions"' not in first  # nothing came before V1
