@@ -124,7 +124,7 @@ def show(args, user=None) -> Result:  # --as USER: one they may not read is "no 
         f"  step: {payload['step_label'] or '—'}",
         f"  status reason: {payload['status_reason'] or '—'}",
     ]
-    if gate := payload["pending_gate"]:
+    if (gate := payload["pending_gate"]) and not payload["pending_approval"]:  # an approval: the line below
         until = f", until {_at(gate['until'])}" if gate["until"] else ""
         lines.append(f"  waiting for {gate['waiting_for']} at {gate['step']} since {_at(gate['since'])}{until}")
     if payload["pending_approval"]:
