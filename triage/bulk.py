@@ -44,6 +44,7 @@ from executions.models import (
     ACTIVE,
     HOLDABLE,
     MIGRATABLE,
+    TERMINAL,
     Action,
     Execution,
     ExecutionEvent,
@@ -314,8 +315,8 @@ def bulk_dry_run(
             op.name, eligible, ineligible, token=dry_run_token(user=user, operation=op.signed, eligible=eligible)
         ).with_notes()
     rows = _with_unknown_action(_matching(filter)).order_by("-id")
-    if op.version is not None:  # a migration's filter: what is already on that version is done
-        rows = rows.exclude(workflow_version=op.version)
+    if op.version is not None:  # a migration's filter: what is on that version already, or ended, stays
+        rows = rows.exclude(workflow_version=op.version).exclude(status__in=TERMINAL)
     yes = list(rows.filter(op.eligible()).values_list("pk", flat=True)[: MAX_ITEMS + 1])
     no = list(rows.exclude(op.eligible()).values_list("pk", "status", "unknown_action")[: MAX_ITEMS + 1])
     refused = _migration_refusals(op, yes[:MAX_ITEMS])

@@ -39,7 +39,7 @@ def replay(args) -> Result:
     lines = []
     for item in answer["items"]:
         said = f"{item['id']}  {item['workflow']} v{item['workflow_version']}  {item['verdict']}"
-        lines += [said] + [f"  {f['kind']} at {f['step'] or '—'} {f['key']}: {f['detail']}" for f in item["findings"]]
+        lines += [said] + [_finding(f) for f in item["findings"]]
         lines += [f"  refused at {r['step'] or '—'}: {r['detail']}" for r in item.get("refused", [])]  # network
     lines.append(f"{answer['checked']} checked, {answer['drifted']} drifted")
     if workflow:  # retiring a version: none of its executions is live and no new start goes to it
@@ -47,3 +47,9 @@ def replay(args) -> Result:
             if not v["live"] and not v["share"]:
                 lines.append(f"{workflow} v{v['version']}: no live executions, no new starts: it can be unregistered")
     return Result(answer, lines, exit=1 if answer["drifted"] else 0)
+
+
+def _finding(f: dict) -> str:
+    """``  kind at step key: detail`` (no key where the finding has none, as a structure's)."""
+    key = f" {f['key']}" if f["key"] else ""
+    return f"  {f['kind']} at {f['step'] or '—'}{key}: {f['detail']}"

@@ -263,3 +263,24 @@ def test_the_console_previews_a_move_and_takes_only_what_the_operator_accepted(p
     requester.force_login(people["requester"].user)
     assert requester.get(f"/executions/{execution.ref}/migrate/?to=3").status_code == 403
     assert "migrate-link" not in requester.get(f"/executions/{execution.ref}/").content.decode()
+
+
+def test_a_migration_by_workflow_leaves_out_what_ended_and_replay_says_its_findings_plainly(people):
+    """Found walking a ported workflow through a v2 deploy: ``keel migrate --workflow W --to 2
+    --dry-run`` listed every completed execution of W as "stays: completed, not …" and so
+    exited 1 (a CI step failing on history); and replay printed a finding without a key as
+    ``structure at sanctions : …``. An ended execution never moves, like one already on v2."""
+    from triage import bulk
+
+    waiting = waiting_on_v1(people)
+    ended = go(people, waiting_on_v1(people))
+    assert ended.status == Status.COMPLETED and ended.workflow_version == 1
+    dry = bulk.bulk_dry_run(
+        user=people["operator"].user, operation="migrate", to_version=2, filter={"workflow": "migrating"}
+    )
+    assert dry.eligible == [waiting.ref] and dry.ineligible == [], dry.as_dict()
+
+    from cli.commands.replay import _finding
+
+    assert _finding({"kind": "structure", "step": "x", "key": "", "detail": "d"}) == "  structure at x: d"
+    assert _finding({"kind": "model_call", "step": "x", "key": "K", "detail": "d"}) == "  model_call at x K: d"
