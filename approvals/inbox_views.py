@@ -22,6 +22,7 @@ from django.views.decorators.http import require_GET, require_POST
 from artifacts.rendering import render_artifact, version_diff
 
 from . import audit, outcomes, policy, selectors
+from .audit_views import VIEW_AUDIT
 from .models import AuditEntry
 
 
@@ -58,7 +59,8 @@ def approval_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "version": version,
         "decision": decision,
         "effects": after.effects if decision else [],
-        "told": after.told,
+        # Who was told (addresses, receivers): for those who decide such requests and auditors.
+        "told": after.told if refusal is None or request.user.has_perm(VIEW_AUDIT) else None,
         "diff": version_diff(version),
         "earlier": selectors.earlier_decisions(approval),
         "agent_reads": selectors.agent_reads(approval),

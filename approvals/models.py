@@ -147,6 +147,13 @@ class Decision(models.Model):
         """Who decided, as they were called then (rows older than the column: the name now)."""
         return self.decided_by_username or self.decided_by.get_username()
 
+    @property
+    def verdict_past(self) -> str:
+        """The decision as what happened to the version: approved, rejected, changes requested."""
+        return {"approve": "approved", "reject": "rejected", "request_changes": "changes requested"}.get(
+            self.decision, self.decision
+        )
+
 
 class AuditEntry(models.Model):
     """The audit trail: who did or tried what to which approval, and what they saw.

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -187,7 +188,24 @@ def _told(action: Action) -> tuple[str, str]:
         return str(args["to"]), what
     receipt = action.receipt if isinstance(action.receipt, dict) else {}
     url = receipt.get("url") or args.get("url")
-    return (urlsplit(url).netloc.rpartition("@")[2] if isinstance(url, str) else ""), what
+    return (_host(url) if isinstance(url, str) else ""), what
+
+
+def _host(url: str) -> str:
+    """A URL's host (and port) alone, never its credentials, path or query ("" if unreadable)."""
+    try:
+        return urlsplit(url).netloc.rpartition("@")[2]
+    except ValueError:
+        return ""
+
+
+_URL = re.compile(r"[a-z][a-z0-9+.-]*://[^\s'\"<>]+", re.IGNORECASE)
+
+
+def hosts_only(text: str) -> str:
+    """``text`` with every URL in it cut to its host: a webhook's error quotes the hook's
+    URL, whose path and query often carry its secret."""
+    return _URL.sub(lambda m: _host(m.group(0)) or "a URL", text)
 
 
 def _outcomes(
@@ -238,7 +256,7 @@ def _outcomes(
                 attempts=action.attempts,
                 authorised=authorised_by is not None and action.gate_ref == gate_ref_for(authorised_by),
                 receipt=receipt_fields(action.receipt),
-                error=action.last_error,
+                error=hosts_only(action.last_error) if action.beside else action.last_error,
                 lookup=lookups.get(action.key, []) if action.status != Action.State.SUCCEEDED or resolution else [],
                 reconciled=action.key in reconciled,
                 resolution=resolution,

@@ -63,17 +63,26 @@ def earlier_decisions(approval: ApprovalRequest) -> list[Decision]:
     )
 
 
+def gate_spec(request: ApprovalRequest, *, execution: Any = None) -> Any:
+    """The spec of the gate step ``request`` was asked at, in its execution's pinned version
+    (None when this process doesn't have it): what a decision does (``on_reject``,
+    ``redraft_from``), read once for the service that decides and the pages that say it."""
+    execution = execution or request.execution
+    try:
+        return registry.get(execution.workflow, execution.workflow_version).get_step(request.step).spec
+    except (registry.UnknownWorkflow, KeyError):
+        return None
+
+
 def reject_continues_at(approval: ApprovalRequest) -> str:
     """The label of the step a reject of ``approval`` goes on at (its gate's ``on_reject``),
     or "" when a reject ends the execution (cancels it): what every page offering Reject
     says it does."""
-    execution = approval.execution
-    try:
-        flow = registry.get(execution.workflow, execution.workflow_version)
-        target = getattr(flow.get_step(approval.step).spec, "on_reject", None)
-    except (registry.UnknownWorkflow, KeyError):
+    target = getattr(gate_spec(approval), "on_reject", None)
+    if not target:
         return ""
-    return flow.label_for(target) if target else ""
+    execution = approval.execution
+    return registry.get(execution.workflow, execution.workflow_version).label_for(target)
 
 
 def not_open_because(request: ApprovalRequest, *, now: dt.datetime | None = None) -> str:

@@ -21,14 +21,13 @@ from django.utils import timezone
 
 from artifacts.models import ArtifactVersion
 from executions import runtime
-from executions.authoring import registry
 from executions.errors import Conflict, Forbidden, InvalidInput, NotFound, RateLimited
 from executions.models import Execution, Status, ref_for
 from executions.reasons import StuckReason
 from executions.services import OPERATE, execution_for
 from executions.storable import clip_int, clip_text, text_refusal
 
-from . import audit, policy, throttle
+from . import audit, policy, selectors, throttle
 from .models import ApprovalRequest, AuditEntry, Decision
 
 # A decision → the request's transition.
@@ -339,12 +338,7 @@ def _on_reject(execution: Execution, request: ApprovalRequest) -> str:
 
 
 def _spec(execution: Execution, request: ApprovalRequest):
-    """The spec of the gate step ``request`` was asked at, in the pinned version (None when
-    this process doesn't have it)."""
-    try:
-        return registry.get(execution.workflow, execution.workflow_version).get_step(request.step).spec
-    except (registry.UnknownWorkflow, KeyError):
-        return None
+    return selectors.gate_spec(request, execution=execution)
 
 
 def approval_supersede(request: ApprovalRequest, *, actor_label: str, reason: str, actor=None) -> None:

@@ -205,7 +205,7 @@ def execution_hold(request: HttpRequest, ref: str) -> HttpResponse:
         else:
             holds.hold_release(ref=ref, user=request.user)
     except InvalidInput as exc:
-        error = f"The legal hold was not placed: {exc.message}"
+        error = f"The legal hold was not {'placed' if placing else 'released'}: {exc.message}"
         return refused_form(request, ref, form="hold", error=error, fields={"reason": 2000})
     except ServiceError as exc:
         messages.error(request, f"The legal hold was not {'placed' if placing else 'released'}: {exc.message}")

@@ -416,7 +416,6 @@ def answer_fields(schema: dict[str, Any], typed: dict[str, str] | None = None) -
                 "widget": widget,
                 "choices": [str(c) for c in prop.get("enum", [])],
                 "required": name in required,
-                "default": default,
                 "value": (typed or {}).get(f"answer.{name}", "" if widget == "yesno" else default),
                 "step": "1" if kind == "integer" else "any",
             }

@@ -178,8 +178,7 @@ def _authorised_by(request: Any, execution: Execution) -> str:
     subject = f"approval #{request.pk}{where}: V{request.version} ({request.content_sha256[:12]})"
     if decision.decision == "approve":
         return f"authorised by {subject}, approved by {decision.approver}"
-    verdict = {"request_changes": "changes requested", "reject": "rejected"}.get(decision.decision, decision.decision)
-    return f"not authorised: {subject}, {verdict} by {decision.approver}"
+    return f"not authorised: {subject}, {decision.verdict_past} by {decision.approver}"
 
 
 def receipt_fields_by_step(execution: Execution) -> dict[str, tuple]:

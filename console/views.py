@@ -302,24 +302,26 @@ def execution_signal(request: HttpRequest, ref: str) -> HttpResponse:
     double submit one delivery. Refused input (the JSON, the wait's schema, the reason)
     re-renders the page with the message beside the form and what was typed kept (422),
     having written nothing; other refusals are messages."""
-    try:
+
+    def deliver():
         form = _form(request, inputs.SignalFormIn)
         try:
             payload = json.loads(form.payload) if form.payload.strip() else None
         except json.JSONDecodeError as exc:
             raise InvalidInput("payload", f"not valid JSON ({exc.msg})") from None
         inputs.parse(waits.SignalIn, {"name": form.name, "payload": payload, "event_id": form.event_id})
-        answer = waits.signal_deliver(
+        return waits.signal_deliver(
             ref=ref, user=request.user, name=form.name, payload=payload, event_id=form.event_id, reason=form.reason
         )
-    except InvalidInput as exc:
-        fields = {"payload": inputs.MAX_COMMENT, "reason": 2000}
-        return refused_form(request, ref, form="signal", error=exc.message, fields=fields)
-    except ServiceError as exc:
-        messages.error(request, exc.message)
-    else:
-        messages.success(request, f"Sent the signal; {ref} is {answer['execution_status']}.")
-    return redirect("console:detail", ref=ref)
+
+    return _operate(
+        request,
+        ref,
+        deliver,
+        lambda answer: f"Sent the signal; {ref} is {answer['execution_status']}.",
+        form="signal",
+        fields={"payload": inputs.MAX_COMMENT, "reason": 2000},
+    )
 
 
 @login_required

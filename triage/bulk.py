@@ -293,7 +293,8 @@ def bulk_dry_run(
     filters): the newest MAX_ITEMS eligible matches and the newest MAX_ITEMS ineligible
     ones; ``truncated`` says more matched. ``notes``: what the operation does beyond an
     eligible execution (cancelling a child stops its live parent). ``to_version``: a
-    migration's. Raises Forbidden, InvalidInput.
+    migration's (its filter leaves out what is on that version already or has ended).
+    Raises Forbidden, InvalidInput.
     """
     op = _operation(user, operation, to_version)
     if (ids is None) == (filter is None):

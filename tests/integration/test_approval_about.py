@@ -43,3 +43,20 @@ def test_where_a_gate_without_on_reject_is_decided_reject_says_it_cancels(people
     for path in (f"/approvals/{request.pk}/", f"/executions/{execution.ref}/"):
         html = manager.get(path).content.decode()
         assert f"Reject is final (it cancels {execution.ref})" in html and "goes on at" not in html, path
+
+
+def test_who_was_told_is_shown_to_who_decides_and_auditors_only_with_hosts_not_hook_urls(people):
+    """The review's finding: the "Who was told" card named the approvers' addresses and, in
+    a webhook's error, the hook's URL (whose path carries its secret) to anyone who may read
+    the execution. Now it is the approvers' and the auditors' card, and an error names the
+    receiver's host alone."""
+    from approvals.outcomes import hosts_only
+
+    execution, request = awaiting_execution(people["requester"].user)
+    for who, shown in [("manager", True), ("auditor", True), ("requester", False), ("operator", False)]:
+        client = Client()
+        client.force_login(people[who].user)
+        answer = client.get(f"/approvals/{request.pk}/")
+        assert answer.status_code == 200 and ('id="told"' in answer.content.decode()) is shown, who
+    said = hosts_only("could not connect to https://hooks.example:8443/T0/s3cret?token=x (refused)")
+    assert said == "could not connect to hooks.example:8443 (refused)"
