@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from approvals.outcomes import action_state
+from approvals.outcomes import action_state, hosts_only
 from executions import blockers, visits
 from executions.authoring import registry
 from executions.models import Action, Execution, ExecutionEvent, ModelCall, Status
@@ -145,6 +145,15 @@ def ledger_rows(
             authoriser=authoriser,
             resolved_by=resolved_by.get(action.key, ""),
         )
+        # An e-mail or webhook told beside the steps: a URL in it is shown by its host alone
+        # (a hook's path and query often carry its secret), as on the approval's pages.
+        receipt, note = action.receipt, state.note
+        if action.beside:
+            if isinstance(receipt, dict):
+                receipt = {k: hosts_only(v) if isinstance(v, str) else v for k, v in receipt.items()}
+            elif isinstance(receipt, str):
+                receipt = hosts_only(receipt)
+            note = hosts_only(note)
         rows.append(
             LedgerRow(
                 key=action.key,
@@ -153,9 +162,9 @@ def ledger_rows(
                 label=state.label,
                 tone=state.tone,
                 attempts=action.attempts,
-                note=state.note,
-                receipt=receipt_items(action.receipt),
-                receipt_json=pretty_json(action.receipt) if action.receipt else "",
+                note=note,
+                receipt=receipt_items(receipt),
+                receipt_json=pretty_json(receipt) if receipt else "",
                 lookup=lookups.get(action.key, []),
                 resolution=resolutions.get(action.key),
                 fields=list(fields.get(action.step, ())) if not action.is_compensation else [],

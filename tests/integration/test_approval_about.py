@@ -60,3 +60,27 @@ def test_who_was_told_is_shown_to_who_decides_and_auditors_only_with_hosts_not_h
         assert answer.status_code == 200 and ('id="told"' in answer.content.decode()) is shown, who
     said = hosts_only("could not connect to https://hooks.example:8443/T0/s3cret?token=x (refused)")
     assert said == "could not connect to hooks.example:8443 (refused)"
+
+
+def test_the_execution_pages_ledger_names_a_webhooks_host_not_its_url(people):
+    """The same rule on the execution page's ledger, which anyone who may read the
+    execution sees: a webhook told beside the steps shows its receiver's host, never the
+    hook's path or query (a receipt's ``url``, an error quoting it)."""
+    from executions.models import Action
+
+    execution, _ = awaiting_execution(people["requester"].user)
+    Action.objects.create(
+        key=f"{execution.ref}:webhook:approval.requested:1",
+        execution=execution,
+        step="review",
+        type="webhook",
+        beside=True,
+        status=Action.State.FAILED,
+        attempts=1,
+        receipt={"url": "https://hooks.example:8443/T0/s3cret?token=x", "status": 500},
+        last_error="https://hooks.example:8443/T0/s3cret?token=x answered 500",
+    )
+    requester = Client()
+    requester.force_login(people["requester"].user)
+    page = requester.get(f"/executions/{execution.ref}/").content.decode()
+    assert "hooks.example:8443" in page and "s3cret" not in page
