@@ -616,6 +616,17 @@ def _url_password(url: str) -> str:
     return unquote(password) if password else ""
 
 
+def _url_path_and_query(url: str) -> str:
+    """Where a URL carries its credential when it is one (a Slack- or Teams-style hook:
+    ``/services/T…/B…/…``): its path and query, without the leading slash, so a redacted
+    URL keeps its scheme and host (``https://hooks.example/[redacted: KEEL_WEBHOOK_URL]``)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return ""
+    return parts.path.lstrip("/") + (f"?{parts.query}" if parts.query else "")
+
+
 SECRETS = {
     name: value
     for name, value in {
@@ -625,6 +636,7 @@ SECRETS = {
         "RUNTIME_METRICS_TOKEN": RUNTIME_METRICS_TOKEN,
         "EMAIL_HOST_PASSWORD": EMAIL_HOST_PASSWORD,
         "KEEL_WEBHOOK_SECRET": KEEL_WEBHOOK_SECRET,
+        "KEEL_WEBHOOK_URL": _url_path_and_query(KEEL_WEBHOOK_URL),
         "AWS_SECRET_ACCESS_KEY": os.environ.get("AWS_SECRET_ACCESS_KEY", ""),
         "DATABASE_URL": _url_password(os.environ.get("DATABASE_URL", "")),
         "DATABASE_OWNER_URL": _url_password(os.environ.get("DATABASE_OWNER_URL", "")),

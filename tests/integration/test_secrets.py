@@ -164,3 +164,25 @@ def test_redaction_replaces_configured_secrets_and_credential_shapes(settings):
     assert out.endswith("a basic summary for the bearer of tokens")  # prose stays prose
     nested = redact({"a": [KEY, 1, None, {"b": f"x {KEY}"}], "n": 2.5})
     assert nested == {"a": ["[redacted: OPENAI_API_KEY]", 1, None, {"b": "x [redacted: OPENAI_API_KEY]"}], "n": 2.5}
+
+
+def test_a_webhook_urls_path_and_query_are_a_configured_secret(tmp_path):
+    """A Slack- or Teams-style hook URL is its own credential (whoever has it may post):
+    its path and query are a configured secret, so a receipt quoting the URL, an error
+    or a log line keeps the scheme and host and loses the rest. A short path (the tests'
+    ``/hook``) is no credential and, like every value under 8 characters, is left out."""
+    from tests.support.settings_probe import clean_env, django
+
+    code = (
+        "from django.conf import settings; from executions.redaction import redact_text; "
+        "print(settings.SECRETS.get('KEEL_WEBHOOK_URL', '')); "
+        "print(redact_text('POST https://hooks.example/services/T01/B02/Xy9zSecretPart?ts=1 answered 500'))"
+    )
+    hook = "https://hooks.example/services/T01/B02/Xy9zSecretPart?ts=1"
+    done = django(clean_env(tmp_path, KEEL_WEBHOOK_URL=hook, KEEL_WEBHOOK_SECRET="s" * 32), code)
+    assert done.returncode == 0, done.stderr
+    secret, said = done.stdout.splitlines()
+    assert secret == "services/T01/B02/Xy9zSecretPart?ts=1"
+    assert said == "POST https://hooks.example/[redacted: KEEL_WEBHOOK_URL] answered 500", said
+    short = django(clean_env(tmp_path, KEEL_WEBHOOK_URL="http://127.0.0.1:9/hook", KEEL_WEBHOOK_SECRET="s" * 32), code)
+    assert short.returncode == 0 and short.stdout.splitlines()[0] == "", short.stderr
