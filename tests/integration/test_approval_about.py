@@ -84,3 +84,12 @@ def test_the_execution_pages_ledger_names_a_webhooks_host_not_its_url(people):
     requester.force_login(people["requester"].user)
     page = requester.get(f"/executions/{execution.ref}/").content.decode()
     assert "hooks.example:8443" in page and "s3cret" not in page
+
+
+def test_the_approvals_address_itself_leads_to_the_inbox(people):
+    """Found walking the dashboard: /approvals/ (what a person types, or the crumb above
+    an approval) was a 404."""
+    manager = Client()
+    manager.force_login(people["manager"].user)
+    answer = manager.get("/approvals/", follow=True)
+    assert answer.redirect_chain == [("/approvals/inbox/", 302)] and answer.status_code == 200
