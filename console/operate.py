@@ -1,9 +1,10 @@
 """Operator screens of the triage console: the resume preview (the Resume button's
 confirmation page), moving to another version (its preview and confirmation), restart
-from a step, closing a compensation, raising a budget and
-placing or releasing a legal hold. Thin: one service call each (the API's and the
-CLI's); a refusal is a message on the execution page, never a 500 — the budget's and
-the hold's refusal of what was typed is that form again, filled in (``views.refused_form``)."""
+from a step, accepting a drifted model call's new request, closing a compensation,
+raising a budget, placing or releasing a legal hold and reminding the managers. Thin:
+one service call each (the API's and the CLI's); a refusal is a message on the
+execution page, never a 500 — a refusal of what was typed into one of the execution
+page's forms is that form again, filled in (``views.refused_form``)."""
 
 from __future__ import annotations
 
@@ -110,7 +111,8 @@ def execution_migrate(request: HttpRequest, ref: str) -> HttpResponse:
 @login_required
 @require_POST
 def execution_restart(request: HttpRequest, ref: str) -> HttpResponse:
-    """Restart a failed execution from the chosen step; the new execution's page follows."""
+    """Restart a failed execution from the chosen step; the new execution's page follows.
+    A refused reason or step is the page again with the choice and the reason typed (422)."""
     fields = {name: request.POST.get(name, "").strip() for name in ("from_step", "reason")}
     # A step visited more than once is offered once per visit, as ``step@N`` (presenters.restart_form).
     step, at, visit = fields["from_step"].rpartition("@")
@@ -126,6 +128,9 @@ def execution_restart(request: HttpRequest, ref: str) -> HttpResponse:
             accept_repeats=form.accept_repeats,
             visit=form.visit,
         )
+    except InvalidInput as exc:
+        typed = {"from_step": 120, "reason": 2000, "accept_repeats": 10}  # the step as posted: ``step@N``
+        return refused_form(request, ref, form="restart", error=exc.message, fields=typed)
     except ServiceError as exc:
         messages.error(request, exc.message)
         return redirect("console:detail", ref=ref)
@@ -137,12 +142,15 @@ def execution_restart(request: HttpRequest, ref: str) -> HttpResponse:
 @require_POST
 def accept_request(request: HttpRequest, ref: str) -> HttpResponse:
     """Accept the request a drifted model call's step rebuilt (its key and sha256 as the
-    page showed them): the execution resumes and the model is asked again for that call."""
+    page showed them): the execution resumes and the model is asked again for that call.
+    A refused reason (none, too long) is the page again with it typed (422)."""
     try:
         form = _form(request, AcceptRequestIn)
         drift.execution_accept_request(
             ref=ref, user=request.user, key=form.key, request_sha256=form.request_sha256, reason=form.reason
         )
+    except InvalidInput as exc:
+        return refused_form(request, ref, form="accept_request", error=exc.message, fields={"reason": 2000})
     except ServiceError as exc:
         messages.error(request, exc.message)
     else:
@@ -153,11 +161,17 @@ def accept_request(request: HttpRequest, ref: str) -> HttpResponse:
 @login_required
 @require_POST
 def compensation_close(request: HttpRequest, ref: str) -> HttpResponse:
+    """Close a planned compensation (operators) as carried out or not possible, with the
+    evidence. A refused outcome or evidence is the page again with both typed beside
+    that compensation (422); in the messages when the page draws no form for its key."""
     try:
         form = _form(request, CloseFormIn)
         action = compensations.action_close(
             key=form.key, user=request.user, outcome=form.outcome, evidence=form.evidence
         )
+    except InvalidInput as exc:
+        typed = {"key": 200, "outcome": 20, "evidence": inputs.MAX_COMMENT}
+        return refused_form(request, ref, form="close", error=exc.message, fields=typed)
     except ServiceError as exc:
         messages.error(request, exc.message)
     else:
@@ -223,9 +237,13 @@ def execution_hold(request: HttpRequest, ref: str) -> HttpResponse:
 @require_POST
 def approval_remind(request: HttpRequest, ref: str) -> HttpResponse:
     """Remind the managers who may decide the pending request (operators): one e-mail each
-    through the ledger, audited; a second press within the window sends nothing again."""
+    through the ledger, audited; a second press within the window sends nothing again. A
+    refused reason (none, too long, not storable) is the page again with it typed (422)."""
     try:
-        reminded = remind.approval_remind(ref=ref, user=request.user, reason=request.POST.get("reason", ""))
+        reminded = remind.approval_remind(ref=ref, user=request.user, reason=_form(request, ReasonIn).reason)
+    except InvalidInput as exc:
+        error = f"Nobody was reminded: {exc.message}"
+        return refused_form(request, ref, form="remind", error=error, fields={"reason": 2000})
     except ServiceError as exc:
         messages.error(request, f"Nobody was reminded: {exc.message}")
     else:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import urlencode
 
@@ -347,7 +347,9 @@ class ResolveForm:
 class RefusedForm:
     """What was typed into one of the execution page's forms that was refused for it, to
     show again beside ``error``: ``form`` is the form (``signal``, ``answer``, ``budget``,
-    ``pause`` or ``hold``), ``typed`` its fields by their names in the form."""
+    ``pause``, ``hold``, ``retry``, ``accept_request``, ``restart``, ``close`` (a
+    compensation's, by ``typed["key"]``), ``remind`` or ``redraft``), ``typed`` its
+    fields by their names in the form."""
 
     form: str
     typed: dict[str, str]
@@ -501,14 +503,6 @@ def panel_context(
     # set a cap, not raise one); place or release a legal hold (auditors), whatever its status.
     ctx["can_budget"] = operator and not execution.is_terminal and execution.budget_usd is not None
     ctx["can_hold"] = user.has_perm(legal_holds.HOLD)
-    drawn = {
-        "signal": ctx["can_signal"],
-        "answer": ctx["can_answer"],
-        "budget": ctx["can_budget"],
-        "pause": ctx["can_pause"],
-        "hold": ctx["can_hold"] and execution.hold_at is None,  # the form that places one
-    }
-    ctx["refused"] = {refused.form: refused} if refused is not None and drawn[refused.form] else {}
     ledger_rows = None
     if {"ledger", "operate"} & set(panels):
         ledger_rows = presenters.ledger_rows(execution, snap.actions, _action_events(execution), snap.authorisers)
@@ -552,6 +546,26 @@ def panel_context(
         versions = list(selectors.artifact_versions(execution).order_by("artifact_id", "number"))
         ctx["versions"] = versions
         ctx["latest"] = next((v for v in versions if v.pk == snap.latest_version_id), None)
+    closing = refused.typed.get("key") if refused is not None and refused.form == "close" else None
+    drawn = {
+        "signal": ctx["can_signal"],
+        "answer": ctx["can_answer"],
+        "budget": ctx["can_budget"],
+        "pause": ctx["can_pause"],
+        "hold": ctx["can_hold"] and execution.hold_at is None,  # the form that places one
+        "retry": ctx["can_retry"],
+        "accept_request": ctx["can_accept_request"],
+        "restart": ctx["can_restart"] and bool(ctx["restart"].choices),
+        "close": ctx["can_close"] and any(r.open_compensation and r.key == closing for r in ledger_rows or ()),
+        "remind": ctx.get("can_remind", False),  # the approval card's (``approval_context``)
+        "redraft": ctx.get("can_redraft", False),
+    }
+    ctx["refused"] = {refused.form: refused} if refused is not None and drawn[refused.form] else {}
+    if "restart" in ctx["refused"]:  # the step as it was chosen, while the form offers it
+        chosen = refused.typed.get("from_step")
+        if any(c.name == chosen for c in ctx["restart"].choices):
+            choices = [replace(c, selected=c.name == chosen) for c in ctx["restart"].choices]
+            ctx["restart"] = replace(ctx["restart"], choices=choices)
     return ctx
 
 

@@ -257,7 +257,8 @@ def _cancel_page(request: HttpRequest, execution: Execution, *, error: str = "",
 @login_required
 @require_POST
 def execution_retry(request: HttpRequest, ref: str) -> HttpResponse:
-    """Retry now (operators): a retry_pending execution is due now instead of at its backoff time."""
+    """Retry now (operators): a retry_pending execution is due now instead of at its backoff
+    time. A refused reason (none, too long) is the page again with it typed (422)."""
     return _operate(
         request,
         ref,
@@ -265,6 +266,8 @@ def execution_retry(request: HttpRequest, ref: str) -> HttpResponse:
         lambda execution: (
             f"{execution.ref} is due now: the next worker to claim it runs {execution.current_step} again."
         ),
+        form="retry",
+        fields={"reason": 2000},
     )
 
 
@@ -422,6 +425,8 @@ def action_resolve(request: HttpRequest, ref: str) -> HttpResponse:
 @login_required
 @require_POST
 def execution_redraft(request: HttpRequest, ref: str) -> HttpResponse:
+    """Ask for a new draft (the starter, operators) with the instruction for it. A refused
+    instruction (none, too long) is the page again with it typed (422)."""
     return _operate(
         request,
         ref,
@@ -429,6 +434,8 @@ def execution_redraft(request: HttpRequest, ref: str) -> HttpResponse:
             ref=ref, user=request.user, instruction=_form(request, inputs.RedraftIn).instruction
         ),
         lambda execution: f"Asked for a new draft of {execution.ref}; the pending approval was superseded.",
+        form="redraft",
+        fields={"instruction": inputs.MAX_COMMENT},
     )
 
 

@@ -356,10 +356,14 @@ def test_hostile_form_values_are_a_message_on_the_page_and_write_nothing(people,
                 who, url, form = forms(world)[name]
                 extra = {"HTTP_HX_REQUEST": "true"} if htmx else {}
                 response = clients[who].post(url, {**form, field: value}, follow=True, **extra)
-                # A known action's resolve form, and the cancel's confirmation, are shown
-                # again with what was typed (422); the other refusals redirect to a page
-                # with the message.
-                shown_again = (name, field) in (("resolve", "evidence"), ("cancel", "reason"))
+                # A known action's resolve form, the cancel's confirmation and the redraft,
+                # restart and close forms are shown again with what was typed (422); the
+                # other refusals redirect to a page with the message.
+                shown_again = (name, field) in (("resolve", "evidence"), ("cancel", "reason")) or name in (
+                    "redraft",
+                    "restart",
+                    "close",
+                )
                 assert response.status_code == (422 if shown_again else 200)
                 page = response.content.decode()
                 assert f"{named}: " in page, page[-3000:]

@@ -1,11 +1,13 @@
 """A refused operator form comes back with what was typed, beside the message: on the
 execution page, the signal form (refused for its JSON, the waiting step's schema or a
 missing reason), the answer to a question (refused by its schema), the budget form (an
-amount or reason refused) and the pause and legal-hold forms (a reason refused) are the
-page again (422) with what was typed filled in and nothing written. Only that response is
-filled in: the next look at the page, the operator's or anyone's, and a successful send
-start from an empty form. In process (Django's test client on PostgreSQL; the steps run
-here, ``runner.advance``)."""
+amount or reason refused), the pause and legal-hold forms, retry now, accepting a
+drifted call's new request, restart from a step and the approval card's remind (a
+reason refused), closing a compensation (its evidence) and the redraft (its
+instruction) are the page again (422) with what was typed filled in and nothing
+written. Only that response is filled in: the next look at the page, the operator's or
+anyone's, and a successful send start from an empty form. In process (Django's test
+client on PostgreSQL; the steps run here, ``runner.advance``)."""
 
 from __future__ import annotations
 
@@ -13,17 +15,32 @@ import pytest
 from django.utils.html import escape
 
 import tests.support.migrating_flow  # noqa: F401 - registers "migrating": v1 waits for "go" (no payload)
-from executions import services
-from executions.authoring import Decision, ModelRequest, Tool, ToolArgs, Workflow, WorkflowInput, register
+from executions import questions, services
+from executions.authoring import (
+    Decision,
+    FailureKind,
+    ModelRequest,
+    RetryPolicy,
+    StepFailure,
+    Tool,
+    ToolArgs,
+    Workflow,
+    WorkflowInput,
+    register,
+)
 from executions.authoring.foreign import ask_person
 from executions.engine import runner
-from executions.models import Execution, ExecutionEvent, Question, Status, Wait
+from executions.models import Action, Execution, ExecutionEvent, Question, Status, Wait
 from tests.support.screens import logged_in
+from triage import drift
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 # ``asking_room``: an agent whose one tool asks a person before it books (as an MCP
 # server's elicitation does): the execution waits at the question for the answer form.
+# Its instruction's verb is WORDING's: changed before the answer, the step's journaled
+# call no longer matches the request it rebuilds (a model drift).
+WORDING = {"verb": "Book"}
 ROOM_QUESTION = {
     "type": "object",
     "properties": {
@@ -59,20 +76,35 @@ asking_room.agent(
     label="Booking the room",
     prompt_id="asking-room",
     prompt_version="asking-room-v1",
-    instruction=lambda ctx: f"Book {ctx.input['room']}",
+    instruction=lambda ctx: f"{WORDING['verb']} {ctx.input['room']}",
     tools=[Tool(name="book_room", description="Book a room once a person confirms.", args=RoomArgs, run=_book)],
     offline_policy=_books_once,
 )
 
 
-def _started(people, workflow: str, **start) -> Execution:
-    execution, _ = services.execution_start(user=people["requester"].user, workflow=workflow, input={}, **start)
+# ``flaky_room``: its one step times out at the room service: retry_pending, due in 15 minutes.
+flaky_room = register(
+    Workflow(name="flaky_room", version=1, title="Asks a room service that times out", input=RoomInput)
+)
+
+
+@flaky_room.step("ask", label="Asking the room service", retry=RetryPolicy(initial_backoff_seconds=900, jitter=0))
+def _times_out(ctx) -> dict:
+    raise StepFailure(FailureKind.TRANSIENT, "the room service timed out")
+
+
+def _advanced(execution: Execution, status: str = Status.WAITING) -> Execution:
     for _ in range(20):
         if runner.advance(execution.pk, worker="worker:test-refused-forms") != "sliced":
             break
     execution.refresh_from_db()
-    assert execution.status == Status.WAITING, execution.status_reason
+    assert execution.status == status, execution.status_reason
     return execution
+
+
+def _started(people, workflow: str, status: str = Status.WAITING, **start) -> Execution:
+    execution, _ = services.execution_start(user=people["requester"].user, workflow=workflow, input={}, **start)
+    return _advanced(execution, status)
 
 
 @pytest.fixture
@@ -92,31 +124,52 @@ def asked(people, settings) -> tuple[Execution, Question]:
     return execution, Question.objects.get(execution=execution, status=Question.State.OPEN)
 
 
-def form_of(page: str, name: str) -> str:
-    """The form ``name`` (``name-form``) as drawn."""
-    start = page.rindex("<form", 0, page.index(f'id="{name}-form"'))
+@pytest.fixture
+def retrying(people) -> Execution:
+    """An execution of ``flaky_room`` retry_pending: its next attempt is due in 15 minutes."""
+    return _started(people, "flaky_room", Status.RETRY_PENDING)
+
+
+@pytest.fixture
+def drifted(people, asked, monkeypatch) -> Execution:
+    """The ``asked`` execution stopped by a model drift: its instruction was edited before
+    the answer, so the step rebuilt its first model call with another request."""
+    execution, question = asked
+    monkeypatch.setitem(WORDING, "verb", "Reserve")
+    answer = {"confirm": True, "people": 2}
+    questions.answer_deliver(
+        ref=execution.ref, user=people["requester"].user, input_id=question.input_id, answer=answer, event_id="a-1"
+    )
+    return _advanced(execution, Status.NEEDS_ATTENTION)
+
+
+def form_of(page: str, name: str, anchor: str = "") -> str:
+    """The form ``name`` (``name-form``, or the one holding ``anchor``) as drawn."""
+    start = page.rindex("<form", 0, page.index(anchor or f'id="{name}-form"'))
     return page[start : page.index("</form>", start)]
 
 
-def error_of(page: str, name: str) -> str:
-    """The message beside the form ``name``: in it, or just before it."""
+def error_of(page: str, name: str, anchor: str = "") -> str:
+    """The message beside the form ``name`` (or the one holding ``anchor``): in it, or just before it."""
     start = page.index(f'id="{name}-error">') + len(f'id="{name}-error">')
     end = page.index("</p>", start)
-    form = page.rindex("<form", 0, page.index(f'id="{name}-form"'))
+    form = page.rindex("<form", 0, page.index(anchor or f'id="{name}-form"'))
     assert form < start < page.index("</form>", form) or not page[end + len("</p>") : form].strip(), name
     return page[start:end]
 
 
 def record(execution: Execution) -> tuple:
-    """What a delivered form would change: the execution (status, budget, hold), its
-    waits and questions, its history."""
+    """What a delivered form would change: the execution (status, budget, hold, when it is
+    due), its waits, questions and actions, its history."""
     execution.refresh_from_db()
     return (
         execution.status,
         execution.budget_usd,
         execution.hold_at,
+        execution.due_at,
         sorted(Wait.objects.filter(execution=execution).values_list("status", flat=True)),
         sorted(Question.objects.filter(execution=execution).values_list("status", flat=True)),
+        sorted(Action.objects.filter(execution=execution).values_list("status", flat=True)),
         ExecutionEvent.objects.filter(execution=execution).count(),
     )
 
@@ -355,3 +408,149 @@ def test_a_refused_hold_with_no_form_to_place_one_says_why_in_the_messages(peopl
     messages = page[page.index('id="messages"') : page.index("</div>", page.index('id="messages"'))]
     assert "The legal hold was not placed: reason" in messages
     assert record(waiting) == before
+
+
+# --- the other free texts: retry now, accept a new request, restart, close a compensation, remind, redraft
+
+# form → who sends it, its URL under the execution's, the free text field and its most characters.
+TEXT_FORMS = {
+    "retry": ("operator", "retry/", "reason", 2000),
+    "accept_request": ("operator", "accept-request/", "reason", 2000),
+    "restart": ("operator", "restart/", "reason", 2000),
+    "close": ("operator", "compensations/close/", "evidence", 4000),
+    "remind": ("operator", "remind/", "reason", 2000),
+    "redraft": ("requester", "redraft/", "instruction", 4000),
+}
+
+
+@pytest.fixture
+def drawing(request, settings):
+    """form → (the execution whose page draws it, the rest of the form as the page fills
+    it in, the anchor that finds it on the page), each state reached only when asked for."""
+    settings.KEEL_NOTIFICATIONS = True  # (remind)
+
+    def at(form: str) -> tuple[Execution, dict[str, str], str]:
+        if form == "retry":
+            return request.getfixturevalue("retrying"), {}, ""
+        if form == "accept_request":
+            execution = request.getfixturevalue("drifted")
+            stopped = drift.drift_of(execution)
+            return execution, {"key": stopped.key, "request_sha256": stopped.rebuilt_sha256}, ""
+        world = request.getfixturevalue("world")
+        if form == "restart":
+            return world["failed"], {"from_step": "publish"}, ""
+        if form == "close":
+            key = world["compensation"].key
+            return world["compensation"].execution, {"key": key, "outcome": "failed"}, f'value="{key}"'
+        return world["awaiting"], {}, ""
+
+    return at
+
+
+def drawn_id(form: str) -> str:
+    return form.replace("_", "-")  # accept_request: accept-request-form, accept-request-error
+
+
+@pytest.mark.parametrize(
+    ("form", "typed", "refusal"),
+    [
+        ("retry", "   ", "say why it should run now"),
+        ("retry", 'the quota <was> "raised" ' + "x" * 2000, "reason: String should have at most 2000"),
+        ("accept_request", "   ", "say why the new request is right"),
+        ("accept_request", "the <new> wording & " + "x" * 2000, "reason: String should have at most 2000"),
+        ("restart", "   ", "say why it should run again"),
+        ("restart", "the provider is <back> & " + "x" * 2000, "reason: String should have at most 2000"),
+        ("close", "   ", "evidence: String should have at least 1"),
+        ("close", 'retracted <at> the "provider" ' + "x" * 4000, "evidence: String should have at most 4000"),
+        ("remind", "   ", "Nobody was reminded: reason: say why you remind them"),
+        ("remind", "the customer <calls> " + "x" * 2000, "Nobody was reminded: reason: String should have at most"),
+        ("redraft", "   ", "instruction: String should have at least 1"),
+        ("redraft", "shorter & <plainer> " + "x" * 4000, "instruction: String should have at most 4000"),
+    ],
+    ids=[f"{form}-{field}-{case}" for form, (_, _, field, _) in TEXT_FORMS.items() for case in ("none", "too-long")],
+)
+def test_a_refused_free_text_comes_back_typed_beside_its_form(people, drawing, form, typed, refusal):
+    execution, filled, anchor = drawing(form)
+    who, url, field, most = TEXT_FORMS[form]
+    before = record(execution)
+
+    refused = logged_in(people[who]).post(f"/executions/{execution.ref}/{url}", {**filled, field: typed})
+
+    assert refused.status_code == 422
+    page = refused.content.decode()
+    name = drawn_id(form)
+    assert refusal in error_of(page, name, anchor)
+    drawn = form_of(page, name, anchor)
+    assert f'<input name="{field}" required maxlength="{most}" value="{escape(typed[:most])}">' in drawn
+    assert form != "close" or '<option value="failed" selected>not possible' in drawn  # its outcome, as chosen
+    assert record(execution) == before, f"a refused {form} writes nothing"
+    assert not Execution.objects.filter(restarted_from=execution).exists()
+
+
+@pytest.mark.parametrize("form", list(TEXT_FORMS))
+def test_only_the_refused_free_text_is_filled_in(people, drawing, form):
+    execution, filled, anchor = drawing(form)
+    who, url, field, most = TEXT_FORMS[form]
+    client = logged_in(people[who])
+    assert client.post(f"/executions/{execution.ref}/{url}", {**filled, field: " "}).status_code == 422
+
+    page = client.get(f"/executions/{execution.ref}/").content.decode()
+    drawn = form_of(page, drawn_id(form), anchor)
+    assert f'<input name="{field}" required maxlength="{most}">' in drawn
+    assert f'id="{drawn_id(form)}-error"' not in page and " selected>not possible" not in drawn
+
+
+def test_a_refused_restart_keeps_the_step_chosen_and_the_repeats_accepted(people, world):
+    """The choice and the box come back as they were sent, not as the page first offers them.
+    (Its publish went out before the step failed: a restart from any step sends it again.)"""
+    failed = world["failed"]
+    Action.objects.create(
+        key=f"{failed.ref}:publish:v1",
+        execution=failed,
+        step="publish",
+        type="publish_report",
+        status=Action.State.SUCCEEDED,
+        attempts=1,
+    )
+    operator = logged_in(people["operator"])
+    first = form_of(operator.get(f"/executions/{failed.ref}/").content.decode(), "restart")
+    assert '<option value="publish" selected>' in first and 'id="accept-repeats">' in first
+
+    refused = operator.post(
+        f"/executions/{failed.ref}/restart/", {"from_step": "review", "reason": " ", "accept_repeats": "true"}
+    )
+
+    assert refused.status_code == 422
+    drawn = form_of(refused.content.decode(), "restart")
+    assert '<option value="review" selected>' in drawn and drawn.count(" selected>") == 1
+    assert 'id="accept-repeats" checked>' in drawn
+    assert not Execution.objects.filter(restarted_from=failed).exists()
+
+    # A step the form doesn't offer (a stale page): refused, and the form's own choice stands.
+    stale = operator.post(
+        f"/executions/{failed.ref}/restart/", {"from_step": "audit", "reason": "the provider <is> back"}
+    )
+    assert stale.status_code == 422
+    page = stale.content.decode()
+    assert escape("has no step 'audit'") in error_of(page, "restart")
+    drawn = form_of(page, "restart")
+    assert '<option value="publish" selected>' in drawn and drawn.count(" selected>") == 1
+    assert 'value="the provider &lt;is&gt; back">' in drawn and 'id="accept-repeats">' in drawn
+
+
+def test_a_refused_close_for_a_key_the_page_draws_no_form_for_says_why_in_the_messages(people, world):
+    """Evidence refused for an action that is no open compensation of this page: no form to
+    show it beside, so the messages say it; nothing is written."""
+    cancelled = world["compensation"].execution
+    before = record(cancelled)
+
+    refused = logged_in(people["operator"]).post(
+        f"/executions/{cancelled.ref}/compensations/close/",
+        {"key": world["action"].key, "outcome": "failed", "evidence": " "},
+    )
+
+    page = refused.content.decode()
+    assert refused.status_code == 422 and 'id="close-error"' not in page
+    messages = page[page.index('id="messages"') : page.index("</div>", page.index('id="messages"'))]
+    assert "evidence: String should have at least 1" in messages
+    assert record(cancelled) == before
