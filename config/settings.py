@@ -616,15 +616,23 @@ def _url_password(url: str) -> str:
     return unquote(password) if password else ""
 
 
+# A hook URL's path and query this long carry a credential (Slack's, Teams', Discord's are
+# 40–100 characters); a shorter one (``/hooks/keel``) is a route, and redacting it would hide
+# every other URL with that path in the evidence (a redirect's target, another receiver).
+HOOK_CREDENTIAL_MIN_LENGTH = 24
+
+
 def _url_path_and_query(url: str) -> str:
     """Where a URL carries its credential when it is one (a Slack- or Teams-style hook:
     ``/services/T…/B…/…``): its path and query, without the leading slash, so a redacted
-    URL keeps its scheme and host (``https://hooks.example/[redacted: KEEL_WEBHOOK_URL]``)."""
+    URL keeps its scheme and host (``https://hooks.example/[redacted: KEEL_WEBHOOK_URL]``);
+    "" when they are shorter than HOOK_CREDENTIAL_MIN_LENGTH."""
     try:
         parts = urlsplit(url)
     except ValueError:
         return ""
-    return parts.path.lstrip("/") + (f"?{parts.query}" if parts.query else "")
+    secret = parts.path.lstrip("/") + (f"?{parts.query}" if parts.query else "")
+    return secret if len(secret) >= HOOK_CREDENTIAL_MIN_LENGTH else ""
 
 
 SECRETS = {

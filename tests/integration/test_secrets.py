@@ -169,8 +169,9 @@ def test_redaction_replaces_configured_secrets_and_credential_shapes(settings):
 def test_a_webhook_urls_path_and_query_are_a_configured_secret(tmp_path):
     """A Slack- or Teams-style hook URL is its own credential (whoever has it may post):
     its path and query are a configured secret, so a receipt quoting the URL, an error
-    or a log line keeps the scheme and host and loses the rest. A short path (the tests'
-    ``/hook``) is no credential and, like every value under 8 characters, is left out."""
+    or a log line keeps the scheme and host and loses the rest. A path under 24 characters
+    (``/hook``, ``/hooks/keel``) is a route, not a credential, and is left out: redacting
+    it would hide every other URL with that path (a redirect's target) from the evidence."""
     from tests.support.settings_probe import clean_env, django
 
     code = (
@@ -184,5 +185,6 @@ def test_a_webhook_urls_path_and_query_are_a_configured_secret(tmp_path):
     secret, said = done.stdout.splitlines()
     assert secret == "services/T01/B02/Xy9zSecretPart?ts=1"
     assert said == "POST https://hooks.example/[redacted: KEEL_WEBHOOK_URL] answered 500", said
-    short = django(clean_env(tmp_path, KEEL_WEBHOOK_URL="http://127.0.0.1:9/hook", KEEL_WEBHOOK_SECRET="s" * 32), code)
-    assert short.returncode == 0 and short.stdout.splitlines()[0] == "", short.stderr
+    for route in ("http://127.0.0.1:9/hook", "http://127.0.0.1:9/hooks/keel"):  # routes, not credentials
+        short = django(clean_env(tmp_path, KEEL_WEBHOOK_URL=route, KEEL_WEBHOOK_SECRET="s" * 32), code)
+        assert short.returncode == 0 and short.stdout.splitlines()[0] == "", (route, short.stderr)
