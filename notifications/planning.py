@@ -95,10 +95,12 @@ def _questions() -> int:
     to the requester (who may answer it) and the ``input.requested`` webhook; each
     delivery's key names the question, so a second sweep records nothing."""
     made = 0
-    # Those told already (a delivery keyed by the question) are left out, so an old question no
-    # one answers never keeps a newer one from being told.
+    # Those whose starter was e-mailed already are left out, so an old question no one answers
+    # never keeps a newer one from being told. Only the e-mail: a question whose webhook went
+    # while its starter could not read it (or had no address) is looked at again, and its
+    # starter is e-mailed once they may read it — with webhooks on as without them.
     told = Action.objects.filter(
-        key__startswith=Concat(Value("question:"), Cast(OuterRef("pk"), CharField()), Value(":"))
+        key__startswith=Concat(Value("question:"), Cast(OuterRef("pk"), CharField()), Value(":notify:"))
     )
     asked = list(
         Question.objects.filter(status=Question.State.OPEN)

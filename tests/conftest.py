@@ -21,7 +21,7 @@ from accounts.roles import ensure_roles
 from accounts.tokens import api_token_create
 from tests.support import file_weights
 from tests.support.procs import PgBouncer, http
-from tests.support.stack import APP_DB_ROLE, Sandbox, SharedStack, SharedStacks, Stack
+from tests.support.stack import APP_DB_ROLE, Sandbox, SharedStack, SharedStacks, Stack, outbox_env
 
 # Fixtures more than one test folder uses (a folder's own are in its conftest.py).
 pytest_plugins = ["tests.support.gate_fixtures", "tests.support.browsing"]
@@ -198,6 +198,22 @@ def shared_stacks(request, run_sandbox, tmp_path_factory):
     _SHARED.append(stacks)
     yield stacks
     stacks.close()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _told_as_production_tells():
+    """This pytest process tells people and systems as the stacks' processes and production
+    do: by SMTP and signed webhooks, to the run's receivers (tests/support/stack.outbox_env).
+    So a test that plans or sends in this process (the notifications' planner, a page's
+    remind) meets e-mail and webhooks on, never a quieter configuration."""
+    from django.conf import settings
+
+    told = outbox_env()
+    settings.KEEL_NOTIFICATIONS = True
+    settings.EMAIL_HOST, settings.EMAIL_PORT = told["EMAIL_HOST"], int(told["EMAIL_PORT"])
+    settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
+    settings.KEEL_WEBHOOK_URL, settings.KEEL_WEBHOOK_SECRET = told["KEEL_WEBHOOK_URL"], told["KEEL_WEBHOOK_SECRET"]
+    yield
 
 
 @pytest.fixture(scope="module", autouse=True)

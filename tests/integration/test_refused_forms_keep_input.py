@@ -427,7 +427,6 @@ TEXT_FORMS = {
 def drawing(request, settings):
     """form → (the execution whose page draws it, the rest of the form as the page fills
     it in, the anchor that finds it on the page), each state reached only when asked for."""
-    settings.KEEL_NOTIFICATIONS = True  # (remind)
 
     def at(form: str) -> tuple[Execution, dict[str, str], str]:
         if form == "retry":
