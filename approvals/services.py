@@ -329,16 +329,15 @@ def _back_to_drafting(
 
 def _redraft_step(execution: Execution, request: ApprovalRequest) -> str:
     """The gate's ``redraft_from`` step, else the step that produced the version."""
-    return getattr(_spec(execution, request), "redraft_from", "") or request.artifact_version.produced_by_step
+    return (
+        getattr(selectors.gate_spec(request, execution=execution), "redraft_from", "")
+        or request.artifact_version.produced_by_step
+    )
 
 
 def _on_reject(execution: Execution, request: ApprovalRequest) -> str:
     """The step the gate's ``on_reject`` continues at after a reject, or "" (the execution ends)."""
-    return getattr(_spec(execution, request), "on_reject", None) or ""
-
-
-def _spec(execution: Execution, request: ApprovalRequest):
-    return selectors.gate_spec(request, execution=execution)
+    return getattr(selectors.gate_spec(request, execution=execution), "on_reject", None) or ""
 
 
 def approval_supersede(request: ApprovalRequest, *, actor_label: str, reason: str, actor=None) -> None:

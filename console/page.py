@@ -333,23 +333,13 @@ class FormField:
 
 
 @dataclass(frozen=True)
-class ResolveForm:
-    """What an operator typed into a Resolve form that was refused, to show it again."""
-
-    key: str
-    outcome: str
-    evidence: str
-    receipt: dict[str, str]
-    error: str
-
-
-@dataclass(frozen=True)
 class RefusedForm:
     """What was typed into one of the execution page's forms that was refused for it, to
     show again beside ``error``: ``form`` is the form (``signal``, ``answer``, ``budget``,
     ``pause``, ``hold``, ``retry``, ``accept_request``, ``restart``, ``close`` (a
-    compensation's, by ``typed["key"]``), ``remind`` or ``redraft``), ``typed`` its
-    fields by their names in the form."""
+    compensation's, by ``typed["key"]``), ``resolve`` (an unknown outcome's, by
+    ``typed["key"]``), ``remind`` or ``redraft``), ``typed`` its fields by their names in
+    the form."""
 
     form: str
     typed: dict[str, str]
@@ -367,12 +357,15 @@ class ResolveCard:
     error: str = ""
 
 
-def resolve_cards(rows: list[presenters.LedgerRow], form: ResolveForm | None) -> list[ResolveCard]:
+def resolve_cards(rows: list[presenters.LedgerRow], refused: RefusedForm | None) -> list[ResolveCard]:
+    """A card for each unknown outcome; the one a refused Resolve form was for (``refused``,
+    form ``resolve``) holds what was typed (``receipt.<field>`` for the receipt's) and why."""
+    resolving = refused if refused is not None and refused.form == "resolve" else None
     cards = []
     for row in rows:
         if not row.unresolved:
             continue
-        typed = form if form is not None and form.key == row.key else None
+        typed = resolving.typed if resolving is not None and resolving.typed.get("key") == row.key else {}
         fields = [
             FormField(
                 name=f.name,
@@ -380,16 +373,20 @@ def resolve_cards(rows: list[presenters.LedgerRow], form: ResolveForm | None) ->
                 pattern=f.pattern,
                 example=f.example,
                 max_length=f.max_length,
-                value=typed.receipt.get(f.name, "") if typed else "",
+                value=typed.get(f"receipt.{f.name}", ""),
             )
             for f in row.fields
         ]
-        if typed:
-            cards.append(
-                ResolveCard(row=row, fields=fields, outcome=typed.outcome, evidence=typed.evidence, error=typed.error)
+        error = resolving.error if typed and resolving is not None else ""
+        cards.append(
+            ResolveCard(
+                row=row,
+                fields=fields,
+                outcome=typed.get("outcome", ""),
+                evidence=typed.get("evidence", ""),
+                error=error,
             )
-        else:
-            cards.append(ResolveCard(row=row, fields=fields))
+        )
     return cards
 
 
@@ -455,14 +452,13 @@ def panel_context(
     panels: list[str] | tuple[str, ...],
     *,
     record_view: bool = True,
-    resolve_form: ResolveForm | None = None,
     refused: RefusedForm | None = None,
 ) -> dict[str, Any]:
     """What the named panels need. ``record_view``: a decidable approval card rendered
     for this user asks, once shown, to be recorded as ``viewed`` (version and hash).
-    ``resolve_form``: a refused Resolve form, shown again with its message; ``refused``:
-    another refused form, shown again with its message if the page draws that form
-    (``refused`` then holds it under its name; else it is empty)."""
+    ``refused``: a refused form, shown again with its message if the page draws that form
+    (``refused`` then holds it under its name; else it is empty; a Resolve form's is on
+    its card)."""
     user = request.user
     execution = snap.execution
     ctx: dict[str, Any] = {"execution": execution, "label": selectors.step_label(execution)}
@@ -507,7 +503,7 @@ def panel_context(
     if {"ledger", "operate"} & set(panels):
         ledger_rows = presenters.ledger_rows(execution, snap.actions, _action_events(execution), snap.authorisers)
         ctx["ledger"] = ledger_rows
-        ctx["resolve_cards"] = resolve_cards(ledger_rows, resolve_form)
+        ctx["resolve_cards"] = resolve_cards(ledger_rows, refused)
     if "head" in panels:
         ctx["input_items"] = input_items(execution.input)
         triage = selectors.triage_fields(execution)
@@ -546,7 +542,7 @@ def panel_context(
         versions = list(selectors.artifact_versions(execution).order_by("artifact_id", "number"))
         ctx["versions"] = versions
         ctx["latest"] = next((v for v in versions if v.pk == snap.latest_version_id), None)
-    closing = refused.typed.get("key") if refused is not None and refused.form == "close" else None
+    named = refused.typed.get("key") if refused is not None and refused.form in ("close", "resolve") else None
     drawn = {
         "signal": ctx["can_signal"],
         "answer": ctx["can_answer"],
@@ -556,7 +552,8 @@ def panel_context(
         "retry": ctx["can_retry"],
         "accept_request": ctx["can_accept_request"],
         "restart": ctx["can_restart"] and bool(ctx["restart"].choices),
-        "close": ctx["can_close"] and any(r.open_compensation and r.key == closing for r in ledger_rows or ()),
+        "close": ctx["can_close"] and any(r.open_compensation and r.key == named for r in ledger_rows or ()),
+        "resolve": ctx["can_resolve"] and any(c.row.key == named for c in ctx.get("resolve_cards", ())),
         "remind": ctx.get("can_remind", False),  # the approval card's (``approval_context``)
         "redraft": ctx.get("can_redraft", False),
     }

@@ -170,13 +170,12 @@ def _render_detail(
     execution: Execution,
     *,
     status: int = 200,
-    resolve_form: page.ResolveForm | None = None,
     refused: page.RefusedForm | None = None,
 ) -> HttpResponse:
     snap = page.snapshot(execution)  # before any panel is read: a panel is never older than its stamp
     nav = page.Nav(request.user)
     stamps = {**page.execution_stamps(snap), **nav.stamps()}
-    context = page.panel_context(request, snap, page.EXECUTION_PANELS, resolve_form=resolve_form, refused=refused)
+    context = page.panel_context(request, snap, page.EXECUTION_PANELS, refused=refused)
     context.update(
         nav=nav,
         latest_html=render_artifact(context["latest"]) if context["latest"] else "",
@@ -403,12 +402,11 @@ def action_resolve(request: HttpRequest, ref: str) -> HttpResponse:
             key=form.key, user=request.user, outcome=form.outcome, evidence=form.evidence, receipt=form.receipt
         )
     except InvalidInput as exc:
-        execution = _execution_or_404(ref)
-        if key and text_refusal(key) is None and execution.actions.filter(key=key).exists():
-            # shown beside that action's form
-            form = page.ResolveForm(key=key, outcome=outcome, evidence=evidence, receipt=receipt, error=exc.message)
-            return _render_detail(request, execution, status=422, resolve_form=form)
-        messages.error(request, exc.message)
+        # Shown beside that action's form with what was typed (in the messages when the
+        # page has no such form: a key of no unknown outcome of this execution).
+        typed = {name: inputs.MAX_RECEIPT_VALUE for name in request.POST if name.startswith("receipt.")}
+        fields = {"key": 200, "outcome": 20, "evidence": inputs.MAX_COMMENT, **typed}
+        return refused_form(request, ref, form="resolve", error=exc.message, fields=fields)
     except ServiceError as exc:
         messages.error(request, exc.message)
     else:

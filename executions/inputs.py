@@ -25,6 +25,7 @@ from .storable import DB_INT_MAX, STORABLE, STORABLE_JSON
 from .waits import SignalName
 
 MAX_COMMENT = 4000
+MAX_RECEIPT_VALUE = 500
 
 
 # --- the types
@@ -116,7 +117,7 @@ class RedraftIn(Body):
 
 
 ReceiptName = Annotated[str, Field(min_length=1, max_length=100), STORABLE]
-ReceiptValue = Annotated[str, Field(max_length=500), STORABLE]
+ReceiptValue = Annotated[str, Field(max_length=MAX_RECEIPT_VALUE), STORABLE]
 
 
 class ResolveIn(Body):
