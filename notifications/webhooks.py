@@ -21,6 +21,7 @@ from django.utils import timezone
 from executions import selectors
 from executions.authoring.http import post_bytes
 from executions.models import Execution, Status
+from executions.redaction import redact_text
 
 from . import channels
 
@@ -35,7 +36,9 @@ EVENTS = (
 
 def describe(execution: Execution, *, event: str, status: str) -> dict[str, Any]:
     """The event's facts as the action's arguments (the status it reports, the stuck
-    reason as the triage console reads it then)."""
+    reason as the triage console reads it then), and where it goes as a reader may see
+    it: a hook URL's credential path is not stored (``settings.SECRETS``); it is sent to
+    the URL configured when it goes."""
     annotated = selectors.execution(execution.pk)
     stuck = selectors.triage_fields(annotated)["stuck"] if annotated is not None else None
     facts = {
@@ -44,7 +47,7 @@ def describe(execution: Execution, *, event: str, status: str) -> dict[str, Any]
     }
     if status == Status.COMPLETED:  # what it produced (Workflow.result)
         facts["execution"]["result"] = (execution.context or {}).get("result")
-    return {"url": settings.KEEL_WEBHOOK_URL, "body": json.loads(json.dumps(facts, cls=DjangoJSONEncoder))}
+    return {"url": redact_text(settings.KEEL_WEBHOOK_URL), "body": json.loads(json.dumps(facts, cls=DjangoJSONEncoder))}
 
 
 def signature(body: bytes, secret: str) -> str:
@@ -56,10 +59,17 @@ def send(args: dict[str, Any], key: str) -> dict[str, Any]:
     (4xx and redirects refused for good — never followed —, 5xx, timeouts and an answer
     over its size limit worth another attempt with the same key)."""
     body = json.dumps({**args["body"], "sent_at": timezone.now().isoformat()}, separators=(",", ":")).encode()
-    url = settings.KEEL_WEBHOOK_URL or args["url"]  # where it goes now, if that was changed since
+    url = settings.KEEL_WEBHOOK_URL  # where it goes now, if that was changed since (still_wanted: set)
     answer = post_bytes(url, body, key=key, headers={"X-Keel-Signature": signature(body, settings.KEEL_WEBHOOK_SECRET)})
-    return {"url": url, "answer": answer}
+    return {"url": url, "answer": answer}  # redacted as every receipt is, by the ledger
+
+
+def still_wanted(_delivery) -> str | None:
+    """A webhook planned while KEEL_WEBHOOK_URL was set does not go once it is unset."""
+    return None if settings.KEEL_WEBHOOK_URL else "webhooks are off here now (KEEL_WEBHOOK_URL is not set)"
 
 
 # A receiver de-duplicates on the Idempotency-Key: a lost answer is sent again with the same key.
-WEBHOOK = channels.register(channels.Channel(name="webhook", action_type="webhook", honors_key=True, send=send))
+WEBHOOK = channels.register(
+    channels.Channel(name="webhook", action_type="webhook", honors_key=True, send=send, still_wanted=still_wanted)
+)

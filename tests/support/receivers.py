@@ -47,7 +47,14 @@ class WebhookReceiver:
                 with receiver.lock:
                     answer = receiver.answers.pop(0) if receiver.answers else 200
                     code, headers, payload = (answer, {}, None) if isinstance(answer, int) else answer
-                    seen = {"key": key, "signature": signed, "body": body, "code": code, "method": "POST"}
+                    seen = {
+                        "key": key,
+                        "signature": signed,
+                        "body": body,
+                        "code": code,
+                        "method": "POST",
+                        "path": self.path,
+                    }
                     receiver.requests.append(seen)
                     if code < 300:
                         receiver.deliveries.setdefault(key, seen)
