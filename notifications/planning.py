@@ -28,7 +28,7 @@ from typing import Any
 from celery import current_app
 from django.conf import settings
 from django.db import transaction
-from django.db.models import CharField, Exists, OuterRef, Value
+from django.db.models import CharField, Exists, OuterRef, Q, Value
 from django.db.models.functions import Cast, Concat
 from django.utils import timezone
 
@@ -38,7 +38,7 @@ from executions import runtime
 from executions.models import Action, ExecutionEvent, Question, Status
 
 from . import channels, mail, recipients, webhooks
-from .models import Cursor, Delivery, Occasion
+from .models import Cursor, Delivery, Occasion, Preference
 
 log = logging.getLogger(__name__)
 SEND = "notifications.send"
@@ -95,18 +95,33 @@ def _questions() -> int:
     to the requester (who may answer it) and the ``input.requested`` webhook; each
     delivery's key names the question, so a second sweep records nothing."""
     made = 0
-    # Those whose starter was e-mailed already are left out, so an old question no one answers
-    # never keeps a newer one from being told. Only the e-mail: a question whose webhook went
-    # while its starter could not read it (or had no address) is looked at again, and its
-    # starter is e-mailed once they may read it — with webhooks on as without them.
-    told = Action.objects.filter(
-        key__startswith=Concat(Value("question:"), Cast(OuterRef("pk"), CharField()), Value(":notify:"))
+
+    # Only questions with something left to tell now: their webhook (when webhooks are on)
+    # or their starter's e-mail (when e-mail is on and the starter is active, has an
+    # address and didn't turn e-mails off). So an old question no one answers never keeps
+    # a newer one from being told, and a starter who could not read the question when its
+    # webhook went is e-mailed once they may. Newest first: the one left out by a full
+    # batch of questions whose starters may not read them is an older one, told later.
+    def recorded(channel: str):
+        prefix = Concat(Value("question:"), Cast(OuterRef("pk"), CharField()), Value(f":{channel}:"))
+        return Exists(Action.objects.filter(key__startswith=prefix))
+
+    nothing = Q(pk__in=[])
+    starter = "execution__created_by"
+    mail_left = (
+        Q(**{f"{starter}__is_active": True})
+        & ~Q(**{f"{starter}__email": ""})
+        & ~Exists(Preference.objects.filter(user=OuterRef(starter), email=False))
+        & ~recorded("notify")
+        if settings.KEEL_NOTIFICATIONS
+        else nothing
     )
+    hook_left = ~recorded("webhook") if settings.KEEL_WEBHOOK_URL else nothing
     asked = list(
         Question.objects.filter(status=Question.State.OPEN)
-        .exclude(Exists(told))
+        .filter(mail_left | hook_left)
         .select_related("execution__created_by")
-        .order_by("id")[:BATCH]
+        .order_by("-id")[:BATCH]
     )
     mails = {q.pk: f"question:{q.pk}:notify:{q.execution.created_by.get_username()}:input.requested" for q in asked}
     hooks = {q.pk: f"question:{q.pk}:webhook:input.requested" for q in asked}

@@ -20,10 +20,13 @@ from django.utils import timezone
 
 from executions import selectors
 from executions.authoring.http import post_bytes
+from executions.errors import FailureKind, StepFailure
 from executions.models import Execution, Status
 from executions.redaction import redact_text
 
 from . import channels
+
+OFF = "webhooks are off here now (KEEL_WEBHOOK_URL is not set)"
 
 EVENTS = (
     "approval.requested",
@@ -59,14 +62,16 @@ def send(args: dict[str, Any], key: str) -> dict[str, Any]:
     (4xx and redirects refused for good — never followed —, 5xx, timeouts and an answer
     over its size limit worth another attempt with the same key)."""
     body = json.dumps({**args["body"], "sent_at": timezone.now().isoformat()}, separators=(",", ":")).encode()
-    url = settings.KEEL_WEBHOOK_URL  # where it goes now, if that was changed since (still_wanted: set)
+    url = settings.KEEL_WEBHOOK_URL  # where it goes now, if that was changed since
+    if not url:  # unset since it was planned (an unknown outcome is sent again without asking still_wanted)
+        raise StepFailure(FailureKind.INVALID_INPUT, OFF)
     answer = post_bytes(url, body, key=key, headers={"X-Keel-Signature": signature(body, settings.KEEL_WEBHOOK_SECRET)})
     return {"url": url, "answer": answer}  # redacted as every receipt is, by the ledger
 
 
 def still_wanted(_delivery) -> str | None:
     """A webhook planned while KEEL_WEBHOOK_URL was set does not go once it is unset."""
-    return None if settings.KEEL_WEBHOOK_URL else "webhooks are off here now (KEEL_WEBHOOK_URL is not set)"
+    return None if settings.KEEL_WEBHOOK_URL else OFF
 
 
 # A receiver de-duplicates on the Idempotency-Key: a lost answer is sent again with the same key.

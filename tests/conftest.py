@@ -213,6 +213,7 @@ def _told_as_production_tells():
     settings.EMAIL_HOST, settings.EMAIL_PORT = told["EMAIL_HOST"], int(told["EMAIL_PORT"])
     settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
     settings.KEEL_WEBHOOK_URL, settings.KEEL_WEBHOOK_SECRET = told["KEEL_WEBHOOK_URL"], told["KEEL_WEBHOOK_SECRET"]
+    settings.SECRETS = {**settings.SECRETS, "KEEL_WEBHOOK_SECRET": told["KEEL_WEBHOOK_SECRET"]}  # as settings.py does
     yield
 
 

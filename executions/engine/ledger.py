@@ -306,8 +306,8 @@ def perform_beside(
     - executing for less than ``in_flight_seconds``: another sender has it; nothing.
     - executing for longer: its sender died mid-call and it may have arrived. Honours
       keys → sent again with the same key; doesn't (SMTP) → ``unknown``, never re-sent.
-    - approved or failed: ``still_wanted`` says why it no longer should go (approved →
-      failed with that reason), or None; then committed ``executing`` before the call.
+    - approved or failed: ``still_wanted`` says why it no longer should go (→ failed with
+      that reason), or None; then committed ``executing`` before the call.
     After the call: ``succeeded`` with the receipt, ``unknown`` (a lost answer), or
     ``failed`` (refused, or never sent: the caller decides whether to try again).
     """
@@ -327,11 +327,11 @@ def perform_beside(
                 return action, None
         elif action.status in (Action.State.APPROVED, Action.State.FAILED):
             why_not = still_wanted(action)
-            if why_not:
-                if action.status == Action.State.APPROVED:
-                    _move(
-                        action, "void", actor_label, execution=execution, fields={"last_error": why_not}, error=why_not
-                    )
+            if why_not:  # never sent (again): it says why, not an earlier attempt's error
+                transition = "void" if action.status == Action.State.APPROVED else "fail"
+                _move(
+                    action, transition, actor_label, execution=execution, fields={"last_error": why_not}, error=why_not
+                )
                 return action, None
         attempts = action.attempts + 1
         _move(action, "begin", actor_label, execution=execution, fields={"attempts": attempts}, attempt=attempts)

@@ -355,7 +355,8 @@ def test_resolve_makes_the_operator_choose_and_warns_after_it_did_not_happen(peo
     assert '<textarea name="evidence" rows="2" required>looked</textarea>' in chose_nothing.content.decode()
     elsewhere = operator.post(f"/executions/{execution.ref}/resolve/", {"key": "no-such-key", "evidence": "x"})
     assert elsewhere.status_code == 422 and 'id="resolve-error"' not in elsewhere.content.decode()
-    assert "outcome" in elsewhere.content.decode()  # the reason, in the page's messages
+    said = elsewhere.content.decode().split('class="messages"')[1].split("</ul>")[0]
+    assert "outcome" in said and "msg error" in said, said  # the reason, in the page's messages
     assert Action.objects.get(pk=action.pk).status == Action.State.UNKNOWN
 
     done = operator.post(

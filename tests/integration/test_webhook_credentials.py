@@ -47,8 +47,17 @@ def test_a_webhooks_credential_path_is_not_stored_and_it_goes_where_the_url_is_n
     assert SECRET_PATH not in str(action.receipt) and "[redacted: KEEL_WEBHOOK_URL]" in action.receipt["url"]
 
     later = planned(execution, f"{execution.ref}:webhook:test:2")
-    settings.KEEL_WEBHOOK_URL = ""  # webhooks turned off before it went
-    assert sending.deliver(later.key) != Action.State.SUCCEEDED
-    later.refresh_from_db()
-    assert later.attempts == 0 and "KEEL_WEBHOOK_URL is not set" in later.last_error
-    assert not [r for r in receiver.requests if r["key"] == later.key]
+    retrying = planned(execution, f"{execution.ref}:webhook:test:3")
+    receiver.answers[:] = [503]
+    assert sending.deliver(retrying.key) == Action.State.FAILED  # due again, with the same key
+    lost = planned(execution, f"{execution.ref}:webhook:test:4")
+    receiver.answers[:] = [(503, {}, b"")]
+    sending.deliver(lost.key)
+    Action.objects.filter(pk=lost.pk).update(status=Action.State.UNKNOWN)  # as a lost answer leaves it
+
+    settings.KEEL_WEBHOOK_URL = ""  # webhooks turned off before they went (again)
+    for action, attempts in ((later, 0), (retrying, 1), (lost, 2)):
+        assert sending.deliver(action.key) == Action.State.FAILED, action.key
+        action.refresh_from_db()
+        assert action.last_error.endswith(webhooks.OFF) and action.attempts == attempts, (action.key, action.last_error)
+    assert len([r for r in receiver.requests if r["key"] in (later.key, retrying.key, lost.key)]) == 2

@@ -259,6 +259,32 @@ def test_a_question_is_mailed_to_its_starter_only_while_they_may_read_it(people,
     assert Action.objects.filter(key__contains=":notify:requester:input.requested").count() == 1
 
 
+def test_questions_no_one_can_be_told_of_never_keep_a_newer_one_from_being_told(people, monkeypatch):
+    """A full batch of open questions whose starter turned e-mails off (their webhooks
+    went) is left out of the questions' planner: a newer question is still e-mailed and
+    its webhook goes."""
+    from executions.models import Action, Question
+    from notifications import planning
+    from notifications.models import Preference
+
+    monkeypatch.setattr(planning, "BATCH", 3)
+    quiet, asking = people["requester"].user, people["operator"].user
+    Preference.objects.create(user=quiet, email=False)
+    for n in range(3):
+        execution, _ = execution_start(user=quiet, workflow="monthly_report", input={"month": f"2026-0{n + 1}"})
+        Question.objects.create(execution=execution, step="s", input_id=f"q{n}", tool="t", message="Which one?")
+    planning._questions()
+    assert Action.objects.filter(key__contains=":webhook:input.requested").count() == 3
+    newer, _ = execution_start(user=asking, workflow="monthly_report", input={"month": "2026-09"})
+    question = Question.objects.create(execution=newer, step="s", input_id="q9", tool="t", message="Which one?")
+    planning._questions()
+    told = set(Action.objects.filter(key__startswith=f"question:{question.pk}:").values_list("key", flat=True))
+    assert told == {
+        f"question:{question.pk}:notify:{asking.get_username()}:input.requested",
+        f"question:{question.pk}:webhook:input.requested",
+    }
+
+
 def test_a_readable_childs_approval_never_names_its_hidden_parent(people, restricted):
     """The inbox and the approval page show a child's parent (a join, past the scoped
     managers) only to who may read the parent's workflow."""
