@@ -15,6 +15,7 @@ over → the outcome is unknown, and the ledger never sends it again on its own.
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import hashlib
 import smtplib
 from email.utils import parseaddr
@@ -74,7 +75,8 @@ def compose(
         "link": f"{settings.KEEL_BASE_URL}/approvals/{request.pk}/",
         "execution_link": f"{settings.KEEL_BASE_URL}/executions/{request.execution.ref}/",
         "account_link": f"{settings.KEEL_BASE_URL}/account/",
-        "expires_at": request.expires_at.isoformat() if request.expires_at else "",
+        # as the pages write a time, to the second, in UTC (a person reads it)
+        "expires_at": f"{request.expires_at.astimezone(dt.UTC):%Y-%m-%d %H:%M:%S} UTC" if request.expires_at else "",
         "may_decide": may_decide,
         "asked_by": asked_by,
         "note": note,

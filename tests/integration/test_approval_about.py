@@ -5,6 +5,8 @@ execution is about, from its input (``month 2026-08``)."""
 
 from __future__ import annotations
 
+import datetime as dt
+
 from django.test import Client
 
 from notifications import mail
@@ -31,6 +33,8 @@ def test_the_approval_mail_names_the_month_in_subject_and_body(people):
     assert "V1" in message["subject"] and "\n" not in message["subject"]
     assert "About: month 2026-08" in message["text"]
     assert "month 2026-08" in message["html"]
+    expires = f"{request.expires_at.astimezone(dt.UTC):%Y-%m-%d %H:%M:%S} UTC"  # as the pages write it
+    assert f"Expires: {expires}\n" in message["text"] and f"<td>{expires}</td>" in message["html"]
 
 
 def test_where_a_gate_without_on_reject_is_decided_reject_says_it_cancels(people):
