@@ -178,7 +178,13 @@ class ApprovalGate(runtime.Gate):
         spec = step.spec
         assert isinstance(spec, Approval), "the approval gate runs only approval steps"
         approver = spec.approver
-        ref = execution.context["artifacts"][spec.artifact]
+        saved = execution.context.get("artifacts", {})
+        if spec.artifact not in saved:  # the workflow's mistake: said plainly, for whoever fixes it
+            raise LookupError(
+                f"{step.name} asks to approve the artifact {spec.artifact!r}, but no step before it saved one "
+                f"by that name (ctx.save_artifact; saved: {sorted(saved) or 'none'})"
+            )
+        ref = saved[spec.artifact]
         version = ArtifactVersion.objects.get(pk=ref["version_pk"])
         expires = approver.expires_after_seconds
         request = ApprovalRequest.objects.create(

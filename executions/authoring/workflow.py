@@ -631,9 +631,16 @@ class Workflow:
         return register
 
     def _add(self, step: Step) -> None:
-        if step.guarded_by and not any(s.name == step.guarded_by and s.is_gate for s in self.steps):
+        gate = next((s for s in self.steps if s.name == step.guarded_by and s.is_gate), None)
+        if step.guarded_by and gate is None:
             raise ValueError(
                 f"{self.name} v{self.version}: {step.name} is guarded by {step.guarded_by!r}, no gate before it"
+            )
+        approves = getattr(gate.spec, "action", None) if gate is not None else None
+        if approves is not None and approves != step.action:
+            raise ValueError(
+                f"{self.name} v{self.version}: {step.name} does {step.action!r}, but its gate {gate.name} asks the "
+                f"approver to allow {approves!r}: name the same action in both (the approver allows what runs)"
             )
         if any(s.name == step.name for s in self.steps):
             raise ValueError(f"{self.name} v{self.version}: step {step.name!r} declared twice")

@@ -144,3 +144,22 @@ def test_on_reject_on_a_tools_approval_is_refused():
     )
     with pytest.raises(ValueError, match="tool pay can't take on_reject"):
         flow().agent("a", label="A", prompt_id="p", prompt_version="v", instruction=lambda c: "", tools=[tool])
+
+
+def test_an_effect_guarded_by_a_gate_that_approves_another_action_is_refused():
+    # Found porting Temporal's money transfer as a user would: the manager allowed
+    # "pay_money" and "something_else" ran through the gate.
+    w = flow()
+    w.step("draft", label="Draft")(lambda ctx: {})
+    w.gate("approve", label="Approve", spec=Approval(artifact="transfer", action="pay_money"))
+    with pytest.raises(ValueError) as caught:
+        w.effect("send", label="Send", action="something_else", guarded_by="approve")(
+            lambda ctx: Effect(key="k", args={}, call=lambda a, k: {})
+        )
+    assert str(caught.value) == (
+        "w v1: send does 'something_else', but its gate approve asks the approver to allow 'pay_money': "
+        "name the same action in both (the approver allows what runs)"
+    )
+    w.effect("pay", label="Pay", action="pay_money", guarded_by="approve")(
+        lambda ctx: Effect(key="k", args={}, call=lambda a, k: {})
+    )

@@ -35,6 +35,7 @@ from accounts.roles import ensure_roles
 from accounts.tokens import api_token_create
 from executions import selectors, services
 from executions.engine import events, gates
+from executions.errors import Conflict
 from executions.models import TERMINAL, Action, Execution, Status, execution_for, pk_from_ref
 
 from .processes import Processes, environment, session
@@ -292,14 +293,15 @@ class Keel:
         """Decide the approval ``ref`` awaits (approve, reject or request_changes, the last
         with a ``comment``) as ``POST …/events`` ``type: "approval.decision"`` does, as ``by``
         (default: the approver), on the exact version and sha256 it shows unless told others;
-        its 202 body. Conflict for a stale version or hash, Forbidden without authority. The
+        its 202 body. Conflict for a stale version or hash or when it awaits no approval,
+        Forbidden without authority. The
         same ``event_id`` again sends the same decision again (the API's retry: its 202 body
         again, nothing changed), also once the approval is no longer pending."""
         if event_id is not None and (ref, event_id) in self._decided:  # a retry: the same body again
             return self._deliver(ref, by or self.approver, self._decided[(ref, event_id)])
         pending = self.execution(ref)["pending_approval"]
-        if pending is None:
-            raise AssertionError(f"{ref} awaits no approval: it is {_where(self.execution(ref))}")
+        if pending is None:  # as the API refuses a decision on a request no longer pending: 409
+            raise Conflict(f"{ref} awaits no approval: it is {_where(self.execution(ref))}")
         body = {
             "type": "approval.decision",
             "approval_id": pending["id"],

@@ -64,6 +64,8 @@ def test_decisions_are_delivered_on_the_exact_version(keel):
     keel.decide(rejected, "reject", comment="Too fragile")
     assert keel.wait(rejected, "cancelled")["status"] == "cancelled"
     assert keel.provider_calls(f"{rejected}:ship:v1") == {"calls": 0, "effects": 0}
+    with pytest.raises(Conflict, match="awaits no approval: it is cancelled"):  # as the API's 409
+        keel.decide(rejected, "approve")
 
 
 def test_a_wait_that_runs_out_names_the_time_it_waited(keel):
