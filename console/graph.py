@@ -377,7 +377,7 @@ def _lanes(spans: list[tuple[int, int]]) -> list[int]:
     return lanes
 
 
-_ALTERNATIVE_LABELS = {"timed_out": "on timeout", "reject": "on reject"}
+_ALTERNATIVE_LABELS = {"timed_out": "on timeout", "reject": "on reject", "failed": "on failure"}
 
 
 def _edges_of(flow: Workflow, progress: Progress, states: Mapping[str, StepState]) -> list[tuple[str, str, str, bool]]:

@@ -418,10 +418,12 @@ def timeline_rows(
                 version = call.get("prompt_version") or pinned_prompts.get(run.step) or "?"
                 details.append(Item("model", f"{call.get('model', '?')} · prompt {version}"))
         skipped = run.kind == "effect" and output.get("skipped") is True
+        went_on = run.kind == "effect" and isinstance(output.get("failed"), dict)  # its on_failure
+        how = " (skipped: it acted on nothing)" if skipped else " (it failed for good: on_failure)" if went_on else ""
         rows.append(
             TimelineRow(
                 at=run.finished_at,
-                title=f"Step completed{' (skipped: it acted on nothing)' if skipped else ''}: {label_for(run.step)}{visit}",
+                title=f"Step completed{how}: {label_for(run.step)}{visit}",
                 kind="step",
                 actor=actor_name(run.worker),
                 details=details,
@@ -471,6 +473,8 @@ def attempt_rows(execution: Execution, runs: Iterable[Any]) -> list[AttemptRow]:
     numbered = visits.visit_numbers(runs, carried=visits.carried_counts(execution))
     for run in runs:
         output = run.output if isinstance(run.output, dict) else {}
+        if run.kind == "effect" and isinstance(output.get("failed"), dict):
+            continue  # not an attempt: the step's outcome after its failed one (on_failure), on the timeline
         evidence = output.get("evidence")
         rows.append(
             AttemptRow(

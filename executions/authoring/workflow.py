@@ -227,6 +227,8 @@ class Step:
     # The edge out of this step: None, the next declared step; END, the workflow completes;
     # a step's name, that step. A route's edges are its ``route.to``.
     then: str | None = None
+    # effect: the step it goes on at when refused for good (its output ``{"failed": …}``)
+    on_failure: str | None = None
 
     @property
     def is_gate(self) -> bool:
@@ -251,18 +253,21 @@ class Step:
     @property
     def chooses(self) -> bool:
         """Its next step depends on its recorded output: a route, a branch, a wait with
-        ``on_timeout``, an approval with ``on_reject``."""
+        ``on_timeout``, an approval with ``on_reject``, an effect with ``on_failure``."""
         return self.choice is not None or bool(self.alternatives)
 
     @property
     def alternatives(self) -> dict[str, str]:
-        """A gate's declared other way on, by what its output says: ``{"timed_out":
-        step}`` (a wait's ``on_timeout``), ``{"reject": step}`` (an approval's ``on_reject``)."""
+        """A step's declared other way on, by what its output says: ``{"timed_out":
+        step}`` (a wait's ``on_timeout``), ``{"reject": step}`` (an approval's ``on_reject``),
+        ``{"failed": step}`` (an effect's ``on_failure``)."""
         found = {}
         if on_timeout := getattr(self.spec, "on_timeout", None):
             found["timed_out"] = on_timeout
         if on_reject := getattr(self.spec, "on_reject", None):
             found["reject"] = on_reject
+        if self.on_failure:
+            found["failed"] = self.on_failure
         return found
 
     def alternative(self, output: JSON) -> str | None:
@@ -272,6 +277,8 @@ class Step:
             return alternatives["timed_out"]
         if "reject" in alternatives and output.get("decision") == "reject":
             return alternatives["reject"]
+        if "failed" in alternatives and isinstance(output.get("failed"), dict):
+            return alternatives["failed"]
         return None
 
 
@@ -497,6 +504,7 @@ class Workflow:
         templates: tuple[Template, ...] = (),
         restart_with: tuple[str, ...] = (),
         then: str | None = None,
+        on_failure: str | None = None,
     ) -> Callable:
         """An external side effect. ``guarded_by`` names the gate step that must let it
         through (its gate's ``check_effect`` runs right before the call). ``receipt``
@@ -505,7 +513,11 @@ class Workflow:
         gate guarding it, it must declare the ``templates`` it fills (executions.authoring.outbound).
         ``restart_with`` names earlier steps whose output belongs to this execution alone
         (a reference carrying its id, which the effect checks): a restart (triage.restart)
-        that runs this step must run those too."""
+        that runs this step must run those too. ``on_failure`` names the step it goes on
+        at when the provider refused it for good or its retries ran out (the ledger's
+        action ``failed``; never an unknown outcome, never a permission refusal, which
+        stop for a person), its output then ``{"failed": {"kind", "error", "attempt"}}``;
+        without it such a failure ends the execution ``failed``."""
         return self._decorator(
             name=name,
             label=label,
@@ -518,6 +530,7 @@ class Workflow:
             templates=tuple(templates),
             restart_with=tuple(restart_with),
             then=then,
+            on_failure=on_failure,
         )
 
     def gate(self, name: str, *, label: str, spec: GateSpec, then: str | None = None) -> None:
@@ -637,7 +650,7 @@ class Workflow:
                 f"{self.name} v{self.version}: {step.name} is guarded by {step.guarded_by!r}, no gate before it"
             )
         approves = getattr(gate.spec, "action", None) if gate is not None else None
-        if approves is not None and approves != step.action:
+        if gate is not None and approves is not None and approves != step.action:
             raise ValueError(
                 f"{self.name} v{self.version}: {step.name} does {step.action!r}, but its gate {gate.name} asks the "
                 f"approver to allow {approves!r}: name the same action in both (the approver allows what runs)"

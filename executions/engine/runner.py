@@ -185,7 +185,7 @@ def _attempt(lease: Lease, execution: Execution, workflow: Workflow, step: Step)
                 return STOP
             output = outcome.output
     except StepFailure as failure:
-        return _step_failed(lease, step, failure, started)
+        return _step_failed(lease, step, failure, started, ctx=ctx)
     except NeedsAttention as stop:  # model drift, a spent budget: a person decides
         return _needs_attention(lease, step, stop, started)
     except (LeaseLost, ExecutionStopped):
@@ -531,11 +531,21 @@ def _effect(lease: Lease, ctx: StepContext, workflow: Workflow, step: Step, star
     return _checkpoint(lease, ctx, workflow, step, receipt, started, action=action)
 
 
-def _step_failed(lease: Lease, step: Step, failure: StepFailure, started, *, unexpected: bool = False) -> str:
+def _step_failed(
+    lease: Lease,
+    step: Step,
+    failure: StepFailure,
+    started,
+    *,
+    unexpected: bool = False,
+    ctx: StepContext | None = None,
+) -> str:
     """One commit: the failed attempt, then retry later, stop, or ask a person (retry policy).
 
     A retry is ``retry_pending`` with a due time (database clock) that the sweeper
-    honours; no worker sleeps and no long Celery countdown is used.
+    honours; no worker sleeps and no long Celery countdown is used. An effect with
+    ``on_failure`` that would end the execution ``failed`` goes on at that step instead
+    (its output ``{"failed": …}``, checkpointed in the same commit; ``ctx``: the slice's).
     """
     with transaction.atomic():
         execution = fenced_row(lease, running=True, db_now=True)
@@ -562,42 +572,69 @@ def _step_failed(lease: Lease, step: Step, failure: StepFailure, started, *, une
                 if execution.deadline
                 else None,
             )
-        execution.failed_attempts = F("failed_attempts") + 1
-        payload = {
-            "failure": str(failure.kind),
-            "attempt": attempt,
-            "error": failure.message,
-            "verdict": verdict.reason,
-        }
-        if verdict.verdict == retry.Verdict.RETRY:
-            execution.due_at = ExpressionWrapper(
-                Now() + Value(timedelta(seconds=verdict.delay_seconds)), output_field=DateTimeField()
-            )
-            payload.update(delay_seconds=round(verdict.delay_seconds, 3), retry_after=failure.retry_after)
-            lifecycle.apply(
-                execution,
-                "schedule_retry",
-                actor_label=lease.owner,
-                reason=f"{failure.message}; {verdict.reason}",
-                code=StuckReason.RATE_LIMITED if failure.kind == FailureKind.RATE_LIMITED else StuckReason.RETRYING,
-                step=step.name,
-                payload=payload,
-                update_fields=("due_at", "failed_attempts"),
-            )
+        goes_on = verdict.verdict == retry.Verdict.FAIL and _goes_on(step, failure, ctx, unexpected=unexpected)
+        if goes_on:
+            assert ctx is not None, "(_goes_on)"
+            went = {"failed": {"kind": str(failure.kind), "error": failure.message, "attempt": attempt}}
+            following = _commit_step(lease, ctx.execution, ctx, ctx.workflow, step, went, started, None)
         else:
-            lifecycle.apply(
-                execution,
-                "fail" if verdict.verdict == retry.Verdict.FAIL else "flag",
-                actor_label=lease.owner,
-                reason=f"{step.label}: {failure.message} ({verdict.reason})",
-                code=_stop_code(failure, verdict, unexpected=unexpected),
-                step=step.name,
-                payload=payload,
-                update_fields=("failed_attempts",),
-            )
-        release(lease)
+            _stop_or_retry(lease, execution, step, failure, verdict, attempt, unexpected=unexpected)
+    if goes_on:
+        log.warning(
+            "%s: %s failed for good (%s); on to %s", execution.ref, step.name, failure.kind, following or "the end"
+        )
+        failpoints.hit(f"after_step:{step.name}")
+        return CONTINUE if following else STOP
     log.warning("%s: %s failed (%s): %s", execution.ref, step.name, failure.kind, verdict.reason)
     return STOP
+
+
+def _goes_on(step: Step, failure: StepFailure, ctx: StepContext | None, *, unexpected: bool) -> bool:
+    """An effect refused for good, or whose retries ran out, that declares ``on_failure``
+    (run in a slice: ``ctx``): never an unknown outcome (it may have happened) nor a bug
+    in step code."""
+    known = not unexpected and failure.kind != FailureKind.OUTCOME_UNKNOWN
+    return bool(step.on_failure) and known and ctx is not None
+
+
+def _stop_or_retry(
+    lease: Lease, execution: Execution, step: Step, failure: StepFailure, verdict, attempt: int, *, unexpected: bool
+) -> None:
+    """Inside the commit: retry later, stop (failed), or ask a person, as ``verdict`` says."""
+    execution.failed_attempts = F("failed_attempts") + 1
+    payload = {
+        "failure": str(failure.kind),
+        "attempt": attempt,
+        "error": failure.message,
+        "verdict": verdict.reason,
+    }
+    if verdict.verdict == retry.Verdict.RETRY:
+        execution.due_at = ExpressionWrapper(
+            Now() + Value(timedelta(seconds=verdict.delay_seconds)), output_field=DateTimeField()
+        )
+        payload.update(delay_seconds=round(verdict.delay_seconds, 3), retry_after=failure.retry_after)
+        lifecycle.apply(
+            execution,
+            "schedule_retry",
+            actor_label=lease.owner,
+            reason=f"{failure.message}; {verdict.reason}",
+            code=StuckReason.RATE_LIMITED if failure.kind == FailureKind.RATE_LIMITED else StuckReason.RETRYING,
+            step=step.name,
+            payload=payload,
+            update_fields=("due_at", "failed_attempts"),
+        )
+    else:
+        lifecycle.apply(
+            execution,
+            "fail" if verdict.verdict == retry.Verdict.FAIL else "flag",
+            actor_label=lease.owner,
+            reason=f"{step.label}: {failure.message} ({verdict.reason})",
+            code=_stop_code(failure, verdict, unexpected=unexpected),
+            step=step.name,
+            payload=payload,
+            update_fields=("failed_attempts",),
+        )
+    release(lease)
 
 
 # Why a failed step stopped, as a word of the stuck vocabulary (docs/design.md §4).

@@ -163,3 +163,11 @@ def test_an_effect_guarded_by_a_gate_that_approves_another_action_is_refused():
     w.effect("pay", label="Pay", action="pay_money", guarded_by="approve")(
         lambda ctx: Effect(key="k", args={}, call=lambda a, k: {})
     )
+
+
+def test_an_effects_on_failure_to_an_undeclared_step_is_refused():
+    w = flow()
+    w.effect("pay", label="Pay", action="pay", on_failure="refnud")(
+        lambda ctx: Effect(key="k", args={}, call=lambda a, k: {})
+    )
+    assert refused(w) == "w v1: pay leads to ['refnud'], not steps of it"

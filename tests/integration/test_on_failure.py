@@ -1,0 +1,89 @@
+"""An effect refused for good goes on at its ``on_failure`` step (Temporal's money
+transfer: the deposit refused, the withdrawal refunded), in the same commit as the
+failed attempt; its output says why, the ledger keeps the effect ``failed``, and the
+page draws the edge. An unknown outcome never goes that way: it may have happened.
+In process (the steps run here, ``runner.advance``)."""
+
+from __future__ import annotations
+
+import pytest
+from django.test import Client
+
+from executions.engine import runner
+from executions.models import Action, Execution, Status, StepRun
+from executions.services import execution_start
+from tests.support.transfer_flow import BANK, DEPOSITS
+from triage.preview import resume_preview
+from triage.replay import replay_one
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(autouse=True)
+def bank():
+    BANK.clear()
+    DEPOSITS.clear()
+    yield
+    BANK.clear()
+    DEPOSITS.clear()
+
+
+def transferred(people, to_account: str) -> Execution:
+    execution, _ = execution_start(
+        user=people["requester"].user, workflow="transfer", input={"to_account": to_account, "amount_cents": 2500}
+    )
+    for _ in range(10):
+        if runner.advance(execution.pk, worker="worker:test-on-failure") != "sliced":
+            break
+    return Execution.objects.get(pk=execution.pk)
+
+
+def ledger(execution: Execution) -> dict[str, str]:
+    return dict(Action.objects.filter(execution=execution).values_list("key", "status"))
+
+
+def test_a_deposit_refused_for_good_goes_on_at_the_refund_once(people):
+    done = transferred(people, "B-2")
+    assert done.status == Status.COMPLETED
+    assert [b["op"] for b in BANK.values()] == ["withdraw", "deposit"]
+
+    DEPOSITS["closed-1"] = "refuse"
+    refunded = transferred(people, "closed-1")
+    assert refunded.status == Status.COMPLETED, refunded.status_reason
+    ref = refunded.ref
+    assert ledger(refunded) == {
+        f"{ref}:withdraw": "succeeded",
+        f"{ref}:deposit": "failed",
+        f"{ref}:refund": "succeeded",
+    }
+    assert [b["op"] for k, b in BANK.items() if k.startswith(ref)] == ["withdraw", "refund"]
+    went = refunded.outputs()["deposit"]["failed"]
+    assert went == {"kind": "invalid_input", "error": "account closed-1 is closed", "attempt": 1}
+    runs = list(StepRun.objects.filter(execution=refunded, step="deposit").values_list("outcome", "error"))
+    assert runs == [("failed", "invalid_input: account closed-1 is closed"), ("succeeded", "")]
+
+    assert replay_one(refunded)["verdict"] == "ok", replay_one(refunded)  # the path its outputs say: deposit → refund
+
+    operator = Client()
+    operator.force_login(people["operator"].user)
+    page = operator.get(f"/executions/{ref}/")
+    html = page.content.decode()
+    assert page.status_code == 200 and "on failure" in html  # the graph's edge
+    assert "Step completed (it failed for good: on_failure): Depositing" in html
+    attempts = html.split('id="attempts"')[1].split("</table>")[0]
+    assert attempts.count("Depositing") == 1 and "account closed-1 is closed" in attempts  # its one attempt
+
+
+def test_retries_run_out_go_on_too_but_an_unknown_outcome_waits_for_a_person(people):
+    DEPOSITS["flaky-1"] = "flaky"
+    flaky = transferred(people, "flaky-1")
+    assert flaky.status == Status.COMPLETED and flaky.outputs()["deposit"]["failed"]["kind"] == "transient"
+
+    DEPOSITS["lost-1"] = "lose"
+    lost = transferred(people, "lost-1")
+    assert lost.status == Status.NEEDS_ATTENTION and lost.reason_code == "unknown_outcome", lost.status_reason
+    assert ledger(lost)[f"{lost.ref}:deposit"] == "unknown" and f"{lost.ref}:refund" not in ledger(lost)
+    plan = resume_preview(lost)  # what a resume would do: the deposit's outcome first, then either way
+    assert not plan["can_resume"] and any(entry["step"] == "deposit" for entry in plan["steps"]), plan
+    deposit = next(entry for entry in plan["steps"] if entry["step"] == "deposit")
+    assert "after it, refund if it fails for good (on_failure)" in deposit["why"], deposit

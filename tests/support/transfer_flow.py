@@ -1,0 +1,62 @@
+"""Temporal's money transfer as a user ports it (registered on import): withdraw, then
+deposit; a deposit the bank refuses for good goes on at ``refund`` (``on_failure``),
+which gives the money back under a key of its own. The bank is ``BANK``, in this
+process (the tests advance the steps here): what it took and gave, by key, and the
+answer it gives to a deposit into an account (``DEPOSITS``: ``"refuse"``, ``"lose"``
+the answer, or ``"flaky"``: a 503, and the deposit tries once)."""
+
+from __future__ import annotations
+
+from executions.authoring import END, Effect, FailureKind, RetryPolicy, StepFailure, Workflow, WorkflowInput, register
+
+BANK: dict[str, dict] = {}  # key → {"op", "account", "cents"}
+DEPOSITS: dict[str, str] = {}  # account → how its deposits answer
+
+
+class TransferInput(WorkflowInput):
+    from_account: str = "A-1"
+    to_account: str = "B-2"
+    amount_cents: int = 2500
+
+
+def _take(op: str):
+    def call(args: dict, key: str) -> dict:
+        how = DEPOSITS.get(args["account"], "") if op == "deposit" else ""
+        if how == "refuse":
+            raise StepFailure(FailureKind.INVALID_INPUT, f"account {args['account']} is closed")
+        if how == "lose":
+            raise StepFailure(FailureKind.OUTCOME_UNKNOWN, "the bank's answer was lost")
+        if how == "flaky":
+            raise StepFailure(FailureKind.TRANSIENT, "the bank answered 503")
+        BANK[key] = {"op": op, **args}
+        return {"confirmation": f"{op.upper()}-{len(BANK)}"}
+
+    return call
+
+
+transfer = register(Workflow(name="transfer", version=1, title="A money transfer", input=TransferInput))
+
+
+@transfer.effect("withdraw", label="Withdrawing", action="withdraw")
+def withdraw(ctx) -> Effect:
+    args = {"account": ctx.input["from_account"], "cents": ctx.input["amount_cents"]}
+    return Effect(key=f"{ctx.ref}:withdraw", args=args, call=_take("withdraw"))
+
+
+@transfer.effect(
+    "deposit",
+    label="Depositing",
+    action="deposit",
+    on_failure="refund",
+    then=END,
+    retry=RetryPolicy(max_attempts=1),
+)
+def deposit(ctx) -> Effect:
+    args = {"account": ctx.input["to_account"], "cents": ctx.input["amount_cents"]}
+    return Effect(key=f"{ctx.ref}:deposit", args=args, call=_take("deposit"))
+
+
+@transfer.effect("refund", label="Refunding the withdrawal", action="refund", then=END)
+def refund(ctx) -> Effect:
+    args = {"account": ctx.input["from_account"], "cents": ctx.input["amount_cents"]}
+    return Effect(key=f"{ctx.ref}:refund", args=args, call=_take("refund"))
