@@ -16,6 +16,7 @@ from typing import Any
 from approvals.outcomes import action_state, hosts_only
 from executions import blockers, visits
 from executions.authoring import registry
+from executions.authoring.workflow import failed_for_good
 from executions.models import Action, Execution, ExecutionEvent, ModelCall, Status
 from triage import restart
 
@@ -418,7 +419,7 @@ def timeline_rows(
                 version = call.get("prompt_version") or pinned_prompts.get(run.step) or "?"
                 details.append(Item("model", f"{call.get('model', '?')} · prompt {version}"))
         skipped = run.kind == "effect" and output.get("skipped") is True
-        went_on = run.kind == "effect" and isinstance(output.get("failed"), dict)  # its on_failure
+        went_on = run.kind == "effect" and failed_for_good(run.output)  # its on_failure
         how = " (skipped: it acted on nothing)" if skipped else " (it failed for good: on_failure)" if went_on else ""
         rows.append(
             TimelineRow(
@@ -473,7 +474,7 @@ def attempt_rows(execution: Execution, runs: Iterable[Any]) -> list[AttemptRow]:
     numbered = visits.visit_numbers(runs, carried=visits.carried_counts(execution))
     for run in runs:
         output = run.output if isinstance(run.output, dict) else {}
-        if run.kind == "effect" and isinstance(output.get("failed"), dict):
+        if run.kind == "effect" and failed_for_good(run.output):
             continue  # not an attempt: the step's outcome after its failed one (on_failure), on the timeline
         evidence = output.get("evidence")
         rows.append(

@@ -159,12 +159,7 @@ def _steps(
             plan, why = RUN, runs_later(visit.step)
         out.append(_entry(visit, plan, why))
     if coming and coming[-1].step.chooses:
-        last = coming[-1].step
-        out[-1]["why"] += (
-            f"; after it, {last.on_failure} if it fails for good (on_failure), else the step after it"
-            if last.on_failure
-            else f"; what comes after it is {last.name}'s to choose"
-        )
+        out[-1]["why"] += f"; what comes after it is {coming[-1].name}'s to choose"
     return out
 
 

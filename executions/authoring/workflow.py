@@ -253,8 +253,9 @@ class Step:
     @property
     def chooses(self) -> bool:
         """Its next step depends on its recorded output: a route, a branch, a wait with
-        ``on_timeout``, an approval with ``on_reject``, an effect with ``on_failure``."""
-        return self.choice is not None or bool(self.alternatives)
+        ``on_timeout``, an approval with ``on_reject``. (An effect with ``on_failure`` is
+        expected to succeed: what lies ahead of it is its usual edge.)"""
+        return self.choice is not None or bool(set(self.alternatives) - {"failed"})
 
     @property
     def alternatives(self) -> dict[str, str]:
@@ -277,9 +278,22 @@ class Step:
             return alternatives["timed_out"]
         if "reject" in alternatives and output.get("decision") == "reject":
             return alternatives["reject"]
-        if "failed" in alternatives and isinstance(output.get("failed"), dict):
+        if "failed" in alternatives and failed_for_good(output):
             return alternatives["failed"]
         return None
+
+
+FAILED_FOR_GOOD = frozenset({"kind", "error", "attempt"})
+
+
+def failed_for_good(output: Any) -> bool:
+    """``output`` is what an effect with ``on_failure`` records when it failed for good
+    (the runtime's exact shape, ``{"failed": {"kind", "error", "attempt"}}``), not a
+    provider's receipt that happens to name a failure."""
+    if not isinstance(output, dict) or set(output) != {"failed"}:
+        return False
+    inner = output["failed"]
+    return isinstance(inner, dict) and set(inner) == FAILED_FOR_GOOD
 
 
 def _anything(raw: JSON) -> JSON:
@@ -518,6 +532,8 @@ class Workflow:
         action ``failed``; never an unknown outcome, never a permission refusal, which
         stop for a person), its output then ``{"failed": {"kind", "error", "attempt"}}``;
         without it such a failure ends the execution ``failed``."""
+        if on_failure is not None and not on_failure:
+            raise ValueError(f"{self.name} v{self.version}: {name}'s on_failure must name a step (not END)")
         return self._decorator(
             name=name,
             label=label,

@@ -575,6 +575,9 @@ def _step_failed(
         goes_on = verdict.verdict == retry.Verdict.FAIL and _goes_on(step, failure, ctx, unexpected=unexpected)
         if goes_on:
             assert ctx is not None, "(_goes_on)"
+            ctx.staged_artifacts.clear()  # what the failed attempt staged is not the step's outcome
+            ctx.new_facts.clear()
+            ctx.new_hypotheses.clear()
             went = {"failed": {"kind": str(failure.kind), "error": failure.message, "attempt": attempt}}
             following = _commit_step(lease, ctx.execution, ctx, ctx.workflow, step, went, started, None)
         else:
@@ -589,12 +592,25 @@ def _step_failed(
     return STOP
 
 
+# The provider said no: nothing happened there.
+_REFUSED = frozenset({FailureKind.INVALID_INPUT, FailureKind.BUSINESS_REJECTION})
+# Retries ran out: nothing happened only where the provider de-duplicates on the key (a 5xx
+# after a POST may have acted at one that doesn't: the ledger's may_repeat).
+_RAN_OUT = frozenset({FailureKind.TRANSIENT, FailureKind.RATE_LIMITED})
+
+
 def _goes_on(step: Step, failure: StepFailure, ctx: StepContext | None, *, unexpected: bool) -> bool:
-    """An effect refused for good, or whose retries ran out, that declares ``on_failure``
-    (run in a slice: ``ctx``): never an unknown outcome (it may have happened) nor a bug
-    in step code."""
-    known = not unexpected and failure.kind != FailureKind.OUTCOME_UNKNOWN
-    return bool(step.on_failure) and known and ctx is not None
+    """An effect that declares ``on_failure`` (run in a slice: ``ctx``) and surely did not
+    act: refused by the provider, or its retries ran out at a provider that honours keys.
+    Never an unknown outcome, a permission refusal or a bug in step code: a person looks."""
+    if not step.on_failure or ctx is None or unexpected:
+        return False
+    if failure.kind in _REFUSED:
+        return True
+    if failure.kind not in _RAN_OUT:
+        return False
+    latest = Action.objects.filter(execution_id=ctx.execution.pk, step=step.name).order_by("-id").first()
+    return latest is not None and latest.honors_key
 
 
 def _stop_or_retry(

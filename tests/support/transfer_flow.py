@@ -3,7 +3,8 @@ deposit; a deposit the bank refuses for good goes on at ``refund`` (``on_failure
 which gives the money back under a key of its own. The bank is ``BANK``, in this
 process (the tests advance the steps here): what it took and gave, by key, and the
 answer it gives to a deposit into an account (``DEPOSITS``: ``"refuse"``, ``"lose"``
-the answer, or ``"flaky"``: a 503, and the deposit tries once)."""
+the answer, ``"flaky"``: a 503, and the deposit tries once, or ``"partly"``: a receipt
+with a ``failed`` field). An account ``nodedup-…`` is at a bank that ignores keys."""
 
 from __future__ import annotations
 
@@ -28,6 +29,9 @@ def _take(op: str):
             raise StepFailure(FailureKind.OUTCOME_UNKNOWN, "the bank's answer was lost")
         if how == "flaky":
             raise StepFailure(FailureKind.TRANSIENT, "the bank answered 503")
+        if how == "partly":  # a receipt that names a failure is still a receipt
+            BANK[key] = {"op": op, **args}
+            return {"failed": {"count": 0}, "confirmation": "PARTLY-1"}
         BANK[key] = {"op": op, **args}
         return {"confirmation": f"{op.upper()}-{len(BANK)}"}
 
@@ -53,7 +57,9 @@ def withdraw(ctx) -> Effect:
 )
 def deposit(ctx) -> Effect:
     args = {"account": ctx.input["to_account"], "cents": ctx.input["amount_cents"]}
-    return Effect(key=f"{ctx.ref}:deposit", args=args, call=_take("deposit"))
+    # An account "nodedup-…" is at a bank that ignores the Idempotency-Key.
+    dedupes = not args["account"].startswith("nodedup")
+    return Effect(key=f"{ctx.ref}:deposit", args=args, call=_take("deposit"), honors_key=dedupes)
 
 
 @transfer.effect("refund", label="Refunding the withdrawal", action="refund", then=END)

@@ -171,3 +171,20 @@ def test_an_effects_on_failure_to_an_undeclared_step_is_refused():
         lambda ctx: Effect(key="k", args={}, call=lambda a, k: {})
     )
     assert refused(w) == "w v1: pay leads to ['refnud'], not steps of it"
+
+
+def test_an_effects_on_failure_must_name_a_step_and_only_the_runtimes_failure_takes_it():
+    from executions.authoring.workflow import failed_for_good
+
+    w = flow()
+    with pytest.raises(ValueError, match="pay's on_failure must name a step"):
+        w.effect("pay", label="Pay", action="pay", on_failure=END)
+    w.effect("pay", label="Pay", action="pay", on_failure="refund")(
+        lambda ctx: Effect(key="k", args={}, call=lambda a, k: {})
+    )
+    w.step("done", label="Done", then=END)(lambda ctx: {})
+    w.step("refund", label="Refund")(lambda ctx: {})
+    went = {"failed": {"kind": "invalid_input", "error": "closed", "attempt": 1}}
+    assert failed_for_good(went) and w.next_step("pay", went) == "refund"
+    assert w.next_step("pay", {"failed": {"count": 0}, "id": "R-1"}) == "done"  # a receipt
+    assert not w.get_step("pay").chooses  # what lies ahead of it is its usual edge
