@@ -420,6 +420,9 @@ def timeline_rows(
                 details.append(Item("model", f"{call.get('model', '?')} · prompt {version}"))
         skipped = run.kind == "effect" and output.get("skipped") is True
         went_on = run.kind == "effect" and failed_for_good(run.output)  # its on_failure
+        if went_on:
+            failed = output["failed"]
+            details.append(Item("why", f"{failed['kind']}: {failed['error']} (attempt {failed['attempt']})"))
         how = " (skipped: it acted on nothing)" if skipped else " (it failed for good: on_failure)" if went_on else ""
         rows.append(
             TimelineRow(

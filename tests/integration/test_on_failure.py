@@ -70,6 +70,7 @@ def test_a_deposit_refused_for_good_goes_on_at_the_refund_once(people):
     html = page.content.decode()
     assert page.status_code == 200 and "on failure" in html  # the graph's edge
     assert "Step completed (it failed for good: on_failure): Depositing" in html
+    assert "invalid_input: account closed-1 is closed (attempt 1)" in html.split('id="timeline-card"')[1]
     attempts = html.split('id="attempts"')[1].split("</table>")[0]
     assert attempts.count("Depositing") == 1 and "account closed-1 is closed" in attempts  # its one attempt
 
