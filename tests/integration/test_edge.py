@@ -356,10 +356,12 @@ def test_hostile_form_values_are_a_message_on_the_page_and_write_nothing(people,
                 who, url, form = forms(world)[name]
                 extra = {"HTTP_HX_REQUEST": "true"} if htmx else {}
                 response = clients[who].post(url, {**form, field: value}, follow=True, **extra)
-                # A known action's resolve form, the cancel's confirmation and the redraft,
-                # restart and close forms are shown again with what was typed (422); the
-                # other refusals redirect to a page with the message.
-                shown_again = (name, field) in (("resolve", "evidence"), ("cancel", "reason")) or name in (
+                # The resolve form (beside its card, or the message in the page's messages
+                # for a key of no unknown outcome there), the cancel's confirmation and the
+                # redraft, restart and close forms are the page again with what was typed
+                # (422); the other refusals redirect to a page with the message.
+                shown_again = (name, field) == ("cancel", "reason") or name in (
+                    "resolve",
                     "redraft",
                     "restart",
                     "close",
