@@ -476,7 +476,9 @@ def action_resolve(
     records the receipt (the fields the effect declares as read by later steps, each
     required and validated, plus the evidence and who resolved it) and resumes the
     execution: the effect step completes with that receipt without calling again.
-    ``failed`` fails the execution. Raises InvalidInput naming ``receipt.<field>``
+    ``failed`` fails the execution, or, when the effect declares ``on_failure``, resumes
+    it to go on there (the ledger never sends an action an operator resolved as failed
+    again). Raises InvalidInput naming ``receipt.<field>``
     (nothing written), Forbidden, NotFound, Conflict.
     """
     evidence = operator_outcome(
@@ -505,13 +507,34 @@ def action_resolve(
             )
         fields = _resolved_receipt_fields(execution, action, given) if outcome == Action.State.SUCCEEDED else {}
         ledger.resolve(action, execution=execution, outcome=outcome, fields=fields, actor=user, evidence=evidence)
+        goes_on = _on_failure_of(execution, action)
         if outcome == Action.State.SUCCEEDED:  # back to work, unless something else still holds it
             resume_locked(
                 execution, actor=user, reason=f"{key} resolved as succeeded", if_clear=True, follows="resolve"
             )
+        elif goes_on:  # the effect's step goes on at its on_failure (the ledger won't send it again)
+            resume_locked(
+                execution,
+                actor=user,
+                reason=f"{key} resolved as failed: on to {goes_on}",
+                if_clear=True,
+                follows="resolve",
+            )
         else:
             lifecycle.apply(execution, "fail", actor=user, reason=f"{key} resolved as failed: {evidence}")
     return action
+
+
+def _on_failure_of(execution: Execution, action: Action) -> str:
+    """The ``on_failure`` step of the effect ``action`` belongs to, when the execution
+    stands at that effect ("" otherwise, or when its version is not deployed here)."""
+    if execution.current_step != action.step:
+        return ""
+    try:
+        step = registry.get(execution.workflow, execution.workflow_version).get_step(action.step)
+    except (registry.UnknownWorkflow, KeyError):
+        return ""
+    return step.on_failure or ""
 
 
 def receipt_fields_for(execution: Execution, action: Action) -> tuple:

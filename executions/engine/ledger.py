@@ -31,7 +31,7 @@ from django.db.models.functions import Now
 
 from ..authoring.workflow import Effect
 from ..errors import FailureKind, InputNeeded, NotFound, StepFailure
-from ..models import COMPENSATION_SUFFIX, Action, Execution
+from ..models import COMPENSATION_SUFFIX, Action, Execution, ExecutionEvent
 from ..redaction import redact
 from . import failpoints, lifecycle, tracing
 from .leases import Lease, fenced_row
@@ -190,6 +190,14 @@ def resolve(
         _move(action, "fail", "", execution=execution, actor=actor, fields=stored, **event)
 
 
+def _resolved(action: Action) -> bool:
+    """An operator resolved ``action`` (unknown) as failed: it did not happen, and it is
+    not sent again under its key (its step goes on at its ``on_failure``, or fails)."""
+    return ExecutionEvent.objects.filter(
+        execution_id=action.execution_id, type="action.failed", payload__key=action.key, payload__resolved=True
+    ).exists()
+
+
 def close_compensation(action: Action, *, execution: Execution, outcome: str, actor, evidence: str) -> None:
     """Inside the operator's transaction (action locked): a person carried out the
     planned compensation (``succeeded``: the receipt records who and the evidence) or
@@ -236,6 +244,8 @@ def _begin(
             raise StepFailure(FailureKind.INVALID_INPUT, f"action key {effect.key} belongs to another execution")
         if action.status == Action.State.SUCCEEDED:
             return action, action.receipt
+        if action.status == Action.State.FAILED and _resolved(action):  # a person established it: final
+            raise StepFailure(FailureKind.BUSINESS_REJECTION, action.last_error)
         if not _needs_reconciliation(action, effect):
             _one_per_grant(action)
             _resend(action, execution, lease, honors_key=effect.honors_key)

@@ -101,3 +101,33 @@ def test_a_run_out_deposit_at_a_bank_that_ignores_keys_fails_and_a_receipt_namin
     partly = transferred(people, "partly-1")
     assert partly.status == Status.COMPLETED
     assert ledger(partly) == {f"{partly.ref}:withdraw": "succeeded", f"{partly.ref}:deposit": "succeeded"}
+
+
+def test_an_unknown_deposit_an_operator_resolves_as_failed_goes_on_at_the_refund(people):
+    """The outcome a person established is the effect's: resolved as failed, the deposit
+    is never sent again under its key and the execution goes on at its on_failure."""
+    from executions.services import action_resolve
+
+    DEPOSITS["lost-2"] = "lose"
+    lost = transferred(people, "lost-2")
+    assert lost.status == Status.NEEDS_ATTENTION
+    DEPOSITS.pop("lost-2")  # the bank would take it now: it must not be asked again
+    action_resolve(
+        key=f"{lost.ref}:deposit",
+        user=people["operator"].user,
+        outcome="failed",
+        evidence="the bank has no such deposit",
+    )
+    for _ in range(10):
+        if runner.advance(lost.pk, worker="worker:test-on-failure") != "sliced":
+            break
+    done = Execution.objects.get(pk=lost.pk)
+    assert done.status == Status.COMPLETED, done.status_reason
+    assert ledger(done) == {
+        f"{lost.ref}:withdraw": "succeeded",
+        f"{lost.ref}:deposit": "failed",
+        f"{lost.ref}:refund": "succeeded",
+    }
+    assert [b["op"] for k, b in BANK.items() if k.startswith(f"{lost.ref}:")] == ["withdraw", "refund"]
+    went = done.outputs()["deposit"]["failed"]
+    assert went["kind"] == "business_rejection" and "resolved as failed by operator" in went["error"], went
