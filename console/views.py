@@ -411,7 +411,13 @@ def action_resolve(request: HttpRequest, ref: str) -> HttpResponse:
         messages.error(request, exc.message)
     else:
         messages.success(request, f"Resolved {action.key} as {action.status}.")
-        if action.status == Action.State.FAILED:
+        status = Execution.objects.filter(pk=action.execution_id).values_list("status", flat=True).first()
+        if action.status == Action.State.FAILED and status != Status.FAILED:  # its on_failure goes on
+            when = (
+                " once nothing else holds it (the resume preview says what)" if status == Status.NEEDS_ATTENTION else ""
+            )
+            messages.info(request, f"{ref} goes on at the step its effect names for a failure (on_failure){when}.")
+        elif action.status == Action.State.FAILED:
             messages.warning(
                 request,
                 f"{ref} has failed. If {action.key} happened after all, the effect exists at the provider: "

@@ -25,7 +25,8 @@ The names, by what an app does with them:
   ``resume_locked`` (the one resume, its blockers checked in one place);
 - *effects beside the steps and the ledger's other rows*: ``record_beside``,
   ``perform_beside``, ``authorise``, ``record_compensations``, ``close_compensation``,
-  ``locked_by_key`` (an action and its execution, locked in order, for an operator's word);
+  ``locked_by_key`` (an action and its execution, locked in order, for an operator's word),
+  ``resolved_failed`` (an operator's "it did not happen": never sent again under its key);
 - *reads*: a gate's pending request and stale grants (``pending_of``, ``stale_of``,
   ``PendingGate``, ``StaleGrant``), the journal (``call_key``, ``response_of``,
   ``accepted``, ``ACCEPTED``, ``ModelDrift``), an agent's recorded tool results
@@ -74,6 +75,7 @@ from .engine.ledger import (
     perform_beside,
     record_beside,
     record_compensations,
+    resolved_failed,
 )
 from .engine.lifecycle import apply as transition
 from .engine.lifecycle import record
@@ -135,6 +137,7 @@ __all__ = [
     "record",
     "record_beside",
     "record_compensations",
+    "resolved_failed",
     "recorded_results",
     "register_event_type",
     "register_gate",

@@ -101,7 +101,7 @@ def may_repeat(action: Action, *, runs_again: bool = True) -> bool:
     de-duplicate: it may have been sent (executing, unknown, or failed after a send)
     and the provider won't recognise the key."""
     sent = action.status in (Action.State.EXECUTING, Action.State.UNKNOWN) or (
-        action.status == Action.State.FAILED and action.attempts > 0
+        action.status == Action.State.FAILED and action.attempts > 0 and not runtime.resolved_failed(action)
     )
     # A notification (beside the steps) is never sent again by a resume.
     return runs_again and sent and not action.honors_key and not action.is_compensation and not action.beside
@@ -245,6 +245,9 @@ def _effect_again(step: Step, actions: list[Action]) -> str:
         return f"{key} is already done: the step completes from its recorded receipt without a call"
     if action.status in _UNSENT or action.attempts == 0:
         return f"sends {key}, which was never sent{guarded}"
+    if runtime.resolved_failed(action):
+        after = f"goes on at {step.on_failure}" if step.on_failure else "the step fails"
+        return f"{key} was resolved as failed by an operator: it is not sent again; {after}"
     if action.honors_key:
         return f"{key} failed; it is sent again with the same key, which the provider de-duplicates{guarded}"
     return (

@@ -190,9 +190,11 @@ def resolve(
         _move(action, "fail", "", execution=execution, actor=actor, fields=stored, **event)
 
 
-def _resolved(action: Action) -> bool:
+def resolved_failed(action: Action) -> bool:
     """An operator resolved ``action`` (unknown) as failed: it did not happen, and it is
     not sent again under its key (its step goes on at its ``on_failure``, or fails)."""
+    if action.status != Action.State.FAILED:
+        return False
     return ExecutionEvent.objects.filter(
         execution_id=action.execution_id, type="action.failed", payload__key=action.key, payload__resolved=True
     ).exists()
@@ -244,7 +246,7 @@ def _begin(
             raise StepFailure(FailureKind.INVALID_INPUT, f"action key {effect.key} belongs to another execution")
         if action.status == Action.State.SUCCEEDED:
             return action, action.receipt
-        if action.status == Action.State.FAILED and _resolved(action):  # a person established it: final
+        if resolved_failed(action):  # a person established it did not happen: final under its key
             raise StepFailure(FailureKind.BUSINESS_REJECTION, action.last_error)
         if not _needs_reconciliation(action, effect):
             _one_per_grant(action)

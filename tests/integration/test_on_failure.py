@@ -106,18 +106,23 @@ def test_a_run_out_deposit_at_a_bank_that_ignores_keys_fails_and_a_receipt_namin
 def test_an_unknown_deposit_an_operator_resolves_as_failed_goes_on_at_the_refund(people):
     """The outcome a person established is the effect's: resolved as failed, the deposit
     is never sent again under its key and the execution goes on at its on_failure."""
-    from executions.services import action_resolve
-
     DEPOSITS["lost-2"] = "lose"
     lost = transferred(people, "lost-2")
     assert lost.status == Status.NEEDS_ATTENTION
     DEPOSITS.pop("lost-2")  # the bank would take it now: it must not be asked again
-    action_resolve(
-        key=f"{lost.ref}:deposit",
-        user=people["operator"].user,
-        outcome="failed",
-        evidence="the bank has no such deposit",
-    )
+    operator = Client()
+    operator.force_login(people["operator"].user)
+    said = operator.post(
+        f"/executions/{lost.ref}/resolve/",
+        {"key": f"{lost.ref}:deposit", "outcome": "failed", "evidence": "the bank has no such deposit"},
+        follow=True,
+    ).content.decode()
+    assert "goes on at the step its effect names for a failure (on_failure)" in said
+    assert "check there before a restart" not in said
+    plan = resume_preview(Execution.objects.get(pk=lost.pk))  # what the resume it made will do
+    deposit = next(entry for entry in plan["steps"] if entry["step"] == "deposit" and entry["plan"] == "run")
+    assert deposit["why"].endswith("was resolved as failed by an operator: it is not sent again; goes on at refund")
+    assert not next(e for e in plan["effects"] if e["key"] == f"{lost.ref}:deposit")["may_repeat"]
     for _ in range(10):
         if runner.advance(lost.pk, worker="worker:test-on-failure") != "sliced":
             break
