@@ -11,7 +11,7 @@ from django.contrib.auth import get_user_model
 from approvals.models import ApprovalRequest
 from artifacts.models import Artifact, ArtifactVersion
 from executions.models import Action, Execution
-from tests.support.records import at_publish
+from tests.support.records import at_publish, publish_action
 from tests.support.stack import app_env
 
 
@@ -28,23 +28,9 @@ def world(people, awaiting):
     publish (restartable from it); RUN_5 was cancelled with a compensation to close."""
     execution, request = awaiting
     other = at_publish(people, execution.context, "flag")
-    action = Action.objects.create(
-        key=f"{other.ref}:publish:v1",
-        execution=other,
-        step="publish",
-        type="publish_report",
-        status=Action.State.UNKNOWN,
-        attempts=1,
-    )
+    action = publish_action(other, Action.State.UNKNOWN)
     paused = at_publish(people, execution.context, "flag", month="2026-06")
-    Action.objects.create(
-        key=f"{paused.ref}:publish:v1",
-        execution=paused,
-        step="publish",
-        type="publish_report",
-        status=Action.State.FAILED,
-        attempts=1,
-    )
+    publish_action(paused, Action.State.FAILED)
     done = {"retrieve_figures": {}, "analyze": {}, "draft_report": {}, "review": {}}
     failed = at_publish(people, {**execution.context, "carried": done}, "fail", month="2026-05")
     cancelled = at_publish(people, execution.context, "cancel", month="2026-04")

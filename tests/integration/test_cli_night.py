@@ -23,7 +23,7 @@ from executions.reasons import StuckReason
 from schedules import services as schedules
 from schedules.models import Schedule
 from tests.support.cli import keel, refused
-from tests.support.records import at_publish, snapshot
+from tests.support.records import at_publish, publish_action, snapshot
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "cli.md"
 
@@ -65,14 +65,7 @@ def refusals(env, cases) -> None:
 def unknown_outcome(people, context: dict, month: str) -> tuple[Execution, Action]:
     """Another execution that needs attention over a publish whose outcome is unknown (as the world's)."""
     execution = at_publish(people, context, "flag", month=month)
-    action = Action.objects.create(
-        key=f"{execution.ref}:publish:v1",
-        execution=execution,
-        step="publish",
-        type="publish_report",
-        status=Action.State.UNKNOWN,
-        attempts=1,
-    )
+    action = publish_action(execution, Action.State.UNKNOWN)
     return execution, action
 
 

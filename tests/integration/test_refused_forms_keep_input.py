@@ -18,6 +18,7 @@ import tests.support.migrating_flow  # noqa: F401 - registers "migrating": v1 wa
 from executions import questions, services
 from executions.engine import runner
 from executions.models import Action, Execution, ExecutionEvent, Question, Status, Wait
+from tests.support.records import publish_action
 from tests.support.rooms import WORDING  # registers "asking_room" and "flaky_room"
 from tests.support.screens import logged_in
 from triage import drift
@@ -435,14 +436,7 @@ def test_a_refused_restart_keeps_the_step_chosen_and_the_repeats_accepted(people
     """The choice and the box come back as they were sent, not as the page first offers them.
     (Its publish went out before the step failed: a restart from any step sends it again.)"""
     failed = world["failed"]
-    Action.objects.create(
-        key=f"{failed.ref}:publish:v1",
-        execution=failed,
-        step="publish",
-        type="publish_report",
-        status=Action.State.SUCCEEDED,
-        attempts=1,
-    )
+    publish_action(failed, Action.State.SUCCEEDED)
     operator = logged_in(people["operator"])
     first = form_of(operator.get(f"/executions/{failed.ref}/").content.decode(), "restart")
     assert '<option value="publish" selected>' in first and 'id="accept-repeats">' in first

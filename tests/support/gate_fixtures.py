@@ -10,7 +10,8 @@ from approvals.models import ApprovalRequest
 from artifacts import store
 from artifacts.models import Artifact, ArtifactVersion
 from executions.engine import lifecycle
-from executions.models import Execution
+from executions.models import Action, Execution
+from tests.support.records import publish_action
 
 
 @pytest.fixture
@@ -68,20 +69,11 @@ def unknown_outcome(people, awaiting):
     """An execution that needs attention because its publish outcome is unknown."""
     from django.db import transaction
 
-    from executions.models import Action
-
     execution, request = awaiting
     with transaction.atomic():
         execution = Execution.objects.get(pk=execution.pk)
         lifecycle.apply(execution, "resume_after_decision")
         execution = Execution.objects.get(pk=execution.pk)
         lifecycle.apply(execution, "flag", reason="outcome of publish can't be established")
-    action = Action.objects.create(
-        key=f"{execution.ref}:publish:v1",
-        execution=execution,
-        step="publish",
-        type="publish_report",
-        status=Action.State.UNKNOWN,
-        attempts=1,
-    )
+    action = publish_action(execution, Action.State.UNKNOWN)
     return execution, action

@@ -111,6 +111,18 @@ def at_publish(people, context: dict, *transitions: str, month: str = "2026-07")
     return Execution.objects.get(pk=execution.pk)
 
 
+def publish_action(execution: Execution, status: str, *, attempts: int = 1) -> Action:
+    """The report's publish effect (``<ref>:publish:v1``) in the ledger, as ``status``."""
+    return Action.objects.create(
+        key=f"{execution.ref}:publish:v1",
+        execution=execution,
+        step="publish",
+        type="publish_report",
+        status=status,
+        attempts=attempts,
+    )
+
+
 def pending(user, workflow: str) -> Execution:
     """A committed, pending execution of ``workflow``, as ``execution_start`` makes it,
     without ringing the doorbell (this test runs it itself)."""
