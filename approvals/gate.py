@@ -272,13 +272,17 @@ class ApprovalGate(runtime.Gate):
     def check_effect(self, execution: Execution, workflow: Workflow, gate_step: Step, effect: Effect) -> None:
         """The version about to be used is the one approved (version and sha256), and the
         approver still holds the authority (skipped once the effect is recorded as done,
-        when nothing will be sent). Refused: PERMISSION, so needs_attention."""
+        when nothing will be sent; both skipped once an operator resolved it as failed,
+        when the ledger refuses it). Refused: PERMISSION, so needs_attention."""
         spec = gate_step.spec
         assert isinstance(spec, Approval), "the approval gate guards effects from approval steps"
         approval = execution.outputs().get(gate_step.name)
         ref = execution.context.get("artifacts", {}).get(spec.artifact)
         if not approval or approval.get("decision") != "approve" or ref is None:
             raise _refused(f"an approval from {gate_step.name} is needed first")
+        recorded = Action.objects.filter(key=effect.key).first()
+        if recorded is not None and runtime.resolved_failed(recorded):
+            return  # an operator established it did not happen: the ledger sends nothing (its on_failure)
         # The newest version of the artifact, whoever made it: an edit after the
         # approval must not ride on it.
         version = ArtifactVersion.objects.filter(artifact_id=ref["artifact_pk"]).order_by("-number").first()
@@ -289,7 +293,7 @@ class ApprovalGate(runtime.Gate):
                 current_version=version.number,
                 current_sha256=version.sha256,
             )
-        if Action.objects.filter(key=effect.key, status=Action.State.SUCCEEDED).exists():
+        if recorded is not None and recorded.status == Action.State.SUCCEEDED:
             return
         request = ApprovalRequest.objects.select_related("decision__decided_by").get(pk=approval["approval_id"])
         approver = request.decision.decided_by
@@ -315,7 +319,7 @@ class ApprovalGate(runtime.Gate):
         ).select_related("decision__decided_by", "artifact_version")
         for request in requests:
             guarded = Action.objects.filter(gate_ref=request.gate_ref, execution=execution)
-            if guarded.exists() and not guarded.exclude(status=Action.State.SUCCEEDED).exists():
+            if guarded and all(_settled(action) for action in guarded):
                 continue  # what it authorised is done: nothing will rely on it again
             whys = []
             newest = (
@@ -345,6 +349,12 @@ class ApprovalGate(runtime.Gate):
                     )
                 )
         return found
+
+
+def _settled(action: Action) -> bool:
+    """Nothing will be sent for ``action`` again: it succeeded, or an operator resolved
+    it as failed (the ledger refuses it under its key; its step goes on at on_failure)."""
+    return action.status == Action.State.SUCCEEDED or runtime.resolved_failed(action)
 
 
 def reused_approvals(execution: Execution) -> list[int]:

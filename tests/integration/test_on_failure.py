@@ -7,11 +7,14 @@ In process (the steps run here, ``runner.advance``)."""
 from __future__ import annotations
 
 import pytest
+from django.contrib.auth.models import Group
 from django.test import Client
 
+from approvals.models import ApprovalRequest
+from approvals.services import approval_decide
 from executions.engine import runner
 from executions.models import Action, Execution, Status, StepRun
-from executions.services import execution_start
+from executions.services import action_resolve, execution_start
 from tests.support.transfer_flow import BANK, DEPOSITS
 from triage.preview import resume_preview
 from triage.replay import replay_one
@@ -32,6 +35,11 @@ def transferred(people, to_account: str) -> Execution:
     execution, _ = execution_start(
         user=people["requester"].user, workflow="transfer", input={"to_account": to_account, "amount_cents": 2500}
     )
+    return advanced(execution)
+
+
+def advanced(execution: Execution) -> Execution:
+    """``execution`` run here as a worker would, until it stops or waits."""
     for _ in range(10):
         if runner.advance(execution.pk, worker="worker:test-on-failure") != "sliced":
             break
@@ -123,10 +131,7 @@ def test_an_unknown_deposit_an_operator_resolves_as_failed_goes_on_at_the_refund
     deposit = next(entry for entry in plan["steps"] if entry["step"] == "deposit" and entry["plan"] == "run")
     assert deposit["why"].endswith("was resolved as failed by an operator: it is not sent again; goes on at refund")
     assert not next(e for e in plan["effects"] if e["key"] == f"{lost.ref}:deposit")["may_repeat"]
-    for _ in range(10):
-        if runner.advance(lost.pk, worker="worker:test-on-failure") != "sliced":
-            break
-    done = Execution.objects.get(pk=lost.pk)
+    done = advanced(lost)
     assert done.status == Status.COMPLETED, done.status_reason
     assert ledger(done) == {
         f"{lost.ref}:withdraw": "succeeded",
@@ -136,3 +141,41 @@ def test_an_unknown_deposit_an_operator_resolves_as_failed_goes_on_at_the_refund
     assert [b["op"] for k, b in BANK.items() if k.startswith(f"{lost.ref}:")] == ["withdraw", "refund"]
     went = done.outputs()["deposit"]["failed"]
     assert went["kind"] == "business_rejection" and "resolved as failed by operator" in went["error"], went
+
+
+def test_a_deposit_resolved_as_failed_goes_on_though_its_approval_went_stale(people):
+    """The approver lost the authority while the deposit's outcome was unknown: resolved
+    as failed, nothing will be sent on that approval, so it no longer blocks the resume
+    and the refund runs (a stale approval blocks only what it would still let through)."""
+    DEPOSITS["lost-3"] = "lose"
+    execution, _ = execution_start(
+        user=people["requester"].user, workflow="approved_transfer", input={"to_account": "lost-3"}
+    )
+    advanced(execution)
+    request = ApprovalRequest.objects.get(execution=execution, status="pending")
+    approval_decide(
+        user=people["manager"].user,
+        execution_ref=execution.ref,
+        approval_id=request.pk,
+        decision="approve",
+        artifact_version=request.version,
+        content_sha256=request.content_sha256,
+        event_id="approve-lost-3",
+    )
+    lost = advanced(execution)
+    assert lost.status == Status.NEEDS_ATTENTION and ledger(lost)[f"{lost.ref}:deposit"] == "unknown"
+    people["manager"].user.groups.remove(Group.objects.get(name="managers"))
+    assert "manager lost the authority" in resume_preview(lost)["stale_approvals"][0]["why"]
+
+    action_resolve(
+        key=f"{lost.ref}:deposit", user=people["operator"].user, outcome="failed", evidence="no such deposit"
+    )
+    assert resume_preview(Execution.objects.get(pk=lost.pk))["stale_approvals"] == []
+    done = advanced(lost)
+    assert done.status == Status.COMPLETED, done.status_reason
+    assert ledger(done) == {
+        f"{lost.ref}:withdraw": "succeeded",
+        f"{lost.ref}:deposit": "failed",
+        f"{lost.ref}:refund": "succeeded",
+    }
+    assert [b["op"] for k, b in BANK.items() if k.startswith(f"{lost.ref}:")] == ["withdraw", "refund"]

@@ -8,6 +8,7 @@ with a ``failed`` field). An account ``nodedup-…`` is at a bank that ignores k
 
 from __future__ import annotations
 
+from approvals.gate import Approval
 from executions.authoring import END, Effect, FailureKind, RetryPolicy, StepFailure, Workflow, WorkflowInput, register
 
 BANK: dict[str, dict] = {}  # key → {"op", "account", "cents"}
@@ -66,3 +67,34 @@ def deposit(ctx) -> Effect:
 def refund(ctx) -> Effect:
     args = {"account": ctx.input["from_account"], "cents": ctx.input["amount_cents"]}
     return Effect(key=f"{ctx.ref}:refund", args=args, call=_take("refund"))
+
+
+# The same transfer, approved first: a manager allows the deposit of exactly the transfer
+# order an earlier step wrote (Approval), and the deposit is guarded by that approval.
+approved_transfer = register(
+    Workflow(name="approved_transfer", version=1, title="A money transfer a manager approves", input=TransferInput)
+)
+
+
+@approved_transfer.step("write_order", label="Writing the transfer order")
+def write_order(ctx) -> dict:
+    i = ctx.input
+    text = f"# Transfer\n\n{i['amount_cents']} cents from {i['from_account']} to {i['to_account']}\n"
+    ctx.save_artifact("order", kind="transfer", title="The transfer order", content=text, content_type="text/markdown")
+    return {"characters": len(text)}
+
+
+approved_transfer.gate(
+    "review", label="Awaiting a manager's approval", spec=Approval(artifact="order", action="deposit")
+)
+approved_transfer.effect("withdraw", label="Withdrawing", action="withdraw")(withdraw)
+approved_transfer.effect(
+    "deposit",
+    label="Depositing",
+    action="deposit",
+    guarded_by="review",
+    on_failure="refund",
+    then=END,
+    retry=RetryPolicy(max_attempts=1),
+)(deposit)
+approved_transfer.effect("refund", label="Refunding the withdrawal", action="refund", then=END)(refund)
