@@ -91,10 +91,14 @@ def decide(
     delay = backoff_seconds(policy, attempt, rng=rng)
     if kind == K.RATE_LIMITED and retry_after is not None:
         delay = max(delay, retry_after)  # the provider said when; never earlier
+    # Out of time ends the retries as running out of attempts does (an unknown outcome goes
+    # to a person: it may have happened).
     if elapsed_seconds + delay > policy.max_elapsed_seconds:
-        return Ruling(Verdict.FAIL, reason=f"retrying would exceed {policy.max_elapsed_seconds:g}s for this step")
+        return Ruling(
+            WHEN_NOT_RETRIED[kind], reason=f"retrying would exceed {policy.max_elapsed_seconds:g}s for this step"
+        )
     if seconds_to_deadline is not None and delay > seconds_to_deadline:
-        return Ruling(Verdict.FAIL, reason="the next attempt would come after the execution's deadline")
+        return Ruling(WHEN_NOT_RETRIED[kind], reason="the next attempt would come after the execution's deadline")
     return Ruling(
         Verdict.RETRY, delay_seconds=delay, reason=f"attempt {attempt} failed ({kind}); retrying in {delay:.1f}s"
     )

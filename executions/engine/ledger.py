@@ -174,6 +174,23 @@ def mark_succeeded(action: Action, receipt: dict[str, Any], *, execution: Execut
     _move(action, "succeed", actor_label, execution=execution, fields=fields, receipt=receipt)
 
 
+def lose_in_flight(*, lease: Lease, step: str, why: str) -> Action | None:
+    """Inside the caller's transaction (fenced here): the action an attempt at ``step``
+    left in flight — ``executing`` (now ``unknown``, with ``why``) or ``unknown`` — when
+    that attempt can no longer tell its outcome (it ran past its timeout, the deadline
+    passed): it may have acted, so it is reconciled or resolved, never taken as failed.
+    None when the step's latest action has a known outcome, or it has none."""
+    execution = fenced_row(lease)
+    latest = Action.objects.filter(execution=execution, step=step, beside=False).order_by("-id").first()
+    if latest is None or latest.status not in (Action.State.EXECUTING, Action.State.UNKNOWN):
+        return None
+    if latest.status == Action.State.EXECUTING:
+        failure = StepFailure(FailureKind.OUTCOME_UNKNOWN, why)
+        fields = {"last_error": f"{failure.kind}: {why}"}
+        _move(latest, "lose", lease.owner, execution=execution, fields=fields, error=why, kind=str(failure.kind))
+    return latest
+
+
 def resolve(
     action: Action, *, execution: Execution, outcome: str, fields: dict[str, str], actor, evidence: str
 ) -> None:

@@ -106,15 +106,20 @@ def advance(execution_id: int, *, worker: str, queues: frozenset[str] | None = N
 
 def _overran(lease: Lease) -> str:
     """Taken over from a worker whose step ran past its timeout (its heartbeat stopped):
-    that attempt failed; the step's retry policy decides what comes next."""
+    that attempt failed; the step's retry policy decides what comes next. An action it
+    left in flight may have acted: its outcome is unknown (reconciled by the next attempt,
+    or a person's when none is left), in the same commit as the failed attempt."""
     execution = Execution.objects.get(pk=lease.execution_id)
     workflow = registry.get(execution.workflow, execution.workflow_version)
     step = workflow.get_step(execution.current_step)
-    failure = StepFailure(
-        FailureKind.TRANSIENT,
-        f"ran past its timeout of {workflow.timeout_for(step.name):g} s on {lease.overran_by}",
-    )
-    _step_failed(lease, step, failure, timezone.now())
+    why = f"ran past its timeout of {workflow.timeout_for(step.name):g} s on {lease.overran_by}"
+    with transaction.atomic():
+        acting = ledger.lose_in_flight(lease=lease, step=step.name, why=why)
+        if acting is None:
+            failure = StepFailure(FailureKind.TRANSIENT, why)
+        else:
+            failure = StepFailure(FailureKind.OUTCOME_UNKNOWN, f"{why}, with {acting.key} in flight: it may have acted")
+        _step_failed(lease, step, failure, timezone.now())
     return "stopped"
 
 
@@ -686,15 +691,23 @@ def _needs_attention(lease: Lease, step: Step, stop: NeedsAttention, started) ->
 
 
 def _stop_at_deadline(lease: Lease) -> str:
+    """The deadline passed: failed, unless the current step left an action in flight; it
+    may have acted, so a person establishes its outcome first (unknown_outcome)."""
     with transaction.atomic():
         execution = fenced_row(lease)
-        lifecycle.apply(
-            execution,
-            "fail",
-            actor_label=lease.owner,
-            reason=f"deadline {execution.deadline:%Y-%m-%d %H:%M:%S} UTC passed",
-            code=StuckReason.DEADLINE_PASSED,
-        )
+        passed = f"deadline {execution.deadline:%Y-%m-%d %H:%M:%S} UTC passed"
+        acting = ledger.lose_in_flight(lease=lease, step=execution.current_step, why=passed)
+        if acting is None:
+            lifecycle.apply(execution, "fail", actor_label=lease.owner, reason=passed, code=StuckReason.DEADLINE_PASSED)
+        else:
+            lifecycle.apply(
+                execution,
+                "flag",
+                actor_label=lease.owner,
+                reason=f"{passed} with the outcome of {acting.key} unknown: establish it (resolve) first",
+                code=StuckReason.UNKNOWN_OUTCOME,
+                step=execution.current_step,
+            )
         release(lease)
     return "stopped"
 

@@ -3,8 +3,9 @@ deposit; a deposit the bank refuses for good goes on at ``refund`` (``on_failure
 which gives the money back under a key of its own. The bank is ``BANK``, in this
 process (the tests advance the steps here): what it took and gave, by key, and the
 answer it gives to a deposit into an account (``DEPOSITS``: ``"refuse"``, ``"lose"``
-the answer, ``"flaky"``: a 503, and the deposit tries once, or ``"partly"``: a receipt
-with a ``failed`` field). An account ``nodedup-…`` is at a bank that ignores keys."""
+the answer, ``"flaky"``: a 503, and the deposit tries once, ``"partly"``: a receipt
+with a ``failed`` field, or ``"die"``: the deposit goes through and the worker dies in
+the call, and a deposit asked again is refused). An account ``nodedup-…`` is at a bank that ignores keys."""
 
 from __future__ import annotations
 
@@ -30,6 +31,12 @@ def _take(op: str):
             raise StepFailure(FailureKind.OUTCOME_UNKNOWN, "the bank's answer was lost")
         if how == "flaky":
             raise StepFailure(FailureKind.TRANSIENT, "the bank answered 503")
+        if how == "die":  # the worker dies in the call: the deposit is left in flight
+            DEPOSITS[args["account"]] = "took"
+            BANK[key] = {"op": op, **args}
+            raise SystemExit("the worker died while the bank was depositing")
+        if how == "took":  # it did go through before the worker died: asked again, it is a repeat
+            raise StepFailure(FailureKind.INVALID_INPUT, f"a second deposit of {key}")
         if how == "partly":  # a receipt that names a failure is still a receipt
             BANK[key] = {"op": op, **args}
             return {"failed": {"count": 0}, "confirmation": "PARTLY-1"}

@@ -52,3 +52,12 @@ def test_elapsed_time_and_deadline_bound_retries():
     )
     late = decide(POLICY, kind=K.RATE_LIMITED, attempt=1, elapsed_seconds=0, retry_after=60, seconds_to_deadline=30)
     assert late.verdict == Verdict.FAIL and "deadline" in late.reason
+
+
+def test_an_unknown_outcome_out_of_time_goes_to_a_person_not_to_failed():
+    """It may have happened: running out of the step's window or the execution's deadline
+    ends its reconciliation as running out of attempts does, with a person, never ``failed``."""
+    window = decide(RetryPolicy(max_elapsed_seconds=10), kind=K.OUTCOME_UNKNOWN, attempt=1, elapsed_seconds=9.5)
+    assert window.verdict == Verdict.ATTENTION and "would exceed 10s" in window.reason
+    late = decide(POLICY, kind=K.OUTCOME_UNKNOWN, attempt=1, elapsed_seconds=0, seconds_to_deadline=0.1)
+    assert late.verdict == Verdict.ATTENTION and "deadline" in late.reason

@@ -1,0 +1,106 @@
+"""An action an attempt left in flight may have acted: when that attempt can no longer
+tell (it ran past its timeout and another worker took over, or the execution's deadline
+passed before it was resumed), the action's outcome is ``unknown`` and a person
+establishes it — never ``failed``, never an ``on_failure`` refund, never sent again by
+the takeover. In process: the bank of tests/support/transfer_flow.py, whose deposit goes
+through and then "kills" the worker in the call (SystemExit), as a SIGKILL would leave it."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.db.models.functions import Now
+
+from executions.engine import runner
+from executions.models import Action, Execution, Status
+from tests.support.transfer_flow import BANK, DEPOSITS
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(autouse=True)
+def bank():
+    BANK.clear()
+    DEPOSITS.clear()
+    yield
+    BANK.clear()
+    DEPOSITS.clear()
+
+
+def died_in_the_deposit(people, account: str) -> Execution:
+    """A transfer whose worker died while the bank took the deposit: running, its lease and
+    the deposit's action ``executing``, the money at the bank."""
+    from executions.services import execution_start
+
+    DEPOSITS[account] = "die"
+    execution, _ = execution_start(user=people["requester"].user, workflow="transfer", input={"to_account": account})
+    with pytest.raises(SystemExit):
+        for _ in range(5):
+            runner.advance(execution.pk, worker="worker:died")
+    died = Execution.objects.get(pk=execution.pk)
+    assert died.status == Status.RUNNING and died.current_step == "deposit"
+    assert Action.objects.get(key=f"{died.ref}:deposit").status == "executing"
+    return died
+
+
+def taken_over(execution: Execution) -> Execution:
+    for _ in range(5):
+        if runner.advance(execution.pk, worker="worker:rescuer") != "sliced":
+            break
+    return Execution.objects.get(pk=execution.pk)
+
+
+def test_a_deposit_that_ran_past_its_timeout_is_unknown_not_failed_nor_refunded(people):
+    execution = died_in_the_deposit(people, "slow-1")
+    # Past the step's timeout: the heartbeat stopped extending the lease, it lapsed.
+    Execution.objects.filter(pk=execution.pk).update(
+        step_deadline=Now() - timedelta(seconds=5), lease_expires_at=Now() - timedelta(seconds=1)
+    )
+    after = taken_over(execution)
+    assert after.status == Status.NEEDS_ATTENTION, after.status_reason
+    assert after.reason_code == "unknown_outcome"
+    assert f"{after.ref}:deposit in flight: it may have acted" in after.status_reason
+    deposit = Action.objects.get(key=f"{after.ref}:deposit")
+    assert deposit.status == "unknown" and "ran past its timeout" in deposit.last_error
+    # No refund of money the bank took, and the deposit not asked again.
+    assert [b["op"] for b in BANK.values()] == ["withdraw", "deposit"]
+    assert not Action.objects.filter(key=f"{after.ref}:refund").exists()
+
+
+def test_a_deadline_passed_with_the_deposit_in_flight_waits_for_a_person(people):
+    execution = died_in_the_deposit(people, "late-1")
+    Execution.objects.filter(pk=execution.pk).update(
+        deadline=Now() - timedelta(seconds=1), lease_expires_at=Now() - timedelta(seconds=1)
+    )
+    after = taken_over(execution)
+    assert after.status == Status.NEEDS_ATTENTION and after.reason_code == "unknown_outcome", after.status_reason
+    assert "passed with the outcome of" in after.status_reason and "establish it (resolve) first" in after.status_reason
+    assert Action.objects.get(key=f"{after.ref}:deposit").status == "unknown"
+    assert [b["op"] for b in BANK.values()] == ["withdraw", "deposit"]
+
+
+def test_a_deadline_passed_with_nothing_in_flight_still_fails(people):
+    from executions.services import execution_start
+
+    execution, _ = execution_start(user=people["requester"].user, workflow="transfer", input={"to_account": "x-1"})
+    Execution.objects.filter(pk=execution.pk).update(deadline=Now() - timedelta(seconds=1))
+    after = taken_over(execution)
+    assert after.status == Status.FAILED and after.reason_code == "deadline_passed"
+    assert BANK == {}
+
+
+def test_the_unknown_deposit_resolved_as_succeeded_completes_without_a_refund(people):
+    from executions.services import action_resolve
+
+    execution = died_in_the_deposit(people, "slow-2")
+    Execution.objects.filter(pk=execution.pk).update(
+        step_deadline=Now() - timedelta(seconds=5), lease_expires_at=Now() - timedelta(seconds=1)
+    )
+    after = taken_over(execution)
+    action_resolve(
+        key=f"{after.ref}:deposit", user=people["operator"].user, outcome="succeeded", evidence="on the statement"
+    )
+    done = taken_over(after)
+    assert done.status == Status.COMPLETED, done.status_reason
+    assert [b["op"] for b in BANK.values()] == ["withdraw", "deposit"]
