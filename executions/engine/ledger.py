@@ -174,6 +174,14 @@ def mark_succeeded(action: Action, receipt: dict[str, Any], *, execution: Execut
     _move(action, "succeed", actor_label, execution=execution, fields=fields, receipt=receipt)
 
 
+def in_flight(execution: Execution, step: str) -> Action | None:
+    """The latest action of ``step`` when its outcome is not known (``executing`` or
+    ``unknown``): it may have acted. None when it has a known outcome, or none."""
+    latest = Action.objects.filter(execution=execution, step=step, beside=False).order_by("-id").first()
+    in_doubt = latest is not None and latest.status in (Action.State.EXECUTING, Action.State.UNKNOWN)
+    return latest if in_doubt else None
+
+
 def lose_in_flight(*, lease: Lease, step: str, why: str) -> Action | None:
     """Inside the caller's transaction (fenced here): the action an attempt at ``step``
     left in flight — ``executing`` (now ``unknown``, with ``why``) or ``unknown`` — when
@@ -181,10 +189,8 @@ def lose_in_flight(*, lease: Lease, step: str, why: str) -> Action | None:
     passed): it may have acted, so it is reconciled or resolved, never taken as failed.
     None when the step's latest action has a known outcome, or it has none."""
     execution = fenced_row(lease)
-    latest = Action.objects.filter(execution=execution, step=step, beside=False).order_by("-id").first()
-    if latest is None or latest.status not in (Action.State.EXECUTING, Action.State.UNKNOWN):
-        return None
-    if latest.status == Action.State.EXECUTING:
+    latest = in_flight(execution, step)
+    if latest is not None and latest.status == Action.State.EXECUTING:
         failure = StepFailure(FailureKind.OUTCOME_UNKNOWN, why)
         fields = {"last_error": f"{failure.kind}: {why}"}
         _move(latest, "lose", lease.owner, execution=execution, fields=fields, error=why, kind=str(failure.kind))

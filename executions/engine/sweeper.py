@@ -26,7 +26,7 @@ from django.db.models.functions import Now
 
 from ..models import Execution, Status
 from ..reasons import StuckReason
-from . import dispatch, gates, lifecycle, routing
+from . import dispatch, gates, ledger, lifecycle, routing
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +98,14 @@ def _enforce_deadlines() -> tuple[int, ...]:
                 Execution.objects.select_for_update(no_key=True).filter(pk=pk, status__in=list(DEADLINE)).first()
             )
             if execution is None:
+                continue
+            if execution.status == Status.RETRY_PENDING and ledger.in_flight(execution, execution.current_step):
+                # The retry would reconcile an action that may have acted: not failed here. Due
+                # now, the worker that claims it stops at the deadline for a person to establish
+                # the outcome first (runner._stop_at_deadline: unknown_outcome).
+                execution.due_at = Now()
+                execution.save(update_fields=["due_at", "updated_at"])
+                dispatch.dispatch_on_commit(execution.pk)
                 continue
             lifecycle.apply(
                 execution,

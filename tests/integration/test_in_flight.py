@@ -104,3 +104,28 @@ def test_the_unknown_deposit_resolved_as_succeeded_completes_without_a_refund(pe
     done = taken_over(after)
     assert done.status == Status.COMPLETED, done.status_reason
     assert [b["op"] for b in BANK.values()] == ["withdraw", "deposit"]
+
+
+def test_a_deadline_passed_while_an_unknown_withdrawal_waits_to_be_reconciled_waits_for_a_person(people):
+    """The sweeper's deadline for a retry that would reconcile an unknown outcome: the
+    withdrawal may have happened, so not ``failed``; a retry with nothing in doubt still fails."""
+    from executions.engine import sweeper
+    from executions.services import execution_start
+
+    DEPOSITS["lossy-1"] = "lose"
+    lossy, _ = execution_start(user=people["requester"].user, workflow="transfer", input={"from_account": "lossy-1"})
+    DEPOSITS["flaky-1"] = "flaky"
+    flaky, _ = execution_start(user=people["requester"].user, workflow="transfer", input={"from_account": "flaky-1"})
+    for execution in (lossy, flaky):
+        after = taken_over(execution)
+        assert after.status == Status.RETRY_PENDING, after.status_reason
+    Execution.objects.filter(pk__in=[lossy.pk, flaky.pk]).update(deadline=Now() - timedelta(seconds=1))
+    stopped = sweeper.sweep().past_deadline
+    assert flaky.pk in stopped and lossy.pk not in stopped
+    # Due now, not failed: the worker that claims it stops it for a person.
+    assert Execution.objects.get(pk=lossy.pk).status == Status.RETRY_PENDING
+    waits = taken_over(lossy)
+    assert waits.status == Status.NEEDS_ATTENTION and waits.reason_code == "unknown_outcome", waits.status_reason
+    assert f"the outcome of {waits.ref}:withdraw unknown" in waits.status_reason
+    failed = Execution.objects.get(pk=flaky.pk)
+    assert failed.status == Status.FAILED and failed.reason_code == "deadline_passed"

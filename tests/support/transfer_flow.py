@@ -2,7 +2,7 @@
 deposit; a deposit the bank refuses for good goes on at ``refund`` (``on_failure``),
 which gives the money back under a key of its own. The bank is ``BANK``, in this
 process (the tests advance the steps here): what it took and gave, by key, and the
-answer it gives to a deposit into an account (``DEPOSITS``: ``"refuse"``, ``"lose"``
+answer it gives to a withdrawal or deposit on an account (``DEPOSITS``: ``"refuse"``, ``"lose"``
 the answer, ``"flaky"``: a 503, and the deposit tries once, ``"partly"``: a receipt
 with a ``failed`` field, or ``"die"``: the deposit goes through and the worker dies in
 the call, and a deposit asked again is refused). An account ``nodedup-…`` is at a bank that ignores keys."""
@@ -24,7 +24,7 @@ class TransferInput(WorkflowInput):
 
 def _take(op: str):
     def call(args: dict, key: str) -> dict:
-        how = DEPOSITS.get(args["account"], "") if op == "deposit" else ""
+        how = DEPOSITS.get(args["account"], "") if op != "refund" else ""
         if how == "refuse":
             raise StepFailure(FailureKind.INVALID_INPUT, f"account {args['account']} is closed")
         if how == "lose":
