@@ -179,3 +179,20 @@ def test_one_execution_per_idempotency_key():
     assert invariants._starts(twice) == [
         "a start repeated with its idempotency key answered 201 RUN_0003 (first: 201 RUN_0001)"
     ]
+
+
+def test_an_execution_ended_with_an_action_in_doubt_is_a_violation():
+    items = {
+        "RUN_0001": execution("RUN_0001", "failed"),
+        "RUN_0002": execution("RUN_0002", "needs_attention", stuck={"reason": "unknown_outcome"}),
+        "RUN_0003": execution("RUN_0003", "completed"),
+    }
+    doubtful = [
+        ("RUN_0001", "RUN_0001:s2_orders", "unknown"),
+        ("RUN_0002", "RUN_0002:s2_orders", "unknown"),  # with a person: as it should be
+        ("RUN_0003", "RUN_0003:s1_notify", "executing"),
+    ]
+    assert invariants.ended_in_doubt(items, doubtful) == [
+        "RUN_0001 ended failed with RUN_0001:s2_orders unknown",
+        "RUN_0003 ended completed with RUN_0003:s1_notify executing",
+    ]

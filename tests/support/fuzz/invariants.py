@@ -21,6 +21,9 @@ one sentence per violation (none: the case passed):
   execution has one succeeded action per effect step, one per agent step whose tool call
   was approved (however often the model proposed it again), and its children completed; one
   execution per idempotency key; ``/api/executions/summary`` counts what the list shows;
+- **unknown is not failed**: no execution ended (failed or completed) with an action of
+  its own still in doubt (executing or unknown): it may have acted, so a person or a
+  reconciliation establishes the outcome before the execution ends;
 - and no worker exited on its own (a SIGKILL is a kill, whoever sent it).
 """
 
@@ -50,6 +53,7 @@ def check(played: Played) -> list[str]:
         *approvals_spent_once(played),
         *nothing_hangs(played),
         *counts_add_up(played),
+        *nothing_ends_in_doubt(played),
     ]
 
 
@@ -122,6 +126,22 @@ def nothing_hangs(played: Played) -> list[str]:
             "no stuck reason and nothing it waits for"
         )
     return found
+
+
+def nothing_ends_in_doubt(played: Played) -> list[str]:
+    doubtful = _actions(played).filter(status__in=(Action.State.EXECUTING, Action.State.UNKNOWN))
+    return ended_in_doubt(
+        played.executions, [(a.execution.ref, a.key, a.status) for a in doubtful.select_related("execution")]
+    )
+
+
+def ended_in_doubt(executions: dict[str, dict], doubtful: list[tuple[str, str, str]]) -> list[str]:
+    """(ref, key, status) of each action in doubt → a sentence for each whose execution ended."""
+    return [
+        f"{ref} ended {executions[ref]['status']} with {key} {status}"
+        for ref, key, status in doubtful
+        if ref in executions and executions[ref]["status"] in ("failed", "completed")
+    ]
 
 
 def counts_add_up(played: Played) -> list[str]:
