@@ -109,8 +109,11 @@ def render(case: Case, name: str) -> str:
         )
     parts += [textwrap.dedent(PROVIDERS[p][0]).strip() for p in providers]
     for var, wf_name, flow, prefix in flows:
+        deadline = f", deadline_seconds={flow.deadline:g}" if flow.deadline is not None else ""
         parts.append(
-            f'{var} = register(Workflow(name="{wf_name}", version=1, title="Fuzz case {wf_name}", input=Input))'
+            f"{var} = register(\n"
+            f'    Workflow(name="{wf_name}", version=1, title="Fuzz case {wf_name}", input=Input{deadline})\n'
+            ")"
         )
         parts += _steps(var, flow, prefix, child_name(name))
     return _header(case, name) + "\n\n" + "\n\n\n".join(parts) + "\n"

@@ -110,6 +110,9 @@ Block = Compute | Act | Approve | Agent | Wait | Children
 @dataclass(frozen=True)
 class Flow:
     blocks: tuple[Block, ...] = (Compute(),)
+    # Seconds from its start (``Workflow(deadline_seconds=…)``): past it, an execution stops
+    # (failed, or with a person when an effect of its step is in doubt). None: no deadline.
+    deadline: float | None = None
 
 
 @dataclass(frozen=True)
@@ -195,8 +198,8 @@ def describe(case: Case) -> str:
     """The case in a few lines: what a failure report opens with."""
     s = case.schedule
     lines = [
-        "main: " + ", ".join(_block(b) for b in case.main.blocks),
-        *(["child: " + ", ".join(_block(b) for b in case.child.blocks)] if case.has_children else []),
+        "main: " + _flow(case.main),
+        *(["child: " + _flow(case.child)] if case.has_children else []),
         f"starts: {s.starts}{' (each posted twice)' if s.restart_start else ''}; workers: {s.workers}; "
         f"order service {'de-duplicates' if s.orders_dedupe else 'does not de-duplicate'}",
         "kills: " + (", ".join(str(k) for k in s.kills) or "none"),
@@ -204,6 +207,11 @@ def describe(case: Case) -> str:
         + (", ".join(f"{fault} at {ENDPOINTS[p]}" for fault, p in s.faults) or "none"),
     ]
     return "\n".join(lines)
+
+
+def _flow(flow: Flow) -> str:
+    blocks = ", ".join(_block(b) for b in flow.blocks)
+    return blocks + (f"; deadline {flow.deadline:g} s" if flow.deadline is not None else "")
 
 
 def _block(block: Block) -> str:

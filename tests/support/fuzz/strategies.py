@@ -25,6 +25,8 @@ MAX_CHILD_BLOCKS = 3
 MAX_KILLS = 3
 
 computes = st.builds(Compute, artifact=st.booleans())
+# A workflow's deadline (seconds from its start), or none: short enough to fall mid-run.
+deadlines = st.sampled_from([None, None, 3.0, 6.0])
 
 
 def acts(orders_dedupe: bool) -> st.SearchStrategy[Act]:
@@ -144,6 +146,9 @@ def cases(draw, avoid: frozenset[str] = frozenset()) -> Case:
     # Loops, drawn last (a seed draws the same cases as before loops existed, then loops
     # some of their effects): an effect visited 1 (no loop), 2 or 3 times.
     main, child = (_looped(draw, flow) for flow in (main, child))
+    # Deadlines, drawn after the loops (a seed draws the same cases as before, then gives
+    # some a deadline): seconds from the start, short enough to fall mid-run.
+    main, child = (replace(flow, deadline=draw(deadlines)) for flow in (main, child))
     return replace(case, main=main, child=child, schedule=schedule)
 
 
