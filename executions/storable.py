@@ -7,7 +7,8 @@ into InvalidInput); ``STORABLE`` is the same check as a pydantic validator (ever
 and form field of text is ``Annotated[str, Field(max_length=…), STORABLE]``),
 ``storable_json`` for JSON.
 ``clip_text`` and ``clip_int`` shape values that must be *recorded* whatever they are
-(a refused attempt's audit row): they never raise and always fit. A leaf: it imports
+(a refused attempt's audit row): they never raise and always fit; ``scrubbed`` does the
+same for JSON (a provider's answer). A leaf: it imports
 nothing of the project, so every room may use it.
 """
 
@@ -53,6 +54,23 @@ def json_refusal(value: Any) -> str | None:
         elif isinstance(item, list):
             stack.extend((f"{path}[{i}]", child) for i, child in enumerate(item))
     return None
+
+
+def scrubbed(value: Any) -> Any:
+    """JSON ``value`` with what the database can't hold replaced, for what must be kept
+    whatever it is (a provider's answer): NUL and lone surrogates in any key or string
+    become U+FFFD, a non-finite number its text ("nan", "inf"). Unchanged when storable."""
+    if json_refusal(value) is None:
+        return value
+    if isinstance(value, str):
+        return "".join("\ufffd" if ch == "\x00" or "\ud800" <= ch <= "\udfff" else ch for ch in value)
+    if isinstance(value, float):
+        return str(value)
+    if isinstance(value, dict):
+        return {scrubbed(str(key)): scrubbed(child) for key, child in value.items()}
+    if isinstance(value, list):
+        return [scrubbed(child) for child in value]
+    return value
 
 
 def storable_text(value: str) -> str:

@@ -20,11 +20,14 @@ receipt, a lookup's record) is redacted before it is stored (executions.redactio
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import logging
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
+from django.core.serializers.json import DjangoJSONEncoder
 from django.db import transaction
 from django.db.models import DurationField, Q, Value
 from django.db.models.functions import Now
@@ -33,6 +36,7 @@ from ..authoring.workflow import Effect
 from ..errors import FailureKind, InputNeeded, NotFound, StepFailure
 from ..models import COMPENSATION_SUFFIX, Action, Execution, ExecutionEvent
 from ..redaction import redact
+from ..storable import json_refusal, scrubbed, text_refusal
 from . import failpoints, lifecycle, tracing
 from .leases import Lease, fenced_row
 
@@ -47,6 +51,7 @@ def perform(
 
     Raises StepFailure (already recorded on the action) or ExecutionStopped.
     """
+    _check(effect, step)
     with tracing.span("keel.effect", None, **{"keel.action.key": effect.key, "keel.action.type": action_type}) as span:
         try:
             action, receipt = _begin(lease=lease, step=step, action_type=action_type, effect=effect, gate_ref=gate_ref)
@@ -60,7 +65,7 @@ def perform(
             return action, receipt
         failpoints.hit(f"before_effect_call:{step}")
         try:
-            receipt = redact(effect.call(effect.args, effect.key))  # outside data, before it is stored
+            receipt = kept(effect.call(effect.args, effect.key))  # outside data, before it is stored
         except StepFailure as failure:
             _record_failure(lease=lease, key=action.key, failure=failure)
             span.set_attribute("keel.action.status", _status_after(failure))
@@ -69,10 +74,68 @@ def perform(
             _defer(lease=lease, key=action.key, asked=asked)
             span.set_attribute("keel.action.status", "waiting_input")
             raise
+        except Exception as exc:  # what else a call raises (an SDK's connection error): it may have acted first
+            raised = StepFailure(
+                FailureKind.OUTCOME_UNKNOWN,
+                f"the call raised {type(exc).__name__}: {exc}; it may have acted before it did",
+                evidence={"raised": type(exc).__name__},
+            )
+            _record_failure(lease=lease, key=action.key, failure=raised)
+            span.set_attribute("keel.action.status", Action.State.UNKNOWN)
+            raise raised from exc
         # Answered: the step's checkpoint commits ``succeeded`` with the receipt.
         span.set_attribute("keel.action.status", Action.State.SUCCEEDED)
         failpoints.hit(f"after_effect_call:{step}")
         return action, receipt
+
+
+KEY_LENGTH = Action._meta.get_field("key").max_length
+
+
+def _check(effect: Effect, step: str) -> None:
+    """An effect the ledger can record, or a TypeError naming what is wrong (a bug in the
+    step's code: nothing was sent): a key of 1–KEY_LENGTH storable characters, JSON args."""
+    key = effect.key
+    if not isinstance(key, str) or not key.strip() or len(key) > (KEY_LENGTH or 0) or text_refusal(key):
+        what = f"{len(key)} characters" if isinstance(key, str) else type(key).__name__
+        raise TypeError(f"{step}: an effect's key is text of 1–{KEY_LENGTH} characters, not {what}; nothing was sent")
+    try:
+        reason = json_refusal(json.loads(json.dumps(effect.args)))
+    except (TypeError, ValueError, RecursionError) as exc:
+        reason = str(exc)
+    if reason:
+        raise TypeError(f"{step}: the effect's args are not storable JSON ({reason}); nothing was sent")
+
+
+class _Answer(DjangoJSONEncoder):
+    """A provider's answer as JSON: what DjangoJSONEncoder writes (dates and times as ISO
+    8601, decimals and UUIDs as text), a pydantic model's JSON dump, a dataclass's fields,
+    a set or tuple as a list, bytes as UTF-8 text."""
+
+    def default(self, o: Any) -> Any:
+        if hasattr(o, "model_dump") and callable(o.model_dump):
+            return o.model_dump(mode="json")
+        if dataclasses.is_dataclass(o) and not isinstance(o, type):
+            return dataclasses.asdict(o)
+        if isinstance(o, set | frozenset | tuple):
+            return list(o)
+        if isinstance(o, bytes | bytearray):
+            return bytes(o).decode("utf-8", "replace")
+        return super().default(o)
+
+
+def kept(answer: Any) -> Any:
+    """What is stored of a provider's answer (an effect's receipt, a lookup's record): it
+    happened, so the answer is kept whatever it is — as JSON (``_Answer``; nothing: ``{}``),
+    redacted (executions.redaction), with what the database can't hold replaced
+    (``scrubbed``); an answer that is no JSON at all becomes ``{"receipt_not_json": why}``."""
+    if answer is None:
+        return {}
+    try:
+        value = json.loads(json.dumps(answer, cls=_Answer))
+    except (TypeError, ValueError, RecursionError) as exc:
+        value = {"receipt_not_json": f"{type(answer).__name__}: {exc}"[:500]}
+    return scrubbed(redact(value))
 
 
 def _status_after(failure: StepFailure) -> str:
@@ -373,7 +436,7 @@ def perform_beside(
     failpoints.hit(f"before_beside_call:{action.type}")
     with tracing.span("keel.effect", execution, **{"keel.action.key": key, "keel.action.type": action.type}) as span:
         try:
-            receipt = redact(call(action.args, action.key))
+            receipt = kept(call(action.args, action.key))
             failure = None
         except StepFailure as failed:
             receipt, failure = None, failed
@@ -464,10 +527,14 @@ def _lookup(action: Action, effect: Effect) -> dict[str, Any]:
         evidence["lookup"] = "this provider offers no lookup"
         return evidence
     try:
-        found = redact(effect.lookup(effect.key, effect.args))
+        answer = effect.lookup(effect.key, effect.args)
     except StepFailure as failure:
         evidence["lookup_error"] = failure.message
         return evidence
+    except Exception as exc:  # what else a lookup raises: it established nothing
+        evidence["lookup_error"] = f"the lookup raised {type(exc).__name__}: {exc}"
+        return evidence
+    found = kept(answer) if answer is not None else None
     evidence["lookup"] = "found" if found is not None else "not found"
     evidence["found"] = found
     return evidence
