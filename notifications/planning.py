@@ -180,7 +180,9 @@ def plan_occasion(request_id: int, kind: str) -> int:
             made += mail_locked(request, kind=kind, audience=_audience(request, kind))
         if kind == "opened" and settings.KEEL_WEBHOOK_URL:
             key = f"{request.gate_ref}:webhook:approval.requested"
-            args = webhooks.describe(request.execution, event="approval.requested", status=Status.AWAITING_APPROVAL)
+            args = webhooks.describe(
+                request.execution, event="approval.requested", status=Status.AWAITING_APPROVAL, approval=request
+            )
             made += record_delivery(
                 request.execution, key, webhooks.WEBHOOK, args, kind="approval.requested", request=request
             )

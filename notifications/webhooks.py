@@ -1,6 +1,8 @@
 """Outbound webhooks (docs/design.md §6): the body, its signature, and the POST.
 
-``{"event", "execution": {"id", "workflow", "status", "stuck"}, "sent_at"}`` as JSON,
+``{"event", "execution": {"id", "workflow", "status", "stuck"}, "sent_at"}`` as JSON (and,
+for ``approval.requested``, ``"approval": {"id", "artifact_id", "artifact_version",
+"content_sha256", "action", "url"}``),
 signed ``X-Keel-Signature: sha256=<hex HMAC-SHA256 of the exact body bytes with
 KEEL_WEBHOOK_SECRET>``, with the ledger key as ``Idempotency-Key``. The event's facts
 are fixed when it is planned (stored on the action); ``sent_at`` is each attempt's,
@@ -37,11 +39,13 @@ EVENTS = (
 )
 
 
-def describe(execution: Execution, *, event: str, status: str) -> dict[str, Any]:
+def describe(execution: Execution, *, event: str, status: str, approval: Any = None) -> dict[str, Any]:
     """The event's facts as the action's arguments (the status it reports, the stuck
-    reason as the triage console reads it then), and where it goes as a reader may see
-    it: a hook URL's credential path is not stored (``settings.SECRETS``); it is sent to
-    the URL configured when it goes."""
+    reason as the triage console reads it then; for ``approval.requested``, which request
+    — ``approval``: its id, the exact version and sha256 to decide, the action it allows
+    and the page to decide it on), and where it goes as a reader may see it: a hook URL's
+    credential path is not stored (``settings.SECRETS``); it is sent to the URL
+    configured when it goes."""
     annotated = selectors.execution(execution.pk)
     stuck = selectors.triage_fields(annotated)["stuck"] if annotated is not None else None
     facts = {
@@ -50,6 +54,15 @@ def describe(execution: Execution, *, event: str, status: str) -> dict[str, Any]
     }
     if status == Status.COMPLETED:  # what it produced (Workflow.result)
         facts["execution"]["result"] = (execution.context or {}).get("result")
+    if approval is not None:  # what a person in the chat room decides, and where
+        facts["approval"] = {
+            "id": approval.pk,
+            "artifact_id": approval.artifact_version.artifact.ref,
+            "artifact_version": approval.version,
+            "content_sha256": approval.content_sha256,
+            "action": approval.action,
+            "url": f"{settings.KEEL_BASE_URL}/approvals/{approval.pk}/",
+        }
     return {"url": redact_text(settings.KEEL_WEBHOOK_URL), "body": json.loads(json.dumps(facts, cls=DjangoJSONEncoder))}
 
 

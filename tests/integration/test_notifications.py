@@ -125,6 +125,15 @@ def test_approvers_told_once_reminded_once_operators_at_the_sla(up, people, api_
         }
         and "sent_at" in requested
     )
+    # Which request, the exact version to decide, and where: what a chat room's reader needs.
+    assert requested["approval"] == {
+        "id": approval["id"],
+        "artifact_id": approval["artifact_id"],
+        "artifact_version": 1,
+        "content_sha256": approval["content_sha256"],
+        "action": "publish_report",
+        "url": f"http://127.0.0.1:8000/approvals/{approval['id']}/",
+    }
     assert all(receiver.verified(r) for r in receiver.requests)
 
     assert manager.decide(ref, approval).status_code == 202
