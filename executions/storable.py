@@ -8,15 +8,19 @@ and form field of text is ``Annotated[str, Field(max_length=…), STORABLE]``),
 ``storable_json`` for JSON.
 ``clip_text`` and ``clip_int`` shape values that must be *recorded* whatever they are
 (a refused attempt's audit row): they never raise and always fit; ``scrubbed`` does the
-same for JSON (a provider's answer). A leaf: it imports
-nothing of the project, so every room may use it.
+same for JSON (a provider's answer). ``jsonable`` turns what a step or a provider answers
+into the JSON that is stored and read back. A leaf: it imports
+nothing of the project (Django's JSON encoder only), so every room may use it.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import math
 from typing import Any
 
+from django.core.serializers.json import DjangoJSONEncoder
 from pydantic import AfterValidator
 
 DB_INT_MAX = 2**31 - 1  # PostgreSQL integer; PositiveIntegerField is one
@@ -54,6 +58,32 @@ def json_refusal(value: Any) -> str | None:
         elif isinstance(item, list):
             stack.extend((f"{path}[{i}]", child) for i, child in enumerate(item))
     return None
+
+
+class _Json(DjangoJSONEncoder):
+    """What DjangoJSONEncoder writes (dates and times as ISO 8601, decimals and UUIDs as
+    text), a pydantic model's JSON dump, a dataclass's fields, a set or tuple as a list,
+    bytes as UTF-8 text."""
+
+    def default(self, o: Any) -> Any:
+        if hasattr(o, "model_dump") and callable(o.model_dump):
+            return o.model_dump(mode="json")
+        if dataclasses.is_dataclass(o) and not isinstance(o, type):
+            return dataclasses.asdict(o)
+        if isinstance(o, set | frozenset | tuple):
+            return list(o)
+        if isinstance(o, bytes | bytearray):
+            return bytes(o).decode("utf-8", "replace")
+        return super().default(o)
+
+
+def jsonable(value: Any) -> Any:
+    """``value`` as the JSON the database keeps and a later read returns (``_Json``'s
+    conversions; keys as text), or TypeError saying why it is no JSON."""
+    try:
+        return json.loads(json.dumps(value, cls=_Json))
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise TypeError(str(exc) or type(exc).__name__) from None
 
 
 def scrubbed(value: Any) -> Any:

@@ -20,14 +20,12 @@ receipt, a lookup's record) is redacted before it is stored (executions.redactio
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
-from django.core.serializers.json import DjangoJSONEncoder
 from django.db import transaction
 from django.db.models import DurationField, Q, Value
 from django.db.models.functions import Now
@@ -36,7 +34,7 @@ from ..authoring.workflow import Effect
 from ..errors import FailureKind, InputNeeded, NotFound, StepFailure
 from ..models import COMPENSATION_SUFFIX, Action, Execution, ExecutionEvent
 from ..redaction import redact
-from ..storable import json_refusal, scrubbed, text_refusal
+from ..storable import json_refusal, jsonable, scrubbed, text_refusal
 from . import failpoints, lifecycle, tracing
 from .leases import Lease, fenced_row
 
@@ -107,33 +105,17 @@ def _check(effect: Effect, step: str) -> None:
         raise TypeError(f"{step}: the effect's args are not storable JSON ({reason}); nothing was sent")
 
 
-class _Answer(DjangoJSONEncoder):
-    """A provider's answer as JSON: what DjangoJSONEncoder writes (dates and times as ISO
-    8601, decimals and UUIDs as text), a pydantic model's JSON dump, a dataclass's fields,
-    a set or tuple as a list, bytes as UTF-8 text."""
-
-    def default(self, o: Any) -> Any:
-        if hasattr(o, "model_dump") and callable(o.model_dump):
-            return o.model_dump(mode="json")
-        if dataclasses.is_dataclass(o) and not isinstance(o, type):
-            return dataclasses.asdict(o)
-        if isinstance(o, set | frozenset | tuple):
-            return list(o)
-        if isinstance(o, bytes | bytearray):
-            return bytes(o).decode("utf-8", "replace")
-        return super().default(o)
-
-
 def kept(answer: Any) -> Any:
     """What is stored of a provider's answer (an effect's receipt, a lookup's record): it
-    happened, so the answer is kept whatever it is — as JSON (``_Answer``; nothing: ``{}``),
-    redacted (executions.redaction), with what the database can't hold replaced
-    (``scrubbed``); an answer that is no JSON at all becomes ``{"receipt_not_json": why}``."""
+    happened, so the answer is kept whatever it is — as JSON (``storable.jsonable``;
+    nothing: ``{}``), redacted (executions.redaction), with what the database can't hold
+    replaced (``scrubbed``); an answer that is no JSON at all becomes
+    ``{"receipt_not_json": why}``."""
     if answer is None:
         return {}
     try:
-        value = json.loads(json.dumps(answer, cls=_Answer))
-    except (TypeError, ValueError, RecursionError) as exc:
+        value = jsonable(answer)
+    except TypeError as exc:
         value = {"receipt_not_json": f"{type(answer).__name__}: {exc}"[:500]}
     return scrubbed(redact(value))
 

@@ -16,7 +16,6 @@ failure nor a reason to ask a person.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 import traceback
@@ -40,7 +39,7 @@ from ..errors import FailureKind, NeedsAttention, StepFailure
 from ..models import Action, Execution, Status, StepRun, ref_for
 from ..reasons import StuckReason
 from ..redaction import redact
-from ..storable import json_refusal
+from ..storable import json_refusal, jsonable
 from . import (
     dispatch,
     failpoints,
@@ -189,6 +188,7 @@ def _attempt(lease: Lease, execution: Execution, workflow: Workflow, step: Step)
                 tracing.outcome("parked")
                 return STOP
             output = outcome.output
+        output = _as_stored(step, output)
     except StepFailure as failure:
         return _step_failed(lease, step, failure, started, ctx=ctx)
     except NeedsAttention as stop:  # model drift, a spent budget: a person decides
@@ -204,6 +204,21 @@ def _attempt(lease: Lease, execution: Execution, workflow: Workflow, step: Step)
         )
         return _step_failed(lease, step, crash, started, unexpected=True)
     return _checkpoint(lease, ctx, workflow, step, output, started)
+
+
+def _as_stored(step: Step, output: Any) -> Any:
+    """``output`` as the database keeps it and a resumed visit reads it back (JSON: dates in
+    ISO 8601, decimals as text, tuples as lists, keys as text; ``storable.jsonable``), so
+    the steps after it see the same value in this slice as after a crash. TypeError naming
+    the step when it can't be stored (a bug in the step's code: a person looks)."""
+    try:
+        value = jsonable(output)
+    except TypeError as exc:
+        raise TypeError(f"{step.name}'s output is not JSON: {exc}") from None
+    reason = json_refusal(value)
+    if reason:
+        raise TypeError(f"{step.name}'s output can't be stored: {reason}")
+    return value
 
 
 def _branch(ctx: StepContext, step: Step) -> dict[str, Any]:
@@ -307,10 +322,9 @@ def _note_step(state: dict[str, Any], ctx: StepContext, workflow: Workflow, step
 def _result(ctx: StepContext, workflow: Workflow, output: dict[str, Any]) -> Any:
     """What the completed execution produced (``Workflow.result``, else its last step's
     output), redacted and storable; raises TypeError naming the workflow when it isn't JSON."""
-    value = redact(workflow.result(ctx) if workflow.result is not None else output)
     try:
-        json.dumps(value)
-    except (TypeError, ValueError) as exc:
+        value = redact(jsonable(workflow.result(ctx) if workflow.result is not None else output))
+    except TypeError as exc:
         raise TypeError(f"the result of {workflow.name} v{workflow.version} is not JSON: {exc}") from None
     reason = json_refusal(value)
     if reason:

@@ -91,3 +91,32 @@ def charge(ctx) -> Effect:
         honors_key=i["honors_key"],
         lookup=_lookup if i["lookup"] else None,
     )
+
+
+# A compute step returning what Python code returns (``SHAPES[mode]``), and the step after
+# it saying what it read: the same value in the slice that made it as after a crash.
+SHAPES = {
+    "python": lambda: {
+        "at": AT,
+        "amount": decimal.Decimal("12.50"),
+        "pair": (1, 2),
+        "ids": {7},
+        1: "an int key",
+        "charge": Charge(id="ch_2", created=AT),
+    },
+    "nan": lambda: {"score": float("nan")},
+    "nul": lambda: {"name": "a\x00b"},
+    "opaque": lambda: {"thing": Opaque()},
+}
+
+shaped = register(Workflow(name="shaped", version=1, title="A step's output and the step after", input=AnsweringInput))
+
+
+@shaped.step("make", label="Making")
+def make(ctx):
+    return SHAPES[ctx.input["mode"]]()
+
+
+@shaped.step("use", label="Using what it made", then=END)
+def use(ctx):
+    return {"read": ctx.state["make"]}
