@@ -179,7 +179,8 @@ def _attempt(lease: Lease, execution: Execution, workflow: Workflow, step: Step)
             return _effect(lease, ctx, workflow, step, started)
         if step.kind == StepKind.COMPUTE:
             assert step.fn is not None, "a compute step declares its function"
-            output = step.fn(ctx) or {}
+            output = step.fn(ctx)
+            output = {} if output is None else output  # nothing returned; 0, "" and [] are outputs too
         elif step.kind == StepKind.BRANCH:
             output = _branch(ctx, step)
         else:  # a kind that plugs in (model, agent: executions.agent)

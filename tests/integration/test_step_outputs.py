@@ -11,11 +11,13 @@ import pytest
 from executions.engine import runner
 from executions.models import Execution, Status, StepRun
 from executions.services import execution_start
+from tests.support.answering_flow import SHAPES  # registers ``shaped``
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def ran(people, mode: str) -> Execution:
+    assert mode in SHAPES
     execution, _ = execution_start(user=people["requester"].user, workflow="shaped", input={"mode": mode})
     for _ in range(5):
         if runner.advance(execution.pk, worker="worker:test-outputs") != "sliced":
@@ -37,6 +39,11 @@ def test_what_python_returns_is_stored_as_json_and_read_back_as_stored(people):
     }
     # The step after it, in the same slice, read the stored JSON (a resumed one reads the same).
     assert done.outputs()["use"] == {"read": stored}
+
+
+def test_an_empty_list_is_an_output_and_nothing_is_an_empty_one(people):
+    assert ran(people, "falsy").outputs()["use"] == {"read": []}
+    assert ran(people, "nothing").outputs()["use"] == {"read": {}}
 
 
 @pytest.mark.parametrize(

@@ -104,6 +104,8 @@ SHAPES = {
         1: "an int key",
         "charge": Charge(id="ch_2", created=AT),
     },
+    "falsy": list,
+    "nothing": lambda: None,
     "nan": lambda: {"score": float("nan")},
     "nul": lambda: {"name": "a\x00b"},
     "opaque": lambda: {"thing": Opaque()},
