@@ -103,9 +103,9 @@ def _enforce_deadlines() -> tuple[int, ...]:
                 # The retry would reconcile an action that may have acted: not failed here. Due
                 # now, the worker that claims it stops at the deadline for a person to establish
                 # the outcome first (runner._stop_at_deadline: unknown_outcome).
-                execution.due_at = Now()
-                execution.save(update_fields=["due_at", "updated_at"])
-                dispatch.dispatch_on_commit(execution.pk)
+                later = Execution.objects.filter(pk=pk).filter(Q(due_at__isnull=True) | Q(due_at__gt=Now()))
+                if later.update(due_at=Now()):  # once: then the sweeper's dispatch rings it while it is due
+                    dispatch.dispatch_on_commit(execution.pk)
                 continue
             lifecycle.apply(
                 execution,
