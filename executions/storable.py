@@ -70,7 +70,12 @@ class _Json(DjangoJSONEncoder):
             return o.model_dump(mode="json")
         if dataclasses.is_dataclass(o) and not isinstance(o, type):
             return dataclasses.asdict(o)
-        if isinstance(o, set | frozenset | tuple):
+        if isinstance(o, set | frozenset):
+            try:
+                return sorted(o)  # the same order in every process (a set's isn't)
+            except TypeError:
+                return list(o)
+        if isinstance(o, tuple):
             return list(o)
         if isinstance(o, bytes | bytearray):
             return bytes(o).decode("utf-8", "replace")
@@ -84,6 +89,20 @@ def jsonable(value: Any) -> Any:
         return json.loads(json.dumps(value, cls=_Json))
     except (TypeError, ValueError, RecursionError) as exc:
         raise TypeError(str(exc) or type(exc).__name__) from None
+
+
+def as_stored(value: Any, what: str, *, convert: bool = True) -> Any:
+    """``value`` as it is stored and read back (``jsonable``; with ``convert=False`` only
+    plain JSON is accepted, as it is), or TypeError naming ``what``: "<what> is not JSON:
+    …" or "<what> can't be stored: …" (a bug in the code that made it)."""
+    try:
+        stored = jsonable(value) if convert else json.loads(json.dumps(value))
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise TypeError(f"{what} is not JSON: {exc or type(exc).__name__}") from None
+    reason = json_refusal(stored)
+    if reason:
+        raise TypeError(f"{what} can't be stored: {reason}")
+    return stored
 
 
 def scrubbed(value: Any) -> Any:

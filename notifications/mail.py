@@ -31,7 +31,7 @@ from artifacts.sanitize import sanitize_html
 from executions.errors import FailureKind, StepFailure
 from executions.models import Question
 
-from . import channels, recipients
+from . import channels, links, recipients
 
 SUBJECTS = {
     "opened": "[keel] {ref}: {action} of {artifact} V{version} awaits your decision",
@@ -72,9 +72,9 @@ def compose(
         "version": request.version,
         "newer": newest.first(),
         "sha256": request.content_sha256,
-        "link": f"{settings.KEEL_BASE_URL}/approvals/{request.pk}/",
-        "execution_link": f"{settings.KEEL_BASE_URL}/executions/{request.execution.ref}/",
-        "account_link": f"{settings.KEEL_BASE_URL}/account/",
+        "link": links.approval(request.pk),
+        "execution_link": links.execution(request.execution.ref),
+        "account_link": links.account(),
         # as the pages write a time, to the second, in UTC (a person reads it)
         "expires_at": f"{request.expires_at.astimezone(dt.UTC):%Y-%m-%d %H:%M:%S} UTC" if request.expires_at else "",
         "may_decide": may_decide,
@@ -105,8 +105,8 @@ def compose_question(question: Question, *, to: str, key: str) -> dict[str, Any]
         "workflow": execution.workflow,
         "tool": question.tool,
         "message": question.message,
-        "execution_link": f"{settings.KEEL_BASE_URL}/executions/{execution.ref}/",
-        "account_link": f"{settings.KEEL_BASE_URL}/account/",
+        "execution_link": links.execution(execution.ref),
+        "account_link": links.account(),
     }
     return {
         "to": to,

@@ -26,7 +26,7 @@ from executions.errors import FailureKind, StepFailure
 from executions.models import Execution, Status
 from executions.redaction import redact_text
 
-from . import channels
+from . import channels, links
 
 OFF = "webhooks are off here now (KEEL_WEBHOOK_URL is not set)"
 
@@ -61,7 +61,7 @@ def describe(execution: Execution, *, event: str, status: str, approval: Any = N
             "artifact_version": approval.version,
             "content_sha256": approval.content_sha256,
             "action": approval.action,
-            "url": f"{settings.KEEL_BASE_URL}/approvals/{approval.pk}/",
+            "url": links.approval(approval.pk),
         }
     return {"url": redact_text(settings.KEEL_WEBHOOK_URL), "body": json.loads(json.dumps(facts, cls=DjangoJSONEncoder))}
 

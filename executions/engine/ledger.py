@@ -20,8 +20,8 @@ receipt, a lookup's record) is redacted before it is stored (executions.redactio
 
 from __future__ import annotations
 
-import json
 import logging
+import traceback
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
@@ -34,7 +34,7 @@ from ..authoring.workflow import Effect
 from ..errors import FailureKind, InputNeeded, NotFound, StepFailure
 from ..models import COMPENSATION_SUFFIX, Action, Execution, ExecutionEvent
 from ..redaction import redact
-from ..storable import json_refusal, jsonable, scrubbed, text_refusal
+from ..storable import as_stored, jsonable, scrubbed, text_refusal
 from . import failpoints, lifecycle, tracing
 from .leases import Lease, fenced_row
 
@@ -63,7 +63,7 @@ def perform(
             return action, receipt
         failpoints.hit(f"before_effect_call:{step}")
         try:
-            receipt = kept(effect.call(effect.args, effect.key))  # outside data, before it is stored
+            answer = effect.call(effect.args, effect.key)
         except StepFailure as failure:
             _record_failure(lease=lease, key=action.key, failure=failure)
             span.set_attribute("keel.action.status", _status_after(failure))
@@ -76,33 +76,34 @@ def perform(
             raised = StepFailure(
                 FailureKind.OUTCOME_UNKNOWN,
                 f"the call raised {type(exc).__name__}: {exc}; it may have acted before it did",
-                evidence={"raised": type(exc).__name__},
+                evidence={"raised": type(exc).__name__, "traceback": redact(traceback.format_exc(limit=5))},
             )
             _record_failure(lease=lease, key=action.key, failure=raised)
             span.set_attribute("keel.action.status", Action.State.UNKNOWN)
             raise raised from exc
+        receipt = kept(answer)  # outside data, before it is stored
         # Answered: the step's checkpoint commits ``succeeded`` with the receipt.
         span.set_attribute("keel.action.status", Action.State.SUCCEEDED)
         failpoints.hit(f"after_effect_call:{step}")
         return action, receipt
 
 
-KEY_LENGTH = Action._meta.get_field("key").max_length
+# An effect's key, with room for its compensation's (``<key>:compensate``) in the same column.
+KEY_LENGTH = int(Action._meta.get_field("key").max_length or 200) - len(COMPENSATION_SUFFIX)
 
 
 def _check(effect: Effect, step: str) -> None:
     """An effect the ledger can record, or a TypeError naming what is wrong (a bug in the
-    step's code: nothing was sent): a key of 1–KEY_LENGTH storable characters, JSON args."""
+    step's code: nothing was sent): a key of 1–KEY_LENGTH storable characters, plain JSON
+    args (stored as they are sent)."""
     key = effect.key
-    if not isinstance(key, str) or not key.strip() or len(key) > (KEY_LENGTH or 0) or text_refusal(key):
+    if not isinstance(key, str) or not key.strip() or len(key) > KEY_LENGTH or text_refusal(key):
         what = f"{len(key)} characters" if isinstance(key, str) else type(key).__name__
         raise TypeError(f"{step}: an effect's key is text of 1–{KEY_LENGTH} characters, not {what}; nothing was sent")
     try:
-        reason = json_refusal(json.loads(json.dumps(effect.args)))
-    except (TypeError, ValueError, RecursionError) as exc:
-        reason = str(exc)
-    if reason:
-        raise TypeError(f"{step}: the effect's args are not storable JSON ({reason}); nothing was sent")
+        as_stored(effect.args, f"{step}: Effect.args", convert=False)
+    except TypeError as refused:
+        raise TypeError(f"{refused}; nothing was sent") from None
 
 
 def kept(answer: Any) -> Any:
@@ -114,10 +115,9 @@ def kept(answer: Any) -> Any:
     if answer is None:
         return {}
     try:
-        value = jsonable(answer)
-    except TypeError as exc:
-        value = {"receipt_not_json": f"{type(answer).__name__}: {exc}"[:500]}
-    return scrubbed(redact(value))
+        return scrubbed(redact(jsonable(answer)))
+    except (TypeError, RecursionError) as exc:
+        return {"receipt_not_json": f"{type(answer).__name__}: {exc or 'nested too deeply'}"[:500]}
 
 
 def _status_after(failure: StepFailure) -> str:
@@ -418,10 +418,13 @@ def perform_beside(
     failpoints.hit(f"before_beside_call:{action.type}")
     with tracing.span("keel.effect", execution, **{"keel.action.key": key, "keel.action.type": action.type}) as span:
         try:
-            receipt = kept(call(action.args, action.key))
-            failure = None
+            answer, failure = call(action.args, action.key), None
         except StepFailure as failed:
-            receipt, failure = None, failed
+            answer, failure = None, failed
+        except Exception as exc:  # a bug in a channel, after it may have sent: unknown, as in ``perform``
+            answer = None
+            failure = StepFailure(FailureKind.OUTCOME_UNKNOWN, f"the call raised {type(exc).__name__}: {exc}")
+        receipt = kept(answer) if failure is None else None
         span.set_attribute("keel.action.status", Action.State.SUCCEEDED if failure is None else _status_after(failure))
     failpoints.hit(f"after_beside_call:{action.type}")
     with transaction.atomic():

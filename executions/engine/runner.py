@@ -39,7 +39,7 @@ from ..errors import FailureKind, NeedsAttention, StepFailure
 from ..models import Action, Execution, Status, StepRun, ref_for
 from ..reasons import StuckReason
 from ..redaction import redact
-from ..storable import json_refusal, jsonable
+from ..storable import as_stored
 from . import (
     dispatch,
     failpoints,
@@ -212,14 +212,7 @@ def _as_stored(step: Step, output: Any) -> Any:
     ISO 8601, decimals as text, tuples as lists, keys as text; ``storable.jsonable``), so
     the steps after it see the same value in this slice as after a crash. TypeError naming
     the step when it can't be stored (a bug in the step's code: a person looks)."""
-    try:
-        value = jsonable(output)
-    except TypeError as exc:
-        raise TypeError(f"{step.name}'s output is not JSON: {exc}") from None
-    reason = json_refusal(value)
-    if reason:
-        raise TypeError(f"{step.name}'s output can't be stored: {reason}")
-    return value
+    return as_stored(output, f"{step.name}'s output")
 
 
 def _branch(ctx: StepContext, step: Step) -> dict[str, Any]:
@@ -323,14 +316,8 @@ def _note_step(state: dict[str, Any], ctx: StepContext, workflow: Workflow, step
 def _result(ctx: StepContext, workflow: Workflow, output: dict[str, Any]) -> Any:
     """What the completed execution produced (``Workflow.result``, else its last step's
     output), redacted and storable; raises TypeError naming the workflow when it isn't JSON."""
-    try:
-        value = redact(jsonable(workflow.result(ctx) if workflow.result is not None else output))
-    except TypeError as exc:
-        raise TypeError(f"the result of {workflow.name} v{workflow.version} is not JSON: {exc}") from None
-    reason = json_refusal(value)
-    if reason:
-        raise TypeError(f"the result of {workflow.name} v{workflow.version} can't be stored: {reason}")
-    return value
+    value = workflow.result(ctx) if workflow.result is not None else output
+    return redact(as_stored(value, f"the result of {workflow.name} v{workflow.version}"))
 
 
 def _finish_in_one(lease, execution, ctx, workflow, step, output, started, following) -> None:

@@ -105,7 +105,8 @@ def _enforce_deadlines() -> tuple[int, ...]:
                 # the outcome first (runner._stop_at_deadline: unknown_outcome).
                 later = Execution.objects.filter(pk=pk).filter(Q(due_at__isnull=True) | Q(due_at__gt=Now()))
                 if later.update(due_at=Now()):  # once: then the sweeper's dispatch rings it while it is due
-                    dispatch.dispatch_on_commit(execution.pk)
+                    there = routing.queue_for(execution.workflow, execution.workflow_version, execution.current_step)
+                    dispatch.dispatch_on_commit(execution.pk, queue=there)
                 continue
             lifecycle.apply(
                 execution,

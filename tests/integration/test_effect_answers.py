@@ -96,8 +96,8 @@ def test_a_call_that_raises_at_a_provider_without_dedup_waits_for_a_person_never
 @pytest.mark.parametrize(
     ("mode", "said"),
     [
-        ("long_key", "charge: an effect's key is text of 1–200 characters, not {n} characters; nothing was sent"),
-        ("args_not_json", "charge: the effect's args are not storable JSON (Object of type datetime is not JSON"),
+        ("long_key", "charge: an effect's key is text of 1–189 characters, not {n} characters; nothing was sent"),
+        ("args_not_json", "charge: Effect.args is not JSON: Object of type datetime is not JSON serializable; nothing"),
     ],
 )
 def test_an_effect_the_ledger_cant_record_is_a_bug_named_before_anything_is_sent(people, mode, said):

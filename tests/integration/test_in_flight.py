@@ -124,10 +124,38 @@ def test_a_deadline_passed_while_an_unknown_withdrawal_waits_to_be_reconciled_wa
     assert flaky.pk in stopped and lossy.pk not in stopped
     # Due now, not failed (a later sweep before a worker claims it changes nothing): the
     # worker that claims it stops it for a person.
+    due = Execution.objects.get(pk=lossy.pk).due_at
     assert lossy.pk not in sweeper.sweep().past_deadline
-    assert Execution.objects.get(pk=lossy.pk).status == Status.RETRY_PENDING
+    again = Execution.objects.get(pk=lossy.pk)
+    assert again.status == Status.RETRY_PENDING and again.due_at == due  # made due once, not at every sweep
     waits = taken_over(lossy)
     assert waits.status == Status.NEEDS_ATTENTION and waits.reason_code == "unknown_outcome", waits.status_reason
     assert f"the outcome of {waits.ref}:withdraw unknown" in waits.status_reason
     failed = Execution.objects.get(pk=flaky.pk)
     assert failed.status == Status.FAILED and failed.reason_code == "deadline_passed"
+
+
+def test_an_overrun_with_an_attempt_left_is_reconciled_under_its_key_and_completes(people):
+    """The overrun's action is unknown and the next attempt re-sends it under its key (the
+    provider de-duplicates): one charge, completed, no person needed."""
+    from executions.services import execution_start
+    from tests.support.answering_flow import PROVIDER
+
+    PROVIDER.clear()
+    execution, _ = execution_start(user=people["requester"].user, workflow="answering", input={"mode": "die_once"})
+    with pytest.raises(SystemExit):
+        for _ in range(5):
+            runner.advance(execution.pk, worker="worker:died")
+    Execution.objects.filter(pk=execution.pk).update(
+        step_deadline=Now() - timedelta(seconds=5), lease_expires_at=Now() - timedelta(seconds=1)
+    )
+    after = taken_over(execution)
+    assert after.status == Status.RETRY_PENDING, after.status_reason
+    assert Action.objects.get(key=f"{after.ref}:charge").status == "unknown"
+    Execution.objects.filter(pk=after.pk).update(due_at=Now())
+    done = taken_over(after)
+    assert done.status == Status.COMPLETED, done.status_reason
+    charge = Action.objects.get(key=f"{done.ref}:charge")
+    assert charge.status == "succeeded" and charge.receipt == {"charged": charge.key} and charge.attempts == 2
+    assert PROVIDER[charge.key] == ["die_once", "die_once"]  # asked again under its key: one charge
+    PROVIDER.clear()

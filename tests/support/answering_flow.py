@@ -59,6 +59,10 @@ class AnsweringInput(WorkflowInput):
 def _call(args: dict, key: str):
     mode = args["mode"]
     PROVIDER.setdefault(key, []).append(mode)
+    if mode == "die_once" and len(PROVIDER[key]) == 1:  # it charged, then the worker died in the call
+        raise SystemExit("the worker died while the provider was charging")
+    if mode == "die_once":
+        return {"charged": key}  # asked again under the key: the same charge (it de-duplicates)
     if mode == "raise_once" and len(PROVIDER[key]) == 1:
         raise ConnectionResetError("connection reset by peer after the request was written")
     if mode in ("raise_once", "raise_always"):
