@@ -21,10 +21,10 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import DateTimeField, ExpressionWrapper, Q, Value
+from django.db.models import DateTimeField, Exists, ExpressionWrapper, OuterRef, Q, Value
 from django.db.models.functions import Now
 
-from ..models import Execution, Status
+from ..models import Action, Execution, Status
 from ..reasons import StuckReason
 from . import dispatch, gates, ledger, lifecycle, routing
 
@@ -88,11 +88,24 @@ def sweep() -> SweepReport:
 DEADLINE = {Status.RETRY_PENDING: "fail", Status.WAITING: "flag"}
 
 
+def past_deadline_query():
+    """Executions waiting past their deadline that the sweeper still has to stop: every one
+    but a retry already due with an action of its step in doubt, which its worker stops
+    (``runner._stop_at_deadline``), so a queue nobody consumes never fills the batch."""
+    in_doubt = Action.objects.filter(
+        execution=OuterRef("pk"),
+        step=OuterRef("current_step"),
+        beside=False,
+        status__in=(Action.State.EXECUTING, Action.State.UNKNOWN),
+    )
+    handed_over = Q(status=Status.RETRY_PENDING, due_at__lte=Now()) & Q(Exists(in_doubt))
+    return Execution.objects.filter(status__in=list(DEADLINE), deadline__lte=Now()).exclude(handed_over).order_by()
+
+
 def _enforce_deadlines() -> tuple[int, ...]:
     """Executions waiting (for a retry or an event) past their deadline stop waiting."""
     stopped = []
-    due = Execution.objects.filter(status__in=list(DEADLINE), deadline__lte=Now()).order_by()
-    for pk in due.values_list("pk", flat=True)[:BATCH]:
+    for pk in past_deadline_query().values_list("pk", flat=True)[:BATCH]:
         with transaction.atomic():
             execution = (
                 Execution.objects.select_for_update(no_key=True).filter(pk=pk, status__in=list(DEADLINE)).first()

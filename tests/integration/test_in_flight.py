@@ -125,6 +125,7 @@ def test_a_deadline_passed_while_an_unknown_withdrawal_waits_to_be_reconciled_wa
     # Due now, not failed (a later sweep before a worker claims it changes nothing): the
     # worker that claims it stops it for a person.
     due = Execution.objects.get(pk=lossy.pk).due_at
+    assert not sweeper.past_deadline_query().filter(pk=lossy.pk).exists()  # handed over: out of the batch
     assert lossy.pk not in sweeper.sweep().past_deadline
     again = Execution.objects.get(pk=lossy.pk)
     assert again.status == Status.RETRY_PENDING and again.due_at == due  # made due once, not at every sweep
