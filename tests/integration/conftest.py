@@ -1,7 +1,8 @@
 """Fixtures the integration tests share among themselves (one more than one test folder
 uses is in tests/support, registered by tests/conftest.py): a ``manage.py keel``
 environment (``env``), five executions in every state an operator acts on (``world``),
-one committed row of each append-only table's parents (``rows``)."""
+one committed row of each append-only table's parents (``rows``), the in-process bank of
+tests/support/transfer_flow.py emptied around a test (``bank``)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from artifacts.models import Artifact, ArtifactVersion
 from executions.models import Action, Execution
 from tests.support.records import at_publish, publish_action
 from tests.support.stack import app_env
+from tests.support.transfer_flow import BANK, DEPOSITS
 
 
 @pytest.fixture
@@ -79,3 +81,13 @@ def rows(transactional_db):
         requested_by=user,
     )
     return {"user": user.pk, "execution": execution.pk, "artifact": artifact.pk, "request": request.pk}
+
+
+@pytest.fixture
+def bank():
+    """The transfer's bank, empty: what it took and gave, and how its accounts answer."""
+    BANK.clear()
+    DEPOSITS.clear()
+    yield BANK
+    BANK.clear()
+    DEPOSITS.clear()

@@ -7,12 +7,11 @@ tests/support/answering_flow.py, the steps advanced here as a worker would."""
 from __future__ import annotations
 
 import pytest
-from django.db.models.functions import Now
 
-from executions.engine import runner
 from executions.models import Action, Execution, ExecutionEvent, Status, StepRun
 from executions.services import execution_start
 from tests.support.answering_flow import PROVIDER
+from tests.support.in_process import run_here
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -27,13 +26,7 @@ def provider():
 def ran(people, **given) -> Execution:
     """An ``answering`` execution run here until it stops, a retry made due at once."""
     execution, _ = execution_start(user=people["requester"].user, workflow="answering", input=given)
-    for _ in range(10):
-        claimed = runner.advance(execution.pk, worker="worker:test-answers") != "not claimed"
-        if not claimed and not Execution.objects.filter(pk=execution.pk, status=Status.RETRY_PENDING).update(
-            due_at=Now()
-        ):
-            break
-    return Execution.objects.get(pk=execution.pk)
+    return run_here(execution, worker="worker:test-answers", retries_due=True)
 
 
 def charge_of(execution: Execution) -> Action:

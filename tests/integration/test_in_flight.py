@@ -14,18 +14,10 @@ from django.db.models.functions import Now
 
 from executions.engine import runner
 from executions.models import Action, Execution, Status
+from tests.support.in_process import run_here
 from tests.support.transfer_flow import BANK, DEPOSITS
 
-pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture(autouse=True)
-def bank():
-    BANK.clear()
-    DEPOSITS.clear()
-    yield
-    BANK.clear()
-    DEPOSITS.clear()
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("bank")]
 
 
 def died_in_the_deposit(people, account: str) -> Execution:
@@ -45,10 +37,7 @@ def died_in_the_deposit(people, account: str) -> Execution:
 
 
 def taken_over(execution: Execution) -> Execution:
-    for _ in range(5):
-        if runner.advance(execution.pk, worker="worker:rescuer") != "sliced":
-            break
-    return Execution.objects.get(pk=execution.pk)
+    return run_here(execution, worker="worker:rescuer")
 
 
 def test_a_deposit_that_ran_past_its_timeout_is_unknown_not_failed_nor_refunded(people):

@@ -11,24 +11,15 @@ from django.contrib.auth.models import Group
 from django.test import Client
 
 from approvals.models import ApprovalRequest
-from approvals.services import approval_decide
-from executions.engine import runner
 from executions.models import Action, Execution, Status, StepRun
 from executions.services import action_resolve, execution_start
+from tests.support.browsing import approve
+from tests.support.in_process import run_here
 from tests.support.transfer_flow import BANK, DEPOSITS
 from triage.preview import resume_preview
 from triage.replay import replay_one
 
-pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture(autouse=True)
-def bank():
-    BANK.clear()
-    DEPOSITS.clear()
-    yield
-    BANK.clear()
-    DEPOSITS.clear()
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("bank")]
 
 
 def transferred(people, to_account: str) -> Execution:
@@ -39,15 +30,22 @@ def transferred(people, to_account: str) -> Execution:
 
 
 def advanced(execution: Execution) -> Execution:
-    """``execution`` run here as a worker would, until it stops or waits."""
-    for _ in range(10):
-        if runner.advance(execution.pk, worker="worker:test-on-failure") != "sliced":
-            break
-    return Execution.objects.get(pk=execution.pk)
+    return run_here(execution, worker="worker:test-on-failure")
 
 
 def ledger(execution: Execution) -> dict[str, str]:
     return dict(Action.objects.filter(execution=execution).values_list("key", "status"))
+
+
+def assert_refunded(done: Execution) -> None:
+    """Completed after the deposit failed: withdrawn once and refunded once, at the bank too."""
+    assert done.status == Status.COMPLETED, done.status_reason
+    assert ledger(done) == {
+        f"{done.ref}:withdraw": "succeeded",
+        f"{done.ref}:deposit": "failed",
+        f"{done.ref}:refund": "succeeded",
+    }
+    assert [b["op"] for k, b in BANK.items() if k.startswith(f"{done.ref}:")] == ["withdraw", "refund"]
 
 
 def test_a_deposit_refused_for_good_goes_on_at_the_refund_once(people):
@@ -132,13 +130,7 @@ def test_an_unknown_deposit_an_operator_resolves_as_failed_goes_on_at_the_refund
     assert deposit["why"].endswith("was resolved as failed by an operator: it is not sent again; goes on at refund")
     assert not next(e for e in plan["effects"] if e["key"] == f"{lost.ref}:deposit")["may_repeat"]
     done = advanced(lost)
-    assert done.status == Status.COMPLETED, done.status_reason
-    assert ledger(done) == {
-        f"{lost.ref}:withdraw": "succeeded",
-        f"{lost.ref}:deposit": "failed",
-        f"{lost.ref}:refund": "succeeded",
-    }
-    assert [b["op"] for k, b in BANK.items() if k.startswith(f"{lost.ref}:")] == ["withdraw", "refund"]
+    assert_refunded(done)
     went = done.outputs()["deposit"]["failed"]
     assert went["kind"] == "business_rejection" and "resolved as failed by operator" in went["error"], went
 
@@ -152,16 +144,7 @@ def test_a_deposit_resolved_as_failed_goes_on_though_its_approval_went_stale(peo
         user=people["requester"].user, workflow="approved_transfer", input={"to_account": "lost-3"}
     )
     advanced(execution)
-    request = ApprovalRequest.objects.get(execution=execution, status="pending")
-    approval_decide(
-        user=people["manager"].user,
-        execution_ref=execution.ref,
-        approval_id=request.pk,
-        decision="approve",
-        artifact_version=request.version,
-        content_sha256=request.content_sha256,
-        event_id="approve-lost-3",
-    )
+    approve(people, execution, ApprovalRequest.objects.get(execution=execution, status="pending"))
     lost = advanced(execution)
     assert lost.status == Status.NEEDS_ATTENTION and ledger(lost)[f"{lost.ref}:deposit"] == "unknown"
     people["manager"].user.groups.remove(Group.objects.get(name="managers"))
@@ -172,10 +155,4 @@ def test_a_deposit_resolved_as_failed_goes_on_though_its_approval_went_stale(peo
     )
     assert resume_preview(Execution.objects.get(pk=lost.pk))["stale_approvals"] == []
     done = advanced(lost)
-    assert done.status == Status.COMPLETED, done.status_reason
-    assert ledger(done) == {
-        f"{lost.ref}:withdraw": "succeeded",
-        f"{lost.ref}:deposit": "failed",
-        f"{lost.ref}:refund": "succeeded",
-    }
-    assert [b["op"] for k, b in BANK.items() if k.startswith(f"{lost.ref}:")] == ["withdraw", "refund"]
+    assert_refunded(done)

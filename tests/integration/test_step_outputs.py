@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import pytest
 
-from executions.engine import runner
 from executions.models import Execution, Status, StepRun
 from executions.services import execution_start
 from tests.support.answering_flow import SHAPES  # registers ``shaped``
+from tests.support.in_process import run_here
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -19,10 +19,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def ran(people, mode: str) -> Execution:
     assert mode in SHAPES
     execution, _ = execution_start(user=people["requester"].user, workflow="shaped", input={"mode": mode})
-    for _ in range(5):
-        if runner.advance(execution.pk, worker="worker:test-outputs") != "sliced":
-            break
-    return Execution.objects.get(pk=execution.pk)
+    return run_here(execution, worker="worker:test-outputs")
 
 
 def test_what_python_returns_is_stored_as_json_and_read_back_as_stored(people):
