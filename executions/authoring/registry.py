@@ -7,13 +7,18 @@ is deployed, as long as the old module stays listed.
 
 from __future__ import annotations
 
+import logging
+import sys
 from importlib import import_module
+from importlib.util import find_spec
 
 from django.conf import settings
 
 from access import viewer
 
 from .workflow import Workflow
+
+log = logging.getLogger(__name__)
 
 _workflows: dict[tuple[str, int], Workflow] = {}
 
@@ -87,11 +92,25 @@ def load_configured_workflows() -> None:
         if module in settings.RUNTIME_WORKFLOW_MODULES:
             continue
         try:
+            fresh, before = module not in sys.modules, len(_workflows)
             import_module(module)
             check_all()
+            if fresh and len(_workflows) == before:
+                log.warning(_registers_nothing(module))
         except Exception as exc:  # any failure of the team's code: named, never a traceback
             why = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
             raise WorkflowModuleError(
                 f"KEEL_WORKFLOW_MODULES names {module}, which does not import: {type(exc).__name__}"
                 + (f": {why}" if why else "")
             ) from None
+
+
+def _registers_nothing(module: str) -> str:
+    """What a team's module that imported but registered no workflow is told (a package
+    named instead of its workflow module, say; a module that only plugs a kind in is fine)."""
+    said = f"KEEL_WORKFLOW_MODULES names {module}, which registered no workflow"
+    try:
+        inside = find_spec(f"{module}.workflow") is not None
+    except (ImportError, ValueError):
+        inside = False
+    return said + (f" (did you mean {module}.workflow?)" if inside else "")

@@ -34,3 +34,16 @@ def test_a_module_that_does_not_import_stops_start_up_naming_it(command, tmp_pat
         "ModuleNotFoundError: No module named 'examples.no_such_package'"
     ], done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_a_module_that_registers_no_workflow_is_said_at_start_up(tmp_path, transactional_db):
+    """The package named instead of its workflow module (``examples.expense``): it imports
+    and registers nothing, so start-up says so and names the module meant; the catalogue
+    would otherwise just lack the workflow, without a word."""
+    env = {**app_env(tmp_path), "KEEL_WORKFLOW_MODULES": "examples.expense,examples.classify.workflow"}
+    command = [str(BIN / "python"), "manage.py", "check"]
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    said = "KEEL_WORKFLOW_MODULES names examples.expense, which registered no workflow"
+    assert f"{said} (did you mean examples.expense.workflow?)" in done.stderr, done.stderr
+    assert "examples.classify.workflow, which registered" not in done.stderr
