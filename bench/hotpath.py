@@ -20,6 +20,8 @@ eager). Two passes on a database of its own (``BENCH_PROFILE_DB``, default
 
 Writes the "profile" section of docs/BENCHMARKS.md; ``--json`` prints the numbers.
 
+``--bytes`` only runs the third pass and prints its table (a lever measured alone).
+
 ``--loop N`` only runs N workflows (after the warm-up) in ``measured_loop``, for a
 sampling profiler without cProfile's overhead (bench/pyspy_summary.py says how).
 """
@@ -356,6 +358,9 @@ def main() -> None:
         execution_start(user=user, workflow=WORKFLOW, input={"n": -1 - i})
     if "--loop" in sys.argv:
         print(f"measured_loop: {measured_loop(n, user):.1f} ms per workflow", file=sys.stderr)
+        return
+    if "--bytes" in sys.argv:
+        print("\n".join(bytes_markdown(bytes_pass(BYTES_N, user))))
         return
     counts = count_pass(n, user)
     profile = profile_pass(n, user)

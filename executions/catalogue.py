@@ -18,7 +18,7 @@ from access import viewer
 from . import pauses, rollouts
 from .authoring import registry
 from .errors import NotFound
-from .models import TERMINAL, Execution
+from .models import ACTIVE, Execution
 
 
 def hold_of(name: str) -> dict[str, Any]:
@@ -102,8 +102,8 @@ def items() -> list[dict[str, Any]]:
 def live_counts(workflow: str | None = None) -> dict[tuple[str, int], int]:
     """How many executions are live (not terminal) per (workflow, version): every
     workflow's, or ``workflow``'s."""
-    rows = Execution.objects.exclude(status__in=TERMINAL)
+    rows = Execution.objects.filter(status__in=ACTIVE)  # named, not "not terminal": the partial index reads it
     if workflow is not None:
         rows = rows.filter(workflow=workflow)
-    rows = rows.values("workflow", "workflow_version").annotate(n=Count("id")).order_by()
+    rows = rows.values("workflow", "workflow_version").annotate(n=Count("*")).order_by()
     return {(r["workflow"], r["workflow_version"]): r["n"] for r in rows}

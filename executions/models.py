@@ -15,7 +15,7 @@ from typing import Any
 import pgtrigger
 from django.conf import settings
 from django.db import models
-from django.db.models import Q
+from django.db.models import Case, F, Q, Value, When
 from django_fsm import RETURN_VALUE, ConcurrentTransitionMixin, FSMField, transition
 
 from access.managers import scoped
@@ -201,7 +201,10 @@ class Execution(ConcurrentTransitionMixin, models.Model):
                 name="execution_status_lease",
                 condition=Q(status__in=["pending", "running"]),
             ),
-            models.Index(fields=["status", "-id"], name="execution_status_id"),
+            # Ascending, read backwards for the newest first: a new execution's entry lands at the
+            # end of its group, where a full page splits after it and stays full; in (…, -id) it
+            # landed at the start, and each split left two half-empty pages (issue 46, bytes).
+            models.Index(fields=["status", "id"], name="execution_status_id"),
             # Partial where most rows have nothing to find (issue 25): an execution that never
             # waits, has no deadline, never stops for a reason or is never held writes no
             # entry in these (every query on them asks for a value, which implies the condition).
@@ -209,8 +212,8 @@ class Execution(ConcurrentTransitionMixin, models.Model):
             models.Index(
                 fields=["status", "deadline"], name="execution_status_deadline", condition=Q(deadline__isnull=False)
             ),
-            models.Index(fields=["workflow", "-id"], name="execution_workflow_id"),
-            models.Index(fields=["reason_code", "-id"], name="execution_reason_id", condition=~Q(reason_code="")),
+            models.Index(fields=["workflow", "id"], name="execution_workflow_id"),
+            models.Index(fields=["reason_code", "id"], name="execution_reason_id", condition=~Q(reason_code="")),
             models.Index(fields=["hold_by"], name="execution_hold_by", condition=Q(hold_by__isnull=False)),
             # The stuck counts' approval_overdue and waiting_overdue (stuck.counts): only rows
             # that ever waited at a gate.
@@ -218,9 +221,16 @@ class Execution(ConcurrentTransitionMixin, models.Model):
                 fields=["status", "gate_sla_at"], name="execution_status_sla", condition=Q(gate_sla_at__isnull=False)
             ),
             models.Index(fields=["status", "status_changed_at"], name="execution_status_changed"),
-            # The counts of the live executions (by workflow, by stuck reason: triage.tallies,
-            # stuck.counts) read this index alone, not the rows.
-            models.Index(fields=["status", "workflow", "reason_code"], name="execution_status_workflow_code"),
+            # The counts of the live executions and of the failed ones by reason (by workflow,
+            # by stuck reason, by version: triage.tallies, stuck.counts, catalogue.live_counts)
+            # read this index alone, not the rows; the other terminal ones are tallied (the
+            # (status, status_changed_at) index), so a completion or a cancel adds no entry
+            # here (issue 46, bytes).
+            models.Index(
+                fields=["status", "workflow", "reason_code", "workflow_version"],
+                name="execution_status_workflow_code",
+                condition=Q(status__in=sorted(ACTIVE | {Status.FAILED})),
+            ),
         ]
         permissions = [("operate_execution", "Can triage, resume and cancel executions")]
 
@@ -542,7 +552,7 @@ class StepRun(models.Model):
         SUCCEEDED = "succeeded"
         FAILED = "failed"
 
-    # No index of its own: (execution, started_at) and the unique (execution, step, round) begin with it.
+    # No index of its own: the unique (execution, step, round, succeeded) begins with it.
     execution = models.ForeignKey(Execution, on_delete=models.CASCADE, related_name="step_runs", db_index=False)
     step = models.CharField(max_length=100)
     kind = models.CharField(max_length=20)
@@ -561,18 +571,22 @@ class StepRun(models.Model):
 
     class Meta:
         ordering = ["id"]
-        constraints = [
-            models.UniqueConstraint(
-                fields=["execution", "step", "round"],
-                condition=models.Q(outcome="succeeded"),
-                name="step_succeeds_once_per_round",
-            )
-        ]
+        # One index serves the guarantee and every read of an execution's runs (issue 46: the
+        # runs' bytes): a step succeeds once per round, as its last part is 1 for a succeeded
+        # run and NULL (never equal to another) for a failed one; it begins with the execution.
         # The measures (metrics/) read the runs of a window by ``finished_at`` through a BRIN
         # index on PostgreSQL (``steprun_finished``, made by migration 0031 outside Django's
         # declared indexes: a few bytes per hundreds of rows, where a B-tree took an entry per
-        # run; a B-tree elsewhere), and the step that started next after a decision here.
-        indexes = [models.Index(fields=["execution", "started_at"], name="steprun_execution_started")]
+        # run; a B-tree elsewhere).
+        constraints = [
+            models.UniqueConstraint(
+                F("execution"),
+                F("step"),
+                F("round"),
+                Case(When(outcome="succeeded", then=Value(1))),
+                name="step_succeeds_once_per_round",
+            )
+        ]
 
     def __str__(self) -> str:
         return f"{self.execution_id}:{self.step}#{self.attempt}"

@@ -84,11 +84,22 @@ class _Json(DjangoJSONEncoder):
 
 def jsonable(value: Any) -> Any:
     """``value`` as the JSON the database keeps and a later read returns (``_Json``'s
-    conversions; keys as text), or TypeError saying why it is no JSON."""
+    conversions; keys as text), or TypeError saying why it is no JSON: two keys of one
+    object that become the same text (``1`` and ``"1"``) are refused, not one of them
+    silently dropped."""
     try:
-        return json.loads(json.dumps(value, cls=_Json))
+        return json.loads(json.dumps(value, cls=_Json), object_pairs_hook=_distinct_keys)
     except (TypeError, ValueError, RecursionError) as exc:
         raise TypeError(str(exc) or type(exc).__name__) from None
+
+
+def _distinct_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    seen: set[str] = set()
+    for key, _ in pairs:
+        if key in seen:
+            raise TypeError(f"two keys of one object are both {key!r} as text (e.g. 1 and '1')")
+        seen.add(key)
+    return dict(pairs)
 
 
 def as_stored(value: Any, what: str, *, convert: bool = True) -> Any:

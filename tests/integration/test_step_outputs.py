@@ -49,6 +49,7 @@ def test_an_empty_list_is_an_output_and_nothing_is_an_empty_one(people):
         ("nan", "make's output can't be stored: score: must be a finite number"),
         ("nul", "make's output can't be stored: name: must not contain NUL characters"),
         ("opaque", "make's output is not JSON: Object of type Opaque is not JSON serializable"),
+        ("same_key", "make's output is not JSON: two keys of one object are both '1' as text (e.g. 1 and '1')"),
     ],
 )
 def test_an_output_that_cant_be_stored_names_the_step_and_records_the_attempt(people, mode, why):

@@ -113,6 +113,7 @@ SHAPES = {
     "nan": lambda: {"score": float("nan")},
     "nul": lambda: {"name": "a\x00b"},
     "opaque": lambda: {"thing": Opaque()},
+    "same_key": lambda: {"totals": {1: "by int", "1": "by text"}},  # one key once stored: neither dropped
 }
 
 shaped = register(Workflow(name="shaped", version=1, title="A step's output and the step after", input=AnsweringInput))
