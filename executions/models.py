@@ -573,7 +573,9 @@ class StepRun(models.Model):
         ordering = ["id"]
         # One index serves the guarantee and every read of an execution's runs (issue 46: the
         # runs' bytes): a step succeeds once per round, as its last part is 1 for a succeeded
-        # run and NULL (never equal to another) for a failed one; it begins with the execution.
+        # run and NULL (never equal to another) for a failed one; it begins with the execution,
+        # and carries ``started_at`` (PostgreSQL), so "a run of this execution started between
+        # two times" (the measures' resumes) reads the index alone, not every run's row.
         # The measures (metrics/) read the runs of a window by ``finished_at`` through a BRIN
         # index on PostgreSQL (``steprun_finished``, made by migration 0031 outside Django's
         # declared indexes: a few bytes per hundreds of rows, where a B-tree took an entry per
@@ -585,6 +587,7 @@ class StepRun(models.Model):
                 F("round"),
                 Case(When(outcome="succeeded", then=Value(1))),
                 name="step_succeeds_once_per_round",
+                include=["started_at"],
             )
         ]
 

@@ -82,13 +82,14 @@ class _Json(DjangoJSONEncoder):
         return super().default(o)
 
 
-def jsonable(value: Any) -> Any:
+def jsonable(value: Any, *, distinct_keys: bool = True) -> Any:
     """``value`` as the JSON the database keeps and a later read returns (``_Json``'s
     conversions; keys as text), or TypeError saying why it is no JSON: two keys of one
     object that become the same text (``1`` and ``"1"``) are refused, not one of them
-    silently dropped."""
+    silently dropped — unless ``distinct_keys`` is False (what must be kept whatever it
+    is: a provider's answer keeps the last of them, as JSON would)."""
     try:
-        return json.loads(json.dumps(value, cls=_Json), object_pairs_hook=_distinct_keys)
+        return json.loads(json.dumps(value, cls=_Json), object_pairs_hook=_distinct_keys if distinct_keys else None)
     except (TypeError, ValueError, RecursionError) as exc:
         raise TypeError(str(exc) or type(exc).__name__) from None
 
@@ -107,7 +108,7 @@ def as_stored(value: Any, what: str, *, convert: bool = True) -> Any:
     plain JSON is accepted, as it is), or TypeError naming ``what``: "<what> is not JSON:
     …" or "<what> can't be stored: …" (a bug in the code that made it)."""
     try:
-        stored = jsonable(value) if convert else json.loads(json.dumps(value))
+        stored = jsonable(value) if convert else json.loads(json.dumps(value), object_pairs_hook=_distinct_keys)
     except (TypeError, ValueError, RecursionError) as exc:
         raise TypeError(f"{what} is not JSON: {exc or type(exc).__name__}") from None
     reason = json_refusal(stored)

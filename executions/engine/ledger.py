@@ -109,13 +109,13 @@ def _check(effect: Effect, step: str) -> None:
 def kept(answer: Any) -> Any:
     """What is stored of a provider's answer (an effect's receipt, a lookup's record): it
     happened, so the answer is kept whatever it is — as JSON (``storable.jsonable``;
-    nothing: ``{}``), redacted (executions.redaction), with what the database can't hold
-    replaced (``scrubbed``); an answer that is no JSON at all becomes
-    ``{"receipt_not_json": why}``."""
+    nothing: ``{}``; of two keys that become the same text, the last), redacted
+    (executions.redaction), with what the database can't hold replaced (``scrubbed``);
+    an answer that is no JSON at all becomes ``{"receipt_not_json": why}``."""
     if answer is None:
         return {}
     try:
-        return scrubbed(redact(jsonable(answer)))
+        return scrubbed(redact(jsonable(answer, distinct_keys=False)))
     except (TypeError, RecursionError) as exc:
         return {"receipt_not_json": f"{type(answer).__name__}: {exc or 'nested too deeply'}"[:500]}
 

@@ -59,7 +59,10 @@ def test_no_answer_and_answers_the_database_cant_hold_are_kept_too(people):
     assert opaque.status == Status.COMPLETED, opaque.status_reason
     action = charge_of(opaque)
     assert action.status == "succeeded" and action.receipt["receipt_not_json"].startswith("Opaque: ")
-    for execution in (nothing, text, opaque):
+    same_key = ran(people, mode="same_key")  # a step's own output would be refused; an answer is kept
+    assert same_key.status == Status.COMPLETED, same_key.status_reason
+    assert charge_of(same_key).receipt == {"totals": {"1": "by text"}}
+    for execution in (nothing, text, opaque, same_key):
         assert len(PROVIDER[f"{execution.ref}:charge"]) == 1  # it happened once, and is recorded as happened
 
 

@@ -43,13 +43,26 @@ def test_a_step_succeeds_once_per_round_and_fails_as_often_as_it_does():
     assert StepRun.objects.filter(execution=execution).count() == len(failed) + 3
 
 
+def _plan(queryset) -> str:
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL enable_seqscan = off")  # a table this small is read whole otherwise
+        sql, params = queryset.query.sql_with_params()
+        cursor.execute(f"EXPLAIN {sql}", params)
+        return "\n".join(row[0] for row in cursor.fetchall())
+
+
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's plans")
 def test_the_runs_of_one_execution_are_read_through_the_one_index():
     execution = _execution()
-    _run(execution, StepRun.Outcome.SUCCEEDED)
-    with connection.cursor() as cursor:
-        cursor.execute("SET LOCAL enable_seqscan = off")  # a table this small is read whole otherwise
-        sql, params = StepRun.objects.filter(execution=execution).order_by("id").query.sql_with_params()
-        cursor.execute(f"EXPLAIN {sql}", params)
-        plan = "\n".join(row[0] for row in cursor.fetchall())
+    run = _run(execution, StepRun.Outcome.SUCCEEDED)
+    plan = _plan(StepRun.objects.filter(execution=execution).order_by("id"))
     assert "step_succeeds_once_per_round" in plan, plan
+    # "A run of this execution started between two times" (the measures' resumes, for every
+    # run of a long chat): the index alone, its started_at carried, not every run's row.
+    between = (
+        StepRun.objects.filter(execution=execution, started_at__gte=run.started_at, started_at__lt=timezone.now())
+        .order_by()
+        .values("execution_id")
+    )
+    plan = _plan(between)
+    assert "Index Only Scan using step_succeeds_once_per_round" in plan, plan

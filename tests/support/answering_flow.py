@@ -47,6 +47,7 @@ ANSWERS = {
     "nothing": lambda: None,
     "unstorable_text": lambda: {"name": "a\x00b", "bad\x00key": "\ud800", "score": float("nan")},
     "opaque": Opaque,
+    "same_key": lambda: {"totals": {1: "by int", "1": "by text"}},  # it happened: kept, the last key winning
 }
 
 
