@@ -219,12 +219,15 @@ def mark_succeeded(action: Action, receipt: dict[str, Any], *, execution: Execut
     _move(action, "succeed", actor_label, execution=execution, fields=fields, receipt=receipt)
 
 
+# An action whose outcome is not known: it may have acted (in_flight; the sweeper's deadline batch).
+IN_DOUBT = (Action.State.EXECUTING, Action.State.UNKNOWN)
+
+
 def in_flight(execution: Execution, step: str) -> Action | None:
-    """The latest action of ``step`` when its outcome is not known (``executing`` or
-    ``unknown``): it may have acted. None when it has a known outcome, or none."""
+    """The latest action of ``step`` when its outcome is not known (``IN_DOUBT``): it may
+    have acted. None when it has a known outcome, or none."""
     latest = Action.objects.filter(execution=execution, step=step, beside=False).order_by("-id").first()
-    in_doubt = latest is not None and latest.status in (Action.State.EXECUTING, Action.State.UNKNOWN)
-    return latest if in_doubt else None
+    return latest if latest is not None and latest.status in IN_DOUBT else None
 
 
 def lose_in_flight(*, lease: Lease, step: str, why: str) -> Action | None:

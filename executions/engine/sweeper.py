@@ -96,7 +96,7 @@ def past_deadline_query():
         execution=OuterRef("pk"),
         step=OuterRef("current_step"),
         beside=False,
-        status__in=(Action.State.EXECUTING, Action.State.UNKNOWN),
+        status__in=ledger.IN_DOUBT,
     )
     handed_over = Q(status=Status.RETRY_PENDING, due_at__lte=Now()) & Q(Exists(in_doubt))
     return Execution.objects.filter(status__in=list(DEADLINE), deadline__lte=Now()).exclude(handed_over).order_by()
